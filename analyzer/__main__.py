@@ -1,0 +1,3 @@
+from hanganalyze.cli import main
+
+main()
