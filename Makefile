@@ -1,0 +1,61 @@
+# `make demo` and `make test` do all set-up on a fresh machine (see README.md).
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+BUILD   = tests/fixtures/build
+CFLAGS  = -g -O0 -pthread -fno-omit-frame-pointer
+C_SRC   = $(wildcard tests/fixtures/*.c)
+CXX_SRC = $(wildcard tests/fixtures/*.cpp)
+# lib*.c / lib*.cpp become shared libraries (for ctypes / extension fixtures); the rest executables.
+LIB_SRC = $(filter tests/fixtures/lib%,$(C_SRC) $(CXX_SRC))
+EXE_SRC = $(filter-out $(LIB_SRC),$(C_SRC) $(CXX_SRC))
+EXES    = $(patsubst tests/fixtures/%,$(BUILD)/%,$(basename $(EXE_SRC)))
+LIBS    = $(patsubst tests/fixtures/%,$(BUILD)/%.so,$(basename $(LIB_SRC)))
+STRIPPED = $(addsuffix .stripped,$(EXES))
+
+.PHONY: all install fixtures test demo lint bench clean
+
+all: test
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+$(BUILD):
+	mkdir -p $(BUILD)
+
+$(BUILD)/%: tests/fixtures/%.c | $(BUILD)
+	gcc $(CFLAGS) -o $@ $<
+
+$(BUILD)/%: tests/fixtures/%.cpp | $(BUILD)
+	g++ $(CFLAGS) -std=c++17 -o $@ $<
+
+$(BUILD)/%.so: tests/fixtures/%.c | $(BUILD)
+	gcc $(CFLAGS) -shared -fPIC -o $@ $<
+
+$(BUILD)/%.so: tests/fixtures/%.cpp | $(BUILD)
+	g++ $(CFLAGS) -std=c++17 -shared -fPIC -o $@ $<
+
+$(BUILD)/%.stripped: $(BUILD)/%
+	strip -o $@ $<
+
+fixtures: $(EXES) $(LIBS) $(STRIPPED)
+
+test: install fixtures
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q
+
+demo: install fixtures
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash scripts/demo.sh
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+bench: install fixtures
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) bench/run.py
+
+clean:
+	rm -rf $(BUILD) report.html demo-out

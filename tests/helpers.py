@@ -1,0 +1,201 @@
+"""Shared test utilities: start a fixture that really hangs, take a real core, run real gdb.
+
+Nothing here mocks gdb or cores: every snapshot comes from gdb + gdbext on a real process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+BUILD = FIXTURES / "build"
+LOAD_PY = REPO / "gdbext" / "load.py"
+PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")))
+SYSTEM_PY311 = Path("/usr/bin/python3.11")  # Debian's stripped build
+
+
+def pyenv_pythons() -> Dict[str, Path]:
+    """{"3.8": path, ...} for every pyenv CPython 3.8-3.14 installed here."""
+    found: Dict[str, Path] = {}
+    vdir = PYENV_ROOT / "versions"
+    if not vdir.is_dir():
+        return found
+    for d in sorted(vdir.iterdir()):
+        parts = d.name.split(".")
+        if len(parts) < 2 or not parts[0] == "3" or not parts[1].isdigit():
+            continue
+        minor = int(parts[1])
+        if 8 <= minor <= 14:
+            exe = d / "bin" / ("python3.%d" % minor)
+            if exe.exists():
+                found["3.%d" % minor] = exe
+    return found
+
+
+def all_pythons() -> Dict[str, Path]:
+    """pyenv versions plus Debian's stripped system python3.11 under the key "system-3.11"."""
+    found = pyenv_pythons()
+    if SYSTEM_PY311.exists():
+        found["system-3.11"] = SYSTEM_PY311
+    return found
+
+
+class Hung:
+    """A running fixture process; kill() is idempotent and is called by the `hung` pytest fixture."""
+
+    def __init__(self, proc: subprocess.Popen, exe: str):
+        self.proc = proc
+        self.pid = proc.pid
+        self.exe = exe
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def start_hung(
+    argv: Sequence[str],
+    ready: str = "READY",
+    timeout: float = 30.0,
+    settle: float = 0.3,
+    env: Optional[Dict[str, str]] = None,
+    cwd: Optional[Path] = None,
+) -> Hung:
+    """Start argv and wait until it prints a line containing `ready` (then `settle` s more so that
+    threads reach their blocking calls).  Raises if it exits or never gets ready."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env.setdefault("PYTHONUNBUFFERED", "1")
+    proc = subprocess.Popen(
+        list(map(str, argv)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=full_env,
+        cwd=str(cwd) if cwd else None,
+    )
+    deadline = time.monotonic() + timeout
+    buf = b""
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if r:
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            buf += chunk
+            if ready.encode() in buf:
+                time.sleep(settle)
+                return Hung(proc, str(argv[0]))
+        if proc.poll() is not None:
+            break
+    proc.kill()
+    raise RuntimeError("fixture %r not ready (output: %r)" % (list(argv), buf[-2000:]))
+
+
+def gcore(pid: int, dest_dir: Path, timeout: float = 120.0) -> Path:
+    """Take a core of a live process with gdb's gcore (the process keeps running)."""
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    prefix = dest_dir / "core"
+    subprocess.run(
+        ["gcore", "-o", str(prefix), str(pid)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=timeout,
+    )
+    core = Path("%s.%d" % (prefix, pid))
+    assert core.exists(), core
+    return core
+
+
+def core_at_abort(argv: Sequence[str], dest_dir: Path, timeout: float = 120.0) -> Path:
+    """Run argv under gdb until it dies of a signal (e.g. SIGABRT) and write the core there."""
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    core = dest_dir / ("core.%s" % Path(argv[0]).name)
+    args = " ".join("'%s'" % a for a in argv[1:])
+    subprocess.run(
+        ["gdb", "-nx", "-batch", "-iex", "set auto-load off", "-ex", "set args %s" % args, "-ex", "run",
+         "-ex", "gcore %s" % core, "--args", str(argv[0])],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout,
+    )
+    assert core.exists(), core
+    return core
+
+
+def gdb_batch(
+    commands: List[str],
+    core: Optional[Path] = None,
+    exe: Optional[Path] = None,
+    pid: Optional[int] = None,
+    timeout: float = 180.0,
+) -> str:
+    """Run real gdb in batch mode with gdbext loaded; returns stdout+stderr."""
+    argv = ["gdb", "-nx", "-batch", "-iex", "set auto-load off", "-iex", "set debuginfod enabled off"]
+    if exe is not None:
+        argv += ["-ex", "file %s" % exe]
+    if core is not None:
+        argv += ["-ex", "core-file %s" % core]
+    if pid is not None:
+        argv += ["-ex", "attach %d" % pid]
+    argv += ["-ex", "source %s" % LOAD_PY]
+    for c in commands:
+        argv += ["-ex", c]
+    if pid is not None:
+        argv += ["-ex", "detach"]
+    res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+    return res.stdout.decode("utf-8", "replace")
+
+
+def gdb_snapshot(
+    core: Optional[Path] = None, exe: Optional[Path] = None, pid: Optional[int] = None, timeout: float = 180.0
+) -> dict:
+    """The hang-dump JSON of a core or live pid, straight from gdb + gdbext (no analyzer)."""
+    fd, out = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        text = gdb_batch(["hang-dump %s" % out], core=core, exe=exe, pid=pid, timeout=timeout)
+        data = Path(out).read_text()
+        if not data:
+            raise AssertionError("hang-dump wrote nothing; gdb said:\n" + text[-4000:])
+        return json.loads(data)
+    finally:
+        os.unlink(out)
+
+
+def run_hanganalyze(args: Sequence[str], timeout: float = 300.0, stdin: Optional[bytes] = None):
+    """Run the installed CLI as a user would (a subprocess), returning the CompletedProcess."""
+    exe = shutil.which("hanganalyze")
+    cmd = [exe] if exe else [sys.executable, "-m", "hanganalyze"]
+    return subprocess.run(
+        cmd + list(map(str, args)), input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout
+    )
+
+
+def fixture_binary(name: str) -> Path:
+    """A compiled fixture from tests/fixtures/build (built by `make fixtures`)."""
+    p = BUILD / name
+    if not p.exists():
+        subprocess.run(["make", "-s", "fixtures"], cwd=str(REPO), check=True, timeout=600)
+    assert p.exists(), "fixture %s was not built" % p
+    return p
