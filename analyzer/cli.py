@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-
 from hanganalyze import __version__
 from hanganalyze.errors import EXIT_FINDING, EXIT_OK, EXIT_TOOL, HangAnalyzeError, InputError
 

@@ -71,7 +71,7 @@ class Frame:
         return _drop_empty(d, self.CONTRACT)
 
     @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> "Frame":
+    def from_dict(cls, d: Dict[str, Any]) -> Frame:
         return cls(
             kind=d.get("kind", "native"),
             function=d.get("function"),
@@ -95,7 +95,7 @@ class ThreadState:
         return {"gil": self.gil, "gc": self.gc}
 
     @classmethod
-    def from_dict(cls, d: Optional[Dict[str, Any]]) -> "ThreadState":
+    def from_dict(cls, d: Optional[Dict[str, Any]]) -> ThreadState:
         d = d or {}
         return cls(gil=d.get("gil"), gc=d.get("gc"))
 
@@ -141,7 +141,7 @@ class Thread:
         return _drop_empty(d, self.CONTRACT)
 
     @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> "Thread":
+    def from_dict(cls, d: Dict[str, Any]) -> Thread:
         return cls(
             tid=d.get("tid"),
             name=d.get("name"),
@@ -172,7 +172,7 @@ class Library:
         return {"path": self.path, "build_id": self.build_id, "version": self.version}
 
     @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> "Library":
+    def from_dict(cls, d: Dict[str, Any]) -> Library:
         return cls(path=d["path"], build_id=d.get("build_id"), version=d.get("version"))
 
 
@@ -216,7 +216,7 @@ class Process:
         return _drop_empty(d, self.CONTRACT)
 
     @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> "Process":
+    def from_dict(cls, d: Dict[str, Any]) -> Process:
         return cls(
             source=d.get("source", "core"),
             pid=d.get("pid"),
@@ -273,7 +273,7 @@ class Finding:
         return _drop_empty(d, keep)
 
     @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> "Finding":
+    def from_dict(cls, d: Dict[str, Any]) -> Finding:
         return cls(
             signature=d["signature"],
             title=d.get("title", d["signature"]),
@@ -310,7 +310,7 @@ class Snapshot:
         return _drop_empty(d, ("schema", "processes", "findings", "bucket"))
 
     @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> "Snapshot":
+    def from_dict(cls, d: Dict[str, Any]) -> Snapshot:
         if d.get("schema") != SCHEMA:
             raise ValueError("not a %s snapshot (schema=%r)" % (SCHEMA, d.get("schema")))
         return cls(

@@ -15,7 +15,7 @@ from .model import Frame
 MAX_FRAMES = 1024
 
 
-class NativeFrame(object):
+class NativeFrame:
     """A native frame plus the unwinder facts that never reach the JSON (stack pointer, gdb type)."""
 
     __slots__ = ("frame", "sp", "cfa", "gdb_type", "pc")
@@ -28,7 +28,7 @@ class NativeFrame(object):
         self.pc = pc
 
 
-class LibraryMap(object):
+class LibraryMap:
     """Address -> shared-object path, built once from gdb's solib list."""
 
     def __init__(self) -> None:
