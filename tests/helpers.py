@@ -188,7 +188,7 @@ def run_hanganalyze(args: Sequence[str], timeout: float = 300.0, stdin: Optional
     exe = shutil.which("hanganalyze")
     cmd = [exe] if exe else [sys.executable, "-m", "hanganalyze"]
     return subprocess.run(
-        cmd + list(map(str, args)), input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout
+        cmd + list(map(str, args)), input=stdin, capture_output=True, timeout=timeout
     )
 
 
