@@ -1,7 +1,494 @@
-"""PLACEHOLDER (owned by the end-to-end work): read an ELF core's notes with pyelftools."""
+"""Read what an ELF core says about its process, without gdb: pid, executable, argv, signal,
+threads and mapped files with their build-ids.
+
+Why not let gdb do it: gdb needs the right executable *before* it can open the core, and its
+own messages about a wrong or missing one are easy to miss.  Reading the notes first lets us
+pick the executable, check its build-id and say clearly what is wrong, in milliseconds.
+
+Cores can be hundreds of GB and sparse (GPU processes map huge device address ranges), so this
+module never reads a core as a whole: it reads the ELF/program headers, the PT_NOTE segments by
+offset, and a few pages of memory (the first page of each mapped ELF file, the initial stack for
+argv) through `CoreMemory`, which seeks to exactly the bytes it needs.
+
+Signals: the kernel writes the fatal signal in NT_PRSTATUS ``pr_cursig`` (and NT_SIGINFO).  A core
+written by gdb's ``gcore`` of a running process has ``pr_cursig`` 0 and NT_SIGINFO ``SIGSTOP``
+(the stop caused by ptrace-attaching, not something that happened to the program).  We present
+``signal = None`` for those, as pystack and py-spy do for live snapshots, and keep real signals
+(a ``gcore`` taken at an abort under gdb reports ``SIGABRT``).
+"""
 
 from __future__ import annotations
 
+import os
+import signal as _signal
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Dict, List, Optional, Tuple
 
-def read_core(path):
+from hanganalyze.errors import InputError
+
+# Offsets in the 64-bit Linux ``struct elf_prstatus`` (the same on x86-64 and aarch64).
+_PRSTATUS_CURSIG = 12  # short, after struct elf_siginfo {int si_signo, si_code, si_errno}
+_PRSTATUS_PID = 32  # pid_t pr_pid
+
+# auxv keys we use
+AT_NULL = 0
+AT_PHDR = 3
+AT_ENTRY = 9
+AT_EXECFN = 31
+
+#: Note types gdb adds to the cores it writes (target description); marks a gcore'd core.
+_NT_GDB_TDESC = 0xFF000000
+
+#: Signals that describe how a tool stopped the process, not what happened to it.
+_NOT_FATAL = {"SIGSTOP", "SIGTRAP", "SIGTSTP"}
+
+#: Upper bound on bytes read from the initial stack to find argv (argv+envp strings live there).
+_STACK_READ_MAX = 8 << 20
+#: Upper bound on mapped files whose build-id we read from disk (GPU processes map thousands).
+_MAX_BUILD_ID_FILES = 2000
+
+
+@dataclass
+class Mapping:
+    """One file-backed mapping from NT_FILE."""
+
+    start: int
+    end: int
+    offset: int  # file offset in bytes
+    path: str
+
+
+@dataclass
+class MappedFile:
+    """A file mapped into the process, with the build-ids we could find."""
+
+    path: str
+    base: int  # lowest address of its mappings
+    build_id: Optional[str] = None  # from the core's memory (what the process really ran)
+    disk_build_id: Optional[str] = None  # from the file on disk now
+    on_disk: bool = False
+
+    @property
+    def mismatch(self) -> bool:
+        """True when the file on disk is not the one the process mapped."""
+        return bool(self.build_id and self.disk_build_id and self.build_id != self.disk_build_id)
+
+
+@dataclass
+class CoreInfo:
+    path: str
+    pid: Optional[int] = None
+    executable: Optional[str] = None
+    argv: Optional[List[str]] = None
+    signal: Optional[str] = None
+    #: Raw signal number found in the notes (also for SIGSTOP of gcore'd cores).
+    raw_signo: Optional[int] = None
+    nthreads: int = 0
+    tids: List[int] = field(default_factory=list)
+    written_by_gdb: bool = False
+    files: List[MappedFile] = field(default_factory=list)
+    mappings: List[Mapping] = field(default_factory=list)
+    auxv: Dict[int, int] = field(default_factory=dict)
+    warnings: List[str] = field(default_factory=list)
+
+    def file(self, path: Optional[str]) -> Optional[MappedFile]:
+        for f in self.files:
+            if f.path == path:
+                return f
+        return None
+
+
+class CoreMemory:
+    """Read the process's memory as the core stored it, by seeking (never loading the core)."""
+
+    def __init__(self, fh: BinaryIO, loads: List[Tuple[int, int, int, int]]) -> None:
+        # (vaddr, memsz, offset, filesz), sorted by vaddr
+        self._fh = fh
+        self._loads = sorted(loads)
+
+    def segment(self, addr: int) -> Optional[Tuple[int, int, int, int]]:
+        for seg in self._loads:
+            if seg[0] <= addr < seg[0] + seg[1]:
+                return seg
+        return None
+
+    def read(self, addr: int, size: int) -> Optional[bytes]:
+        """Bytes at [addr, addr+size) if the core holds all of them, else None."""
+        seg = self.segment(addr)
+        if seg is None:
+            return None
+        vaddr, _memsz, off, filesz = seg
+        if addr + size > vaddr + filesz:
+            return None  # not dumped (e.g. read-only file pages the kernel skipped)
+        self._fh.seek(off + (addr - vaddr))
+        data = self._fh.read(size)
+        return data if len(data) == size else None
+
+    def read_cstring(self, addr: int, limit: int = 4096) -> Optional[str]:
+        seg = self.segment(addr)
+        if seg is None:
+            return None
+        vaddr, _memsz, off, filesz = seg
+        avail = min(limit, vaddr + filesz - addr)
+        if avail <= 0:
+            return None
+        self._fh.seek(off + (addr - vaddr))
+        data = self._fh.read(avail)
+        end = data.find(b"\0")
+        if end < 0:
+            return None
+        return data[:end].decode("utf-8", "surrogateescape")
+
+
+# ----------------------------------------------------------------------------------- validation
+
+
+def _elf_kind(e_type: str, has_interp: bool) -> str:
+    if e_type == "ET_EXEC" or (e_type == "ET_DYN" and has_interp):
+        return "an ELF executable"
+    if e_type == "ET_DYN":
+        return "an ELF shared object"
+    if e_type == "ET_REL":
+        return "an ELF object file"
+    return "an ELF file of type %s" % e_type
+
+
+def _open_elf(path: Path, fh: BinaryIO):
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        return ELFFile(fh)
+    except (ELFError, struct.error, ValueError, OSError) as e:
+        raise InputError("%s is not a readable ELF file: %s" % (path, e)) from None
+
+
+def _check_size(path: Path, elf, size: int) -> None:
+    """A core cut short (disk full, copy interrupted) gives gdb garbage: say so up front."""
+    expected = elf.header["e_phoff"] + elf.header["e_phnum"] * elf.header["e_phentsize"]
+    for seg in elf.iter_segments():
+        if seg["p_filesz"]:
+            expected = max(expected, seg["p_offset"] + seg["p_filesz"])
+    if expected > size:
+        raise InputError("truncated core %s: expected %d bytes, file has %d" % (path, expected, size))
+
+
+# ------------------------------------------------------------------------------------- notes
+
+
+def _parse_auxv(desc: bytes) -> Dict[int, int]:
+    out: Dict[int, int] = {}
+    for i in range(0, len(desc) - 15, 16):
+        key, val = struct.unpack_from("<QQ", desc, i)
+        if key == AT_NULL:
+            break
+        out.setdefault(key, val)
+    return out
+
+
+def _signame(signo: int) -> str:
+    try:
+        return _signal.Signals(signo).name
+    except ValueError:
+        return "SIG%d" % signo
+
+
+def _cstr(b: bytes) -> str:
+    return b.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def _read_notes(elf, info: CoreInfo) -> Tuple[Optional[str], List[int], Optional[int]]:
+    """Fill info from the PT_NOTE segments; returns (psargs, cursigs, first siginfo signo)."""
+    psargs: Optional[str] = None
+    cursigs: List[int] = []
+    siginfo: Optional[int] = None
+    for seg in elf.iter_segments():
+        if seg["p_type"] != "PT_NOTE":
+            continue
+        for note in seg.iter_notes():
+            ntype, desc = note["n_type"], note["n_desc"]
+            if ntype == "NT_PRSTATUS" and isinstance(desc, bytes) and len(desc) >= _PRSTATUS_PID + 4:
+                cursigs.append(struct.unpack_from("<h", desc, _PRSTATUS_CURSIG)[0])
+                info.tids.append(struct.unpack_from("<i", desc, _PRSTATUS_PID)[0])
+            elif ntype == "NT_PRPSINFO":
+                info.pid = info.pid or int(desc["pr_pid"])
+                psargs = _cstr(desc["pr_psargs"]).strip()
+            elif ntype == "NT_SIGINFO" and siginfo is None and isinstance(desc, bytes) and len(desc) >= 4:
+                siginfo = struct.unpack_from("<i", desc, 0)[0]
+            elif ntype == "NT_AUXV" and isinstance(desc, bytes):
+                info.auxv = _parse_auxv(desc)
+            elif ntype == "NT_FILE":
+                page = int(desc["page_size"]) or 1
+                for name, ent in zip(desc["filename"], desc["Elf_Nt_File_Entry"]):
+                    info.mappings.append(
+                        Mapping(int(ent["vm_start"]), int(ent["vm_end"]), int(ent["page_offset"]) * page,
+                                name.decode("utf-8", "surrogateescape"))
+                    )
+            elif ntype == _NT_GDB_TDESC or note["n_name"] == "GDB":
+                info.written_by_gdb = True
+    return psargs, cursigs, siginfo
+
+
+def _decide_signal(info: CoreInfo, cursigs: List[int], siginfo: Optional[int]) -> None:
+    signo = next((s for s in cursigs if s), 0) or (siginfo or 0)
+    if not signo:
+        return
+    info.raw_signo = signo
+    name = _signame(signo)
+    if name in _NOT_FATAL:
+        return  # gcore of a running process: the stop is ours, not the program's
+    info.signal = name
+
+
+# ----------------------------------------------------------------------------------- build-ids
+
+
+def build_id_from_notes(data: bytes, little: bool = True) -> Optional[str]:
+    """The NT_GNU_BUILD_ID in a run of ELF notes (the bytes of a PT_NOTE segment)."""
+    fmt = "<III" if little else ">III"
+    i = 0
+    while i + 12 <= len(data):
+        namesz, descsz, ntype = struct.unpack_from(fmt, data, i)
+        i += 12
+        name = data[i : i + namesz]
+        i += (namesz + 3) & ~3
+        desc = data[i : i + descsz]
+        i += (descsz + 3) & ~3
+        if ntype == 3 and name.rstrip(b"\0") == b"GNU" and desc:
+            return desc.hex()
     return None
+
+
+def build_id_of_file(path: str) -> Optional[str]:
+    """The GNU build-id of an ELF file on disk (reads only headers and note segments)."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(4) != b"\x7fELF":
+                return None
+            fh.seek(0)
+            from elftools.elf.elffile import ELFFile
+
+            elf = ELFFile(fh)
+            for seg in elf.iter_segments():
+                if seg["p_type"] == "PT_NOTE":
+                    for note in seg.iter_notes():
+                        if note["n_type"] == "NT_GNU_BUILD_ID":
+                            return str(note["n_desc"])
+    except Exception:  # noqa: BLE001 - unreadable or odd files just have no build-id for us
+        return None
+    return None
+
+
+def build_id_in_memory(mem: CoreMemory, base: int) -> Optional[str]:
+    """The build-id of the ELF mapped at `base`, from the first page the core dumped (the kernel
+    keeps first pages of ELF mappings by default: coredump_filter bit 4)."""
+    head = mem.read(base, 64)
+    if not head or head[:4] != b"\x7fELF" or head[4] != 2:  # ELFCLASS64 only
+        return None
+    little = head[5] == 1
+    e = "<" if little else ">"
+    phoff = struct.unpack_from(e + "Q", head, 32)[0]
+    phentsize, phnum = struct.unpack_from(e + "HH", head, 54)
+    if not phnum or phentsize < 56 or phoff + phnum * phentsize > 4096:
+        return None
+    phdrs = mem.read(base + phoff, phnum * phentsize)
+    if phdrs is None:
+        return None
+    for k in range(phnum):
+        p_type, _flags, p_offset, _vaddr, _paddr, p_filesz = struct.unpack_from(e + "IIQQQQ", phdrs, k * phentsize)
+        if p_type == 4 and p_filesz and p_offset + p_filesz <= 4096:  # PT_NOTE in the first page
+            data = mem.read(base + p_offset, p_filesz)
+            if data:
+                bid = build_id_from_notes(data, little)
+                if bid:
+                    return bid
+    return None
+
+
+# -------------------------------------------------------------------------------------- argv
+
+
+def argv_from_stack(mem: CoreMemory, auxv_bytes: bytes, execfn: Optional[int]) -> Optional[List[str]]:
+    """argv from the process's initial stack: ``argc, argv[], NULL, envp[], NULL, auxv[]``.
+
+    NT_PRPSINFO only has the first 80 characters of the command line, and gdb's gcore writes just
+    argv[0] there; the stack has all of it.  We find the auxv vector (its bytes equal NT_AUXV) in
+    the stack mapping that holds AT_EXECFN, then walk backwards over envp and argv.
+    """
+    if not execfn or len(auxv_bytes) < 32:
+        return None
+    seg = mem.segment(execfn)
+    if seg is None:
+        return None
+    vaddr, _memsz, _off, filesz = seg
+    lo = max(vaddr, vaddr + filesz - _STACK_READ_MAX)
+    data = mem.read(lo, vaddr + filesz - lo)
+    if not data:
+        return None
+    pos = data.rfind(auxv_bytes[:32])
+    if pos < 0 or pos % 8:
+        return None
+
+    def word(i: int) -> int:
+        return struct.unpack_from("<Q", data, i)[0]
+
+    i = pos - 8
+    if i < 0 or word(i) != 0:  # NULL ending envp
+        return None
+    i -= 8
+    while i >= 0 and word(i) != 0:  # envp pointers
+        i -= 8
+    i -= 8  # skip the NULL ending argv
+    ptrs: List[int] = []
+    while i >= 0:
+        w = word(i)
+        if w == len(ptrs) and (ptrs or w == 0):  # argc
+            break
+        if not (vaddr <= w < vaddr + filesz):
+            return None
+        ptrs.append(w)
+        i -= 8
+    else:
+        return None
+    argv = []
+    for p in reversed(ptrs):
+        s = mem.read_cstring(p, limit=128 * 1024)
+        if s is None:
+            return None
+        argv.append(s)
+    return argv or None
+
+
+# --------------------------------------------------------------------------------------- main
+
+
+def _choose_executable(info: CoreInfo, execfn: Optional[str], psargs: Optional[str]) -> Optional[str]:
+    """The mapping holding AT_ENTRY is the executable (argv[0] may be a symlink or a script)."""
+    entry = info.auxv.get(AT_ENTRY) or info.auxv.get(AT_PHDR)
+    if entry:
+        for m in info.mappings:
+            if m.start <= entry < m.end:
+                return m.path
+    if info.mappings:
+        return info.mappings[0].path  # the kernel lists mappings by address; the exe comes first
+    return execfn or (psargs.split()[0] if psargs else None)
+
+
+def _collect_files(info: CoreInfo, mem: CoreMemory) -> None:
+    seen: Dict[str, MappedFile] = {}
+    for m in info.mappings:
+        f = seen.get(m.path)
+        if f is None:
+            f = seen[m.path] = MappedFile(path=m.path, base=m.start)
+            info.files.append(f)
+        f.base = min(f.base, m.start)
+        if m.offset == 0 and f.build_id is None:
+            f.build_id = build_id_in_memory(mem, m.start)
+    for n, f in enumerate(info.files):
+        path = f.path[: -len(" (deleted)")] if f.path.endswith(" (deleted)") else f.path
+        f.on_disk = os.path.isfile(path)
+        if f.on_disk and n < _MAX_BUILD_ID_FILES and not path.startswith(("/dev/", "/memfd:")):
+            f.disk_build_id = build_id_of_file(path)
+
+
+def read_core(path) -> CoreInfo:
+    """Parse a core's notes (and a few pages of its memory) into a CoreInfo.
+
+    Raises InputError with one line for anything that is not a complete ELF core.
+    """
+    path = Path(path)
+    try:
+        fh = open(path, "rb")
+    except OSError as e:
+        raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        if fh.read(4) != b"\x7fELF":
+            raise InputError("%s is not an ELF core file" % path)
+        fh.seek(0)
+        elf = _open_elf(path, fh)
+        try:
+            e_type = elf.header["e_type"]
+            if e_type != "ET_CORE":
+                has_interp = any(s["p_type"] == "PT_INTERP" for s in elf.iter_segments())
+                raise InputError("%s is %s, not a core" % (path, _elf_kind(e_type, has_interp)))
+            if elf.elfclass != 64 or not elf.little_endian:
+                raise InputError("%s: only 64-bit little-endian cores are supported" % path)
+            _check_size(path, elf, size)
+            info = CoreInfo(path=str(path))
+            psargs, cursigs, siginfo = _read_notes(elf, info)
+            loads = [
+                (s["p_vaddr"], s["p_memsz"], s["p_offset"], s["p_filesz"])
+                for s in elf.iter_segments()
+                if s["p_type"] == "PT_LOAD"
+            ]
+            auxv_bytes = _raw_auxv(elf)
+        except InputError:
+            raise
+        except Exception as e:  # noqa: BLE001 - pyelftools raises many types on corrupt notes
+            raise InputError("%s: corrupt core notes (%s: %s)" % (path, type(e).__name__, e)) from None
+        if not info.tids:
+            raise InputError("%s: core has no thread (NT_PRSTATUS) notes" % path)
+        info.nthreads = len(info.tids)
+        info.pid = info.pid or info.tids[0]
+        _decide_signal(info, cursigs, siginfo)
+        mem = CoreMemory(fh, loads)
+        execfn_addr = info.auxv.get(AT_EXECFN)
+        execfn = mem.read_cstring(execfn_addr) if execfn_addr else None
+        info.executable = _choose_executable(info, execfn, psargs)
+        info.argv = argv_from_stack(mem, auxv_bytes, execfn_addr)
+        if not info.argv and psargs:
+            info.argv = psargs.split()  # best effort: the kernel joined argv with spaces
+        _collect_files(info, mem)
+    return info
+
+
+def _raw_auxv(elf) -> bytes:
+    for seg in elf.iter_segments():
+        if seg["p_type"] != "PT_NOTE":
+            continue
+        for note in seg.iter_notes():
+            if note["n_type"] == "NT_AUXV" and isinstance(note["n_desc"], bytes):
+                return note["n_desc"]
+    return b""
+
+
+def check_executable(info: CoreInfo, exe: Optional[Path]) -> Tuple[str, List[str]]:
+    """Pick the executable for gdb (``--exe`` wins) and explain any doubt about it.
+
+    Returns (path, warnings).  Raises InputError when there is no usable executable: without it
+    gdb cannot find the shared libraries and every stack would be wrong.
+    """
+    warnings: List[str] = []
+    recorded = info.executable
+    if exe is not None:
+        if not exe.is_file():
+            raise InputError("--exe %s: no such file" % exe)
+        chosen = str(exe)
+    else:
+        if not recorded:
+            raise InputError("%s: the core does not name its executable; pass --exe PATH" % info.path)
+        chosen = recorded[: -len(" (deleted)")] if recorded.endswith(" (deleted)") else recorded
+        if not os.path.isfile(chosen):
+            raise InputError(
+                "the executable of core %s, %s, is gone (deleted or on another machine); pass --exe PATH"
+                % (info.path, chosen)
+            )
+    mf = info.file(recorded)
+    want = mf.build_id if mf else None
+    have = build_id_of_file(chosen)
+    if want and have and want != have:
+        warnings.append(
+            "executable %s has build-id %s but the core ran build-id %s: stacks may be wrong" % (chosen, have, want)
+        )
+    for f in info.files:
+        if f is mf:
+            continue
+        if f.mismatch:
+            warnings.append(
+                "%s on disk (build-id %s) is not the file the process mapped (build-id %s)"
+                % (f.path, f.disk_build_id, f.build_id)
+            )
+    return chosen, warnings
