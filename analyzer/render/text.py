@@ -1,16 +1,142 @@
-"""PLACEHOLDER (owned by the reports work): plain-text report for terminals."""
+"""Plain-text report for terminals: findings and fixes first, then thread groups as gdb prints them.
+
+Core data is printed as it is, except control characters (an ESC in a thread name must not
+repaint the user's terminal), which are shown as ``\\xNN``.
+"""
 
 from __future__ import annotations
 
+import re
+from typing import List
 
-def render_text(snapshot):
+from hanganalyze.gdbext.model import Snapshot
+from hanganalyze.render.view import GroupView, ReportView, build_view
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: Frames shown per idle group (the rest are summarised): idle stacks are rarely the story.
+IDLE_FRAMES = 6
+RULE = "=" * 78
+
+
+def clean(s: object) -> str:
+    """Terminal-safe text: control characters (ESC, BEL, CR...) become visible escapes."""
+    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group(0)), str(s)).replace("\n", "\\n")
+
+
+def _group_lines(g: GroupView) -> List[str]:
     lines = []
-    for f in snapshot.findings:
-        lines.append("FINDING %s [%s]: %s" % (f.signature, f.severity, f.title))
-    for p in snapshot.processes:
-        lines.append("process %s %s signal=%s" % (p.pid, p.executable, p.signal))
-        for t in p.threads:
-            lines.append("  thread %s %s" % (t.tid, t.name or ""))
-            for i, fr in enumerate(t.frames):
-                lines.append("    #%d %s %s %s:%s" % (i, fr.kind, fr.function or "??", fr.file or fr.library, fr.line))
-    return "\n".join(lines) + "\n"
+    head = clean(g.label)
+    if g.size > 1:
+        head += "  + %d more thread%s like this" % (g.size - 1, "s" * (g.size > 2))
+    badges = g.badges()
+    if badges:
+        head += "  [%s]" % ", ".join(clean(b) for b in badges)
+    lines.append(head)
+    if g.size > 1:
+        tids = ", ".join(str(t.tid) for t in g.threads[:20])
+        if g.size > 20:
+            tids += ", ... (%d in all)" % g.size
+        lines.append("  tids: %s" % tids)
+    waits = g.group.first.waits
+    if isinstance(waits, dict) and waits:
+        detail = waits.get("detail") or ""
+        owner = waits.get("owner_tid")
+        lines.append(
+            "  waits on %s %s%s%s"
+            % (
+                clean(waits.get("kind") or "?"),
+                clean(waits.get("name") or waits.get("resource") or ""),
+                " held by thread %s" % owner if owner is not None else "",
+                " (%s)" % clean(detail) if detail else "",
+            )
+        )
+    frames = g.frames
+    shown = frames[:IDLE_FRAMES] if g.idle else frames
+    placed_header_done = False
+    for fv in shown:
+        if not fv.placed and not placed_header_done:
+            lines.append("  -- Python frames that could not be placed among the native ones --")
+            placed_header_done = True
+        mark = ">>" if fv.matched else "  "
+        lines.append("%s%s" % (mark, clean(fv.text)))
+    if len(shown) < len(frames):
+        lines.append("    ... %d more frames (idle thread)" % (len(frames) - len(shown)))
+    if not frames:
+        lines.append("    (no frames)")
+    return lines
+
+
+def render_view_text(view: ReportView) -> str:
+    out: List[str] = [RULE, "hanganalyze: " + clean(view.headline)]
+    if view.bucket:
+        out.append("bucket: %s" % view.bucket)
+    out.append(RULE)
+    for p in view.processes:
+        out.append("")
+        out.append(clean(p.title))
+        for k, v in p.facts:
+            out.append("  %-10s %s" % (k, clean(v)))
+        if p.libraries:
+            out.append("  %-10s %s" % ("libraries", clean(", ".join(("%s %s" % lv).strip() for lv in p.libraries))))
+    if view.findings:
+        out.append("")
+        out.append("FINDINGS")
+        for n, fv in enumerate(view.findings, 1):
+            f = fv.finding
+            out.append("")
+            out.append("[%d] %s  (%s, signature %s)" % (n, clean(f.title), clean(f.severity), clean(f.signature)))
+            if f.confidence is not None:
+                out[-1] += "  confidence %.2f" % f.confidence
+            if f.summary:
+                out.append("    " + clean(f.summary))
+            if f.cause:
+                out.append("    cause: " + clean(f.cause))
+            if f.threads:
+                out.append("    threads: " + ", ".join(str(t) for t in f.threads))
+            for fix in f.fix:
+                out.append("    fix: " + clean(fix))
+            for link in fv.links + fv.other_refs:
+                out.append("    see: " + clean(link))
+            for ev in fv.evidence:
+                line = "    evidence: %s" % clean(ev.thread)
+                if ev.rule:
+                    line += " [%s]" % clean(ev.rule)
+                if ev.text:
+                    line += " %s" % clean(ev.text)
+                out.append(line)
+                if ev.frame:
+                    out.append("      " + clean(ev.frame))
+    else:
+        out.append("")
+        out.append("No finding: no signature in the database matched these stacks.")
+    for p in view.processes:
+        if p.waitgraph_cycles:
+            out.append("")
+            out.append("WAIT-FOR CYCLES (%s)" % clean(p.title))
+            for c in p.waitgraph_cycles:
+                out.append("  " + clean(c))
+    for p in view.processes:
+        out.append("")
+        out.append(RULE)
+        summary = "THREADS of %s: %d thread%s in %d group%s" % (
+            clean(p.title), p.thread_count, "s" * (p.thread_count != 1), len(p.groups), "s" * (len(p.groups) != 1)
+        )
+        if p.idle_threads:
+            summary += ", %d idle" % p.idle_threads
+        out.append(summary)
+        out.append("(>> marks frames a finding matched; [py] marks Python frames)")
+        out.append(RULE)
+        for g in p.groups:
+            out.append("")
+            out.extend(_group_lines(g))
+    if view.warnings:
+        out.append("")
+        out.append("NOTES")
+        for w in view.warnings:
+            out.append("  - " + clean(w))
+    return "\n".join(out) + "\n"
+
+
+def render_text(snapshot: Snapshot) -> str:
+    """The terminal report (the CLI's default format)."""
+    return render_view_text(build_view(snapshot))

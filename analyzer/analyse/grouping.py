@@ -1,0 +1,208 @@
+"""Group threads with identical stacks and decide which groups are idle.
+
+A report of a 300-thread trainer is unreadable unless the 280 identical data-loader or
+thread-pool workers collapse into one block ("280 threads like this") and the parked ones are
+visually pushed down.  Every renderer uses these groups, so text, Markdown and HTML agree on
+what is grouped and what is idle.
+
+The idle rule (documented in docs and used by every format): a group is *idle* when
+
+* none of its threads is named by a finding (``Finding.threads`` or evidence), and
+* it holds neither the main thread (tid == pid) nor the current thread (the one that got the
+  signal), and
+* its innermost meaningful wait is a known "waiting for work" call: an event-loop wait
+  (``epoll_wait``, ``select``, ``poll``, ``accept``, ``sigwait``...), a condition-variable / futex
+  wait inside a recognisable thread-pool worker loop, or a Python frame such as
+  ``queue.Queue.get`` or ``selectors.*.select``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Set, Tuple
+
+from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
+
+#: Native calls that mean "parked until an event arrives" wherever they are called from.
+IDLE_NATIVE_WAITS = frozenset(
+    {
+        "epoll_wait", "epoll_pwait", "epoll_pwait2", "select", "pselect", "pselect6", "poll", "ppoll",
+        "__poll", "__select", "__GI___poll", "__GI_epoll_wait", "accept", "accept4", "sigwait",
+        "sigtimedwait", "sigwaitinfo", "__sigtimedwait", "pause", "io_getevents", "uv__io_poll",
+    }
+)
+
+#: Native calls that park a thread on a condition; idle only inside a worker loop.
+CONDITION_WAITS = frozenset(
+    {
+        "pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait", "___pthread_cond_wait",
+        "___pthread_cond_timedwait", "__pthread_cond_wait", "__pthread_cond_timedwait", "futex_wait",
+        "__futex_abstimed_wait_common", "__futex_abstimed_wait_common64", "do_futex_wait", "syscall",
+        "sem_wait", "sem_timedwait", "sem_clockwait", "__new_sem_wait_slow64",
+        "std::condition_variable::wait", "gomp_team_barrier_wait_end", "gomp_barrier_wait_end",
+        "do_wait", "do_spin", "futex_wait_simple",
+    }
+)
+
+#: Native frames (anywhere in the stack) that identify a thread-pool worker waiting for tasks.
+WORKER_LOOP = re.compile(
+    r"(?i)(thread_?pool|worker_?loop|main_loop|workerthread|gomp_thread_start|WorkerThreadMain|"
+    r"EigenEnvironment|ThreadPoolTempl|ThreadWorkSource|blas_thread_server|tbb::detail)"
+)
+
+#: Innermost Python frames (file basename, function) of a thread waiting for work.
+IDLE_PYTHON = frozenset(
+    {
+        ("queue.py", "get"),
+        ("queues.py", "get"),
+        ("selectors.py", "select"),
+        ("base_events.py", "_run_once"),
+        ("socketserver.py", "serve_forever"),
+        ("connection.py", "_recv"),
+        ("connection.py", "_recv_bytes"),
+        ("connection.py", "wait"),
+        ("thread.py", "_worker"),
+        ("pool.py", "worker"),
+        ("sched.py", "run"),
+    }
+)
+
+#: Python frames seen between an idle wait and the frame that identifies it (skipped when looking).
+PYTHON_WAIT_HELPERS = frozenset({("threading.py", "wait"), ("threading.py", "_wait_for_tstate_lock")})
+
+#: How many innermost frames the idle rule looks at.
+IDLE_DEPTH = 12
+
+
+def basename(path: Optional[str]) -> str:
+    if not path:
+        return ""
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def short_function(name: Optional[str]) -> str:
+    """Function name without C++ parameter list, for table look-ups."""
+    if not name:
+        return ""
+    return name.split("(", 1)[0].strip()
+
+
+def stack_key(thread: Thread) -> Tuple:
+    """Identity of a stack inside one process: every field but the thread's own identity."""
+    return tuple(
+        (f.kind, f.function, f.file, f.line, f.library, f.address, f.marker)
+        for f in thread.all_frames()
+    )
+
+
+def finding_tids(snapshot: Snapshot, pindex: int) -> Set[int]:
+    """Thread ids named by any finding of process ``pindex`` (threads or evidence)."""
+    tids: Set[int] = set()
+    for f in snapshot.findings:
+        if f.process != pindex:
+            continue
+        tids.update(t for t in f.threads if t is not None)
+        tids.update(e.get("thread") for e in f.evidence if isinstance(e, dict) and e.get("thread") is not None)
+    return tids
+
+
+def _python_idle(frames: List[Frame]) -> bool:
+    """The innermost Python frames (wait helpers skipped) are a known wait-for-work spot."""
+    py = [f for f in frames if f.kind == "python" and not f.marker]
+    for f in py[:4]:
+        key = (basename(f.file), (f.function or "").rsplit(".", 1)[-1])
+        if key in IDLE_PYTHON:
+            return True
+        if key not in PYTHON_WAIT_HELPERS:
+            return False
+    return False
+
+
+def _native_idle(frames: List[Frame]) -> bool:
+    top = [f for f in frames[:IDLE_DEPTH] if f.kind == "native" and not f.marker]
+    names = [short_function(f.function) for f in top]
+    if any(n in IDLE_NATIVE_WAITS for n in names[:6]):
+        return True
+    if any(n in CONDITION_WAITS for n in names[:6]):
+        return any(WORKER_LOOP.search(f.function or "") for f in frames if f.kind == "native")
+    return False
+
+
+def is_idle_stack(thread: Thread) -> bool:
+    """True when the stack alone says "waiting for work" (ignoring findings and main/current)."""
+    frames = thread.all_frames()
+    if not frames:
+        return False
+    if any(f.kind == "python" for f in frames):
+        # A Python thread is idle only when its Python code says so: a cond wait under a
+        # Python-level lock acquire is how every Python deadlock looks natively.
+        return _python_idle(frames) or (
+            _native_idle(frames) and short_function(frames[0].function) in IDLE_NATIVE_WAITS
+        )
+    return _native_idle(frames)
+
+
+@dataclass
+class ThreadGroup:
+    """Threads of one process whose stacks are identical (same frames, same order)."""
+
+    process: int
+    threads: List[Thread] = field(default_factory=list)
+    idle: bool = False
+    in_finding: bool = False
+    has_current: bool = False
+    has_main: bool = False
+
+    @property
+    def frames(self) -> List[Frame]:
+        return self.threads[0].all_frames() if self.threads else []
+
+    @property
+    def first(self) -> Thread:
+        return self.threads[0]
+
+    @property
+    def size(self) -> int:
+        return len(self.threads)
+
+    def sort_key(self) -> Tuple:
+        """Finding threads first, then the current/main thread, busy before idle, big groups first."""
+        return (
+            0 if self.in_finding else 1,
+            0 if (self.has_current or self.has_main) else 1,
+            1 if self.idle else 0,
+            -self.size,
+            self.first.tid if self.first.tid is not None else 0,
+        )
+
+
+def group_threads(snapshot: Snapshot, pindex: int, process: Optional[Process] = None) -> List[ThreadGroup]:
+    """Identical-stack groups of one process, ordered for reading (see ``ThreadGroup.sort_key``)."""
+    proc = process if process is not None else snapshot.processes[pindex]
+    named = finding_tids(snapshot, pindex)
+    by_key: Dict[Tuple, ThreadGroup] = {}
+    order: List[ThreadGroup] = []
+    for t in proc.threads:
+        key = stack_key(t) if t.all_frames() else ("empty", t.tid)
+        g = by_key.get(key)
+        if g is None:
+            g = ThreadGroup(process=pindex)
+            by_key[key] = g
+            order.append(g)
+        g.threads.append(t)
+        if t.tid in named:
+            g.in_finding = True
+        if t.current:
+            g.has_current = True
+        if proc.pid is not None and t.tid == proc.pid:
+            g.has_main = True
+    for g in order:
+        g.idle = not (g.in_finding or g.has_current or g.has_main) and is_idle_stack(g.first)
+    order.sort(key=ThreadGroup.sort_key)
+    return order
+
+
+def all_groups(snapshot: Snapshot) -> Iterable[Tuple[int, Process, List[ThreadGroup]]]:
+    for i, p in enumerate(snapshot.processes):
+        yield i, p, group_threads(snapshot, i, p)

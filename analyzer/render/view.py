@@ -1,0 +1,334 @@
+"""What every report shows, computed once: summary facts, findings with their evidence, thread groups.
+
+Renderers (text, Markdown, HTML) only lay this out; deciding *what* to show (grouping, idle
+threads, which frames matched, which libraries matter) happens here so the formats agree.
+All strings here are raw core data: each renderer escapes them for its own medium.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from hanganalyze.analyse.grouping import ThreadGroup, group_threads
+from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
+
+#: Libraries worth naming in a summary (ML runtimes, CUDA, interpreters, threading runtimes).
+KEY_LIBRARIES = re.compile(
+    r"^(libpython3|libtorch|libc10|libnccl|libcudart|libcuda\.|libcudnn|libcublas|libtensorflow|"
+    r"_pywrap_tensorflow|libxla|xla_extension|libjax|libgomp|libiomp|libmkl|libopenblas|libmpi|libucc|"
+    r"libucp|libfabric|libstdc\+\+|libc\.so|_C\.cpython|libshm)"
+)
+
+#: Only these URL schemes become links in a report.
+SAFE_URL = re.compile(r"^https?://[^\s<>\"'`]+$", re.IGNORECASE)
+
+
+def safe_url(url: Any) -> Optional[str]:
+    """An http(s) URL from a signature, or None: ``javascript:``, ``data:`` and friends never link."""
+    if isinstance(url, str) and SAFE_URL.match(url.strip()):
+        return url.strip()
+    return None
+
+
+def _base(path: Optional[str]) -> str:
+    return (path or "").rsplit("/", 1)[-1]
+
+
+def frame_location(f: Frame) -> str:
+    """``file:line`` / ``file`` / library path: where the frame is, as gdb would say it."""
+    if f.file:
+        return "%s:%s" % (f.file, f.line) if f.line is not None else f.file
+    return f.library or ""
+
+
+def frame_text(f: Frame, index: int) -> str:
+    """One gdb-like line: ``#3  0x00007f12 in pthread_mutex_lock () from /lib/libc.so.6``;
+    Python frames: ``#5  [py] worker (/srv/app/train.py:42)``."""
+    if f.marker:
+        return "#%-3d -- %s --" % (index, f.note or f.function or "gap")
+    if f.kind == "python":
+        where = frame_location(f)
+        return "#%-3d [py] %s%s" % (index, f.function or "??", " (%s)" % where if where else "")
+    parts = ["#%-3d" % index]
+    if f.address is not None and not f.inlined:
+        parts.append("0x%016x in" % f.address)
+    func = f.function or "??"
+    parts.append(func if "(" in func else func + " ()")
+    if f.inlined:
+        parts.append("[inlined]")
+    if f.file:
+        parts.append("at " + frame_location(f))
+    elif f.library:
+        parts.append("from " + f.library)
+    if f.note:
+        parts.append("[%s]" % f.note)
+    return " ".join(parts)
+
+
+@dataclass
+class FrameView:
+    index: int
+    frame: Frame
+    text: str
+    matched: bool = False
+    placed: bool = True  # False for Python frames that could not be merged (Thread.python_frames)
+
+    @property
+    def python(self) -> bool:
+        return self.frame.kind == "python"
+
+
+@dataclass
+class GroupView:
+    group: ThreadGroup
+    frames: List[FrameView]
+    anchor: str  # HTML id of the block
+
+    @property
+    def threads(self) -> List[Thread]:
+        return self.group.threads
+
+    @property
+    def size(self) -> int:
+        return self.group.size
+
+    @property
+    def idle(self) -> bool:
+        return self.group.idle
+
+    @property
+    def label(self) -> str:
+        return thread_label(self.group.first)
+
+    def badges(self) -> List[str]:
+        out = []
+        if self.group.in_finding:
+            out.append("in finding")
+        if self.group.has_current:
+            out.append("current")
+        if self.group.has_main:
+            out.append("main")
+        if self.group.idle:
+            out.append("idle")
+        waits = self.group.first.waits
+        if isinstance(waits, dict) and waits.get("kind"):
+            out.append("waits: %s" % waits.get("kind"))
+        return out
+
+
+@dataclass
+class EvidenceView:
+    tid: Optional[int]
+    thread: str
+    frame: Optional[str]
+    rule: str
+    text: str
+    anchor: Optional[str]
+
+
+@dataclass
+class FindingView:
+    finding: Finding
+    links: List[str]
+    other_refs: List[str]
+    evidence: List[EvidenceView]
+    process_label: str
+
+
+@dataclass
+class ProcessView:
+    index: int
+    process: Process
+    title: str
+    facts: List[Tuple[str, str]]
+    libraries: List[Tuple[str, str]]
+    groups: List[GroupView]
+    thread_count: int
+    idle_threads: int
+    waitgraph_cycles: List[str] = field(default_factory=list)
+
+
+@dataclass
+class ReportView:
+    snapshot: Snapshot
+    headline: str
+    bucket: Optional[str]
+    findings: List[FindingView]
+    processes: List[ProcessView]
+    warnings: List[str]
+    tool: str
+
+
+def thread_label(t: Thread) -> str:
+    """``Thread 1234 "worker-3"`` (Python name and OS name when they differ)."""
+    name = t.name or t.python_name or t.os_name
+    label = "Thread %s" % (t.tid if t.tid is not None else "?")
+    if name:
+        label += ' "%s"' % name
+    if t.os_name and t.os_name != name:
+        label += " (os: %s)" % t.os_name
+    return label
+
+
+def matched_frames(snapshot: Snapshot) -> Dict[Tuple[int, Optional[int]], Set[int]]:
+    """(process index, tid) -> indices into ``Thread.all_frames()`` named by finding evidence."""
+    out: Dict[Tuple[int, Optional[int]], Set[int]] = {}
+    for f in snapshot.findings:
+        for e in f.evidence:
+            if not isinstance(e, dict) or e.get("frame") is None:
+                continue
+            try:
+                idx = int(e["frame"])
+            except (TypeError, ValueError):
+                continue
+            out.setdefault((f.process, e.get("thread")), set()).add(idx)
+    return out
+
+
+def frame_views(t: Thread, matched: Set[int]) -> List[FrameView]:
+    views = []
+    n = len(t.frames)
+    for i, f in enumerate(t.all_frames()):
+        views.append(FrameView(i, f, frame_text(f, i), matched=i in matched, placed=i < n))
+    return views
+
+
+def key_libraries(p: Process) -> List[Tuple[str, str]]:
+    seen = set()
+    out = []
+    for lib in p.libraries:
+        base = _base(lib.path)
+        if not KEY_LIBRARIES.match(base) or base in seen:
+            continue
+        seen.add(base)
+        out.append((base, lib.version or ""))
+    return out
+
+
+def process_title(i: int, p: Process) -> str:
+    exe = _base(p.executable) or "process"
+    bits = ["%s" % (p.label or "Process %d" % i), exe]
+    if p.pid is not None:
+        bits.append("pid %s" % p.pid)
+    return " · ".join(bits)
+
+
+def process_facts(p: Process) -> List[Tuple[str, str]]:
+    facts = [("source", p.source)]
+    if p.pid is not None:
+        facts.append(("pid", str(p.pid)))
+    if p.executable:
+        facts.append(("executable", p.executable))
+    if p.argv:
+        facts.append(("argv", " ".join(str(a) for a in p.argv)))
+    facts.append(("signal", p.signal or "none"))
+    py = (p.python or {}).get("version") if isinstance(p.python, dict) else None
+    facts.append(("python", py or "not detected"))
+    facts.append(("threads", str(len(p.threads))))
+    return facts
+
+
+def _cycles(p: Process) -> List[str]:
+    """Deadlock cycles in words, from the wait-for engineer's helper when it exists."""
+    if not p.waitgraph:
+        return []
+    try:
+        from hanganalyze.render.waitsvg import describe_cycles  # type: ignore
+
+        return [str(x) for x in describe_cycles(p)]
+    except Exception:  # noqa: BLE001 - helper missing or not ready: fall back to the raw graph
+        pass
+    labels = {n.get("id"): n.get("label") or n.get("id") for n in p.waitgraph.get("nodes") or [] if isinstance(n, dict)}
+    out = []
+    for cyc in p.waitgraph.get("cycles") or []:
+        if isinstance(cyc, list) and cyc:
+            names = [str(labels.get(x, x)) for x in cyc]
+            out.append(" -> ".join(names + [names[0]]))
+    return out
+
+
+def headline(snapshot: Snapshot) -> str:
+    if snapshot.findings:
+        f = snapshot.findings[0]
+        more = len(snapshot.findings) - 1
+        extra = " (+%d more finding%s)" % (more, "s" * (more > 1)) if more else ""
+        return "%s: %s%s" % (f.severity.upper(), f.title, extra)
+    sigs = [p.signal for p in snapshot.processes if p.signal]
+    if sigs:
+        return "No known bug matched; the process stopped with %s" % sigs[0]
+    return "No known bug matched"
+
+
+def build_view(snapshot: Snapshot) -> ReportView:
+    matched = matched_frames(snapshot)
+    procs: List[ProcessView] = []
+    anchors: Dict[Tuple[int, Optional[int]], str] = {}
+    for i, p in enumerate(snapshot.processes):
+        groups = []
+        for gi, g in enumerate(group_threads(snapshot, i, p)):
+            anchor = "p%d-g%d" % (i, gi)
+            for t in g.threads:
+                anchors[(i, t.tid)] = anchor
+            # frames are identical within a group: highlight what evidence matched in any member
+            hit: Set[int] = set()
+            for t in g.threads:
+                hit |= matched.get((i, t.tid), set())
+            groups.append(GroupView(g, frame_views(g.first, hit), anchor))
+        procs.append(
+            ProcessView(
+                index=i,
+                process=p,
+                title=process_title(i, p),
+                facts=process_facts(p),
+                libraries=key_libraries(p),
+                groups=groups,
+                thread_count=len(p.threads),
+                idle_threads=sum(g.size for g in groups if g.idle),
+                waitgraph_cycles=_cycles(p),
+            )
+        )
+    findings = []
+    for f in snapshot.findings:
+        proc = snapshot.processes[f.process] if 0 <= f.process < len(snapshot.processes) else None
+        evs = []
+        for e in f.evidence:
+            if not isinstance(e, dict):
+                continue
+            tid = e.get("thread")
+            t = proc.thread_by_tid(tid) if proc is not None else None
+            frame_str = None
+            if t is not None and e.get("frame") is not None:
+                try:
+                    idx = int(e["frame"])
+                    frames = t.all_frames()
+                    if 0 <= idx < len(frames):
+                        frame_str = frame_text(frames[idx], idx)
+                except (TypeError, ValueError):
+                    pass
+            evs.append(
+                EvidenceView(
+                    tid=tid,
+                    thread=thread_label(t) if t is not None else ("Thread %s" % tid if tid is not None else "process"),
+                    frame=frame_str,
+                    rule=str(e.get("rule") or ""),
+                    text=str(e.get("text") or ""),
+                    anchor=anchors.get((f.process, tid)),
+                )
+            )
+        links = [u for u in (safe_url(r) for r in f.references) if u]
+        others = [str(r) for r in f.references if not safe_url(r)]
+        findings.append(
+            FindingView(f, links, others, evs, process_title(f.process, proc) if proc is not None else "")
+        )
+    tool = snapshot.tool or {}
+    return ReportView(
+        snapshot=snapshot,
+        headline=headline(snapshot),
+        bucket=snapshot.bucket,
+        findings=findings,
+        processes=procs,
+        warnings=list(snapshot.warnings) + [n for p in snapshot.processes for n in p.notes],
+        tool="%s %s" % (tool.get("name", "hanganalyze"), tool.get("version", "")),
+    )
