@@ -1,9 +1,88 @@
-"""PLACEHOLDER (owned by the text-parsing work): parse pasted text into a Snapshot."""
+"""Pasted text -> Snapshot: gdb backtraces, py-bt, py-spy, pystack, faulthandler, tracebacks.
+
+One module per format (``gdb``, ``pybt``, ``pyspy``, ``pyspy_json``, ``pystack``,
+``faulthandler``, ``traceback``), each with ``score(lines)`` and ``parse(lines, process)``;
+``detect`` picks one; ``common`` cleans the text and splits it per process.
+
+The steps: clean the text (ANSI, CRLF, control bytes); split it per rank (``[rank3]:``
+prefixes) and per ``Process N:`` section; parse each part with the forced or best-scoring
+format; pick Python tracebacks out of the leftover log lines of any other format.  Lines that
+are not part of a dump stay in ``Process.messages`` for message-level signatures.
+"""
 
 from __future__ import annotations
 
+from typing import List, Optional
+
 from hanganalyze.errors import InputError
+from hanganalyze.gdbext.model import Process, Snapshot
+
+from . import traceback as _traceback
+from .common import Segment, clean_lines, split_processes, split_ranks
+from .detect import FORMAT_NAMES, PARSERS, UNRECOGNISED, detect, parser_for
+
+__all__ = ["parse_text", "FORMAT_NAMES", "PARSERS"]
+
+#: Printed in each process's notes, so a report says how its input was read.
+DESCRIPTIONS = {
+    "gdb": "gdb backtrace",
+    "pybt": "gdb py-bt",
+    "pyspy": "py-spy dump",
+    "pyspy-json": "py-spy dump --json",
+    "pystack": "pystack",
+    "faulthandler": "faulthandler dump",
+    "traceback": "Python traceback",
+}
 
 
-def parse_text(text, input_format=None):
-    raise InputError("text input is not supported yet")
+def _has_text(lines: List[str]) -> bool:
+    return any(line.strip() for line in lines)
+
+
+def _parse_segment(seg: Segment, forced) -> Optional[Process]:
+    proc = Process(source="text", pid=seg.pid, label=seg.label)
+    mod = forced
+    if mod is None:
+        try:
+            mod = detect(seg.lines)
+        except InputError:
+            mod = None
+    if mod is None:
+        proc.messages = [line.strip() for line in seg.lines if line.strip()]
+    else:
+        mod.parse(seg.lines, proc)
+        proc.notes.append("parsed as %s" % DESCRIPTIONS.get(mod.NAME, mod.NAME))
+    if mod is not _traceback and proc.messages and _traceback.score(proc.messages) > 0:
+        # Log lines around a dump often hold the exception that started it all.
+        extra = Process(source="text")
+        _traceback.parse(proc.messages, extra)
+        proc.threads.extend(extra.threads)
+        proc.messages = extra.messages
+    if not proc.threads and not proc.messages:
+        return None
+    return proc
+
+
+def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
+    """Parse a pasted dump into a Snapshot (``Process.source == "text"``).
+
+    ``input_format`` is one of FORMAT_NAMES (None or "auto" detects).  Raises InputError, with
+    one line naming the formats understood, when the text is no known dump.
+    """
+    forced = parser_for(input_format)
+    if not isinstance(text, str):
+        raise InputError("text input must be a string")
+    lines = clean_lines(text)
+    if not _has_text(lines):
+        raise InputError("the text is empty")
+    processes: List[Process] = []
+    for ranked in split_ranks(lines):
+        for seg in split_processes(ranked):
+            proc = _parse_segment(seg, forced)
+            if proc is not None:
+                processes.append(proc)
+    if not any(p.threads for p in processes):
+        if forced is not None:
+            raise InputError("found no threads or frames in the text as %s" % forced.NAME)
+        raise InputError(UNRECOGNISED)
+    return Snapshot(processes=processes)

@@ -1,0 +1,152 @@
+"""Helpers shared by the text parsers: cleaning pasted text, splitting it per process, frames.
+
+Pasted text arrives in every state a terminal, a log collector or a chat window leaves it in:
+ANSI colours, CRLF, NUL bytes, lines prefixed by a launcher (``[rank3]:``), lines wrapped at
+the terminal width.  Cleaning happens once here so that each format parser sees plain lines.
+
+Every regular expression in this package is anchored and free of nested quantifiers over the
+same characters, so matching is linear in the line length: a megabyte of hostile text must
+parse in well under a second.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from hanganalyze.gdbext.model import Frame
+
+#: CSI sequences (colours, cursor moves) and OSC sequences (terminal titles, hyperlinks).
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+#: Control characters other than tab and newline (NUL from binary junk, backspaces, bells).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+#: Launcher prefixes that tag each line with its rank.  torchrun: ``[rank3]:`` (and
+#: ``[default3]:`` with ``--tee``); Open MPI ``--tag-output``: ``[1,3]<stderr>:``.
+_RANK_PREFIX = re.compile(r"^\[(rank|default)(\d{1,6})\]:\s?|^\[\d{1,6},(\d{1,6})\]<std(?:out|err)>:\s?")
+
+#: Lines longer than this are cut: nothing meaningful in a dump is this long, and it bounds work.
+MAX_LINE = 20000
+
+
+def clean_lines(text: str) -> List[str]:
+    """Text -> lines without ANSI escapes, carriage returns, control characters or trailing blanks."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _CONTROL.sub("", text)
+    return [line[:MAX_LINE].rstrip() for line in text.split("\n")]
+
+
+@dataclass
+class Segment:
+    """The lines of one process: from one launcher prefix, or one ``Process N:`` section."""
+
+    lines: List[str] = field(default_factory=list)
+    label: Optional[str] = None
+    pid: Optional[int] = None
+
+
+def split_ranks(lines: List[str]) -> List[Segment]:
+    """Group launcher-prefixed lines by rank; untagged lines form their own segment (first).
+
+    Returns one untagged segment when no line carries a prefix.
+    """
+    by_label: Dict[str, Segment] = {}
+    untagged = Segment()
+    for line in lines:
+        m = _RANK_PREFIX.match(line)
+        if not m:
+            untagged.lines.append(line)
+            continue
+        label = "rank%s" % (m.group(2) if m.group(2) is not None else m.group(3))
+        seg = by_label.get(label)
+        if seg is None:
+            seg = by_label[label] = Segment(label=label)
+        seg.lines.append(line[m.end():])
+    if not by_label:
+        return [untagged]
+    ranked = sorted(by_label.values(), key=lambda s: int(s.label[4:]))  # type: ignore[index]
+    if any(line.strip() for line in untagged.lines):
+        return [untagged] + ranked
+    return ranked
+
+
+#: ``Process 1234: python train.py`` (py-spy), ``Process 1234:`` (hand-written separators),
+#: ``==> pid 1234 <==``-like separators are not guessed at.
+_PROCESS_HEADER = re.compile(r"^\s{0,4}Process (\d{1,10})(?::|\s*$)")
+
+
+def split_processes(seg: Segment) -> List[Segment]:
+    """Split a segment at ``Process N:`` header lines, one segment per pid."""
+    out: List[Segment] = []
+    cur = Segment(label=seg.label, pid=seg.pid)
+    for line in seg.lines:
+        m = _PROCESS_HEADER.match(line)
+        if m:
+            if any(x.strip() for x in cur.lines) or cur.pid is not None:
+                out.append(cur)
+            cur = Segment(label=seg.label, pid=int(m.group(1)))
+        cur.lines.append(line)
+    out.append(cur)
+    # Lines before the first header (if any) that hold nothing stay out.
+    return [s for s in out if any(x.strip() for x in s.lines)] or [seg]
+
+
+def to_int(s: Optional[str], base: int = 10) -> Optional[int]:
+    if s is None:
+        return None
+    try:
+        return int(s, base)
+    except ValueError:
+        return None
+
+
+def python_frame(function: Optional[str], file: Optional[str], line: Optional[int]) -> Frame:
+    """A Python frame as every parser here builds it (``<module>`` etc. kept as printed)."""
+    return Frame(kind="python", function=function or None, file=file or None, line=line)
+
+
+def unknown_function(name: Optional[str]) -> Optional[str]:
+    """gdb, py-spy and pystack print ``??`` (or nothing) for a pc without a symbol.
+
+    The snapshot model says "unknown" with ``None`` (that is what gdbext writes for a core), so a
+    signature written for ``?? () from libcuda.so.1`` matches pasted text and cores alike by
+    checking ``function is None`` together with the library.
+    """
+    if name is None:
+        return None
+    name = name.strip()
+    if not name or name in ("??", "???", "<unknown>", "[unknown]", "unknown"):
+        return None
+    return name
+
+
+def split_call(text: str) -> Tuple[str, Optional[str]]:
+    """Split ``name (args)`` at its last top-level parenthesised group: (name, args).
+
+    C++ names carry their own parameter lists (``std::terminate() ()``): only the final
+    balanced group is the argument list.  Walks back once from the end, so it is linear.
+    """
+    text = text.rstrip()
+    if not text.endswith(")"):
+        return text, None
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        c = text[i]
+        if c == ")":
+            depth += 1
+        elif c == "(":
+            depth -= 1
+            if depth == 0:
+                name = text[:i].rstrip()
+                if not name:
+                    return text, None
+                return name, text[i:]
+    return text, None
+
+
+def balanced(text: str) -> bool:
+    """True when every '(' has its ')': a gdb frame line cut by the terminal is not."""
+    return text.count("(") <= text.count(")")

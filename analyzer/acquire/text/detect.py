@@ -1,0 +1,63 @@
+"""Which dump format is this text?  Each parser scores the lines; the best score wins.
+
+Scores are counts of lines only that format prints (gdb's ``#N`` frames, py-spy's
+``Thread 0x.. (idle)``, faulthandler's ``File "..", line N in f``), weighted by how
+distinctive they are.  A score of 0 means "not this format".
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Dict, List, Optional, Tuple
+
+from hanganalyze.errors import InputError
+
+from . import faulthandler, gdb, pybt, pyspy, pyspy_json, pystack, traceback
+
+#: --input-format value -> parser module, in the order ties are broken.
+PARSERS: Dict[str, ModuleType] = {
+    "pyspy-json": pyspy_json,
+    "gdb": gdb,
+    "pystack": pystack,
+    "pyspy": pyspy,
+    "pybt": pybt,
+    "faulthandler": faulthandler,
+    "traceback": traceback,
+}
+
+FORMAT_NAMES = tuple(PARSERS) + ("auto",)
+
+UNRECOGNISED = (
+    "could not recognise the text as any known dump format (gdb backtrace, py-bt, py-spy dump, "
+    "py-spy --json, pystack, faulthandler, Python traceback); use --input-format"
+)
+
+
+def parser_for(input_format: Optional[str]) -> Optional[ModuleType]:
+    """The parser forced by --input-format (None for auto); InputError for an unknown name."""
+    if input_format is None or input_format == "auto":
+        return None
+    key = input_format.strip().lower().replace("_", "-")
+    key = {"py-bt": "pybt", "py-spy": "pyspy", "pyspy-json": "pyspy-json", "py-spy-json": "pyspy-json",
+           "json": "pyspy-json", "gdb-bt": "gdb", "cuda-gdb": "gdb", "tb": "traceback"}.get(key, key)
+    if key not in PARSERS:
+        raise InputError(
+            "unknown --input-format %r; use one of: %s" % (input_format, ", ".join(FORMAT_NAMES))
+        )
+    return PARSERS[key]
+
+
+def scores(lines: List[str]) -> List[Tuple[float, str]]:
+    """(score, name) for every format, best first."""
+    out = [(mod.score(lines), name) for name, mod in PARSERS.items()]
+    order = {name: i for i, name in enumerate(PARSERS)}
+    out.sort(key=lambda x: (-x[0], order[x[1]]))
+    return out
+
+
+def detect(lines: List[str]) -> ModuleType:
+    """The best-scoring parser; InputError with the list of formats when none recognises the text."""
+    best_score, best = scores(lines)[0]
+    if best_score <= 0:
+        raise InputError(UNRECOGNISED)
+    return PARSERS[best]

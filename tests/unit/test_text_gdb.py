@@ -1,0 +1,165 @@
+"""gdb backtraces captured from real processes (tests/data/text/SOURCES.md) parse to the right threads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hanganalyze.acquire.text import parse_text
+from hanganalyze.acquire.text.gdb import parse_frame_body
+from hanganalyze.errors import InputError
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "text"
+
+
+def load(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def only_process(name: str, fmt=None):
+    snap = parse_text(load(name), fmt)
+    assert len(snap.processes) == 1
+    proc = snap.processes[0]
+    assert proc.source == "text"
+    return proc
+
+
+@pytest.mark.parametrize("name", ["gdb_mutex_hang_bt.txt", "gdb_mutex_hang_bt_full.txt"])
+def test_core_thread_apply_all_bt(name):
+    proc = only_process(name)
+    assert [t.tid for t in proc.threads] == [8134, 8133, 8131]
+    assert proc.argv == ["/work/main/tests/fixtures/build/txt_mutex_hang"]
+    t3, t2, t1 = proc.threads
+    assert t1.current and not t2.current and not t3.current
+    assert t3.pthread_id == 0x7F13E18306C0
+    assert [f.function for f in t3.frames] == [
+        "futex_wait", "__GI___lll_lock_wait", "lll_mutex_lock_optimized", "___pthread_mutex_lock",
+        "backward", "start_thread", "clone3",
+    ]
+    back = t3.frames[4]
+    assert (back.file, back.line, back.address) == ("tests/fixtures/txt_mutex_hang.c", 24, 0x561001C72229)
+    assert t2.frames[4].function == "forward" and t2.frames[4].line == 16
+    assert t1.frames[-1].function == "main" and t1.frames[-1].line == 38
+    assert all(f.kind == "native" for t in proc.threads for f in t.frames)
+    # bt full's locals ("__ret = -512", "No locals.") are neither frames nor messages
+    assert proc.messages == []
+
+
+def test_bt_full_equals_bt():
+    a = only_process("gdb_mutex_hang_bt.txt")
+    b = only_process("gdb_mutex_hang_bt_full.txt")
+    assert [t.to_dict() for t in a.threads] == [t.to_dict() for t in b.threads]
+
+
+def test_live_stripped_names_and_unknown_frames():
+    proc = only_process("gdb_live_stripped_bt.txt")
+    assert proc.pid == 8328  # from "[Inferior 1 (process 8328) detached]"
+    assert [(t.tid, t.name) for t in proc.threads] == [
+        (8331, "bwd-worker"), (8330, "fwd-worker"), (8328, "txt_mutex_hang."),
+    ]
+    unknown = proc.threads[0].frames[4]
+    assert unknown.function is None and unknown.address == 0x558B7A0E2229 and unknown.library is None
+    assert proc.threads[2].frames[5].function == "__libc_start_call_main"
+
+
+def test_single_bt_is_one_current_thread():
+    proc = only_process("gdb_live_one_bt.txt")
+    assert len(proc.threads) == 1
+    t = proc.threads[0]
+    assert t.current and t.tid is None
+    assert len(t.frames) == 8
+    assert t.frames[3].function == "__pthread_clockjoin_ex"
+
+
+def test_abort_with_cxx_names_and_libraries():
+    proc = only_process("gdb_joinable_abort_bt.txt")
+    assert proc.signal == "SIGABRT"
+    assert "terminate called without an active exception" in proc.messages
+    main = proc.threads[2]
+    assert main.tid == 8359 and main.current and main.name == "txt_joinable"
+    names = [f.function for f in main.frames]
+    assert names[:4] == ["__pthread_kill_implementation", "__pthread_kill_internal", "__GI_raise", "__GI_abort"]
+    assert main.frames[4].function is None
+    assert main.frames[4].library == "/lib/x86_64-linux-gnu/libstdc++.so.6"
+    assert main.frames[6].function == "std::terminate()"
+    assert main.frames[6].library == "/lib/x86_64-linux-gnu/libstdc++.so.6"
+    assert main.frames[8].function == "std::thread::~thread"
+    assert main.frames[8].file == "/usr/include/c++/12/bits/std_thread.h" and main.frames[8].line == 151
+    assert main.frames[9].function == "start_and_forget"
+    worker = proc.threads[1]
+    assert worker.frames[11].function == "std::thread::_Invoker<std::tuple<void (*)()> >::operator()"
+
+
+def test_stripped_abort():
+    proc = only_process("gdb_joinable_stripped_bt.txt")
+    assert proc.signal == "SIGABRT"
+    assert [t.tid for t in proc.threads] == [8464, 8463, 8458]
+    main = proc.threads[2]
+    assert [f.function for f in main.frames[4:7]] == [None, None, "std::terminate()"]
+
+
+@pytest.mark.parametrize(
+    "body, expect",
+    [
+        ("0x00007f in ?? () from /usr/lib/libcuda.so.1", (None, None, None, "/usr/lib/libcuda.so.1", 0x7F)),
+        ("<signal handler called>", ("<signal handler called>", None, None, None, None)),
+        (
+            "0x1 in std::terminate() () from /lib/libstdc++.so.6",
+            ("std::terminate()", None, None, "/lib/libstdc++.so.6", 1),
+        ),
+        ("foo (s=0x1 \"look at x.c:3\") at a.c:9", ("foo", "a.c", 9, None, None)),
+        ("0x2 in k<<<(1,1,1),(32,1,1)>>> (x=0x7) at k.cu:12", ("k<<<(1,1,1),(32,1,1)>>>", "k.cu", 12, None, 2)),
+        ("0x3 in ncclProxyService(void*) ()", ("ncclProxyService(void*)", None, None, None, 3)),
+        ("0x4 in operator() (this=0x1) at x.cpp:1", ("operator()", "x.cpp", 1, None, 4)),
+    ],
+)
+def test_frame_bodies(body, expect):
+    f = parse_frame_body(body)
+    assert (f.function, f.file, f.line, f.library, f.address) == expect
+
+
+def test_wrapped_frame_lines_and_crlf():
+    text = (
+        "Thread 2 (Thread 0x7f00 (LWP 77) \"pt_nccl_watchdg\"):\r\n"
+        "#0  0x00007f1 in __futex_abstimed_wait_common64 (private=128, cancel=true, abstime=0x0, \r\n"
+        "    op=265, expected=0, futex_word=0x1) at ./nptl/futex-internal.c:57\r\n"
+        "#1  0x00007f2 in c10d::ProcessGroupNCCL::ncclCommWatchdog() ()\r\n"
+        "    from /opt/torch/lib/libtorch_cuda.so\r\n"
+        "\x1b[1;32m#2\x1b[0m  0x00007f3 in ?? () from /lib/libstdc++.so.6\r\n"
+    )
+    proc = parse_text(text).processes[0]
+    (t,) = proc.threads
+    assert t.tid == 77 and t.name == "pt_nccl_watchdg"
+    assert t.frames[0].function == "__futex_abstimed_wait_common64" and t.frames[0].line == 57
+    assert t.frames[1].function == "c10d::ProcessGroupNCCL::ncclCommWatchdog()"
+    assert t.frames[1].library == "/opt/torch/lib/libtorch_cuda.so"
+    assert t.frames[2].function is None and t.frames[2].library == "/lib/libstdc++.so.6"
+    assert proc.messages == []
+
+
+def test_cuda_gdb_extra_lines_and_rank_prefixes():
+    text = "\n".join([
+        "[rank0]: NVIDIA (R) CUDA Debugger",
+        "[rank0]: [New Thread 0x7fff (LWP 11)]",
+        "[rank0]: CUDA Exception: Warp Illegal Address",
+        "[rank0]: Thread 1 (Thread 0x7f (LWP 10) \"python\"):",
+        "[rank0]: #0  0x00007f in cuStreamSynchronize () from /usr/lib/libcuda.so.1",
+        "[rank1]: Thread 1 (Thread 0x7f (LWP 20) \"python\"):",
+        "[rank1]: #0  0x00007f in ?? () from /usr/lib/libcuda.so.1",
+        "[rank1]: #1  0x00007e in ncclCommAbort () from /usr/lib/libnccl.so.2",
+    ])
+    snap = parse_text(text)
+    assert [p.label for p in snap.processes] == ["rank0", "rank1"]
+    assert snap.processes[0].messages == ["CUDA Exception: Warp Illegal Address"]
+    assert snap.processes[0].threads[0].frames[0].function == "cuStreamSynchronize"
+    assert snap.processes[1].threads[0].tid == 20
+    assert snap.processes[1].threads[0].frames[1].function == "ncclCommAbort"
+
+
+def test_forced_format_and_unknown_text():
+    with pytest.raises(InputError, match="could not recognise the text"):
+        parse_text("hello\nworld\n")
+    with pytest.raises(InputError, match="unknown --input-format"):
+        parse_text(load("gdb_live_one_bt.txt"), "lldb")
+    proc = only_process("gdb_live_one_bt.txt", "gdb")
+    assert len(proc.threads) == 1
