@@ -1,13 +1,475 @@
-"""PLACEHOLDER (owned by the end-to-end work): drive gdb through MI with gdbext loaded."""
+"""Drive gdb through its machine interface (pygdbmi) with gdbext loaded, and turn its
+``hang-dump`` into a Snapshot completed with what the core's notes (or /proc) say.
+
+Why MI and not ``gdb -batch``: every step gets its own deadline and its own error ("gdb timed
+out after 120 s while loading the core"), gdb's chatter stays off the user's terminal, and a
+hung or crashed gdb is killed and reaped instead of hanging the tool.
+
+Live processes are only read (memory and registers, never inferior calls) and are always
+detached in a ``finally``; if gdb had to be killed while the target was stopped, the target gets
+SIGCONT so that it is left in the state we found it in.
+"""
 
 from __future__ import annotations
 
-from hanganalyze.errors import GdbError
+import json
+import os
+import re
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from hanganalyze.acquire.corefile import CoreInfo, MappedFile, build_id_of_file, check_executable
+from hanganalyze.errors import GdbError, InputError
+from hanganalyze.gdbext.model import Library, Process, Snapshot
+
+Progress = Optional[Callable[[str], None]]
+
+#: Settings given with -iex, i.e. before gdb reads the executable or the core.
+GDB_SETTINGS = (
+    "set auto-load off",  # never run scripts found next to binaries (untrusted cores)
+    "set debuginfod enabled off",  # no network, no prompts
+    "set confirm off",
+    "set pagination off",
+    "set width 0",
+    "set print frame-arguments none",  # argument printing is slow and can read bad memory
+    "set print thread-events off",
+)
+
+#: gdb warnings worth showing the user (others are noise about missing debug info etc.).
+_USEFUL_WARNING = re.compile(
+    r"(can't open file|could not load shared library|does not match|libthread_db|core file may not match"
+    r"|exec file is newer|unable to find dynamic linker)",
+    re.I,
+)
+_MAX_GDB_WARNINGS = 8
+
+_SOVERSION = re.compile(r"\.so\.(\d+(?:\.\d+)*)$")
+_DASH_VERSION = re.compile(r"-(\d+(?:\.\d+)+)\.so$")
 
 
-def snapshot_from_core(core, info, exe=None, gdb="gdb", timeout=120.0, progress=None):
-    raise GdbError("core analysis not implemented yet")
+def load_py() -> Path:
+    """gdbext's entry script, wherever hanganalyze is installed (source tree or site-packages)."""
+    import hanganalyze.gdbext as ext
+
+    return Path(ext.__file__).resolve().parent / "load.py"
 
 
-def snapshot_from_pid(pid, gdb="gdb", timeout=120.0, progress=None):
-    raise GdbError("live analysis not implemented yet")
+def soname_version(path: str) -> Optional[str]:
+    """Version from a library file name: ``libnccl.so.2.26.5`` -> "2.26.5", ``libfoo-1.2.so`` -> "1.2"."""
+    name = os.path.basename(path)
+    m = _SOVERSION.search(name) or _DASH_VERSION.search(name)
+    return m.group(1) if m else None
+
+
+def is_library(path: str) -> bool:
+    name = os.path.basename(path)
+    return ".so" in name and (name.endswith(".so") or ".so." in name)
+
+
+def libraries_from_files(files: List[MappedFile]) -> List[Library]:
+    out = []
+    for f in files:
+        if is_library(f.path):
+            out.append(Library(path=f.path, build_id=f.build_id or f.disk_build_id, version=soname_version(f.path)))
+    return out
+
+
+def normalise_frame_libraries(proc: Process, files: List[MappedFile]) -> None:
+    """Name each frame's library as the process mapped it (NT_FILE or /proc/PID/maps).
+
+    gdb reports libraries by the path the dynamic linker used (``/lib/x86_64-linux-gnu/libc.so.6``)
+    while the mappings say ``/usr/lib/...`` on merged-/usr systems; one spelling per file keeps the
+    frames, the library list and the signatures' library patterns in agreement.
+    """
+    by_real: Dict[str, str] = {}
+    for f in files:
+        try:
+            by_real.setdefault(os.path.realpath(f.path), f.path)
+        except (OSError, ValueError):
+            continue
+    cache: Dict[str, str] = {}
+    for t in proc.threads:
+        for fr in list(t.frames) + list(t.python_frames):
+            lib = fr.library
+            if not lib or fr.kind != "native":
+                continue
+            if lib not in cache:
+                try:
+                    cache[lib] = by_real.get(os.path.realpath(lib), lib)
+                except (OSError, ValueError):
+                    cache[lib] = lib
+            fr.library = cache[lib]
+
+
+def _mi_quote(s: str) -> str:
+    return '"%s"' % s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _which_gdb(gdb: str) -> str:
+    found = shutil.which(gdb)
+    if found is None:
+        if os.sep in gdb:
+            raise InputError("--gdb %s: no such executable" % gdb)
+        raise InputError("%s not found on PATH: install gdb (13 or newer) or pass --gdb PATH" % gdb)
+    return found
+
+
+def _grouped_controller_class():
+    import subprocess
+
+    from pygdbmi.gdbcontroller import GdbController
+    from pygdbmi.IoManager import IoManager
+
+    class Grouped(GdbController):
+        """gdb in its own process group (session), so that killing the group also kills what it
+        started (a wrapper script, a remote stub), and the user's Ctrl-C reaches only us."""
+
+        def spawn_new_gdb_subprocess(self) -> int:
+            self.gdb_process = subprocess.Popen(
+                self.command,
+                stdout=subprocess.PIPE,
+                stdin=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                bufsize=0,
+                start_new_session=True,
+            )
+            self.io_manager = IoManager(
+                self.gdb_process.stdin,
+                self.gdb_process.stdout,
+                self.gdb_process.stderr,
+                self.time_to_check_for_additional_output_sec,
+            )
+            return self.gdb_process.pid
+
+    return Grouped
+
+
+class GdbSession:
+    """One gdb process in MI mode; each command is a named step with a deadline."""
+
+    def __init__(self, gdb: str, timeout: float, progress: Progress = None) -> None:
+        _GroupedGdbController = _grouped_controller_class()
+        self.timeout = float(timeout)
+        self.progress = progress
+        self.path = _which_gdb(gdb)
+        self.messages: List[str] = []  # gdb's console/log output, kept for error messages
+        self._token = 0
+        self.responsive = True  # False after a timeout: close() then kills without asking
+        argv = [self.path, "--interpreter=mi3", "-nx", "-q"]
+        for s in GDB_SETTINGS:
+            argv += ["-iex", s]
+        try:
+            self.ctrl = _GroupedGdbController(command=argv, time_to_check_for_additional_output_sec=0.05)
+        except (OSError, ValueError) as e:
+            raise GdbError("cannot start %s: %s" % (self.path, e)) from None
+        self.proc = self.ctrl.gdb_process
+        try:
+            self.mi("starting gdb", "-gdb-version")
+        except BaseException:
+            self.close(graceful=False)
+            raise
+
+    # -- commands ------------------------------------------------------------------------
+    def mi(self, step: str, command: str, timeout: Optional[float] = None) -> Dict:
+        """Run one MI command and wait for its result record; GdbError names `step` on failure."""
+        if self.progress:
+            self.progress(step)
+        limit = self.timeout if timeout is None else timeout
+        self._token += 1
+        token = self._token
+        try:
+            self.ctrl.write("%d%s" % (token, command), read_response=False)
+        except (OSError, ValueError) as e:
+            self._raise_dead(step, "cannot write to gdb: %s" % e)
+        deadline = time.monotonic() + limit
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.responsive = False
+                raise GdbError("%s timed out after %g s while %s" % (os.path.basename(self.path), limit, step))
+            try:
+                responses = self.ctrl.get_gdb_response(timeout_sec=min(0.5, left), raise_error_on_timeout=False)
+            except (OSError, ValueError) as e:
+                self._raise_dead(step, str(e))
+            for r in responses:
+                rtype = r.get("type")
+                if rtype in ("console", "log", "output", "target") and isinstance(r.get("payload"), str):
+                    self.messages.append(r["payload"])
+                elif rtype == "result" and r.get("token") == token:
+                    if r.get("message") == "error":
+                        payload = r.get("payload") or {}
+                        msg = payload.get("msg", "error") if isinstance(payload, dict) else str(payload)
+                        raise GdbError("gdb failed while %s: %s" % (step, msg))
+                    return r
+            if self.proc.poll() is not None:
+                self._raise_dead(step, None)
+
+    def console(self, step: str, command: str, timeout: Optional[float] = None) -> Dict:
+        return self.mi(step, "-interpreter-exec console %s" % _mi_quote(command), timeout)
+
+    def _raise_dead(self, step: str, why: Optional[str]) -> None:
+        code = self.proc.poll()
+        last = [m.strip() for m in self.messages if m.strip()]
+        try:
+            err = self.proc.stderr.read() if self.proc.stderr else b""
+        except (OSError, ValueError):
+            err = b""
+        if err:
+            last += [ln.strip() for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
+        tail = (": " + last[-1]) if last else ""
+        if code is None:
+            raise GdbError("gdb stopped answering while %s (%s)%s" % (step, why, tail))
+        if code < 0:
+            raise GdbError("gdb died of %s while %s%s" % (_signame(-code), step, tail))
+        raise GdbError("gdb exited with status %d while %s%s" % (code, step, tail))
+
+    def warnings(self) -> List[str]:
+        out: List[str] = []
+        for m in self.messages:
+            for line in m.splitlines():
+                line = line.strip()
+                if line.lower().startswith("warning:") and _USEFUL_WARNING.search(line):
+                    text = "gdb: " + line
+                    if text not in out:
+                        out.append(text)
+        return out[:_MAX_GDB_WARNINGS]
+
+    def close(self, graceful: bool = True) -> None:
+        """Ask gdb to quit (when it still answers), then make sure: kill its process group and
+        reap it (no zombie, no orphaned helper, ever)."""
+        proc = self.proc
+        if proc is None:
+            return
+        self.proc = None  # type: ignore[assignment]
+        if graceful and proc.poll() is None:
+            try:
+                self.ctrl.write("-gdb-exit", read_response=False)
+            except (OSError, ValueError):
+                pass
+            try:
+                proc.wait(timeout=3)
+            except Exception:  # noqa: BLE001
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # gdb leads its own session: pgid == pid
+        except OSError:
+            pass
+        if proc.poll() is None:
+            proc.kill()
+        try:
+            proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001
+            pass
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                if stream:
+                    stream.close()
+            except OSError:
+                pass
+
+    def load_gdbext_and_dump(self) -> Snapshot:
+        """`source` gdbext, run `hang-dump FILE` and parse the file."""
+        script = load_py()
+        if not script.is_file():
+            raise GdbError("gdbext not found at %s (broken installation?)" % script)
+        self.console("loading gdbext", "source %s" % script)
+        with tempfile.TemporaryDirectory(prefix="hanganalyze-") as tmp:
+            out = os.path.join(tmp, "snapshot.json")
+            self.console("collecting threads (hang-dump)", "hang-dump %s" % out)
+            try:
+                with open(out, encoding="utf-8") as f:
+                    data = json.load(f)
+            except (OSError, ValueError) as e:
+                raise GdbError("hang-dump produced no snapshot: %s" % e) from None
+        try:
+            return Snapshot.from_dict(data)
+        except (KeyError, TypeError, ValueError) as e:
+            raise GdbError("hang-dump wrote an invalid snapshot: %s" % e) from None
+
+
+def _signame(signo: int) -> str:
+    try:
+        return signal.Signals(signo).name
+    except ValueError:
+        return "signal %d" % signo
+
+
+# ----------------------------------------------------------------------------------- cores
+
+
+def snapshot_from_core(
+    core, info: Optional[CoreInfo] = None, exe=None, gdb: str = "gdb", timeout: float = 120.0, progress: Progress = None
+) -> Snapshot:
+    """Snapshot of a core: gdb unwinds, the notes give argv, signal, build-ids."""
+    from hanganalyze.acquire.corefile import read_core
+
+    core = Path(core)
+    if info is None:
+        info = read_core(core)
+    exe_path, warnings = check_executable(info, Path(exe) if exe is not None else None)
+    session = GdbSession(gdb, timeout, progress)
+    try:
+        session.mi("loading the executable %s" % exe_path, "-file-exec-and-symbols %s" % _mi_quote(exe_path))
+        # core-file takes the rest of the line as the file name (spaces included, no quoting)
+        session.console("loading the core", "core-file %s" % core.resolve())
+        snap = session.load_gdbext_and_dump()
+        gdb_warnings = session.warnings()
+    finally:
+        session.close(graceful=session.responsive)
+    if not snap.processes:
+        raise GdbError("hang-dump found no process in %s" % core)
+    proc = snap.processes[0]
+    _complete_from_core(proc, info, exe_path)
+    snap.warnings = warnings + gdb_warnings + snap.warnings
+    if len(proc.threads) != info.nthreads:
+        snap.warnings.append("gdb saw %d thread(s), the core has %d" % (len(proc.threads), info.nthreads))
+    return snap
+
+
+def _complete_from_core(proc: Process, info: CoreInfo, exe_path: str) -> None:
+    proc.source = "core"
+    proc.pid = info.pid or proc.pid
+    proc.executable = (info.executable or exe_path).replace(" (deleted)", "")
+    proc.argv = info.argv or proc.argv
+    # The notes decide: gdb's $_siginfo says SIGSTOP for gcore'd cores of running processes.
+    proc.signal = info.signal
+    if info.signal is None and info.written_by_gdb:
+        proc.notes.append("core written by gdb (gcore) of a running process: no fatal signal")
+    if not proc.libraries:
+        proc.libraries = libraries_from_files(info.files)
+    normalise_frame_libraries(proc, info.files)
+
+
+# ------------------------------------------------------------------------------------ live
+
+
+def _proc_status(pid: int) -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                out[k] = v.strip()
+    except OSError:
+        pass
+    return out
+
+
+def _state_letter(pid: int) -> Optional[str]:
+    st = _proc_status(pid).get("State")
+    return st[:1] if st else None
+
+
+def _check_pid(pid: int) -> None:
+    if pid <= 0:
+        raise InputError("--pid %d: not a process id" % pid)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        raise InputError("no process with pid %d" % pid) from None
+    except PermissionError:
+        raise InputError("not allowed to inspect pid %d (run as its user or root)" % pid) from None
+    status = _proc_status(pid)
+    if status.get("State", "").startswith("Z"):
+        raise InputError("pid %d is a zombie (it has exited; analyze its core instead)" % pid)
+    tracer = status.get("TracerPid", "0")
+    if tracer not in ("", "0"):
+        raise InputError("pid %d is already traced by pid %s (a debugger?); detach it first" % (pid, tracer))
+
+
+def _live_files(pid: int) -> List[MappedFile]:
+    files: Dict[str, MappedFile] = {}
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) < 6 or not parts[5].startswith("/"):
+                    continue
+                path = parts[5].strip()
+                lo = int(parts[0].split("-")[0], 16)
+                mf = files.get(path)
+                if mf is None:
+                    files[path] = MappedFile(path=path, base=lo, on_disk=os.path.isfile(path))
+                else:
+                    mf.base = min(mf.base, lo)
+    except OSError:
+        return []
+    out = list(files.values())
+    for mf in out:
+        if mf.on_disk and is_library(mf.path):
+            mf.disk_build_id = build_id_of_file(mf.path)
+    return out
+
+
+def _live_argv(pid: int) -> Optional[List[str]]:
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    parts = raw.split(b"\0")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    return [p.decode("utf-8", "surrogateescape") for p in parts] or None
+
+
+def snapshot_from_pid(pid: int, gdb: str = "gdb", timeout: float = 120.0, progress: Progress = None) -> Snapshot:
+    """Snapshot of a live process: attach, read, detach.  The process is never left stopped."""
+    _check_pid(pid)
+    state_before = _state_letter(pid)
+    argv = _live_argv(pid)
+    try:
+        exe = os.readlink("/proc/%d/exe" % pid)
+    except OSError:
+        exe = None
+    session = GdbSession(gdb, timeout, progress)
+    attached = False
+    try:
+        session.mi("attaching to pid %d" % pid, "-target-attach %d" % pid)
+        attached = True
+        snap = session.load_gdbext_and_dump()
+        gdb_warnings = session.warnings()
+    finally:
+        try:
+            if attached:
+                session.mi("detaching from pid %d" % pid, "-target-detach", timeout=min(session.timeout, 30.0))
+        except GdbError:
+            pass  # killing gdb below detaches too (the kernel unlinks ptrace)
+        finally:
+            session.close(graceful=session.responsive)
+            _resume_if_left_stopped(pid, state_before)
+    proc = snap.processes[0] if snap.processes else None
+    if proc is None:
+        raise GdbError("hang-dump found no process in pid %d" % pid)
+    proc.source = "live"
+    proc.pid = pid
+    proc.executable = (exe or proc.executable or "").replace(" (deleted)", "") or None
+    proc.argv = argv or proc.argv
+    proc.signal = None
+    files = _live_files(pid)
+    if not proc.libraries:
+        proc.libraries = libraries_from_files(files)
+    normalise_frame_libraries(proc, files)
+    snap.warnings = gdb_warnings + snap.warnings
+    return snap
+
+
+def _resume_if_left_stopped(pid: int, state_before: Optional[str]) -> None:
+    """If gdb died while the target sat in a ptrace/group stop, the target may stay stopped ('T'):
+    send SIGCONT, unless it was already stopped before we came."""
+    if state_before in ("T", "t"):
+        return
+    for _ in range(20):
+        st = _state_letter(pid)
+        if st not in ("T", "t"):
+            return
+        if _proc_status(pid).get("TracerPid", "0") == "0":
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                return
+        time.sleep(0.05)
