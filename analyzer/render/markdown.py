@@ -1,16 +1,217 @@
-"""PLACEHOLDER (owned by the reports work): Markdown report."""
+"""Markdown report for GitHub/GitLab issues: findings on top, stacks in ``<details>``, < 65,000 chars.
+
+GitHub rejects issue bodies over 65,536 characters, so the report is assembled block by block:
+the summary and findings always go in, then thread groups in reading order until the budget is
+spent; whole groups are dropped (with a note saying how many), never half a block.
+
+Core data cannot break the structure:
+
+* stacks sit in fenced blocks whose fence is longer than any backtick run inside them;
+* text outside fences is HTML-escaped and Markdown punctuation is backslash-escaped, so
+  ``</details>``, ``<script>``, ``[x](javascript:..)`` or ``|`` stay literal text;
+* inside ``<summary>`` (an HTML block, where Markdown is not processed) text is HTML-escaped only;
+* control characters and newlines are made visible, so a thread name cannot start a new line.
+"""
 
 from __future__ import annotations
 
+import html
+import re
+from typing import List, Optional
 
-def render_markdown(snapshot):
+from hanganalyze.gdbext.model import Snapshot
+from hanganalyze.render.text import clean
+from hanganalyze.render.view import FindingView, GroupView, ReportView, build_view
+
+#: GitHub's limit is 65,536; keep a margin for the reporter's own words.
+LIMIT = 65000
+#: Frames shown per group (busy / idle); the rest are summarised inside the fence.
+MAX_FRAMES = 120
+IDLE_FRAMES = 12
+#: Per-finding caps, so that findings always fit.
+MAX_EVIDENCE = 12
+MAX_FIELD = 600
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+
+
+def md(s: object, limit: int = MAX_FIELD) -> str:
+    """Inline Markdown text from core data: visible controls, HTML-escaped, punctuation escaped."""
+    text = clean(s)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    text = html.escape(text, quote=True)
+    # html.escape produced &lt; etc.; escape Markdown punctuation but keep those entities intact.
+    parts = re.split(r"(&(?:lt|gt|amp|quot|#x27);)", text)
+    return "".join(p if p.startswith("&") and p.endswith(";") else _MD_SPECIAL.sub(r"\\\1", p) for p in parts)
+
+
+def h(s: object, limit: int = MAX_FIELD) -> str:
+    """Text for inside an HTML block (``<summary>``): HTML-escaped only."""
+    text = clean(s)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return html.escape(text, quote=True)
+
+
+def fence(lines: List[str], lang: str = "text") -> str:
+    """A fenced block that no content line can close: fence longer than any backtick run."""
+    body = "\n".join(clean(x) for x in lines)
+    longest = max((len(m.group(0)) for m in re.finditer(r"`+", body)), default=0)
+    tick = "`" * max(3, longest + 1)
+    return "%s%s\n%s\n%s" % (tick, lang, body, tick)
+
+
+def link(url: str) -> str:
+    """An autolink for an http(s) URL from a signature (already checked by ``view.safe_url``)."""
+    return "<%s>" % url.replace(">", "%3E").replace("<", "%3C").replace(" ", "%20")
+
+
+def _finding_block(n: int, fv: FindingView) -> str:
+    f = fv.finding
+    out = ["### %d. %s" % (n, md(f.title)), ""]
+    meta = "**%s** · signature `%s`" % (md(f.severity), clean(f.signature).replace("`", "'"))
+    if f.confidence is not None:
+        meta += " · confidence %.2f" % f.confidence
+    if fv.process_label:
+        meta += " · %s" % md(fv.process_label)
+    out += [meta, ""]
+    if f.summary:
+        out += [md(f.summary, 2000), ""]
+    if f.cause:
+        out += ["**Cause:** " + md(f.cause, 2000), ""]
+    if f.fix:
+        out.append("**Fix:**")
+        out.append("")
+        out += ["- " + md(x, 1000) for x in f.fix]
+        out.append("")
+    if fv.links or fv.other_refs:
+        refs = [link(u) for u in fv.links] + [md(r) for r in fv.other_refs]
+        out += ["**References:** " + " · ".join(refs), ""]
+    if fv.evidence:
+        out.append("**Evidence that matched:**")
+        out.append("")
+        for ev in fv.evidence[:MAX_EVIDENCE]:
+            line = "- " + md(ev.thread)
+            if ev.rule:
+                line += " — %s" % md(ev.rule)
+            if ev.text:
+                line += ": %s" % md(ev.text)
+            out.append(line)
+            if ev.frame:
+                out.append("")
+                out.append("\n".join("  " + x for x in fence([ev.frame]).split("\n")))
+        if len(fv.evidence) > MAX_EVIDENCE:
+            out.append("- … %d more pieces of evidence (see the JSON report)" % (len(fv.evidence) - MAX_EVIDENCE))
+        out.append("")
+    return "\n".join(out)
+
+
+def _group_block(g: GroupView) -> str:
+    summary = h(g.label)
+    if g.size > 1:
+        summary += " — <b>%d threads like this</b>" % g.size
+    badges = g.badges()
+    if badges:
+        summary += " [%s]" % h(", ".join(badges))
     lines = []
-    for f in snapshot.findings:
-        lines.append("FINDING %s [%s]: %s" % (f.signature, f.severity, f.title))
-    for p in snapshot.processes:
-        lines.append("process %s %s signal=%s" % (p.pid, p.executable, p.signal))
-        for t in p.threads:
-            lines.append("  thread %s %s" % (t.tid, t.name or ""))
-            for i, fr in enumerate(t.frames):
-                lines.append("    #%d %s %s %s:%s" % (i, fr.kind, fr.function or "??", fr.file or fr.library, fr.line))
-    return "\n".join(lines) + "\n"
+    if g.size > 1:
+        tids = ", ".join(str(t.tid) for t in g.threads[:40])
+        if g.size > 40:
+            tids += ", … (%d in all)" % g.size
+        lines.append("tids: %s" % tids)
+    waits = g.group.first.waits
+    if isinstance(waits, dict) and waits:
+        w = "waits on %s %s" % (waits.get("kind") or "?", waits.get("name") or waits.get("resource") or "")
+        if waits.get("owner_tid") is not None:
+            w += " held by thread %s" % waits.get("owner_tid")
+        lines.append(w)
+    cap = IDLE_FRAMES if g.idle else MAX_FRAMES
+    placed_note = False
+    for fv in g.frames[:cap]:
+        if not fv.placed and not placed_note:
+            lines.append("-- Python frames that could not be placed among the native ones --")
+            placed_note = True
+        lines.append(("=> " if fv.matched else "   ") + fv.text)
+    if len(g.frames) > cap:
+        lines.append("   … %d more frames" % (len(g.frames) - cap))
+    if not g.frames:
+        lines.append("(no frames)")
+    return "<details%s><summary>%s</summary>\n\n%s\n\n</details>\n" % (
+        "" if g.idle else " open" if g.group.in_finding else "",
+        summary,
+        fence(lines),
+    )
+
+
+def _omitted_note(groups: int, threads: int) -> str:
+    plural = ("s" * (groups != 1), "s" * (threads != 1))
+    return (
+        "\n> **%d more thread group%s (%d thread%s) omitted** to stay under GitHub's size limit; "
+        "attach the HTML or JSON report for every stack.\n" % (groups, plural[0], threads, plural[1])
+    )
+
+
+def render_view_markdown(view: ReportView, limit: int = LIMIT) -> str:
+    head: List[str] = ["## hanganalyze: %s" % md(view.headline), ""]
+    meta = []
+    if view.bucket:
+        meta.append("bucket `%s`" % view.bucket)
+    meta.append(md(view.tool.strip()))
+    head += [" · ".join(meta), ""]
+    for p in view.processes:
+        head += ["**%s**" % md(p.title), "", "| | |", "|---|---|"]
+        for k, v in p.facts:
+            head.append("| %s | %s |" % (md(k), md(v)))
+        if p.libraries:
+            libs = ", ".join(("%s %s" % lv).strip() for lv in p.libraries)
+            head.append("| libraries | %s |" % md(libs, 2000))
+        head.append("")
+    head.append("### Findings")
+    head.append("")
+    if view.findings:
+        body = "\n".join(head) + "\n" + "\n".join(_finding_block(n, fv) for n, fv in enumerate(view.findings, 1))
+    else:
+        body = "\n".join(head) + "\nNo signature in the database matched these stacks.\n"
+    for p in view.processes:
+        if p.waitgraph_cycles:
+            body += "\n### Wait-for cycles\n\n" + "\n".join("- " + md(c) for c in p.waitgraph_cycles) + "\n"
+    notes = ""
+    if view.warnings:
+        notes = "\n### Notes\n\n" + "\n".join("- " + md(w) for w in view.warnings[:30]) + "\n"
+    # Findings and summary are the point of the report: if even they exceed the budget, cut
+    # findings whole (the JSON report keeps everything).
+    if len(body) + len(notes) > limit:
+        body = body[: max(0, limit - 400 - len(notes))]
+        body = body[: body.rfind("\n### ")] if "\n### " in body else body
+        body += "\n\n> Findings truncated to stay under the size limit; see the JSON report.\n"
+    budget = limit - len(body) - len(notes) - 400  # room for the omission note
+    out = [body]
+    omitted_groups = omitted_threads = 0
+    for p in view.processes:
+        header = "\n### Threads of %s (%d in %d groups, %d idle)\n\n" % (
+            md(p.title), p.thread_count, len(p.groups), p.idle_threads
+        )
+        if omitted_groups or len(header) > budget:
+            omitted_groups += len(p.groups)
+            omitted_threads += sum(g.size for g in p.groups)
+            continue
+        out.append(header)
+        budget -= len(header)
+        for g in p.groups:
+            block = _group_block(g)
+            if omitted_groups or len(block) + 1 > budget:
+                omitted_groups += 1
+                omitted_threads += g.size
+                continue
+            out.append(block + "\n")
+            budget -= len(block) + 1
+    if omitted_groups:
+        out.append(_omitted_note(omitted_groups, omitted_threads))
+    out.append(notes)
+    return "".join(out)
+
+
+def render_markdown(snapshot: Snapshot, limit: Optional[int] = None) -> str:
+    """The Markdown report (always under ``LIMIT`` characters)."""
+    return render_view_markdown(build_view(snapshot), limit or LIMIT)
