@@ -1,0 +1,557 @@
+"""What each thread waits on, and who holds it: ``Thread.waits`` for the wait-for graph.
+
+Runs inside gdb (standard library only).  For every thread we classify the innermost native
+frames (a table of function-name patterns, below), then read memory to find the resource and
+its owner:
+
+  * glibc ``pthread_mutex_t`` / ``std::mutex``: owner TID = ``__data.__owner`` (offset 8).
+    The mutex address comes from frame arguments when libc has debug info; otherwise from
+    registers (``rdi`` of the innermost frame is the futex word of the syscall; callee-saved
+    registers of the lock frames), each candidate validated by reading it as a mutex whose
+    owner is a thread of this process.
+  * ``pthread_rwlock_t`` writer: ``__cur_writer`` (offset 24); readers are not recorded.
+  * ``pthread_join`` / ``std::thread::join``: the ``pthread_t`` argument, or the futex word of
+    the wait (glibc waits on ``pd->tid``, whose value *is* the target's TID).
+  * the GIL: holder from the runtime (``pyproc.gil_holder_lwp`` or ``pylocks``).
+  * ``threading.RLock``: owner ident from the lock object; ``threading.Lock``: no owner is
+    recorded, so none is claimed; ``Thread.join``: the joined thread owns its ``_tstate_lock``.
+  * condition variables and plain futexes: a wait without an owner.
+
+Nothing here calls into the inferior; every read is ``read_memory`` or a frame register/variable.
+"""
+
+import re
+import struct
+from typing import Any, Dict, List, Optional, Tuple
+
+import gdb
+
+from .model import Process, Thread
+from .pylocks import LOCK_TYPE_NAMES, RLOCK_TYPE_NAMES, PyMemory
+
+#: Native-frame classifiers, checked innermost first; the first *specific* hit decides, the
+#: generic ones (condvar, futex) only when nothing specific is found before Python/eval frames.
+CLASSIFIERS: Tuple[Tuple[str, str], ...] = (
+    ("gil", r"^(take_gil|PyEval_RestoreThread|PyEval_AcquireThread|PyEval_AcquireLock|PyGILState_Ensure"
+            r"|_PyThreadState_Attach)$"),
+    ("pylock", r"^(rlock_acquire|lock_PyThread_acquire_lock|acquire_timed|PyThread_acquire_lock_timed"
+               r"|PyThread_acquire_lock|_PyMutex_LockTimed|_PyMutex_LockSlow|PyMutex_Lock|lock_acquire_parse_args)$"),
+    ("mutex", r"(^|_)(lll_lock_wait|pthread_mutex_lock|pthread_mutex_timedlock|pthread_mutex_clocklock"
+              r"|pthread_mutex_lock_full|lll_mutex_lock_optimized|lll_robust_lock_wait)(64)?$"
+              r"|^std::(recursive_|timed_)?mutex::lock|^__gthread_(recursive_)?mutex_lock"),
+    ("rwlock", r"pthread_rwlock_(timed|clock)?(wr|rd)lock"),
+    ("join", r"pthread_(clock|timed)?join|^std::thread::join"),
+    ("condvar", r"pthread_cond_(timed|clock)?wait|^std::condition_variable::wait|^std::_V2::condition_variable"),
+    ("futex", r"futex|sem_(timed|clock)?wait|__new_sem_wait|^syscall$"),
+)
+_COMPILED = [(kind, re.compile(rx)) for kind, rx in CLASSIFIERS]
+GENERIC = ("condvar", "futex")
+#: Frames that execute Python: the wait belongs to native code called from here, not above it.
+EVAL_FRAMES = re.compile(r"^(_PyEval_EvalFrameDefault|_PyEval_EvalFrame|PyEval_EvalFrameEx|_PyEval_Vector)$")
+#: Frames that implement the wait itself; the "frame where it waits" is the first frame outside.
+IMPL_FRAMES = re.compile(
+    r"futex|lll_|pthread_|sem_|^syscall$|^std::(mutex|recursive_mutex|timed_mutex|thread|condition_variable"
+    r"|_V2::condition_variable|unique_lock|lock_guard|scoped_lock)\b|^__gthread_|take_gil|PyEval_RestoreThread"
+    r"|PyEval_AcquireThread|PyGILState_Ensure|acquire_timed|PyThread_acquire_lock|rlock_acquire"
+    r"|lock_PyThread_acquire_lock|_PyMutex|PyMutex|_PySemaphore|_PyParkingLot"
+)
+#: Libraries whose frames are plumbing, not "where the program waits" (ctypes, ffi, the runtime).
+RUNTIME_LIBS = re.compile(r"libpython|/python3[.\d]*$|_ctypes|libffi|/libc\.so|libstdc\+\+")
+#: Debug-info argument names that hold the resource, per classifier frame.
+ARG_NAMES = {
+    "mutex": ("mutex", "futex", "__mutex", "this"),
+    "rwlock": ("rwlock",),
+    "join": ("threadid",),
+    "pylock": ("self",),
+}
+CALLEE_SAVED = ("rbx", "rbp", "r12", "r13", "r14", "r15")
+MUTEX_OWNER_OFF = 8
+RWLOCK_WRITER_OFF = 24
+RWLOCK_FUTEX_OFFS = (12, 8, 0)  # __writers_futex, __wrphase_futex, or the lock itself
+STACK_SCAN_BYTES = 16384
+MAX_SCAN_FRAMES = 48
+
+
+def classify(names: List[Optional[str]]) -> Tuple[Optional[str], Optional[int], Optional[int]]:
+    """(kind, index of the deciding frame, index of the first eval frame) for innermost-first
+    function names.  ``kind`` is None for a thread that is not waiting on anything we know."""
+    generic: Tuple[Optional[str], Optional[int]] = (None, None)
+    for i, name in enumerate(names[:MAX_SCAN_FRAMES]):
+        if not name:
+            continue
+        if EVAL_FRAMES.match(name):
+            return generic[0], generic[1], i
+        for kind, rx in _COMPILED:
+            if rx.search(name):
+                if kind not in GENERIC:
+                    return kind, i, _first_eval(names, i)
+                if generic[0] is None:
+                    generic = (kind, i)
+                break
+    return generic[0], generic[1], None
+
+
+def _first_eval(names: List[Optional[str]], start: int) -> Optional[int]:
+    for j in range(start, min(len(names), MAX_SCAN_FRAMES)):
+        if names[j] and EVAL_FRAMES.match(names[j] or ""):
+            return j
+    return None
+
+
+class _Ctx:
+    """Per-process facts shared by all threads: memory, TIDs, pthread -> LWP, CPython reader."""
+
+    def __init__(self, process: Process, pyproc: Any):
+        self.inf = gdb.selected_inferior()
+        self.tids = {t.tid for t in process.threads if t.tid}
+        self.pyproc = pyproc
+        self._lwp_by_handle: Dict[int, Optional[int]] = {}
+        self._handle_by_lwp: Dict[int, int] = {}
+        for th in self.inf.threads():
+            try:
+                h = th.handle()
+            except Exception:  # noqa: BLE001
+                continue
+            if h and len(h) == 8:
+                self._handle_by_lwp[th.ptid[1]] = struct.unpack("<Q", h)[0]
+        self.py: Optional[PyMemory] = None
+        if pyproc is not None:
+            self.py = _py_memory(self.read, pyproc)
+
+    def read(self, addr: int, n: int) -> Optional[bytes]:
+        if not addr or addr < 0 or n <= 0:
+            return None
+        try:
+            return bytes(self.inf.read_memory(addr, n))
+        except (gdb.error, gdb.MemoryError, ValueError, OverflowError):
+            return None
+
+    def i32(self, addr: int) -> Optional[int]:
+        b = self.read(addr, 4)
+        return struct.unpack("<i", b)[0] if b else None
+
+    def pthread_to_lwp(self, ident: Optional[int]) -> Optional[int]:
+        if not ident:
+            return None
+        fn = getattr(self.pyproc, "pthread_to_lwp", None)
+        if callable(fn):
+            try:
+                lwp = fn(ident)
+                if lwp:
+                    return lwp
+            except Exception:  # noqa: BLE001
+                pass
+        if ident not in self._lwp_by_handle:
+            lwp = None
+            for tid, h in self._handle_by_lwp.items():
+                if h == ident:
+                    lwp = tid
+            if lwp is None:
+                try:
+                    th = self.inf.thread_from_handle(struct.pack("<Q", ident))
+                    lwp = th.ptid[1] if th is not None else None
+                except (gdb.error, ValueError, TypeError, struct.error):
+                    lwp = None
+            self._lwp_by_handle[ident] = lwp
+        return self._lwp_by_handle[ident]
+
+    def handle_of(self, lwp: Optional[int]) -> Optional[int]:
+        return self._handle_by_lwp.get(lwp) if lwp else None
+
+    def tstate_lwp(self, ts: Optional[int]) -> Optional[int]:
+        if not ts or self.py is None:
+            return None
+        return self.py.tstate_native_id(ts) or self.pthread_to_lwp(self.py.tstate_ident(ts))
+
+    def gil(self) -> Tuple[Optional[int], Optional[int]]:
+        """(GIL address, holder LWP)."""
+        addr, holder_ts = self.py.gil() if self.py is not None else (None, None)
+        holder = getattr(self.pyproc, "gil_holder_lwp", None)
+        if callable(holder):
+            holder = holder()
+        if not holder:
+            holder = self.tstate_lwp(holder_ts)
+        return addr, holder
+
+    def symbol_name(self, addr: int) -> Optional[str]:
+        """The ELF/DWARF symbol at addr ("ledger", "ring_locks+40"), None when stripped."""
+        try:
+            out = gdb.execute("info symbol 0x%x" % addr, to_string=True).strip()
+        except gdb.error:
+            return None
+        m = re.match(r"^(\S+)(?: \+ (\d+))? in section", out)
+        if not m:
+            return None
+        return m.group(1) + ("+%s" % m.group(2) if m.group(2) else "")
+
+
+def _py_memory(read, pyproc: Any) -> Optional[PyMemory]:
+    version = getattr(pyproc, "version", None)
+    vt: Optional[Tuple[int, int]] = None
+    if isinstance(version, str):
+        m = re.match(r"(\d+)\.(\d+)", version)
+        vt = (int(m.group(1)), int(m.group(2))) if m else None
+    elif isinstance(version, tuple):
+        vt = tuple(version[:2])  # type: ignore[assignment]
+    runtime = getattr(pyproc, "runtime", None) or getattr(pyproc, "runtime_addr", None)
+    if not runtime:
+        runtime = _runtime_address()
+    return PyMemory(read, vt, runtime)
+
+
+def _runtime_address() -> Optional[int]:
+    try:
+        return int(gdb.parse_and_eval("(long)&_PyRuntime"))
+    except (gdb.error, RuntimeError):
+        return None
+
+
+class MiniPyProc:
+    """Fallback ``pyproc`` (version + runtime address) while the frame walker is absent."""
+
+    def __init__(self, version: str, runtime: int):
+        self.version = version
+        self.runtime = runtime
+
+
+def detect_python() -> Optional[MiniPyProc]:
+    """Find CPython in the inferior without DWARF: ``_PyRuntime`` + a version."""
+    runtime = _runtime_address()
+    if not runtime:
+        return None
+    version = None
+    try:
+        hexv = int(gdb.parse_and_eval("*(unsigned int *)&Py_Version"))
+        version = "%d.%d.%d" % ((hexv >> 24) & 0xFF, (hexv >> 16) & 0xFF, (hexv >> 8) & 0xFF)
+    except (gdb.error, RuntimeError):
+        pass
+    if version is None:
+        try:
+            out = gdb.execute("info sharedlibrary", to_string=True)
+        except gdb.error:
+            out = ""
+        exe = gdb.current_progspace().filename or ""
+        m = re.search(r"libpython(3\.\d+)", out) or re.search(r"python(3\.\d+)", exe)
+        version = m.group(1) if m else None
+    return MiniPyProc(version, runtime) if version else None
+
+
+# ---------------------------------------------------------------------------------------------
+def annotate_waits(process: Process, natives_by_tid: Dict[int, list], pyproc: Any) -> None:
+    """Fill ``Thread.waits`` for every thread blocked on something we can name."""
+    if pyproc is None or not getattr(pyproc, "version", None):
+        pyproc = detect_python() or pyproc
+    ctx = _Ctx(process, pyproc)
+    by_lwp = {}
+    for th in ctx.inf.threads():
+        by_lwp[th.ptid[1] or th.ptid[0]] = th
+    selected = gdb.selected_thread()
+    try:
+        for t in process.threads:
+            natives = natives_by_tid.get(t.tid) or []
+            names = [n.frame.function for n in natives]
+            kind, idx, eval_idx = classify(names)
+            if kind is None or t.tid not in by_lwp:
+                continue
+            by_lwp[t.tid].switch()
+            try:
+                w = _resolve(ctx, t, natives, kind, idx or 0, eval_idx)
+            except (gdb.error, RuntimeError, ValueError) as e:
+                w = {"kind": kind, "resource": None, "name": None, "owner_tid": None,
+                     "frame": None, "detail": "wait not resolved: %s" % e}
+            if w is not None:
+                w["frame"] = _wait_frame(t, natives, idx or 0, w)
+                t.waits = w
+                if kind == "gil":
+                    t.state.gil = "waiting"
+    finally:
+        if selected is not None and selected.is_valid():
+            selected.switch()
+
+
+def _gdb_frames(count: int) -> List["gdb.Frame"]:
+    out = []
+    try:
+        f = gdb.newest_frame()
+    except gdb.error:
+        return out
+    while f is not None and len(out) < count:
+        out.append(f)
+        try:
+            f = f.older()
+        except gdb.error:
+            break
+    return out
+
+
+def _reg(frame: "gdb.Frame", name: str) -> Optional[int]:
+    try:
+        v = frame.read_register(name)
+        return int(v) & 0xFFFFFFFFFFFFFFFF
+    except (gdb.error, ValueError, RuntimeError):
+        return None
+
+
+def _arg(frame: "gdb.Frame", names: Tuple[str, ...]) -> Optional[int]:
+    for n in names:
+        try:
+            v = frame.read_var(n)
+        except (gdb.error, ValueError, RuntimeError):
+            continue
+        try:
+            if v.is_optimized_out:
+                continue
+            if v.type.strip_typedefs().code == gdb.TYPE_CODE_STRUCT:
+                v = v.address
+            return int(v) & 0xFFFFFFFFFFFFFFFF
+        except (gdb.error, ValueError, RuntimeError, TypeError):
+            continue
+    return None
+
+
+def _candidates(frames: List["gdb.Frame"], upto: int) -> List[int]:
+    """Register values that may point at the resource: rdi of the innermost frame (the futex word
+    of the syscall), then callee-saved and argument registers of each frame up to ``upto``."""
+    seen: List[int] = []
+    regs_inner = ("rdi",) + CALLEE_SAVED
+    for i, f in enumerate(frames[: upto + 2]):
+        for r in regs_inner if i == 0 else CALLEE_SAVED:
+            v = _reg(f, r)
+            if v and v > 0x1000 and v not in seen:
+                seen.append(v)
+    return seen
+
+
+def _resolve(ctx: _Ctx, t: Thread, natives: list, kind: str, idx: int, eval_idx: Optional[int]):
+    frames = _gdb_frames(max(idx, eval_idx or 0) + 3)
+    if kind == "mutex":
+        return _resolve_mutex(ctx, natives, frames, idx)
+    if kind == "rwlock":
+        return _resolve_rwlock(ctx, natives, frames, idx)
+    if kind == "join":
+        return _resolve_join(ctx, natives, frames, idx)
+    if kind == "gil":
+        addr, holder = ctx.gil()
+        if holder == t.tid:
+            return None  # re-acquiring a GIL it still holds is not a wait (snapshot taken mid-switch)
+        return {"kind": "gil", "resource": "0x%x" % addr if addr else None, "name": "GIL", "owner_tid": holder,
+                "frame": None, "detail": "waiting for the GIL" + (
+                    " (held by LWP %d)" % holder if holder else " (holder not recorded)")}
+    if kind == "pylock":
+        return _resolve_pylock(ctx, t, natives, frames, idx, eval_idx)
+    # condvar / futex: no owner
+    futex = _reg(frames[0], "rdi") if frames else None
+    what = "condition variable" if kind == "condvar" else "futex"
+    return {"kind": kind, "resource": "0x%x" % futex if futex else None, "name": None, "owner_tid": None,
+            "frame": None, "detail": "waiting on a %s (no owner is recorded)" % what}
+
+
+def _debug_arg(natives: list, frames: List["gdb.Frame"], idx: int, kind: str) -> Optional[int]:
+    """The resource from debug-info arguments of the classifier frame or its neighbours."""
+    names = ARG_NAMES.get(kind, ())
+    for i in range(max(0, idx - 3), min(len(frames), idx + 4)):
+        fn = natives[i].frame.function or ""
+        if kind == "mutex" and not _COMPILED[2][1].search(fn):
+            continue
+        if kind == "rwlock" and "rwlock" not in fn:
+            continue
+        if kind == "join" and "join" not in fn:
+            continue
+        if kind == "pylock" and fn not in ("rlock_acquire", "lock_PyThread_acquire_lock"):
+            continue
+        v = _arg(frames[i], names)
+        if v:
+            return v
+    return None
+
+
+def _mutex_owner(ctx: _Ctx, addr: int) -> Optional[int]:
+    b = ctx.read(addr, 16)
+    if not b:
+        return None
+    lock, _count, owner = struct.unpack_from("<iIi", b)
+    if lock == 0:
+        return None
+    return owner & 0x3FFFFFFF if owner else None
+
+
+def _resolve_mutex(ctx: _Ctx, natives: list, frames: List["gdb.Frame"], idx: int):
+    addr = _debug_arg(natives, frames, idx, "mutex")
+    how = "debug info"
+    owner = _mutex_owner(ctx, addr) if addr else None
+    if addr is None or owner not in ctx.tids:
+        for c in _candidates(frames, idx + 1):
+            o = _mutex_owner(ctx, c)
+            if o in ctx.tids:
+                addr, owner, how = c, o, "registers"
+                break
+    if addr is None:
+        return {"kind": "mutex", "resource": None, "name": None, "owner_tid": None, "frame": None,
+                "detail": "waiting for a mutex whose address could not be found"}
+    detail = "waiting for mutex 0x%x" % addr
+    if owner in ctx.tids:
+        detail += " held by LWP %d" % owner
+    elif owner:
+        detail += " held by TID %d, not a thread of this process (exited while holding it?)" % owner
+        owner = None
+    else:
+        detail += " (no owner recorded)"
+    return {"kind": "mutex", "resource": "0x%x" % addr, "name": ctx.symbol_name(addr), "owner_tid": owner,
+            "frame": None, "detail": detail + " [found via %s]" % how}
+
+
+def _rwlock_writer(ctx: _Ctx, addr: int) -> Optional[int]:
+    return ctx.i32(addr + RWLOCK_WRITER_OFF)
+
+
+def _resolve_rwlock(ctx: _Ctx, natives: list, frames: List["gdb.Frame"], idx: int):
+    addr = _debug_arg(natives, frames, idx, "rwlock")
+    writer = _rwlock_writer(ctx, addr) if addr else None
+    if addr is None or writer not in ctx.tids:
+        for c in _candidates(frames, idx + 1):
+            for off in RWLOCK_FUTEX_OFFS:
+                w = _rwlock_writer(ctx, c - off)
+                if w in ctx.tids:
+                    addr, writer = c - off, w
+                    break
+            if writer in ctx.tids:
+                break
+    if addr is None:
+        return {"kind": "rwlock", "resource": None, "name": None, "owner_tid": None, "frame": None,
+                "detail": "waiting for a rwlock whose address could not be found"}
+    owner = writer if writer in ctx.tids else None
+    detail = "waiting for rwlock 0x%x " % addr + (
+        "write-held by LWP %d" % owner if owner else "(held by readers or unknown: readers are not recorded)")
+    return {"kind": "rwlock", "resource": "0x%x" % addr, "name": ctx.symbol_name(addr), "owner_tid": owner,
+            "frame": None, "detail": detail}
+
+
+def _resolve_join(ctx: _Ctx, natives: list, frames: List["gdb.Frame"], idx: int):
+    handle = _debug_arg(natives, frames, idx, "join")
+    target = ctx.pthread_to_lwp(handle) if handle else None
+    if target is None and frames:
+        # glibc waits on pd->tid: the futex word holds the target's TID until it exits.
+        futex = _reg(frames[0], "rdi")
+        v = ctx.i32(futex) if futex else None
+        if v in ctx.tids:
+            target = v
+            handle = ctx.handle_of(v)
+    detail = "joining thread LWP %d" % target if target else "joining a thread that could not be identified"
+    return {"kind": "join", "resource": "0x%x" % handle if handle else None, "name": None, "owner_tid": target,
+            "frame": None, "detail": detail}
+
+
+def _python_objects(ctx: _Ctx, natives: list, frames: List["gdb.Frame"], idx: int,
+                    eval_idx: Optional[int]) -> List[Tuple[int, str]]:
+    """Lock objects referenced by the waiting frames: debug args, registers, then stack words."""
+    py = ctx.py
+    if py is None:
+        return []
+    found: List[Tuple[int, str]] = []
+
+    def consider(v: Optional[int]) -> None:
+        if v and all(v != f[0] for f in found):
+            name = py.type_name(v)
+            if name in RLOCK_TYPE_NAMES or name in LOCK_TYPE_NAMES:
+                found.append((v, name))
+
+    consider(_debug_arg(natives, frames, idx, "pylock"))
+    if found:
+        return found
+    end = eval_idx if eval_idx is not None else min(len(frames) - 1, idx + 6)
+    for v in _candidates(frames, end):
+        consider(v)
+        if found:
+            return found
+    lo = natives[0].sp if natives else None
+    hi = natives[end].sp if natives and end < len(natives) else None
+    if lo and hi and hi > lo:
+        blob = ctx.read(lo, min(hi - lo, STACK_SCAN_BYTES))
+        if blob:
+            for (word,) in struct.iter_unpack("<Q", blob[: len(blob) // 8 * 8]):
+                if word > 0x10000 and not word & 7:
+                    consider(word)
+                    if found:
+                        break
+    return found
+
+
+def _python_frame_names(t: Thread) -> List[str]:
+    return [f.function or "" for f in t.all_frames() if f.kind == "python"]
+
+
+def _resolve_pylock(ctx: _Ctx, t: Thread, natives: list, frames: List["gdb.Frame"], idx: int,
+                    eval_idx: Optional[int]):
+    objs = _python_objects(ctx, natives, frames, idx, eval_idx)
+    if not objs:
+        futex = _reg(frames[0], "rdi") if frames else None
+        return {"kind": "pylock", "resource": "0x%x" % futex if futex else None, "name": None,
+                "owner_tid": None, "frame": None,
+                "detail": "waiting for a Python lock (lock object not found; owner unknown)"}
+    obj, tname = objs[0]
+    name = _global_name(ctx, t, obj)
+    if tname in RLOCK_TYPE_NAMES:
+        ident, count = ctx.py.rlock_owner(obj) if ctx.py else (None, 0)
+        owner = ctx.pthread_to_lwp(ident) if ident else None
+        if owner:
+            detail = "waiting for threading.RLock held by LWP %d (count %d)" % (owner, count)
+        elif ident:
+            detail = "waiting for threading.RLock held by thread ident 0x%x, not found in this process" % ident
+        else:
+            detail = "waiting for threading.RLock that is not held (being released?)"
+        return {"kind": "rlock", "resource": "0x%x" % obj, "name": name, "owner_tid": owner, "frame": None,
+                "detail": detail}
+    pynames = _python_frame_names(t)
+    if pynames and pynames[0] in ("_wait_for_tstate_lock", "join") and ctx.py is not None:
+        ts = ctx.py.weakref_owner_tstate(obj, ctx.py.tstates())
+        target = ctx.tstate_lwp(ts)
+        if target:
+            return {"kind": "pyjoin", "resource": "0x%x" % obj, "name": name, "owner_tid": target, "frame": None,
+                    "detail": "Thread.join() of the thread LWP %d (its _tstate_lock)" % target}
+        return {"kind": "pyjoin", "resource": "0x%x" % obj, "name": name, "owner_tid": None, "frame": None,
+                "detail": "Thread.join() of a thread that could not be identified"}
+    return {"kind": "pylock", "resource": "0x%x" % obj, "name": name, "owner_tid": None, "frame": None,
+            "detail": "waiting for threading.Lock: CPython records no owner, held by unknown"}
+
+
+def _global_name(ctx: _Ctx, t: Thread, obj: int) -> Optional[str]:
+    """The module-global name of obj in the waiting thread's innermost Python frame."""
+    py = ctx.py
+    if py is None:
+        return None
+    for ts in py.tstates():
+        if ctx.tstate_lwp(ts) == t.tid:
+            g = py.innermost_globals(ts)
+            return py.global_name(g, obj) if g else None
+    return None
+
+
+def _wait_frame(t: Thread, natives: list, idx: int, w: Dict[str, Any]) -> Optional[int]:
+    """Index in ``t.frames`` of the frame that waits: the innermost Python frame for Python waits,
+    else the first native frame outside the lock implementation (the caller of lock())."""
+    frames = t.frames
+    if w["kind"] in ("rlock", "pylock", "pyjoin"):
+        for i, f in enumerate(frames):
+            if f.kind == "python":
+                return i
+    pick = None
+    for j in range(idx, len(natives)):
+        fr = natives[j].frame
+        if not IMPL_FRAMES.search(fr.function or "") and not RUNTIME_LIBS.search(fr.library or ""):
+            pick = j
+            break
+    if pick is None:
+        pick = idx
+        for j in range(idx, len(natives)):
+            fn = natives[j].frame.function
+            if fn and not IMPL_FRAMES.search(fn):
+                pick = j
+                break
+    target = natives[pick].frame if pick < len(natives) else None
+    for i, f in enumerate(frames):
+        if f is target:
+            return i
+    for i, f in enumerate(frames):
+        if target is not None and f.kind == "native" and f.address == target.address:
+            return i
+    return pick if pick < len(frames) else None
