@@ -29,16 +29,24 @@ def target_kind() -> str:
     return "core" if ctype == "core" else "live"
 
 
+#: Signals that say how a debugger stopped the process (gcore of a running process records the
+#: SIGSTOP of its ptrace attach), not what happened to the program: reported as no signal.
+_DEBUGGER_STOPS = ("SIGSTOP", "SIGTRAP", "SIGTSTP")
+
+
 def stop_signal() -> Optional[str]:
-    """The signal that killed (core) or stopped (live) the process, from $_siginfo."""
+    """The signal that killed the process of a core, from $_siginfo (None for a debugger's stop)."""
     try:
         signo = int(gdb.parse_and_eval("$_siginfo.si_signo"))
     except (gdb.error, ValueError, RuntimeError):
         return None
+    if signo <= 0:
+        return None
     try:
-        return _signal.Signals(signo).name
+        name = _signal.Signals(signo).name
     except ValueError:
         return "SIG%d" % signo
+    return None if name in _DEBUGGER_STOPS else name
 
 
 def _optional(mod: str):

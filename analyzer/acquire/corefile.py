@@ -145,8 +145,27 @@ class CoreMemory:
 # ----------------------------------------------------------------------------------- validation
 
 
-def _elf_kind(e_type: str, has_interp: bool) -> str:
-    if e_type == "ET_EXEC" or (e_type == "ET_DYN" and has_interp):
+def _is_pie_executable(elf) -> bool:
+    """ET_DYN is both PIE executables and shared objects: DF_1_PIE, else an interpreter and no
+    soname, says executable (libc.so.6 has an interpreter too, and a soname)."""
+    interp, soname = False, False
+    try:
+        for seg in elf.iter_segments():
+            if seg["p_type"] == "PT_INTERP":
+                interp = True
+            elif seg["p_type"] == "PT_DYNAMIC":
+                for tag in seg.iter_tags():
+                    if tag.entry.d_tag == "DT_FLAGS_1" and tag.entry.d_val & 0x08000000:  # DF_1_PIE
+                        return True
+                    if tag.entry.d_tag == "DT_SONAME":
+                        soname = True
+    except Exception:  # noqa: BLE001 - odd dynamic sections: fall back to what we saw
+        pass
+    return interp and not soname
+
+
+def _elf_kind(e_type: str, pie: bool) -> str:
+    if e_type == "ET_EXEC" or (e_type == "ET_DYN" and pie):
         return "an ELF executable"
     if e_type == "ET_DYN":
         return "an ELF shared object"
@@ -412,8 +431,8 @@ def read_core(path) -> CoreInfo:
         try:
             e_type = elf.header["e_type"]
             if e_type != "ET_CORE":
-                has_interp = any(s["p_type"] == "PT_INTERP" for s in elf.iter_segments())
-                raise InputError("%s is %s, not a core" % (path, _elf_kind(e_type, has_interp)))
+                pie = e_type == "ET_DYN" and _is_pie_executable(elf)
+                raise InputError("%s is %s, not a core" % (path, _elf_kind(e_type, pie)))
             if elf.elfclass != 64 or not elf.little_endian:
                 raise InputError("%s: only 64-bit little-endian cores are supported" % path)
             _check_size(path, elf, size)
