@@ -54,6 +54,15 @@ def _is_elf(path: Path) -> bool:
         raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
 
 
+def _is_binary(path: Path) -> bool:
+    """NUL bytes in the first 8 KiB: not text (stack dumps never have them), so not for the parsers."""
+    try:
+        with open(path, "rb") as f:
+            return b"\0" in f.read(8192)
+    except OSError as e:
+        raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
+
+
 def acquire(
     target: Optional[str],
     pid: Optional[int],
@@ -90,6 +99,8 @@ def acquire(
         info = read_core(path)
         progress("running %s on %s" % (gdb, path))
         return gdbdriver.snapshot_from_core(path, info, exe=exe, gdb=gdb, timeout=timeout, progress=progress)
+    if input_format is None and _is_binary(path):
+        raise InputError("%s is neither an ELF core nor a text file (binary data)" % path)
     from hanganalyze.acquire.text import parse_text
 
     try:
