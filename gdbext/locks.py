@@ -115,6 +115,8 @@ class _Ctx:
             if h and len(h) == 8:
                 self._handle_by_lwp[th.ptid[1]] = struct.unpack("<Q", h)[0]
         self.py: Optional[PyMemory] = None
+        self._tstates: Optional[Dict[int, Optional[int]]] = None
+        self._tstate_locks: Optional[Dict[int, int]] = None
         if pyproc is not None:
             self.py = _py_memory(self.read, pyproc)
 
@@ -133,14 +135,9 @@ class _Ctx:
     def pthread_to_lwp(self, ident: Optional[int]) -> Optional[int]:
         if not ident:
             return None
-        fn = getattr(self.pyproc, "pthread_to_lwp", None)
-        if callable(fn):
-            try:
-                lwp = fn(ident)
-                if lwp:
-                    return lwp
-            except Exception:  # noqa: BLE001
-                pass
+        table = getattr(self.pyproc, "pthread_to_lwp", None)
+        if isinstance(table, dict) and table.get(ident):
+            return table[ident]
         if ident not in self._lwp_by_handle:
             lwp = None
             for tid, h in self._handle_by_lwp.items():
@@ -158,10 +155,28 @@ class _Ctx:
     def handle_of(self, lwp: Optional[int]) -> Optional[int]:
         return self._handle_by_lwp.get(lwp) if lwp else None
 
+    def tstates(self) -> Dict[int, Optional[int]]:
+        """{tstate: lwp} for every Python thread (the walker's, else our own walk); cached."""
+        if self._tstates is None:
+            self._tstates = {}
+            threads = getattr(self.pyproc, "threads", None)
+            if isinstance(threads, dict) and threads:
+                for lwp, info in threads.items():
+                    ts = getattr(info, "tstate", None)
+                    if ts:
+                        self._tstates[ts] = lwp
+            elif self.py is not None:
+                for ts in self.py.tstates():
+                    self._tstates[ts] = self.py.tstate_native_id(ts) or self.pthread_to_lwp(self.py.tstate_ident(ts))
+        return self._tstates
+
     def tstate_lwp(self, ts: Optional[int]) -> Optional[int]:
-        if not ts or self.py is None:
-            return None
-        return self.py.tstate_native_id(ts) or self.pthread_to_lwp(self.py.tstate_ident(ts))
+        return self.tstates().get(ts) if ts else None
+
+    def tstate_locks(self) -> Dict[int, int]:
+        if self._tstate_locks is None:
+            self._tstate_locks = self.py.tstate_locks(list(self.tstates())) if self.py is not None else {}
+        return self._tstate_locks
 
     def gil(self) -> Tuple[Optional[int], Optional[int]]:
         """(GIL address, holder LWP)."""
@@ -186,14 +201,14 @@ class _Ctx:
 
 
 def _py_memory(read, pyproc: Any) -> Optional[PyMemory]:
-    version = getattr(pyproc, "version", None)
+    version = getattr(pyproc, "version_info", None) or getattr(pyproc, "version", None)
     vt: Optional[Tuple[int, int]] = None
     if isinstance(version, str):
         m = re.match(r"(\d+)\.(\d+)", version)
         vt = (int(m.group(1)), int(m.group(2))) if m else None
     elif isinstance(version, tuple):
         vt = tuple(version[:2])  # type: ignore[assignment]
-    runtime = getattr(pyproc, "runtime", None) or getattr(pyproc, "runtime_addr", None)
+    runtime = getattr(pyproc, "runtime_address", None) or getattr(pyproc, "runtime", None)
     if not runtime:
         runtime = _runtime_address()
     return PyMemory(read, vt, runtime)
@@ -501,9 +516,9 @@ def _resolve_pylock(ctx: _Ctx, t: Thread, natives: list, frames: List["gdb.Frame
             detail = "waiting for threading.RLock that is not held (being released?)"
         return {"kind": "rlock", "resource": "0x%x" % obj, "name": name, "owner_tid": owner, "frame": None,
                 "detail": detail}
+    ts = ctx.tstate_locks().get(obj)
     pynames = _python_frame_names(t)
-    if pynames and pynames[0] in ("_wait_for_tstate_lock", "join") and ctx.py is not None:
-        ts = ctx.py.weakref_owner_tstate(obj, ctx.py.tstates())
+    if ts or (pynames and pynames[0] in ("_wait_for_tstate_lock", "join")):
         target = ctx.tstate_lwp(ts)
         if target:
             return {"kind": "pyjoin", "resource": "0x%x" % obj, "name": name, "owner_tid": target, "frame": None,
@@ -519,8 +534,8 @@ def _global_name(ctx: _Ctx, t: Thread, obj: int) -> Optional[str]:
     py = ctx.py
     if py is None:
         return None
-    for ts in py.tstates():
-        if ctx.tstate_lwp(ts) == t.tid:
+    for ts, lwp in ctx.tstates().items():
+        if lwp == t.tid:
             g = py.innermost_globals(ts)
             return py.global_name(g, obj) if g else None
     return None

@@ -34,22 +34,22 @@ LOCK_TYPE_NAMES = ("_thread.lock",)
 #: means the GIL lives in _PyRuntime (3.8-3.11, tstate_current used instead); ("interp", ptr_off)
 #: means ``interp->ceval.gil`` points to a struct with last_holder @8, locked @16.
 LAYOUT: Dict[Tuple[int, int], Dict[str, object]] = {
-    (3, 8): {"interp_head": 32, "tstate_head": 8, "thread_id": 176, "native_id": None,
+    (3, 8): {"on_delete_data": 208, "interp_head": 32, "tstate_head": 8, "thread_id": 176, "native_id": None,
              "tstate_current": 1368, "gil_ptr": None, "gil_struct": 1152,
              "frame": ("frame", 24), "globals": 48, "back": 24, "ascii": 48, "dict": "old"},
-    (3, 9): {"interp_head": 32, "tstate_head": 8, "thread_id": 176, "native_id": None,
+    (3, 9): {"on_delete_data": 208, "interp_head": 32, "tstate_head": 8, "thread_id": 176, "native_id": None,
              "tstate_current": 568, "gil_ptr": None, "gil_struct": 352,
              "frame": ("frame", 24), "globals": 48, "back": 24, "ascii": 48, "dict": "old"},
-    (3, 10): {"interp_head": 32, "tstate_head": 8, "thread_id": 176, "native_id": None,
+    (3, 10): {"on_delete_data": 208, "interp_head": 32, "tstate_head": 8, "thread_id": 176, "native_id": None,
               "tstate_current": 568, "gil_struct": 352, "gil_ptr": None,
               "frame": ("frame", 24), "globals": 48, "back": 24, "ascii": 48, "dict": "old"},
-    (3, 11): {"interp_head": 40, "tstate_head": 16, "thread_id": 152, "native_id": 160,
+    (3, 11): {"on_delete_data": 192, "interp_head": 40, "tstate_head": 16, "thread_id": 152, "native_id": 160,
               "tstate_current": 576, "gil_struct": 360, "gil_ptr": None,
               "frame": ("cframe", 56, 8), "globals": 8, "back": 48, "ascii": 48, "dict": "new"},
-    (3, 12): {"interp_head": 40, "tstate_head": 72, "thread_id": 136, "native_id": 144,
+    (3, 12): {"on_delete_data": 176, "interp_head": 40, "tstate_head": 72, "thread_id": 136, "native_id": 144,
               "tstate_current": None, "gil_ptr": 384, "gil_struct": None,
               "frame": ("cframe", 56, 0), "globals": 24, "back": 8, "ascii": 40, "dict": "new"},
-    (3, 13): {"interp_head": 632, "tstate_head": 7344, "thread_id": 152, "native_id": 160,
+    (3, 13): {"on_delete_data": None, "interp_head": 632, "tstate_head": 7344, "thread_id": 152, "native_id": 160,
               "tstate_current": None, "gil_ptr": 16, "gil_struct": None,
               "frame": ("frame", 72), "globals": 24, "back": 8, "ascii": 40, "dict": "new"},
 }
@@ -222,16 +222,16 @@ class PyMemory:
                 return self.str_value(key)
         return None
 
-    def weakref_owner_tstate(self, obj: int, tstates: List[int], span: int = 1024) -> Optional[int]:
-        """The thread state whose memory holds a weakref to ``obj`` (a thread's ``_tstate_lock``:
-        3.8-3.12 keep it in ``tstate->on_delete_data``).  Scans words, so no per-version offset."""
+    def tstate_locks(self, tstates: List[int]) -> Dict[int, int]:
+        """{lock object: tstate} for every thread's ``_tstate_lock`` (3.8-3.12: a weakref to it
+        sits in ``tstate->on_delete_data``).  Thread.join() waits on that lock."""
+        out: Dict[int, int] = {}
+        off = self.layout.get("on_delete_data") if self.layout else None
+        if off is None:
+            return out
         for ts in tstates:
-            blob = self.read(ts, span)
-            if not blob:
-                continue
-            for (word,) in struct.iter_unpack("<Q", blob[: len(blob) // 8 * 8]):
-                if word < 0x10000 or word & 7:
-                    continue
-                if self.u64(word + WEAKREF_OBJECT_OFF) == obj and "weakref" in (self.type_name(word) or ""):
-                    return ts
-        return None
+            wr = self.u64(ts + int(off))
+            target = self.u64(wr + WEAKREF_OBJECT_OFF) if wr else None
+            if target and "weakref" in (self.type_name(wr) or ""):
+                out[target] = ts
+        return out
