@@ -1,0 +1,140 @@
+"""Place each thread's Python frames among its native frames.
+
+Rule: the Python frames run by one ``_PyEval_EvalFrameDefault`` activation go directly on the
+innermost side of that native frame.  Two ways to prove which activation runs which frames:
+
+1. Stack-address anchors (3.11+): the walker gives each group of Python frames an address that
+   lies inside its eval activation's C stack frame (3.11 ``_PyCFrame``, 3.12+ entry/shim frame).
+   The native frame whose ``[sp, caller sp)`` contains it is the activation.  Needs no symbol
+   names, so ``.cold`` parts and stripped builds work.
+2. Counting (3.8-3.10, or when an anchor is missing): native frames named
+   ``_PyEval_EvalFrameDefault*`` pair one-to-one, innermost first, with the groups.  Only used
+   when the counts agree (or the Python chain was truncated and fewer groups exist).
+
+When neither proves the placement, the native frames stay as they are, the Python frames go to
+``thread.python_frames`` and ``thread.merge = "unmerged"`` with a note: nothing is dropped or
+guessed.
+"""
+
+from typing import Dict, List, Optional
+
+from .model import Frame, Thread
+
+EVAL_PREFIX = "_PyEval_EvalFrameDefault"
+NORMAL_FRAME = 0  # gdb.NORMAL_FRAME
+#: Native frames that mean "this thread is waiting to take the GIL".
+GIL_WAIT_FUNCS = ("take_gil",)
+#: With stripped builds take_gil is invisible: one of these plus a blocking wait is the shape.
+GIL_REACQUIRE_FUNCS = ("PyEval_RestoreThread", "PyEval_AcquireThread", "PyGILState_Ensure", "PyEval_AcquireLock")
+BLOCKING_FUNCS = ("futex", "pthread_cond_wait", "pthread_cond_timedwait", "__pthread_cond_wait",
+                  "__pthread_cond_timedwait", "___pthread_cond_timedwait", "__lll_lock_wait",
+                  "sem_wait", "sem_clockwait", "do_futex_wait", "__futex_abstimed_wait")
+GC_FUNCS = ("gc_collect_main", "collect", "gc_collect_with_callback", "_PyGC_Collect", "gc_collect_region")
+
+
+def is_eval(nf) -> bool:
+    name = nf.frame.function or ""
+    return nf.gdb_type == NORMAL_FRAME and name.startswith(EVAL_PREFIX)
+
+
+def _anchored_positions(groups, natives) -> Optional[List[int]]:
+    """Native index for every group by stack address, or None unless all are found, in order."""
+    out: List[int] = []
+    last = -1
+    for g in groups:
+        if g.anchor is None:
+            return None
+        found = None
+        for i in range(max(last, 0), len(natives)):
+            nf = natives[i]
+            if nf.sp is None:
+                continue
+            hi = nf.cfa if nf.cfa is not None else (1 << 64)
+            if nf.sp <= g.anchor < hi:
+                found = i
+                break
+        if found is None or found <= last:
+            return None
+        out.append(found)
+        last = found
+    return out
+
+
+def _counted_positions(groups, natives, truncated: bool) -> Optional[List[int]]:
+    evals = [i for i, nf in enumerate(natives) if is_eval(nf)]
+    if len(evals) == len(groups) or (truncated and len(groups) < len(evals)):
+        return evals[:len(groups)]
+    return None
+
+
+def _gil_state(pyth, natives) -> Optional[str]:
+    if pyth.gil == "held":
+        return "held"
+    names = [nf.frame.function or "" for nf in natives]
+    if any(n in GIL_WAIT_FUNCS for n in names):
+        return "waiting"
+    for i, n in enumerate(names):
+        if n in GIL_REACQUIRE_FUNCS:
+            if any(any(b in m for b in BLOCKING_FUNCS) for m in names[:i]):
+                return "waiting"
+            break
+    return pyth.gil
+
+
+def merge_thread(thread: Thread, natives: List, pyproc) -> None:
+    """Fill thread.frames/merge/name/python_name/state/notes from natives and the Python walk."""
+    native_frames = [nf.frame for nf in natives]
+    pyth = pyproc.threads.get(thread.tid) if pyproc is not None else None
+    if pyth is None:
+        thread.frames = native_frames
+        thread.merge = "native-only"
+        return
+    thread.python_name = pyth.name
+    thread.name = pyth.name or thread.os_name
+    thread.pthread_id = pyth.pthread_id or None
+    thread.state.gil = _gil_state(pyth, natives)
+    names = [nf.frame.function or "" for nf in natives]
+    thread.state.gc = True if any(n in GC_FUNCS for n in names) else pyth.gc
+    thread.notes.extend(pyth.notes)
+    groups = [g for g in pyth.groups if g.frames]
+    if not groups:
+        thread.frames = native_frames
+        if pyth.truncated is not None:
+            thread.python_frames = [pyth.truncated]
+            thread.merge = "unmerged"
+            thread.notes.append("Python frames could not be read; native frames shown as unwound")
+        else:
+            thread.merge = "native-only"
+        return
+    truncated = pyth.truncated is not None
+    positions = _anchored_positions(groups, natives)
+    how = "stack anchors"
+    if positions is None:
+        positions = _counted_positions(groups, natives, truncated)
+        how = "eval-frame count"
+    if positions is None:
+        evals = sum(1 for nf in natives if is_eval(nf))
+        thread.frames = native_frames
+        thread.python_frames = [f for g in groups for f in g.frames] + ([pyth.truncated] if truncated else [])
+        thread.merge = "unmerged"
+        thread.notes.append(
+            "Python frames not merged: %d Python activation(s) vs %d native %s frame(s) and no stack anchor; "
+            "Python frames are listed separately" % (len(groups), evals, EVAL_PREFIX))
+        return
+    inserts: Dict[int, List[Frame]] = {}
+    for g, pos in zip(groups, positions):
+        inserts.setdefault(pos, []).extend(g.frames)
+    marker_at = None
+    if truncated:
+        later = [i for i, nf in enumerate(natives) if i > positions[-1] and is_eval(nf)]
+        marker_at = later[0] if later else len(natives)
+        inserts.setdefault(marker_at, []).append(pyth.truncated)
+    out: List[Frame] = []
+    for i, f in enumerate(native_frames):
+        out.extend(inserts.get(i, ()))
+        out.append(f)
+    out.extend(inserts.get(len(native_frames), ()))
+    thread.frames = out
+    thread.merge = "merged"
+    if how != "stack anchors" and pyproc.version_info >= (3, 11):
+        thread.notes.append("Python frames placed by %s (no stack anchor)" % how)

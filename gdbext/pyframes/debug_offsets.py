@@ -1,0 +1,200 @@
+"""Parse ``_Py_DebugOffsets`` (CPython 3.13+), the table CPython itself puts at ``&_PyRuntime``.
+
+The struct is a cookie ``b"xdebugpy"``, ``uint64 version`` (PY_VERSION_HEX), ``uint64
+free_threaded`` and then groups of ``uint64`` offsets.  Its field order is stable only within a
+minor version, so the order is data here (``LAYOUTS``), one list per minor version, written from
+CPython's ``Include/internal/pycore_runtime.h`` (3.13) and ``pycore_debug_offsets.h`` (3.14).
+``parse`` is pure (bytes in, dict out) so it is unit-tested without gdb; ``to_table`` maps the
+parsed groups onto the walker's flat table keys (see ``tables.py``).
+"""
+
+import struct
+from typing import Dict, List, Optional, Tuple
+
+COOKIE = b"xdebugpy"
+HEADER = struct.Struct("<8sQQ")
+
+Layout = List[Tuple[str, List[str]]]
+
+_COMMON_TAIL_313: Layout = [
+    ("pyobject", ["size", "ob_type"]),
+    ("type_object", ["size", "tp_name", "tp_repr", "tp_flags"]),
+    ("tuple_object", ["size", "ob_item", "ob_size"]),
+    ("list_object", ["size", "ob_item", "ob_size"]),
+    ("dict_object", ["size", "ma_keys", "ma_values"]),
+    ("float_object", ["size", "ob_fval"]),
+    ("long_object", ["size", "lv_tag", "ob_digit"]),
+    ("bytes_object", ["size", "ob_size", "ob_sval"]),
+    ("unicode_object", ["size", "state", "length", "asciiobject_size"]),
+    ("gc", ["size", "collecting"]),
+]
+
+LAYOUTS: Dict[Tuple[int, int], Layout] = {
+    (3, 13): [
+        ("runtime_state", ["size", "finalizing", "interpreters_head"]),
+        ("interpreter_state", [
+            "size", "id", "next", "threads_head", "gc", "imports_modules", "sysdict", "builtins",
+            "ceval_gil", "gil_runtime_state", "gil_runtime_state_enabled", "gil_runtime_state_locked",
+            "gil_runtime_state_holder"]),
+        ("thread_state", [
+            "size", "prev", "next", "interp", "current_frame", "thread_id", "native_thread_id",
+            "datastack_chunk", "status"]),
+        ("interpreter_frame", ["size", "previous", "executable", "instr_ptr", "localsplus", "owner"]),
+        ("code_object", [
+            "size", "filename", "name", "qualname", "linetable", "firstlineno", "argcount",
+            "localsplusnames", "localspluskinds", "co_code_adaptive"]),
+    ] + _COMMON_TAIL_313,
+    (3, 14): [
+        ("runtime_state", ["size", "finalizing", "interpreters_head"]),
+        ("interpreter_state", [
+            "size", "id", "next", "threads_head", "threads_main", "gc", "imports_modules", "sysdict",
+            "builtins", "ceval_gil", "gil_runtime_state", "gil_runtime_state_enabled",
+            "gil_runtime_state_locked", "gil_runtime_state_holder", "code_object_generation",
+            "tlbc_generation"]),
+        ("thread_state", [
+            "size", "prev", "next", "interp", "current_frame", "thread_id", "native_thread_id",
+            "datastack_chunk", "status"]),
+        ("interpreter_frame", [
+            "size", "previous", "executable", "instr_ptr", "localsplus", "owner", "stackpointer",
+            "tlbc_index"]),
+        ("code_object", [
+            "size", "filename", "name", "qualname", "linetable", "firstlineno", "argcount",
+            "localsplusnames", "localspluskinds", "co_code_adaptive", "co_tlbc"]),
+        ("pyobject", ["size", "ob_type"]),
+        ("type_object", ["size", "tp_name", "tp_repr", "tp_flags"]),
+        ("tuple_object", ["size", "ob_item", "ob_size"]),
+        ("list_object", ["size", "ob_item", "ob_size"]),
+        ("set_object", ["size", "used", "table", "mask"]),
+        ("dict_object", ["size", "ma_keys", "ma_values"]),
+        ("float_object", ["size", "ob_fval"]),
+        ("long_object", ["size", "lv_tag", "ob_digit"]),
+        ("bytes_object", ["size", "ob_size", "ob_sval"]),
+        ("unicode_object", ["size", "state", "length", "asciiobject_size"]),
+        ("gc", ["size", "collecting"]),
+        ("gen_object", ["size", "gi_name", "gi_iframe", "gi_frame_state"]),
+        ("llist_node", ["next", "prev"]),
+        ("debugger_support", [
+            "eval_breaker", "remote_debugger_support", "remote_debugging_enabled",
+            "debugger_pending_call", "debugger_script_path", "debugger_script_path_size"]),
+    ],
+}
+
+
+class DebugOffsets:
+    """Parsed ``_Py_DebugOffsets``: ``version_hex``, ``free_threaded`` and ``groups[g][f]``."""
+
+    def __init__(self, version_hex: int, free_threaded: bool, groups: Dict[str, Dict[str, int]]):
+        self.version_hex = version_hex
+        self.free_threaded = free_threaded
+        self.groups = groups
+
+    @property
+    def minor(self) -> Tuple[int, int]:
+        return (self.version_hex >> 24) & 0xFF, (self.version_hex >> 16) & 0xFF
+
+    def get(self, group: str, field: str) -> Optional[int]:
+        return self.groups.get(group, {}).get(field)
+
+
+def size_for(version: Tuple[int, int]) -> int:
+    """Bytes to read at &_PyRuntime to parse the whole struct for that version."""
+    layout = LAYOUTS.get(version) or LAYOUTS[max(LAYOUTS)]
+    return HEADER.size + 8 * sum(len(fields) for _, fields in layout)
+
+
+def peek_version(head: bytes) -> Optional[int]:
+    """PY_VERSION_HEX from the first 24 bytes at &_PyRuntime, or None when the cookie is absent."""
+    if len(head) < HEADER.size:
+        return None
+    cookie, version, _ = HEADER.unpack_from(head, 0)
+    return version if cookie == COOKIE else None
+
+
+def parse(data: bytes) -> Optional[DebugOffsets]:
+    """Parse the struct; None when the cookie is missing, the version has no layout here, the
+    buffer is short, or the result fails the sanity checks (a misread layout must not be used)."""
+    if len(data) < HEADER.size:
+        return None
+    cookie, version, free_threaded = HEADER.unpack_from(data, 0)
+    if cookie != COOKIE:
+        return None
+    minor = ((version >> 24) & 0xFF, (version >> 16) & 0xFF)
+    layout = LAYOUTS.get(minor)
+    if layout is None:
+        return None
+    need = size_for(minor)
+    if len(data) < need:
+        return None
+    values = struct.unpack_from("<%dQ" % ((need - HEADER.size) // 8), data, HEADER.size)
+    groups: Dict[str, Dict[str, int]] = {}
+    i = 0
+    for gname, fields in layout:
+        groups[gname] = dict(zip(fields, values[i:i + len(fields)]))
+        i += len(fields)
+    parsed = DebugOffsets(version, bool(free_threaded), groups)
+    return parsed if sane(parsed) else None
+
+
+def sane(d: DebugOffsets) -> bool:
+    """Cheap invariants that a shifted or misordered layout would break."""
+    g = d.groups
+    try:
+        return (
+            g["pyobject"]["size"] in (16, 32)  # 32: free-threaded header
+            and g["pyobject"]["ob_type"] in (8, 24)
+            and g["dict_object"]["ma_keys"] < g["dict_object"]["size"]
+            and g["unicode_object"]["asciiobject_size"] < g["unicode_object"]["size"]
+            and 0 < g["thread_state"]["current_frame"] < g["thread_state"]["size"]
+            and g["interpreter_frame"]["owner"] < g["interpreter_frame"]["size"]
+            and g["runtime_state"]["interpreters_head"] < g["runtime_state"]["size"]
+        )
+    except KeyError:
+        return False
+
+
+def to_table(d: DebugOffsets) -> Dict[str, int]:
+    """Map parsed debug offsets onto the flat walker keys they cover."""
+    g = d.groups
+    isg, ts, fr, co = g["interpreter_state"], g["thread_state"], g["interpreter_frame"], g["code_object"]
+    gil_base = isg["gil_runtime_state"]
+    t = {
+        "rt.interpreters_head": g["runtime_state"]["interpreters_head"],
+        "is.next": isg["next"],
+        "is.id": isg["id"],
+        "is.threads_head": isg["threads_head"],
+        "is.modules": isg["imports_modules"],
+        "is.gc_collecting": isg["gc"] + g["gc"]["collecting"],
+        "is.ceval_gil": isg["ceval_gil"],
+        "gil.locked": isg["gil_runtime_state_locked"] - gil_base,
+        "gil.last_holder": isg["gil_runtime_state_holder"] - gil_base,
+        "ts.next": ts["next"],
+        "ts.interp": ts["interp"],
+        "ts.current_frame": ts["current_frame"],
+        "ts.thread_id": ts["thread_id"],
+        "ts.native_thread_id": ts["native_thread_id"],
+        "ifr.previous": fr["previous"],
+        "ifr.code": fr["executable"],
+        "ifr.instr": fr["instr_ptr"],
+        "ifr.owner": fr["owner"],
+        "co.filename": co["filename"],
+        "co.name": co["name"],
+        "co.qualname": co["qualname"],
+        "co.linetable": co["linetable"],
+        "co.firstlineno": co["firstlineno"],
+        "co.code_adaptive": co["co_code_adaptive"],
+        "ob.type": g["pyobject"]["ob_type"],
+        "tp.name": g["type_object"]["tp_name"],
+        "tp.flags": g["type_object"]["tp_flags"],
+        "dict.ma_keys": g["dict_object"]["ma_keys"],
+        "dict.ma_values": g["dict_object"]["ma_values"],
+        "long.size": g["long_object"]["lv_tag"],
+        "long.digit": g["long_object"]["ob_digit"],
+        "bytes.ob_size": g["bytes_object"]["ob_size"],
+        "bytes.ob_sval": g["bytes_object"]["ob_sval"],
+        "str.state": g["unicode_object"]["state"],
+        "str.length": g["unicode_object"]["length"],
+        "str.ascii_size": g["unicode_object"]["asciiobject_size"],
+    }
+    if d.free_threaded:
+        t["model.free_threaded"] = 1
+    return t

@@ -1,0 +1,477 @@
+"""Walk every CPython interpreter and thread of the inferior from raw memory.
+
+``describe_process(inferior)`` is the seam ``collect.py`` calls.  It returns ``None`` when the
+process is not CPython, else a ``PyProcess``:
+
+  * ``version`` ("3.11.7"), ``version_info`` ((3, 11)), ``version_source`` (how it was found)
+  * ``offsets``: the flat offsets table in use (``tables.py`` keys, e.g. ``"ts.thread_id"``),
+    from ``_Py_DebugOffsets`` on 3.13+, else the per-version table, checked against DWARF
+  * ``runtime_address``, ``interpreters`` (addresses, main first), ``gc_collecting``
+  * ``threads``: ``{lwp: PyThreadInfo}``; ``pthread_to_lwp``: ``{pthread_t: lwp}`` for every
+    thread with a thread state; ``lwp_for_pthread(ident)`` maps any other ``threading`` ident
+  * ``gil_holder_lwp``: LWP holding the GIL (None: nobody or unknown)
+  * ``read(addr, size) -> bytes`` (raises ``ReadError``), ``objects`` (``objects.Objects``:
+    ``str``, ``int``, ``dict_items``, ``instance_attr``, ``type_name``...) for readers of Python
+    objects such as RLock owners or Thread objects, and ``threading_active()``: the
+    ``threading._active`` registry as ``{ident: Thread object address}``
+  * ``notes``: what went wrong or was guessed (shown in the snapshot)
+
+``PyThreadInfo``: ``lwp``, ``pthread_id``, ``tstate``, ``interp``, ``name`` (``threading``
+name), ``frames`` (Python ``Frame``s, innermost first), ``groups`` (the same frames split per
+native eval activation, with the stack-address anchor the merge uses), ``truncated`` (a marker
+Frame when the chain could not be followed to its end), ``gil``, ``gc``, ``notes``.
+"""
+
+import struct
+from typing import Dict, List, Optional, Tuple
+
+import gdb
+
+from ..model import Frame
+from . import debug_offsets, linetable, runtime, tables
+from .objects import Memory, Objects, ReadError, i32_at, u64_at
+
+MAX_FRAMES = 4096
+MAX_THREADS = 100000
+MAX_INTERPRETERS = 256
+MARKER = "<python frame chain truncated>"
+
+
+class PyGroup:
+    """Python frames run by one native ``_PyEval_EvalFrameDefault`` activation (innermost first).
+
+    ``anchor`` is an address inside that activation's C stack frame when the version gives one
+    (3.11: its ``_PyCFrame``; 3.12+: its entry/shim frame), else None (3.8-3.10)."""
+
+    __slots__ = ("frames", "anchor", "first_addr")
+
+    def __init__(self) -> None:
+        self.frames: List[Frame] = []
+        self.anchor: Optional[int] = None
+        self.first_addr: Optional[int] = None
+
+
+class PyThreadInfo:
+    def __init__(self, tstate: int, interp: int):
+        self.tstate = tstate
+        self.interp = interp
+        self.lwp: Optional[int] = None
+        self.pthread_id: Optional[int] = None
+        self.name: Optional[str] = None
+        self.frames: List[Frame] = []
+        self.groups: List[PyGroup] = []
+        self.truncated: Optional[Frame] = None
+        self.gil: Optional[str] = None
+        self.gc: Optional[bool] = None
+        self.notes: List[str] = []
+
+
+class PyProcess:
+    def __init__(self, mem: Memory, objects: Objects, offsets: Dict[str, int], version_info: Tuple[int, int],
+                 version: str, version_source: str, runtime_address: int):
+        self.mem = mem
+        self.objects = objects
+        self.offsets = offsets
+        self.version_info = version_info
+        self.version = version
+        self.version_source = version_source
+        self.runtime_address = runtime_address
+        self.interpreters: List[int] = []
+        self.threads: Dict[int, PyThreadInfo] = {}
+        self.pthread_to_lwp: Dict[int, int] = {}
+        self.gil_holder_lwp: Optional[int] = None
+        self.gc_collecting: Optional[bool] = None
+        self.dwarf_checked: Optional[bool] = None
+        self.notes: List[str] = []
+        self._inferior = None
+
+    def read(self, addr: int, size: int) -> bytes:
+        return self.mem.read(addr, size)
+
+    def lwp_for_pthread(self, ident: int) -> Optional[int]:
+        """LWP of a pthread_t (a ``threading`` ident), via thread states or libthread_db."""
+        if ident in self.pthread_to_lwp:
+            return self.pthread_to_lwp[ident]
+        lwp = _thread_from_handle(self._inferior, ident)
+        if lwp is not None:
+            self.pthread_to_lwp[ident] = lwp
+        return lwp
+
+    def threading_active(self, interp: Optional[int] = None) -> Dict[int, int]:
+        """``threading._active`` of an interpreter (main by default): {ident: Thread object}."""
+        interp = interp or (self.interpreters[0] if self.interpreters else 0)
+        if not interp:
+            return {}
+        o, t = self.objects, self.offsets
+        modules = self.mem.u64(interp + t["is.modules"])
+        if not modules:
+            return {}
+        mod = o.dict_get_str(modules, "threading")
+        if not mod:
+            return {}
+        md_dict = self.mem.u64(mod + t["mod.md_dict"])
+        active = o.dict_get_str(md_dict, "_active") if md_dict else None
+        if not active:
+            return {}
+        out: Dict[int, int] = {}
+        for k, v in o.dict_items(active):
+            ident = o.int(k)
+            if ident is not None:
+                out[ident] = v
+        return out
+
+
+def _thread_from_handle(inferior, ident: int) -> Optional[int]:
+    if inferior is None or not ident:
+        return None
+    try:
+        th = inferior.thread_from_handle(struct.pack("<Q", ident & 0xFFFFFFFFFFFFFFFF))
+    except (gdb.error, RuntimeError, ValueError, TypeError):
+        return None
+    if th is None:
+        return None
+    return th.ptid[1] or th.ptid[0]
+
+
+def _span(t: Dict[str, int], prefix: str, extra: int = 8) -> int:
+    return max([v for k, v in t.items() if k.startswith(prefix)] or [0]) + extra
+
+
+class _Walker:
+    """Per-process walking state: caches for code objects and line numbers."""
+
+    def __init__(self, proc: PyProcess, code_type: Optional[int]):
+        self.p = proc
+        self.mem = proc.mem
+        self.t = proc.offsets
+        self.o = proc.objects
+        self.code_type = code_type
+        self._code: Dict[int, Optional[Tuple[str, str, int, bytes]]] = {}
+        self._lines: Dict[Tuple[int, int], Optional[int]] = {}
+        t = self.t
+        self.ts_span = _span(t, "ts.")
+        self.co_span = _span(t, "co.")
+        self.fo_span = _span(t, "fo.", 4)
+        self.ifr_span = _span(t, "ifr.", 8)
+        self.model_frames = t.get("model.frames", 1)
+        self.model_lines = t.get("model.lines", 2)
+        self.tagged = bool(t.get("model.tagged_executable"))
+
+    # --- code objects ---------------------------------------------------------------------------
+    def code_info(self, code: int) -> Optional[Tuple[str, str, int, bytes]]:
+        """(qualified name, filename, firstlineno, line table) of a code object, cached."""
+        if code in self._code:
+            return self._code[code]
+        info = None
+        try:
+            buf = self.mem.read(code, self.co_span)
+            if self.code_type is None or u64_at(buf, self.t["ob.type"]) == self.code_type:
+                t = self.t
+                name_ptr = u64_at(buf, t["co.qualname"]) if "co.qualname" in t else u64_at(buf, t["co.name"])
+                name = self.o.str(name_ptr) or self.o.str(u64_at(buf, t["co.name"])) or "??"
+                filename = self.o.str(u64_at(buf, t["co.filename"])) or "??"
+                first = i32_at(buf, t["co.firstlineno"])
+                try:
+                    table = self.o.bytes(u64_at(buf, t["co.linetable"]))
+                except ReadError:
+                    table = b""
+                info = (name, filename, first, table)
+        except (ReadError, struct.error):
+            info = None
+        self._code[code] = info
+        return info
+
+    def line(self, code: int, info: Tuple[str, str, int, bytes], pos: int) -> Optional[int]:
+        key = (code, pos)
+        if key in self._lines:
+            return self._lines[key]
+        _, _, first, table = info
+        if self.model_lines == 0:
+            line: Optional[int] = linetable.lnotab_line(table, first, pos)
+        elif self.model_lines == 1:
+            line = linetable.linetable310_line(table, first, pos * 2 if pos >= 0 else -1)
+        else:
+            line = linetable.location_line(table, first, pos)
+        self._lines[key] = line
+        return line
+
+    # --- frames ---------------------------------------------------------------------------------
+    def walk(self, th: PyThreadInfo, tbuf: bytes) -> None:
+        try:
+            if self.model_frames == 0:
+                self._walk_frame_objects(th, u64_at(tbuf, self.t["ts.frame"]))
+            else:
+                self._walk_interpreter_frames(th, tbuf)
+        except Exception as e:  # noqa: BLE001 - a garbage chain must never cost the other threads
+            self._truncate(th, "unexpected error: %s" % e)
+        th.frames = [f for g in th.groups for f in g.frames]
+
+    def _truncate(self, th: PyThreadInfo, why: str) -> None:
+        if th.truncated is None:
+            th.truncated = Frame(kind="python", function=MARKER, marker=True, note=why)
+            th.notes.append("Python frame chain truncated: %s" % why)
+
+    def _walk_frame_objects(self, th: PyThreadInfo, f: int) -> None:
+        t = self.t
+        seen = set()
+        while f:
+            if f in seen:
+                return self._truncate(th, "cycle at frame 0x%x" % f)
+            if len(seen) >= MAX_FRAMES:
+                return self._truncate(th, "more than %d frames" % MAX_FRAMES)
+            seen.add(f)
+            try:
+                buf = self.mem.read(f, self.fo_span)
+            except ReadError as e:
+                return self._truncate(th, str(e))
+            code = u64_at(buf, t["fo.f_code"])
+            info = self.code_info(code)
+            if info is None:
+                return self._truncate(th, "frame 0x%x has no readable code object" % f)
+            lasti = i32_at(buf, t["fo.f_lasti"])
+            g = PyGroup()
+            g.first_addr = f
+            g.frames.append(Frame(kind="python", function=info[0], file=info[1], line=self.line(code, info, lasti)))
+            th.groups.append(g)
+            f = u64_at(buf, t["fo.f_back"])
+        return None
+
+    def _cframe_anchors(self, tbuf: bytes) -> Dict[int, int]:
+        """3.11: {current_frame: address of the _PyCFrame} along tstate->cframe->previous."""
+        t = self.t
+        out: Dict[int, int] = {}
+        cf = u64_at(tbuf, t["ts.cframe"])
+        for _ in range(MAX_FRAMES):
+            if not cf or cf in out.values():
+                break
+            try:
+                buf = self.mem.read(cf, t["cf.previous"] + 8)
+            except ReadError:
+                break
+            cur = u64_at(buf, t["cf.current_frame"])
+            if cur:
+                out.setdefault(cur, cf)
+            cf = u64_at(buf, t["cf.previous"])
+        return out
+
+    def _walk_interpreter_frames(self, th: PyThreadInfo, tbuf: bytes) -> None:
+        t = self.t
+        if "ts.current_frame" in t:
+            f = u64_at(tbuf, t["ts.current_frame"])
+        else:
+            cframe = u64_at(tbuf, t["ts.cframe"])
+            if not cframe:
+                return None
+            try:
+                f = self.mem.u64(cframe + t["cf.current_frame"])
+            except ReadError as e:
+                return self._truncate(th, str(e))
+        has_entry = "ifr.is_entry" in t
+        anchors = self._cframe_anchors(tbuf) if has_entry else {}
+        mask = ~3 if self.tagged else ~0
+        g = PyGroup()
+        seen = set()
+        while f:
+            if f in seen:
+                self._truncate(th, "cycle at frame 0x%x" % f)
+                break
+            if len(seen) >= MAX_FRAMES:
+                self._truncate(th, "more than %d frames" % MAX_FRAMES)
+                break
+            seen.add(f)
+            try:
+                buf = self.mem.read(f, self.ifr_span)
+            except ReadError as e:
+                self._truncate(th, str(e))
+                break
+            owner = buf[t["ifr.owner"]]
+            prev = u64_at(buf, t["ifr.previous"])
+            if not has_entry and owner >= tables.SHIM_OWNER_MIN:
+                # Entry frame on the C stack of the eval activation running the frames above it.
+                if g.frames:
+                    g.anchor = f
+                    th.groups.append(g)
+                    g = PyGroup()
+                f = prev
+                continue
+            code = u64_at(buf, t["ifr.code"]) & mask
+            info = self.code_info(code) if code else None
+            if info is None:
+                if code == 0 and not prev:
+                    break  # 3.14 bottom sentinel
+                self._truncate(th, "frame 0x%x has no readable code object" % f)
+                break
+            instr = u64_at(buf, t["ifr.instr"])
+            unit = (instr - (code + t["co.code_adaptive"])) // 2
+            if unit > 1 << 24 or unit < -1:
+                unit = -1
+            if g.first_addr is None:
+                g.first_addr = f
+            g.frames.append(Frame(kind="python", function=info[0], file=info[1], line=self.line(code, info, unit)))
+            if has_entry and buf[t["ifr.is_entry"]]:
+                g.anchor = anchors.get(g.first_addr)
+                th.groups.append(g)
+                g = PyGroup()
+            f = prev
+        if g.frames:
+            th.groups.append(g)
+        return None
+
+
+def _load_offsets(mem: Memory, rt: int) -> Tuple[Optional[Dict[str, int]], Tuple[int, int], str, str, List[str]]:
+    notes: List[str] = []
+    minor, text, source = runtime.detect_version(mem, rt)
+    if minor is None:
+        return None, (0, 0), "", source, ["CPython version could not be determined"]
+    table = tables.table_for(minor)
+    if minor >= (3, 13):
+        parsed = None
+        try:
+            raw = mem.read(rt, debug_offsets.size_for(minor))
+            parsed = debug_offsets.parse(raw)
+        except ReadError as e:
+            notes.append("_Py_DebugOffsets unreadable: %s" % e)
+        if parsed is not None:
+            dyn = debug_offsets.to_table(parsed)
+            if table is not None:
+                for k, v in dyn.items():
+                    if k in table and table[k] != v and minor in tables.TABLES and minor <= (3, 13):
+                        notes.append("_Py_DebugOffsets %s=%d differs from the %d.%d table (%d): using _Py_DebugOffsets"
+                                     % (k, v, minor[0], minor[1], table[k]))
+                table.update(dyn)
+            else:
+                table = dyn
+            if parsed.free_threaded:
+                notes.append("free-threaded build: Python frames may be incomplete (not supported yet)")
+        else:
+            notes.append("_Py_DebugOffsets not usable; using the built-in %d.%d table" % minor)
+            if minor > (3, 13):
+                table = None
+    if table is None or "rt.interpreters_head" not in table:
+        return None, minor, text, source, notes + ["no offsets for CPython %s" % text]
+    return table, minor, text, source, notes
+
+
+def describe_process(inferior) -> Optional[PyProcess]:
+    """All interpreters, threads and Python stacks of the inferior; None when not CPython."""
+    rt, how = runtime.find_runtime()
+    if rt is None:
+        return None
+    mem = Memory(inferior.read_memory)
+    table, minor, text, source, notes = _load_offsets(mem, rt)
+    if table is None:
+        raise RuntimeError("; ".join(notes) or "CPython runtime found but not understood")
+    proc = PyProcess(mem, Objects(mem, table), table, minor, text, source, rt)
+    proc._inferior = inferior
+    proc.notes.extend(notes)
+    if how == "section":
+        proc.notes.append("_PyRuntime found via the .PyRuntime section (no symbol)")
+    if source == "file name":
+        proc.notes.append("CPython version taken from a file name")
+    checked, dnotes = runtime.dwarf_check(table, minor)
+    proc.dwarf_checked = checked
+    proc.notes.extend(dnotes)
+    walker = _Walker(proc, runtime.symbol_address("PyCode_Type"))
+    _walk_all(proc, walker, rt)
+    _resolve_names(proc)
+    return proc
+
+
+def _walk_all(proc: PyProcess, walker: _Walker, rt: int) -> None:
+    t, mem = proc.offsets, proc.mem
+    interp = mem.u64(rt + t["rt.interpreters_head"])
+    seen_interp = set()
+    by_tstate: Dict[int, PyThreadInfo] = {}
+    while interp and interp not in seen_interp and len(seen_interp) < MAX_INTERPRETERS:
+        seen_interp.add(interp)
+        proc.interpreters.append(interp)
+        try:
+            ts = mem.u64(interp + t["is.threads_head"])
+        except ReadError as e:
+            proc.notes.append("interpreter 0x%x unreadable: %s" % (interp, e))
+            break
+        seen_ts = set()
+        while ts and ts not in seen_ts and len(seen_ts) < MAX_THREADS:
+            seen_ts.add(ts)
+            try:
+                tbuf = mem.read(ts, walker.ts_span)
+            except ReadError as e:
+                proc.notes.append("thread state 0x%x unreadable: %s" % (ts, e))
+                break
+            th = PyThreadInfo(ts, interp)
+            th.pthread_id = u64_at(tbuf, t["ts.thread_id"])
+            if "ts.native_thread_id" in t:
+                th.lwp = u64_at(tbuf, t["ts.native_thread_id"]) or None
+            if th.lwp is None:
+                th.lwp = _thread_from_handle(proc._inferior, th.pthread_id)
+            walker.walk(th, tbuf)
+            by_tstate[ts] = th
+            if th.pthread_id and th.lwp:
+                proc.pthread_to_lwp[th.pthread_id] = th.lwp
+            if th.lwp is not None:
+                old = proc.threads.get(th.lwp)
+                if old is None or (not old.frames and th.frames):
+                    proc.threads[th.lwp] = th
+                if old is not None:
+                    proc.threads[th.lwp].notes.append("this OS thread has several thread states (subinterpreters)")
+            ts = u64_at(tbuf, t["ts.next"])
+        try:
+            interp = mem.u64(interp + t["is.next"])
+        except ReadError:
+            break
+    _gil_and_gc(proc, rt, by_tstate)
+
+
+def _gil_and_gc(proc: PyProcess, rt: int, by_tstate: Dict[int, PyThreadInfo]) -> None:
+    t, mem = proc.offsets, proc.mem
+    holder_ts = 0
+    try:
+        if t.get("model.gil", 1) == 0:
+            holder_ts = mem.u64(rt + t["rt.tstate_current"])
+        elif proc.interpreters:
+            gil = mem.u64(proc.interpreters[0] + t["is.ceval_gil"])
+            if gil and mem.i32(gil + t["gil.locked"]) == 1:
+                holder_ts = mem.u64(gil + t["gil.last_holder"])
+    except ReadError as e:
+        proc.notes.append("GIL state unreadable: %s" % e)
+        holder_ts = -1
+    holder = by_tstate.get(holder_ts) if holder_ts > 0 else None
+    if holder is not None:
+        proc.gil_holder_lwp = holder.lwp
+    collecting = None
+    try:
+        if "rt.gc_collecting" in t:
+            collecting = bool(mem.i32(rt + t["rt.gc_collecting"]))
+        elif "is.gc_collecting" in t and proc.interpreters:
+            collecting = bool(mem.i32(proc.interpreters[0] + t["is.gc_collecting"]))
+    except ReadError:
+        collecting = None
+    proc.gc_collecting = collecting
+    for th in proc.threads.values():
+        if holder_ts == -1:
+            th.gil = None
+        else:
+            th.gil = "held" if th is holder else "no"
+        if collecting is not None:
+            th.gc = bool(collecting and th is holder)
+
+
+def _resolve_names(proc: PyProcess) -> None:
+    """Python ``threading`` names from ``threading._active`` of every interpreter."""
+    o = proc.objects
+    for interp in proc.interpreters:
+        try:
+            active = proc.threading_active(interp)
+        except (ReadError, struct.error) as e:
+            proc.notes.append("threading._active unreadable: %s" % e)
+            continue
+        for ident, obj in active.items():
+            lwp = proc.pthread_to_lwp.get(ident)
+            th = proc.threads.get(lwp) if lwp is not None else None
+            if th is None or th.name is not None:
+                continue
+            try:
+                name_obj = o.instance_attr(obj, "_name")
+                th.name = o.str(name_obj) if name_obj else None
+            except (ReadError, struct.error) as e:
+                th.notes.append("thread name unreadable: %s" % e)
