@@ -18,7 +18,7 @@ from hanganalyze.errors import InputError
 from hanganalyze.gdbext.model import Process, Snapshot
 
 from . import traceback as _traceback
-from .common import Segment, clean_lines, split_processes, split_ranks
+from .common import Segment, cap_messages, clean_lines, split_processes, split_ranks
 from .detect import FORMAT_NAMES, PARSERS, UNRECOGNISED, detect, parser_for
 
 __all__ = ["parse_text", "FORMAT_NAMES", "PARSERS"]
@@ -39,16 +39,21 @@ def _has_text(lines: List[str]) -> bool:
     return any(line.strip() for line in lines)
 
 
-def _parse_segment(seg: Segment, forced) -> Optional[Process]:
-    proc = Process(source="text", pid=seg.pid, label=seg.label)
+def _parse_segment(seg: Segment, forced) -> List[Process]:
     mod = forced
     if mod is None:
         try:
             mod = detect(seg.lines)
         except InputError:
             mod = None
+    if mod is not None and hasattr(mod, "parse_processes"):
+        procs = mod.parse_processes(seg.lines, seg.label)  # py-spy --json: pids are in the data
+        for p in procs:
+            p.notes.append("parsed as %s" % DESCRIPTIONS.get(mod.NAME, mod.NAME))
+        return procs
+    proc = Process(source="text", pid=seg.pid, label=seg.label)
     if mod is None:
-        proc.messages = [line.strip() for line in seg.lines if line.strip()]
+        proc.messages = cap_messages([line.strip() for line in seg.lines if line.strip()], proc.notes)
     else:
         mod.parse(seg.lines, proc)
         proc.notes.append("parsed as %s" % DESCRIPTIONS.get(mod.NAME, mod.NAME))
@@ -59,8 +64,8 @@ def _parse_segment(seg: Segment, forced) -> Optional[Process]:
         proc.threads.extend(extra.threads)
         proc.messages = extra.messages
     if not proc.threads and not proc.messages:
-        return None
-    return proc
+        return []
+    return [proc]
 
 
 def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
@@ -78,9 +83,7 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     processes: List[Process] = []
     for ranked in split_ranks(lines):
         for seg in split_processes(ranked):
-            proc = _parse_segment(seg, forced)
-            if proc is not None:
-                processes.append(proc)
+            processes.extend(_parse_segment(seg, forced))
     if not any(p.threads for p in processes):
         if forced is not None:
             raise InputError("found no threads or frames in the text as %s" % forced.NAME)

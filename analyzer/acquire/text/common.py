@@ -150,3 +150,35 @@ def split_call(text: str) -> Tuple[str, Optional[str]]:
 def balanced(text: str) -> bool:
     """True when every '(' has its ')': a gdb frame line cut by the terminal is not."""
     return text.count("(") <= text.count(")")
+
+
+#: ``File "path", line N, in func`` (tracebacks, py-bt, pystack) and ``File "path", line N in
+#: func`` (faulthandler: no comma).  Applied to a stripped line with ``match``: one start only.
+PY_FILE_LINE = re.compile(r'^File "(.*)", line (\d{1,9})(,?) in (.+)$')
+
+
+def parse_py_file_line(s: str) -> Optional[Tuple[Frame, bool]]:
+    """A stripped ``File ...`` line -> (Python frame, had_comma); None when it is not one."""
+    if not s.startswith("File "):
+        return None
+    m = PY_FILE_LINE.match(s)
+    if not m:
+        return None
+    return python_frame(m.group(4).strip(), m.group(1), to_int(m.group(2))), bool(m.group(3))
+
+
+def indent_of(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+#: Message lines kept per process; the rest are summarised in a note (reports stay readable).
+MAX_MESSAGES = 10000
+
+
+def cap_messages(messages: List[str], notes: List[str]) -> List[str]:
+    """Keep the first and last halves of a very long log: the start and the end hold the news."""
+    if len(messages) <= MAX_MESSAGES:
+        return messages
+    half = MAX_MESSAGES // 2
+    notes.append("%d log lines in the middle of the text were left out" % (len(messages) - 2 * half))
+    return messages[:half] + messages[-half:]

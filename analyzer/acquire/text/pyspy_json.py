@@ -1,17 +1,113 @@
-"""pyspy_json output (parser still to come)."""
+"""``py-spy dump --json``: a JSON list of threads, each with its frames innermost first.
+
+Keys used: ``pid``, ``thread_id`` (pthread id), ``os_thread_id`` (LWP), ``thread_name``,
+``owns_gil``, ``active``, ``frames[]`` of ``name``, ``filename``, ``line`` (and ``module``
+for native frames).  Threads of several pids (``--subprocesses``) become several processes.
+"""
 
 from __future__ import annotations
 
-from typing import List
+import json
+from typing import Any, Dict, List, Optional
 
-from hanganalyze.gdbext.model import Process
+from hanganalyze.errors import InputError
+from hanganalyze.gdbext.model import Frame, Process, Thread
 
-NAME = "pyspy_json"
+from .common import python_frame, unknown_function
+
+NAME = "pyspy-json"
+
+_PY_SUFFIXES = (".py", ".pyx", ".pyi", ".pyw")
 
 
 def score(lines: List[str]) -> float:
+    first = next((line.strip() for line in lines if line.strip()), "")
+    if not first.startswith(("[", "{")):
+        return 0.0
+    head = "\n".join(lines[:400])
+    if '"frames"' in head and ('"thread_id"' in head or '"os_thread_id"' in head):
+        return 1000.0
     return 0.0
 
 
+def _load(lines: List[str]) -> Any:
+    text = "\n".join(lines).strip()
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    # Text around the JSON (a shell prompt, a log line): take the outermost brackets.
+    start = min((i for i in (text.find("["), text.find("{")) if i >= 0), default=-1)
+    end = max(text.rfind("]"), text.rfind("}"))
+    if start >= 0 and end > start:
+        try:
+            return json.loads(text[start:end + 1])
+        except (ValueError, RecursionError) as e:
+            raise InputError("py-spy --json text is not valid JSON: %s" % e) from None
+    raise InputError("py-spy --json text is not valid JSON")
+
+
+def _int(v: Any) -> Optional[int]:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _str(v: Any) -> Optional[str]:
+    return v if isinstance(v, str) else None
+
+
+def _frame(d: Dict[str, Any]) -> Frame:
+    name, filename, line = _str(d.get("name")), _str(d.get("filename")), _int(d.get("line"))
+    if filename and (filename.endswith(_PY_SUFFIXES) or filename.startswith("<")):
+        return python_frame(name, filename, line)
+    f = Frame(kind="native", function=unknown_function(name), file=filename if line else None, line=line or None)
+    f.library = _str(d.get("module")) or (filename if not line else None)
+    return f
+
+
+def _thread(d: Dict[str, Any]) -> Thread:
+    t = Thread(tid=_int(d.get("os_thread_id")), pthread_id=_int(d.get("thread_id")))
+    name = _str(d.get("thread_name"))
+    if name:
+        t.name = t.python_name = name
+    if d.get("owns_gil") is True:
+        t.state.gil = "held"
+    if d.get("active") is not None:
+        t.notes.append("py-spy: %s" % ("active" if d.get("active") else "idle"))
+    frames = d.get("frames") if isinstance(d.get("frames"), list) else []
+    t.frames = [_frame(f) for f in frames if isinstance(f, dict)]
+    kinds = {f.kind for f in t.frames}
+    t.merge = "merged" if kinds == {"python", "native"} else ("python-only" if kinds == {"python"} else None)
+    return t
+
+
+def _thread_dicts(data: Any) -> List[Dict[str, Any]]:
+    if isinstance(data, dict):
+        if isinstance(data.get("threads"), list):
+            return _thread_dicts(data["threads"])
+        return [data] if "frames" in data else []
+    if isinstance(data, list):
+        out: List[Dict[str, Any]] = []
+        for item in data:
+            out.extend(_thread_dicts(item) if isinstance(item, (list, dict)) else [])
+        return out
+    return []
+
+
+def parse_processes(lines: List[str], label: Optional[str]) -> List[Process]:
+    """One Process per pid seen in the JSON (in order of first appearance)."""
+    threads = _thread_dicts(_load(lines))
+    procs: Dict[Any, Process] = {}
+    for d in threads:
+        pid = _int(d.get("pid"))
+        proc = procs.get(pid)
+        if proc is None:
+            proc = procs[pid] = Process(source="text", pid=pid, label=label)
+        proc.threads.append(_thread(d))
+    return list(procs.values())
+
+
 def parse(lines: List[str], proc: Process) -> None:
-    return None
+    """Single-process form: every thread goes to ``proc`` (the pid of the first thread wins)."""
+    for p in parse_processes(lines, proc.label):
+        proc.pid = proc.pid or p.pid
+        proc.threads.extend(p.threads)
