@@ -21,8 +21,8 @@ _PY_SUFFIXES = (".py", ".pyx", ".pyi", ".pyw")
 
 
 def score(lines: List[str]) -> float:
-    first = next((line.strip() for line in lines if line.strip()), "")
-    if not first.startswith(("[", "{")):
+    # The document may follow a shell prompt or a log line: look for it near the top.
+    if not any(line.lstrip().startswith(("[", "{")) for line in lines[:50]):
         return 0.0
     head = "\n".join(lines[:400])
     if '"frames"' in head and ('"thread_id"' in head or '"os_thread_id"' in head):
@@ -30,21 +30,45 @@ def score(lines: List[str]) -> float:
     return 0.0
 
 
-def _load(lines: List[str]) -> Any:
-    text = "\n".join(lines).strip()
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        pass
-    # Text around the JSON (a shell prompt, a log line): take the outermost brackets.
-    start = min((i for i in (text.find("["), text.find("{")) if i >= 0), default=-1)
-    end = max(text.rfind("]"), text.rfind("}"))
-    if start >= 0 and end > start:
+def _load(lines: List[str]) -> List[Any]:
+    """Every JSON document in the text: one py-spy run prints one array, several runs several.
+
+    Text before, between or after the documents (a shell prompt, a log line) is skipped.
+    """
+    text = "\n".join(lines)
+    decoder = json.JSONDecoder()
+    docs: List[Any] = []
+    pos, n = 0, len(text)
+    error: Optional[str] = None
+    while pos < n:
+        i = _next_start(text, pos)
+        if i < 0:
+            break
         try:
-            return json.loads(text[start:end + 1])
+            doc, end = decoder.raw_decode(text, i)
         except (ValueError, RecursionError) as e:
-            raise InputError("py-spy --json text is not valid JSON: %s" % e) from None
-    raise InputError("py-spy --json text is not valid JSON")
+            error = error or str(e)
+            nl = text.find("\n", i)
+            pos = n if nl < 0 else nl + 1  # skip this line; a document starts on its own line
+            continue
+        docs.append(doc)
+        pos = end
+    if not docs:
+        raise InputError("py-spy --json text is not valid JSON%s" % (": %s" % error if error else ""))
+    return docs
+
+
+def _next_start(text: str, pos: int) -> int:
+    """Index of the next '[' or '{' that starts a line (after blanks), or -1."""
+    while True:
+        cands = [i for i in (text.find("[", pos), text.find("{", pos)) if i >= 0]
+        if not cands:
+            return -1
+        i = min(cands)
+        line_start = text.rfind("\n", 0, i) + 1
+        if not text[line_start:i].strip():
+            return i
+        pos = i + 1
 
 
 def _int(v: Any) -> Optional[int]:
