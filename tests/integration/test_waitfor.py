@@ -1,0 +1,224 @@
+"""Wait-for graphs from real hung processes, live and from their cores.
+
+One process per (fixture, interpreter/build), module-scoped: it is snapshotted live, cored with
+gcore, and the core is snapshotted too; every test then checks both snapshots.  The fixtures
+run several independent hangs at once (see tests/fixtures/wf_native.cpp and wf_python.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Dict
+
+import pytest
+from hanganalyze.analyse.waitfor import annotate_waitgraphs, cycle_findings
+from hanganalyze.gdbext.model import Snapshot
+from hanganalyze.render.waitsvg import describe_cycles, render_svg
+from helpers import (
+    FIXTURES,
+    LOAD_PY,
+    all_pythons,
+    fixture_binary,
+    gcore,
+    gdb_batch,
+    gdb_snapshot,
+    start_hung,
+)
+
+NATIVE_BUILDS = ["wf_native", "wf_native.stripped"]
+PYTHONS = ["3.8", "3.12", "system-3.11"]
+
+
+def _snapshot_without_libc_debuginfo(core: Path, exe: Path) -> dict:
+    """hang-dump of a core with gdb told not to find separate debug info (a stripped libc)."""
+    import json
+
+    fd, out = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        subprocess.run(
+            ["gdb", "-nx", "-batch", "-iex", "set auto-load off", "-iex", "set debuginfod enabled off",
+             "-iex", "set debug-file-directory /nonexistent", "-ex", "file %s" % exe, "-ex", "core-file %s" % core,
+             "-ex", "source %s" % LOAD_PY, "-ex", "hang-dump %s" % out],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180, check=False,
+        )
+        return json.loads(Path(out).read_text())
+    finally:
+        os.unlink(out)
+
+
+def _analysed(d: dict) -> Snapshot:
+    snap = Snapshot.from_dict(d)
+    annotate_waitgraphs(snap)
+    snap.findings = cycle_findings(snap)
+    return snap
+
+
+def _collect(argv, exe: Path, tmp: Path, settle: float, extra_nodebug: bool) -> Dict[str, Snapshot]:
+    h = start_hung(argv, settle=settle)
+    try:
+        live = gdb_snapshot(pid=h.pid)
+        core = gcore(h.pid, tmp)
+    finally:
+        h.kill()
+    snaps = {"live": _analysed(live), "core": _analysed(gdb_snapshot(core=core, exe=exe))}
+    if extra_nodebug:
+        snaps["core-nolibcdbg"] = _analysed(_snapshot_without_libc_debuginfo(core, exe))
+    # LWP names: live snapshots have them; cores carry no thread names for native threads.
+    snaps["tids"] = {t.name: t.tid for t in snaps["live"].processes[0].threads if t.name}  # type: ignore
+    snaps["core_path"] = core  # type: ignore
+    snaps["exe"] = exe  # type: ignore
+    return snaps
+
+
+@pytest.fixture(scope="module", params=NATIVE_BUILDS)
+def native(request, tmp_path_factory):
+    exe = fixture_binary(request.param)
+    return _collect([exe], exe, tmp_path_factory.mktemp(request.param), 0.3,
+                    extra_nodebug=request.param.endswith(".stripped"))
+
+
+@pytest.fixture(scope="module", params=PYTHONS)
+def python(request, tmp_path_factory):
+    pys = all_pythons()
+    if request.param not in pys:
+        pytest.skip("python %s not installed" % request.param)
+    fixture_binary("libwf_gil.so")
+    exe = pys[request.param]
+    return _collect([exe, FIXTURES / "wf_python.py"], exe, tmp_path_factory.mktemp("py" + request.param), 1.0,
+                    extra_nodebug=False)
+
+
+def _sources(snaps):
+    return [(k, v) for k, v in snaps.items() if isinstance(v, Snapshot)]
+
+
+def _cycles_by_tid(snap: Snapshot):
+    p = snap.processes[0]
+    out = []
+    for c in (p.waitgraph or {}).get("cycles") or []:
+        out.append(frozenset(int(n[1:]) for n in c if n.startswith("t")))
+    return out
+
+
+def _waits(snap: Snapshot, tid: int) -> dict:
+    t = snap.processes[0].thread_by_tid(tid)
+    assert t is not None, tid
+    assert t.waits, "thread %s records no wait" % tid
+    return t.waits
+
+
+# -- native ---------------------------------------------------------------------------------------
+def test_native_cycles(native):
+    tids = native["tids"]
+    want = {
+        frozenset({tids["poster"], tids["reconciler"]}),
+        frozenset({tids["ring0"], tids["ring1"], tids["ring2"]}),
+        frozenset({tids["joiner"], tids["keeper"]}),
+    }
+    for source, snap in _sources(native):
+        got = _cycles_by_tid(snap)
+        assert set(got) == want, (source, got)
+        findings = [f for f in snap.findings if f.signature == "deadlock-cycle"]
+        assert len(findings) == 3 and all(f.severity == "deadlock" for f in findings), source
+        for f in findings:
+            assert len(f.evidence) == len(f.threads)
+            assert all(isinstance(e["frame"], int) for e in f.evidence), (source, f.evidence)
+
+
+def test_native_owners_and_chain(native):
+    tids = native["tids"]
+    for source, snap in _sources(native):
+        assert _waits(snap, tids["poster"])["owner_tid"] == tids["reconciler"], source
+        assert _waits(snap, tids["reconciler"])["owner_tid"] == tids["poster"], source
+        assert _waits(snap, tids["ring0"])["owner_tid"] == tids["ring1"], source
+        j = _waits(snap, tids["joiner"])
+        assert (j["kind"], j["owner_tid"]) == ("join", tids["keeper"]), source
+        k = _waits(snap, tids["keeper"])
+        assert (k["kind"], k["owner_tid"]) == ("mutex", tids["joiner"]), source
+        rw = _waits(snap, tids["rwwriter"])
+        assert (rw["kind"], rw["owner_tid"]) == ("rwlock", tids["rwholder"]), source
+        assert snap.processes[0].thread_by_tid(tids["rwholder"]).waits is None
+        chains = (snap.processes[0].waitgraph or {}).get("chains") or []
+        assert ["t%d" % tids["rwwriter"], "r:rwlock:%s" % rw["resource"], "t%d" % tids["rwholder"]] in chains
+        assert not any(tids["rwwriter"] in c for c in _cycles_by_tid(snap))
+
+
+def test_native_words_and_frames(native):
+    tids = native["tids"]
+    live = native["live"]
+    lines = describe_cycles(live.processes[0])
+    abba = "thread poster (LWP %d)" % tids["poster"]
+    assert any(abba in s and s.startswith("Deadlock:") for s in lines), lines
+    assert any(s.startswith("Blocked behind: thread rwwriter") for s in lines), lines
+    if not str(native["exe"]).endswith(".stripped"):
+        # symbols name the resources and the frame where each thread waits
+        assert any("holds ledger, waits for audit" in s for s in lines), lines
+        poster = live.processes[0].thread_by_tid(tids["poster"])
+        assert poster.frames[poster.waits["frame"]].function == "poster"
+    svg = render_svg(live.processes[0].waitgraph)
+    assert svg.startswith("<svg") and svg.count("wf-cycle") >= 7 and "<script" not in svg
+
+
+# -- python ---------------------------------------------------------------------------------------
+def test_python_cycles(python):
+    tids = python["tids"]
+    want = {
+        frozenset({tids["poster"], tids["reconciler"]}),
+        frozenset({tids["joiner"], tids["keeper"]}),
+        frozenset({tids["gatekeeper"], min(t for t in tids.values())}),  # MainThread holds the GIL
+    }
+    for source, snap in _sources(python):
+        assert set(_cycles_by_tid(snap)) == want, (source, _cycles_by_tid(snap))
+        assert sum(f.signature == "deadlock-cycle" for f in snap.findings) == 3
+
+
+def test_python_rlock_owners_and_names(python):
+    tids = python["tids"]
+    for source, snap in _sources(python):
+        w = _waits(snap, tids["poster"])
+        assert (w["kind"], w["owner_tid"], w["name"]) == ("rlock", tids["reconciler"], "audit"), source
+        w = _waits(snap, tids["reconciler"])
+        assert (w["kind"], w["owner_tid"], w["name"]) == ("rlock", tids["poster"], "ledger"), source
+        j = _waits(snap, tids["joiner"])
+        assert (j["kind"], j["owner_tid"]) == ("pyjoin", tids["keeper"]), source
+        words = describe_cycles(snap.processes[0])
+        assert any("holds ledger, waits for audit" in s for s in words), words
+
+
+def test_python_gil_inversion(python):
+    tids = python["tids"]
+    main = min(tids.values())
+    for source, snap in _sources(python):
+        g = _waits(snap, tids["gatekeeper"])
+        assert (g["kind"], g["owner_tid"]) == ("gil", main), source
+        m = _waits(snap, main)
+        assert (m["kind"], m["owner_tid"], m["name"]) == ("mutex", tids["gatekeeper"], "wf_gate"), source
+        f = next(f for f in snap.findings if tids["gatekeeper"] in f.threads)
+        assert "GIL" in f.title and any("release" in x for x in f.fix)
+
+
+def test_python_chain_and_plain_lock(python):
+    tids = python["tids"]
+    for source, snap in _sources(python):
+        cyc = _cycles_by_tid(snap)
+        for name in ("front", "middle", "sleeper", "locker", "lockwaiter"):
+            assert not any(tids[name] in c for c in cyc), (source, name)
+        assert _waits(snap, tids["front"])["owner_tid"] == tids["middle"]
+        assert _waits(snap, tids["middle"])["owner_tid"] == tids["sleeper"]
+        chains = snap.processes[0].waitgraph["chains"]
+        chain = next(c for c in chains if c[0] == "t%d" % tids["front"])
+        assert chain[-1] == "t%d" % tids["sleeper"], chain
+        lw = _waits(snap, tids["lockwaiter"])
+        assert (lw["kind"], lw["owner_tid"], lw["name"]) == ("pylock", None, "gate_lock"), source
+        assert "held by unknown" in lw["detail"]
+        assert any(s.startswith("Blocked behind: thread front") for s in describe_cycles(snap.processes[0]))
+
+
+def test_hang_locks_command(python):
+    out = gdb_batch(["hang-locks"], core=python["core_path"], exe=python["exe"])
+    assert "Deadlock: thread poster" in out or "Deadlock: thread reconciler" in out, out[-3000:]
+    assert "No deadlock cycle" not in out
