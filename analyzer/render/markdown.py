@@ -46,12 +46,16 @@ def md(s: object, limit: int = MAX_FIELD) -> str:
     return "".join(p if p.startswith("&") and p.endswith(";") else _MD_SPECIAL.sub(r"\\\1", p) for p in parts)
 
 
+_HTML_MD_ENTITIES = {c: "&#%d;" % ord(c) for c in "[]()`*_|~\\"}
+
+
 def h(s: object, limit: int = MAX_FIELD) -> str:
-    """Text for inside an HTML block (``<summary>``): HTML-escaped only."""
+    """Text for inside an HTML block (``<summary>``): HTML-escaped, and Markdown punctuation turned
+    into character references, so that no renderer that does parse Markdown there finds a link."""
     text = clean(s)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    return html.escape(text, quote=True)
+    return "".join(_HTML_MD_ENTITIES.get(c, c) for c in html.escape(text, quote=True))
 
 
 def fence(lines: List[str], lang: str = "text") -> str:
@@ -70,7 +74,7 @@ def link(url: str) -> str:
 def _finding_block(n: int, fv: FindingView) -> str:
     f = fv.finding
     out = ["### %d. %s" % (n, md(f.title)), ""]
-    meta = "**%s** · signature `%s`" % (md(f.severity), clean(f.signature).replace("`", "'"))
+    meta = "**%s** · signature %s" % (md(f.severity), md(f.signature))
     if f.confidence is not None:
         meta += " · confidence %.2f" % f.confidence
     if fv.process_label:

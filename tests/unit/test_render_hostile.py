@@ -1,0 +1,158 @@
+"""Hostile strings from a core stay inert text in HTML and Markdown (and do not break the layout)."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import pytest
+from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
+from hanganalyze.render.html import render_html, sanitize_svg
+from hanganalyze.render.markdown import render_markdown
+from hanganalyze.render.text import render_text
+
+SCRIPT = "<script>alert(1)</script>"
+EVIL = SCRIPT + " \"' {{7*7}} ``` </details> <img src=x onerror=alert(1)> [x](javascript:alert(1)) | ${7*7}"
+
+
+def hostile_snapshot() -> Snapshot:
+    frames = [
+        Frame(kind="native", function="evil_" + EVIL + "(int)", file="/src/" + EVIL + ".c", line=7),
+        Frame(kind="python", function=EVIL, file="/tmp/" + EVIL + "/x.py", line=3),
+        Frame(kind="native", function="start_thread", library="/lib/" + EVIL + ".so"),
+    ]
+    t1 = Thread(tid=1001, name=EVIL, os_name="os" + EVIL, frames=frames,
+                waits={"kind": "mutex", "resource": EVIL, "owner_tid": 1002, "detail": EVIL})
+    t2 = Thread(tid=1002, name="plain", frames=[Frame(kind="native", function="pthread_join")])
+    idle = [Thread(tid=2000 + i, name="idle", frames=[Frame(kind="native", function="epoll_wait")]) for i in range(3)]
+    p = Process(source="core", pid=1002, executable="/bin/" + EVIL, argv=[EVIL, '" onmouseover="alert(1)'],
+                signal="SIGABRT", python={"version": EVIL}, threads=[t1, t2] + idle,
+                notes=[EVIL], waitgraph={"nodes": [{"id": "t1", "label": EVIL}, {"id": "m", "label": "m"}],
+                                         "edges": [{"src": "t1", "dst": "m", "kind": "waits", "label": EVIL}],
+                                         "cycles": [["t1", "m"]]})
+    f = Finding(signature="sig-" + EVIL, title="title " + EVIL, severity="deadlock", process=0, threads=[1001],
+                summary=EVIL, fix=["fix " + EVIL], cause=EVIL,
+                references=["javascript:alert(1)", "https://example.org/a\"onclick=\"x", "https://example.org/ok",
+                            "data:text/html,<script>alert(1)</script>"],
+                evidence=[{"thread": 1001, "frame": 1, "rule": EVIL, "text": EVIL}])
+    return Snapshot(processes=[p], findings=[f], warnings=[EVIL])
+
+
+class Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def test_html_keeps_core_strings_inert():
+    out = render_html(hostile_snapshot())
+    assert SCRIPT not in out
+    assert "<img" not in out
+    assert "{{7*7}}" in out  # shown literally, not evaluated
+    body = re.sub(r"<style>.*?</style>", "", out, flags=re.S)
+    assert "49" not in body
+    p = Collect()
+    p.feed(out)
+    scripts = [a for t, a in p.tags if t == "script"]
+    assert len(scripts) == 1 and not scripts[0]  # only our own inline script
+    for tag, attrs in p.tags:
+        assert not any(k.startswith("on") for k in attrs), (tag, attrs)
+        if tag == "a":
+            href = attrs.get("href", "")
+            assert href.startswith("#") or href.startswith("https://"), href
+            if href.startswith("https://"):
+                assert attrs.get("rel") == "noopener noreferrer"
+        assert tag not in ("img", "iframe", "object", "embed", "link", "base", "form")
+    hrefs = [a.get("href") for t, a in p.tags if t == "a"]
+    assert "https://example.org/ok" in hrefs
+    assert not any(h and "javascript" in h for h in hrefs)
+    assert "Content-Security-Policy" in out
+
+
+def test_html_is_self_contained():
+    out = render_html(hostile_snapshot())
+    p = Collect()
+    p.feed(out)
+    for tag, attrs in p.tags:
+        for k in ("src", "srcset", "action", "poster", "data"):
+            assert k not in attrs, (tag, attrs)
+        if tag == "link":
+            raise AssertionError("external stylesheet")
+    assert "@import" not in out and "url(http" not in out
+
+
+def fences_and_details(md: str):
+    """Walk Markdown as GitHub does: track fences; return (open fence at end, details depth, stray tags)."""
+    fence = None
+    depth = 0
+    stray = []
+    for line in md.split("\n"):
+        s = line.strip()
+        if fence is not None:
+            m = re.match(r"^(`{3,})\s*$", s)
+            if m and len(m.group(1)) >= len(fence):
+                fence = None
+            continue
+        m = re.match(r"^(`{3,})", s)
+        if m:
+            fence = m.group(1)
+            continue
+        depth += len(re.findall(r"<details", s)) - len(re.findall(r"</details>", s))
+        assert depth >= 0, line
+        for tag in re.findall(r"</?([A-Za-z][\w-]*)", s):
+            if tag not in ("details", "summary", "b"):
+                stray.append((tag, line))
+    return fence, depth, stray
+
+
+def test_markdown_keeps_core_strings_inert():
+    out = render_markdown(hostile_snapshot())
+    fence, depth, stray = fences_and_details(out)
+    assert fence is None and depth == 0
+    # autolinks of safe references are the only other '<...' constructs outside fences
+    stray = [s for s in stray if not (s[0] == "https" and s[1].startswith("**References:** <https://"))]
+    assert stray == []
+    assert "<https://example.org/ok>" in out
+    assert "49" not in out
+    outside = re.sub(r"(?ms)^\s*(`{3,}).*?^\s*\1\s*$", "", out)
+    assert SCRIPT not in outside and "<img" not in outside
+    assert "](javascript" not in outside and "\\](javascript" not in outside
+
+
+def test_markdown_fence_longer_than_content_backticks():
+    s = hostile_snapshot()
+    s.processes[0].threads[0].frames[0].function = "f" + "`" * 9
+    out = render_markdown(s)
+    assert "`" * 10 + "text" in out
+    assert fences_and_details(out)[0] is None
+
+
+def test_text_escapes_terminal_controls():
+    s = hostile_snapshot()
+    s.processes[0].threads[0].name = "bad\x1b[2J\x07name\nsecond"
+    out = render_text(s)
+    assert "\x1b" not in out and "\x07" not in out
+    assert "bad\\x1b[2J\\x07name\\nsecond" in out
+
+
+@pytest.mark.parametrize(
+    "svg,ok",
+    [
+        ('<svg xmlns="http://www.w3.org/2000/svg"><text x="1">a &lt;b&gt;</text></svg>', True),
+        ('<svg><script>alert(1)</script><rect width="1"/></svg>', True),
+        ('<svg onload="alert(1)"><a href="javascript:x"><text>t</text></a></svg>', True),
+        ("<svg><foreignObject><div>x</div></foreignObject></svg>", True),
+        ("not svg", False),
+        ("<div>x</div>", False),
+    ],
+)
+def test_svg_sanitizer(svg, ok):
+    out = sanitize_svg(svg)
+    if not ok:
+        assert out is None
+        return
+    assert out is not None
+    assert "script" not in out and "onload" not in out and "javascript" not in out and "foreignObject" not in out
