@@ -1,0 +1,111 @@
+"""``hang-bt [-a]``: merged Python + native backtraces; ``hang-bt-filter on|off`` for plain ``bt``.
+
+Output mimics gdb's ``bt`` (``#N  function (file:line) [library]``) with Python frames marked
+``[py]`` and a header per thread: gdb thread number, LWP, Python thread name, GIL and GC state,
+and how the merge was done.  Frames are numbered in the merged list (not gdb frame levels).
+"""
+
+import os
+from typing import Dict, List, Optional
+
+import gdb
+
+from . import framefilter
+from .collect import collect_process
+from .commands import command
+from .model import Frame, Process, Thread
+
+
+def format_frame(i: int, f: Frame) -> str:
+    if f.kind == "python":
+        loc = "%s:%s" % (f.file or "??", f.line if f.line is not None else "?")
+        text = "#%-3d [py] %s (%s)" % (i, f.function or "??", loc)
+        if f.note:
+            text += "  <%s>" % f.note
+        return text
+    name = f.function or "??"
+    parts = ["#%-3d %s" % (i, name)]
+    if f.address is not None and not f.function:
+        parts.append("at 0x%x" % f.address)
+    if f.file:
+        parts.append("(%s:%s)" % (f.file, f.line if f.line is not None else "?"))
+    if f.library:
+        parts.append("[%s]" % os.path.basename(f.library))
+    if f.inlined:
+        parts.append("[inlined]")
+    return " ".join(parts)
+
+
+def format_thread(t: Thread, num: Optional[int] = None) -> List[str]:
+    head = "Thread %s (LWP %s)" % (num if num is not None else "?", t.tid)
+    if t.python_name:
+        head += ' "%s"' % t.python_name
+    if t.os_name and t.os_name != t.python_name:
+        head += " os-name=%s" % t.os_name
+    if t.state.gil is not None or t.state.gc is not None:
+        head += "  GIL: %s  GC: %s" % (t.state.gil or "?", {True: "running", False: "no", None: "?"}[t.state.gc])
+    head += "  [%s]" % (t.merge or "native-only")
+    lines = [head]
+    lines += [format_frame(i, f) for i, f in enumerate(t.frames)]
+    if t.python_frames:
+        lines.append("  Python frames (not placed among the native frames):")
+        lines += ["  " + format_frame(i, f) for i, f in enumerate(t.python_frames)]
+    lines += ["  note: %s" % n for n in t.notes]
+    return lines
+
+
+def _thread_numbers() -> Dict[int, int]:
+    out = {}
+    for th in gdb.selected_inferior().threads():
+        out[th.ptid[1] or th.ptid[0]] = th.num
+    return out
+
+
+def _process_header(pyproc) -> str:
+    if pyproc is None:
+        return "Process: not a CPython process (native frames only)"
+    text = "Python %s" % pyproc.version
+    if pyproc.gil_holder_lwp is not None:
+        text += ", GIL held by LWP %d" % pyproc.gil_holder_lwp
+    if pyproc.gc_collecting:
+        text += ", garbage collection running"
+    return text
+
+
+@command(
+    "hang-bt",
+    "Merged Python + native backtrace of the current thread (-a: all threads).\n"
+    "Usage: hang-bt [-a]",
+)
+def hang_bt(argv, from_tty):
+    if any(a not in ("-a", "all") for a in argv):
+        raise gdb.GdbError("usage: hang-bt [-a]")
+    nums = _thread_numbers()
+    if "-a" in argv or "all" in argv:
+        proc: Process = collect_process(with_python=True, with_locks=False)
+        pyproc = framefilter.python_process()
+        out = [_process_header(pyproc)] + ["  note: %s" % n for n in proc.notes]
+        for t in proc.threads:
+            out.append("")
+            out += format_thread(t, nums.get(t.tid))
+    else:
+        if gdb.selected_thread() is None:
+            raise gdb.GdbError("hang-bt: no thread selected")
+        t = framefilter.merged_thread()
+        pyproc = framefilter.python_process()
+        out = [_process_header(pyproc)] + format_thread(t, nums.get(t.tid))
+    gdb.write("\n".join(out) + "\n")
+
+
+@command(
+    "hang-bt-filter",
+    "Show Python frames in plain `bt` (on, the default) or not (off).\nUsage: hang-bt-filter on|off",
+)
+def hang_bt_filter(argv, from_tty):
+    if len(argv) != 1 or argv[0] not in ("on", "off"):
+        raise gdb.GdbError("usage: hang-bt-filter on|off")
+    framefilter.install().enabled = argv[0] == "on"
+    gdb.write("hanganalyze Python frame filter %s\n" % ("enabled" if argv[0] == "on" else "disabled"))
+
+
+framefilter.install()
