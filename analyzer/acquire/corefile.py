@@ -485,6 +485,9 @@ def check_executable(info: CoreInfo, exe: Optional[Path]) -> Tuple[str, List[str
     if exe is not None:
         if not exe.is_file():
             raise InputError("--exe %s: no such file" % exe)
+        with open(exe, "rb") as fh:
+            if fh.read(4) != b"\x7fELF":
+                raise InputError("--exe %s is not an ELF executable" % exe)
         chosen = str(exe)
     else:
         if not recorded:

@@ -1,0 +1,184 @@
+"""Every bad input ends in ONE line on stderr (``hanganalyze: error: ...``), a non-zero exit, no
+traceback, nothing on stdout, and no leftover process, well within the time limit."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from helpers import fixture_binary, gcore, run_hanganalyze, start_hung  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
+
+EXIT_INPUT, EXIT_TOOL = 2, 4
+
+
+def one_line_error(args, code=None, match=None, timeout=60.0) -> str:
+    t0 = time.monotonic()
+    res = run_hanganalyze([str(a) for a in args], timeout=timeout)
+    err = res.stderr.decode("utf-8", "replace")
+    lines = err.splitlines()
+    assert len(lines) == 1, "expected one stderr line, got:\n%s" % err
+    assert lines[0].startswith("hanganalyze: error: "), lines[0]
+    assert res.returncode != 0
+    if code is not None:
+        assert res.returncode == code, (res.returncode, lines[0])
+    if match is not None:
+        assert match in lines[0], lines[0]
+    assert res.stdout == b""
+    assert time.monotonic() - t0 < timeout
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def real_core(tmp_path_factory):
+    h = start_hung([str(fixture_binary("cxx_mutex_deadlock"))])
+    try:
+        return gcore(h.pid, tmp_path_factory.mktemp("bad_inputs"))
+    finally:
+        h.kill()
+
+
+def test_missing_file(tmp_path):
+    one_line_error([tmp_path / "no-such-core"], EXIT_INPUT, "no such file")
+
+
+def test_empty_file(tmp_path):
+    p = tmp_path / "core.empty"
+    p.write_bytes(b"")
+    one_line_error([p], EXIT_INPUT, "empty")
+
+
+def test_directory(tmp_path):
+    one_line_error([tmp_path], EXIT_INPUT, "directory")
+
+
+def test_random_binary_is_not_sent_to_the_text_parsers(tmp_path):
+    p = tmp_path / "core.random"
+    rng = random.Random(7)
+    p.write_bytes(bytes(rng.getrandbits(8) for _ in range(64 * 1024)))
+    one_line_error([p], EXIT_INPUT, "neither an ELF core nor a text file")
+
+
+def test_garbage_text(tmp_path):
+    p = tmp_path / "notes.txt"
+    p.write_text("hello\nthis is not a stack dump at all\n" * 20)
+    one_line_error([p], EXIT_INPUT)
+
+
+def test_truncated_core(real_core, tmp_path):
+    size = real_core.stat().st_size
+    p = tmp_path / "core.truncated"
+    with open(real_core, "rb") as src, open(p, "wb") as dst:
+        dst.write(src.read(size // 2))
+    line = one_line_error([p], EXIT_INPUT, "truncated core")
+    assert "file has %d" % (size // 2) in line
+    expected = int(line.split("expected ")[1].split()[0])
+    assert size // 2 < expected <= size  # the last segment's end (section headers may follow)
+
+
+def test_elf_executable_is_not_a_core():
+    exe = fixture_binary("cxx_mutex_deadlock")
+    one_line_error([exe], EXIT_INPUT, "is an ELF executable, not a core")
+
+
+def test_shared_object_is_not_a_core():
+    lib = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
+    if not lib.exists():
+        pytest.skip("no libstdc++ at the Debian path")
+    one_line_error([lib], EXIT_INPUT, "is an ELF shared object, not a core")
+
+
+@pytest.fixture(scope="module")
+def core_of_deleted_exe(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gone")
+    copy = d / "deadlock-copy"
+    shutil.copy2(fixture_binary("cxx_mutex_deadlock"), copy)
+    h = start_hung([str(copy)])
+    try:
+        core = gcore(h.pid, d)
+    finally:
+        h.kill()
+    copy.unlink()
+    return copy, core
+
+
+def test_core_whose_executable_is_gone(core_of_deleted_exe):
+    copy, core = core_of_deleted_exe
+    line = one_line_error([core], EXIT_INPUT, "is gone")
+    assert str(copy) in line and "--exe" in line
+
+
+def test_exe_option_rescues_core_whose_executable_is_gone(core_of_deleted_exe):
+    """The same binary elsewhere (same build-id) is accepted with --exe, without a warning."""
+    _copy, core = core_of_deleted_exe
+    exe = fixture_binary("cxx_mutex_deadlock")
+    res = run_hanganalyze([core, "--exe", exe, "--format", "json"], timeout=120)
+    assert res.returncode in (0, 3), res.stderr
+    import json
+
+    snap = json.loads(res.stdout)
+    assert not [w for w in snap.get("warnings", []) if "build-id" in w], snap.get("warnings")
+    names = [f.get("function") for t in snap["processes"][0]["threads"] for f in t["frames"]]
+    assert "take_a_then_b" in names
+
+
+def test_pid_that_does_not_exist():
+    p = subprocess.Popen(["true"])
+    p.wait()  # reaped: its pid is free now
+    one_line_error(["--pid", p.pid], EXIT_INPUT, "no process with pid %d" % p.pid)
+
+
+def test_missing_gdb_binary(real_core, tmp_path):
+    one_line_error([real_core, "--gdb", tmp_path / "no-gdb-here"], EXIT_INPUT, "no such executable")
+
+
+def _script(tmp_path: Path, body: str) -> Path:
+    p = tmp_path / "fake-gdb"
+    p.write_text("#!/bin/sh\n" + body)
+    p.chmod(0o755)
+    return p
+
+
+def _pids_with_arg(arg: str):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    if arg.encode() in f.read():
+                        out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+def test_gdb_that_hangs_is_killed_with_its_children(real_core, tmp_path):
+    marker = "1%d.%s" % (os.getpid(), uuid.uuid4().int % 10**6)  # a sleep nobody else runs
+    fake = _script(tmp_path, "sleep %s &\nwait\n" % marker)
+    t0 = time.monotonic()
+    one_line_error([real_core, "--gdb", fake, "--timeout", "2"], EXIT_TOOL, "timed out after 2 s while starting gdb")
+    assert time.monotonic() - t0 < 20
+    time.sleep(0.2)
+    assert _pids_with_arg(marker) == []  # the whole process group went
+
+
+def test_gdb_that_crashes(real_core, tmp_path):
+    fake = _script(tmp_path, "echo 'fake gdb: boom' >&2\nkill -SEGV $$\n")
+    one_line_error([real_core, "--gdb", fake, "--timeout", "10"], EXIT_TOOL, "gdb died of SIGSEGV while starting gdb")
+
+
+def test_exe_option_that_is_not_an_executable(real_core, tmp_path):
+    bogus = tmp_path / "not-an-exe"
+    bogus.write_text("#!/bin/sh\n")
+    one_line_error([real_core, "--exe", bogus], EXIT_INPUT, "is not an ELF executable")
