@@ -79,7 +79,7 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
         raise InputError("text input must be a string")
     lines = clean_lines(text)
     if not _has_text(lines):
-        raise InputError("the text is empty")
+        raise InputError(UNRECOGNISED if text.strip() else "the text is empty")
     processes: List[Process] = []
     for ranked in split_ranks(lines):
         for seg in split_processes(ranked):

@@ -47,8 +47,14 @@ def parser_for(input_format: Optional[str]) -> Optional[ModuleType]:
     return PARSERS[key]
 
 
+#: Lines scored from each end of a long text: enough to recognise any dump, bounded work.
+SCORE_LINES = 10000
+
+
 def scores(lines: List[str]) -> List[Tuple[float, str]]:
-    """(score, name) for every format, best first."""
+    """(score, name) for every format, best first (a long text is scored on its two ends)."""
+    if len(lines) > 2 * SCORE_LINES:
+        lines = lines[:SCORE_LINES] + lines[-SCORE_LINES:]
     out = [(mod.score(lines), name) for name, mod in PARSERS.items()]
     order = {name: i for i, name in enumerate(PARSERS)}
     out.sort(key=lambda x: (-x[0], order[x[1]]))
