@@ -163,3 +163,25 @@ def test_forced_format_and_unknown_text():
         parse_text(load("gdb_live_one_bt.txt"), "lldb")
     proc = only_process("gdb_live_one_bt.txt", "gdb")
     assert len(proc.threads) == 1
+
+
+def test_terminal_wrapped_copy_equals_batch_output():
+    """gdb in a 90-column tmux window, copied from the pane: lines cut mid-word at column 90."""
+    wrapped = only_process("gdb_tmux_width90_bt.txt")
+    batch = only_process("gdb_mutex_hang_bt.txt")
+    assert [t.to_dict() for t in wrapped.threads] == [t.to_dict() for t in batch.threads]
+    assert wrapped.messages == []  # banner, prompts and the source echo are gdb's own lines
+    assert wrapped.threads[0].frames[0].file == "../sysdeps/nptl/futex-internal.h"
+    assert wrapped.threads[0].frames[5].line == 442  # "...pthread_create.c:44" + "2"
+
+
+def test_unwrap_leaves_unwrapped_text_alone():
+    from hanganalyze.acquire.text.common import terminal_width, unwrap_terminal
+
+    lines = load("gdb_joinable_abort_bt.txt").splitlines()
+    assert terminal_width(lines) is None
+    assert unwrap_terminal(lines) is lines
+    cut = ["#0  0x1 in f (a=1, b=2) at x.c:1" + "y" * 40, "2", "#1  0x2 in g () at y.c:3" + " " * 0] * 3
+    width = len(cut[0])
+    assert terminal_width(cut) == width
+    assert unwrap_terminal(cut)[:2] == [cut[0] + "2", cut[2]]

@@ -18,7 +18,7 @@ from hanganalyze.errors import InputError
 from hanganalyze.gdbext.model import Process, Snapshot
 
 from . import traceback as _traceback
-from .common import Segment, cap_messages, clean_lines, split_processes, split_ranks
+from .common import Segment, cap_messages, clean_lines, split_processes, split_ranks, unwrap_terminal
 from .detect import FORMAT_NAMES, PARSERS, UNRECOGNISED, detect, parser_for
 
 __all__ = ["parse_text", "FORMAT_NAMES", "PARSERS"]
@@ -77,7 +77,7 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     forced = parser_for(input_format)
     if not isinstance(text, str):
         raise InputError("text input must be a string")
-    lines = clean_lines(text)
+    lines = unwrap_terminal(clean_lines(text))
     if not _has_text(lines):
         raise InputError(UNRECOGNISED if text.strip() else "the text is empty")
     processes: List[Process] = []

@@ -182,3 +182,48 @@ def cap_messages(messages: List[str], notes: List[str]) -> List[str]:
     half = MAX_MESSAGES // 2
     notes.append("%d log lines in the middle of the text were left out" % (len(messages) - 2 * half))
     return messages[:half] + messages[-half:]
+
+
+#: A line that starts one of these is a new record, never the tail of a wrapped line.
+_RECORD_START = re.compile(
+    r"^(?:#\d|Thread |Current thread |Traceback |Process |\[(?:rank|default)\d|\s*File \"|\s*\((?:Python|C)\) )"
+)
+
+
+def terminal_width(lines: List[str]) -> Optional[int]:
+    """The width a terminal hard-wrapped this text at, or None when it does not look wrapped.
+
+    A copy from a terminal cuts every long line at exactly the window width W: no line is longer,
+    and several are exactly W characters long.
+    """
+    longest = 0
+    count = 0
+    for line in lines:
+        n = len(line)
+        if n > longest:
+            longest, count = n, 1
+        elif n == longest:
+            count += 1
+    if longest < 60 or count < 3:
+        return None
+    return longest
+
+
+def unwrap_terminal(lines: List[str]) -> List[str]:
+    """Join the pieces of lines that a terminal cut at its width (copy-paste from a narrow window).
+
+    Pieces are joined as they were cut (mid-word), so ``../sysdeps/np`` + ``tl/futex.h:146``
+    gives back the path.  A piece that starts a new record (``#3``, ``Thread ...``) is never joined.
+    """
+    width = terminal_width(lines)
+    if width is None:
+        return lines
+    out: List[str] = []
+    joining = False
+    for line in lines:
+        if joining and line.strip() and not _RECORD_START.match(line) and len(out[-1]) < MAX_LINE:
+            out[-1] += line
+        else:
+            out.append(line)
+        joining = len(line) == width
+    return out
