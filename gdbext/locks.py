@@ -34,6 +34,7 @@ from .pylocks import LOCK_TYPE_NAMES, RLOCK_TYPE_NAMES, PyMemory
 CLASSIFIERS: Tuple[Tuple[str, str], ...] = (
     ("gil", r"^(take_gil|PyEval_RestoreThread|PyEval_AcquireThread|PyEval_AcquireLock|PyGILState_Ensure"
             r"|_PyThreadState_Attach)$"),
+    ("pyjoin", r"^(ThreadHandle_join|PyThreadHandleObject_join)$"),  # 3.13+ Thread.join
     ("pylock", r"^(rlock_acquire|lock_PyThread_acquire_lock|acquire_timed|PyThread_acquire_lock_timed"
                r"|PyThread_acquire_lock|_PyMutex_LockTimed|_PyMutex_LockSlow|PyMutex_Lock|lock_acquire_parse_args)$"),
     ("mutex", r"(^|_)(lll_lock_wait|pthread_mutex_lock|pthread_mutex_timedlock|pthread_mutex_clocklock"
@@ -354,6 +355,8 @@ def _resolve(ctx: _Ctx, t: Thread, natives: list, kind: str, idx: int, eval_idx:
                     " (held by LWP %d)" % holder if holder else " (holder not recorded)")}
     if kind == "pylock":
         return _resolve_pylock(ctx, t, natives, frames, idx, eval_idx)
+    if kind == "pyjoin":
+        return _resolve_thread_handle_join(ctx, frames, idx)
     # condvar / futex: no owner
     futex = _reg(frames[0], "rdi") if frames else None
     what = "condition variable" if kind == "condvar" else "futex"
@@ -489,6 +492,20 @@ def _python_objects(ctx: _Ctx, natives: list, frames: List["gdb.Frame"], idx: in
                     if found:
                         break
     return found
+
+
+def _resolve_thread_handle_join(ctx: _Ctx, frames: List["gdb.Frame"], idx: int):
+    """3.13+: ``ThreadHandle_join(self)``; ``self->ident`` is the joined thread (needs DWARF)."""
+    ident = None
+    try:
+        ident = int(frames[idx].read_var("self").dereference()["ident"])
+    except (gdb.error, ValueError, RuntimeError, IndexError):
+        pass
+    target = ctx.pthread_to_lwp(ident) if ident else None
+    detail = "Thread.join() of the thread LWP %d" % target if target else \
+        "Thread.join() of a thread that could not be identified (no debug info for the thread handle)"
+    return {"kind": "pyjoin", "resource": "0x%x" % ident if ident else None, "name": None, "owner_tid": target,
+            "frame": None, "detail": detail}
 
 
 def _python_frame_names(t: Thread) -> List[str]:

@@ -29,7 +29,7 @@ from helpers import (
 )
 
 NATIVE_BUILDS = ["wf_native", "wf_native.stripped"]
-PYTHONS = ["3.8", "3.12", "system-3.11"]
+PYTHONS = ["3.8", "3.12", "3.13", "system-3.11"]
 
 
 def _snapshot_without_libc_debuginfo(core: Path, exe: Path) -> dict:
