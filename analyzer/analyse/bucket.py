@@ -97,7 +97,8 @@ def library_base(path: Optional[str]) -> str:
     return m.group(1) if m else base
 
 
-def _is_interpreter(f: Frame) -> bool:
+def is_interpreter_frame(f: Frame) -> bool:
+    """A native frame of CPython itself (libpython / the python executable, or a ``_Py*``/``Py*`` name)."""
     lib = library_base(f.library)
     if lib and _INTERPRETER_LIB.match(lib):
         return True
@@ -125,9 +126,9 @@ def frame_token(f: Frame) -> str:
 def stack_tokens(thread: Thread, top: int = TOP_FRAMES) -> List[str]:
     """The normalised top frames of a thread, most significant (innermost relevant) first."""
     frames = [f for f in thread.all_frames() if not f.marker]
-    relevant = [f for f in frames if f.kind == "python" or not (_is_interpreter(f) or _is_runtime(f))]
+    relevant = [f for f in frames if f.kind == "python" or not (is_interpreter_frame(f) or _is_runtime(f))]
     if not relevant:
-        relevant = [f for f in frames if f.kind == "python" or not _is_interpreter(f)] or frames
+        relevant = [f for f in frames if f.kind == "python" or not is_interpreter_frame(f)] or frames
     tokens: List[str] = []
     for f in relevant:
         tok = frame_token(f)

@@ -179,7 +179,7 @@ def render_view_markdown(view: ReportView, limit: int = LIMIT) -> str:
         body = "\n".join(head) + "\nNo signature in the database matched these stacks.\n"
     for p in view.processes:
         if p.waitgraph_cycles:
-            body += "\n### Wait-for cycles\n\n" + "\n".join("- " + md(c) for c in p.waitgraph_cycles) + "\n"
+            body += "\n### Wait-for\n\n" + "\n".join("- " + md(c) for c in p.waitgraph_cycles) + "\n"
     notes = ""
     if view.warnings:
         notes = "\n### Notes\n\n" + "\n".join("- " + md(w) for w in view.warnings[:30]) + "\n"

@@ -112,7 +112,7 @@ def render_view_text(view: ReportView) -> str:
     for p in view.processes:
         if p.waitgraph_cycles:
             out.append("")
-            out.append("WAIT-FOR CYCLES (%s)" % clean(p.title))
+            out.append("WAIT-FOR (%s)" % clean(p.title))
             for c in p.waitgraph_cycles:
                 out.append("  " + clean(c))
     for p in view.processes:

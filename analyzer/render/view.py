@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from hanganalyze.analyse.bucket import is_interpreter_frame
 from hanganalyze.analyse.grouping import ThreadGroup, group_threads
 from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
 
@@ -78,6 +79,11 @@ class FrameView:
     @property
     def python(self) -> bool:
         return self.frame.kind == "python"
+
+    @property
+    def interpreter(self) -> bool:
+        """A native frame of the CPython interpreter itself: shown dimmed, the Python frames carry the story."""
+        return self.frame.kind == "native" and is_interpreter_frame(self.frame)
 
 
 @dataclass
@@ -195,6 +201,16 @@ def frame_views(t: Thread, matched: Set[int]) -> List[FrameView]:
     return views
 
 
+def library_version(base: str, version: Optional[str]) -> str:
+    """A version worth showing: ``libnccl.so.2.21.5`` -> 2.21.5, but not an ABI number such as
+    ``libc.so.6`` -> 6 or ``libpython3.12.so.1.0`` -> 1.0 (the Python version is shown on its own)."""
+    if not version:
+        return ""
+    if base.endswith(".so." + version) and version.count(".") < 2:
+        return ""
+    return version
+
+
 def key_libraries(p: Process) -> List[Tuple[str, str]]:
     seen = set()
     out = []
@@ -203,7 +219,7 @@ def key_libraries(p: Process) -> List[Tuple[str, str]]:
         if not KEY_LIBRARIES.match(base) or base in seen:
             continue
         seen.add(base)
-        out.append((base, lib.version or ""))
+        out.append((base, library_version(base, lib.version)))
     return out
 
 
