@@ -143,7 +143,7 @@ def waitgraph_edges(p: Process) -> List[Tuple[str, str, str]]:
 
 def render_view_html(view: ReportView) -> str:
     top = view.findings[0].finding.severity if view.findings else "none"
-    if top not in SEVERITIES:
+    if view.findings and top not in SEVERITIES:
         top = "info"
     svgs: Dict[int, Optional[Markup]] = {}
     edges: Dict[int, List[Tuple[str, str, str]]] = {}

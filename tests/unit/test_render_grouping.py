@@ -81,7 +81,7 @@ def test_matched_frame_is_marked():
     text = render(s, "text")
     assert re.search(r"^>>#1 .*foo", text, re.M)
     html = render(s, "html")
-    assert re.search(r'<div class="f hit"><span class="n">#1</span>[^\n]*foo', html)
+    assert re.search(r"<div class=\"f hit\"><i>#1</i>[^\n]*<b>foo</b>", html)
 
 
 def test_markdown_stays_under_limit_and_cuts_whole_groups():
