@@ -1,7 +1,412 @@
-"""PLACEHOLDER (owned by the signatures work): match a Snapshot against the signature DB."""
+"""Match a Snapshot against the compiled signature database (pure: no I/O, no gdb).
+
+How a signature matches one process:
+  1. its ``conditions`` hold (library present / version range, Python version, signal);
+  2. one of its clauses holds: every required thread rule is met by its own thread(s) (distinct
+     threads: "thread X in A while another thread in B"), counting rules (``max``) hold, every
+     message rule finds a line in ``process.messages``, and ``thread_count`` holds.
+A thread meets a rule when its frames (``thread.all_frames()``, innermost first) contain the
+rule's steps in order (each step further out than the previous one, within ``gap`` frames) and
+none of its ``not`` patterns.  A step may match through its ``stripped`` fallback (exported
+neighbour + library, for builds without internal symbols) at a lower confidence.
+
+Speed: names are normalised once per frame and indexed per process (name -> threads); a clause is
+only tried when every required rule's anchor names occur in the process, and a rule only on the
+threads that contain one of its anchors.
+"""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-def match_snapshot(snapshot, db):
-    return []
+from hanganalyze.analyse.signatures import (
+    Clause,
+    FramePattern,
+    Signature,
+    SignatureDB,
+    Step,
+    ThreadRule,
+    normalize_function,
+    parse_version,
+)
+from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
+
+#: Confidence factor for each step matched only through its stripped fallback.
+STRIPPED_FACTOR = 0.75
+#: Confidence factor when a rule needs a GIL state the snapshot does not know.
+UNKNOWN_GIL_FACTOR = 0.8
+#: Confidence factor when a version condition could not be checked (version or library unknown).
+UNKNOWN_VERSION_FACTOR = 0.9
+
+_SIMPLE = frozenset("([.@ ")
+
+
+def _norm(name: Optional[str], cache: Dict[Optional[str], str]) -> str:
+    hit = cache.get(name)
+    if hit is None:
+        hit = name if name and not (_SIMPLE & set(name)) and name != "??" else normalize_function(name)
+        cache[name] = hit
+    return hit
+
+
+@dataclass
+class _ThreadView:
+    """A thread's frames with normalised names, computed once per match run."""
+
+    index: int
+    thread: Thread
+    frames: List[Frame]
+    norms: List[str]
+    names: Set[str]
+
+
+def frame_text(frame: Frame) -> str:
+    """``function (file:line)`` or ``function (library)`` for evidence."""
+    fn = frame.function or "??"
+    if frame.file:
+        where = "%s:%s" % (frame.file, frame.line) if frame.line else frame.file
+    elif frame.library:
+        where = os.path.basename(frame.library)
+    else:
+        where = ""
+    return "%s (%s)" % (fn, where) if where else fn
+
+
+class _Matcher:
+    def __init__(self, process: Process):
+        self.process = process
+        cache: Dict[Optional[str], str] = {}
+        self.views: List[_ThreadView] = []
+        self.by_name: Dict[str, List[int]] = {}
+        for ti, t in enumerate(process.threads):
+            frames = t.all_frames()
+            # Python names are qualnames ("Thread.join"): kept as they are, and also indexed by
+            # their last part so that a rule may name just the function ("join").
+            norms = [(f.function or "??") if f.kind == "python" else _norm(f.function, cache) for f in frames]
+            names = set(norms)
+            names.update(n.rsplit(".", 1)[1] for n, f in zip(norms, frames) if f.kind == "python" and "." in n)
+            self.views.append(_ThreadView(ti, t, frames, norms, names))
+            for n in names:
+                self.by_name.setdefault(n, []).append(ti)
+        self.all_names = set(self.by_name)
+        self._frame_cache: Dict[Tuple[int, str, Optional[str], Optional[str], str, bool], bool] = {}
+        self._lib_names: Optional[List[Tuple[str, Optional[str]]]] = None
+
+    # ----- frames ---------------------------------------------------------------------------
+    def frame_ok(self, pat: FramePattern, frame: Frame, norm: str) -> bool:
+        if frame.marker:
+            return False
+        key = (id(pat), norm, frame.library, frame.file, frame.kind, frame.marker)
+        hit = self._frame_cache.get(key)
+        if hit is not None:
+            return hit
+        ok = True
+        if pat.kind and frame.kind != pat.kind:
+            ok = False
+        elif pat.function is not None and not (
+            pat.function.matches(norm)
+            or (frame.kind == "python" and "." in norm and pat.function.matches(norm.rsplit(".", 1)[1]))
+        ):
+            ok = False
+        elif pat.library is not None and not pat.library.search(os.path.basename(frame.library or "")):
+            ok = False
+        elif pat.file is not None:
+            f = frame.file or ""
+            ok = bool(pat.file.search(f) or (not pat.file_has_slash and pat.file.search(os.path.basename(f))))
+        self._frame_cache[key] = ok
+        return ok
+
+    def search_stack(
+        self, steps: Sequence[Step], tv: _ThreadView, allow_stripped: bool
+    ) -> Optional[List[Tuple[int, int, bool]]]:
+        """[(step, frame index, via_stripped)] for the first ordered placement of the steps."""
+        n = len(tv.frames)
+        failed: Set[Tuple[int, int]] = set()
+
+        def rec(si: int, prev: int) -> Optional[List[Tuple[int, int, bool]]]:
+            if si == len(steps):
+                return []
+            if (si, prev) in failed:
+                return None
+            st = steps[si]
+            hi = n - 1
+            if st.within is not None and prev < 0:
+                hi = min(hi, st.within - 1)
+            if st.gap is not None and prev >= 0:
+                hi = min(hi, prev + 1 + st.gap)
+            for i in range(prev + 1, hi + 1):
+                f, nm = tv.frames[i], tv.norms[i]
+                if self.frame_ok(st, f, nm):
+                    via = False
+                elif allow_stripped and st.stripped is not None and self.frame_ok(st.stripped, f, nm):
+                    via = True
+                else:
+                    continue
+                rest = rec(si + 1, i)
+                if rest is not None:
+                    return [(si, i, via)] + rest
+            if st.optional:
+                rest = rec(si + 1, prev)
+                if rest is not None:
+                    return rest
+            failed.add((si, prev))
+            return None
+
+        return rec(0, -1)
+
+    # ----- threads --------------------------------------------------------------------------
+    def thread_rule(self, rule: ThreadRule, tv: _ThreadView) -> Optional[Tuple[List[dict], float]]:
+        t = tv.thread
+        if rule.thread_name is not None:
+            names = [x for x in (t.name, t.os_name, t.python_name) if x]
+            if not any(rule.thread_name.search(x) for x in names):
+                return None
+        gil_factor = 1.0
+        gil_ev: List[dict] = []
+        if rule.gil is not None:
+            state = t.state.gil if t.state is not None else None
+            if state is None:
+                gil_factor = UNKNOWN_GIL_FACTOR
+            elif state != rule.gil:
+                return None
+            else:
+                gil_ev.append({"thread": t.tid, "frame": None, "rule": "%s: GIL %s" % (rule.rule, rule.gil),
+                               "text": "GIL %s" % state})
+        for pat in rule.not_:
+            if any(self.frame_ok(pat, f, nm) for f, nm in zip(tv.frames, tv.norms)):
+                return None
+        if not rule.stack:
+            return [{"thread": t.tid, "frame": None, "rule": rule.rule, "text": "thread name %s" % (t.name,)}], 1.0
+        placed = self.search_stack(rule.stack, tv, allow_stripped=False)
+        if placed is None and any(s.stripped is not None for s in rule.stack):
+            placed = self.search_stack(rule.stack, tv, allow_stripped=True)
+        if placed is None:
+            return None
+        conf = gil_factor
+        ev = list(gil_ev)
+        for si, fi, via in placed:
+            step = rule.stack[si]
+            item = {
+                "thread": t.tid, "frame": fi,
+                "rule": "%s: %s" % (rule.rule, (step.stripped.text if via and step.stripped else step.text)),
+                "text": frame_text(tv.frames[fi]),
+            }
+            if via:
+                item["stripped"] = True
+                conf *= STRIPPED_FACTOR
+            ev.append(item)
+        return ev, conf
+
+    def candidates(self, rule: ThreadRule) -> List[int]:
+        anchors = rule.anchors()
+        if anchors is None:
+            return list(range(len(self.views)))
+        out: Set[int] = set()
+        for a in anchors:
+            out.update(self.by_name.get(a, ()))
+        return sorted(out)
+
+    def rule_hits(self, rule: ThreadRule) -> List[Tuple[int, List[dict], float]]:
+        hits = []
+        for ti in self.candidates(rule):
+            r = self.thread_rule(rule, self.views[ti])
+            if r is not None:
+                hits.append((ti, r[0], r[1]))
+        return hits
+
+    # ----- clauses --------------------------------------------------------------------------
+    def clause(self, clause: Clause) -> Optional[Tuple[float, List[dict], List[int], List[str]]]:
+        """(confidence, evidence, tids, summary parts) when the clause holds."""
+        tc = clause.thread_count
+        if tc:
+            n = len(self.process.threads)
+            if n < tc.get("min", 0) or ("max" in tc and n > tc["max"]):
+                return None
+        required = [r for r in clause.threads if not r.optional and r.max is None]
+        for r in required:  # cheap pre-check through the name index
+            a = r.anchors()
+            if a is not None and not (a & self.all_names):
+                return None
+        evidence: List[dict] = []
+        parts: List[str] = []
+        conf = clause.confidence
+        hits_by_rule = {id(r): self.rule_hits(r) for r in required}
+        order = sorted(required, key=lambda r: len(hits_by_rule[id(r)]))
+        chosen: Dict[int, List[Tuple[int, List[dict], float]]] = {}
+        used: Set[int] = set()
+
+        def assign(k: int) -> bool:
+            if k == len(order):
+                return True
+            r = order[k]
+            free = [h for h in hits_by_rule[id(r)] if h[0] not in used]
+            if len(free) < r.min:
+                return False
+            if r.min <= 1:
+                for h in free:
+                    used.add(h[0])
+                    chosen[id(r)] = [h] if r.min == 1 else []
+                    if assign(k + 1):
+                        return True
+                    used.discard(h[0])
+                return False
+            take = free  # "at least N threads": all of them are evidence
+            for h in take:
+                used.add(h[0])
+            chosen[id(r)] = take
+            if assign(k + 1):
+                return True
+            for h in take:
+                used.discard(h[0])
+            return False
+
+        if not assign(0):
+            return None
+        # counting rules look at the other threads: "no other thread in X" (max 0), "at least N"
+        for r in clause.threads:
+            if r.max is not None:
+                hits = [h for h in self.rule_hits(r) if h[0] not in used]
+                if len(hits) > r.max or len(hits) < r.min:
+                    return None
+                for _ti, ev, _c in hits[:3]:
+                    evidence.extend(ev)
+        tids: List[int] = []
+        for r in required:
+            hs = chosen.get(id(r), [])
+            for ti, ev, c in hs:
+                evidence.extend(ev)
+                conf *= c
+                t = self.views[ti].thread
+                if t.tid not in tids:
+                    tids.append(t.tid)
+            if hs:
+                parts.append(self._describe(r, hs))
+        for r in clause.threads:
+            if r.optional:
+                for ti, ev, _c in self.rule_hits(r):
+                    if ti in used:
+                        continue
+                    evidence.extend(ev)
+                    t = self.views[ti].thread
+                    if t.tid not in tids:
+                        tids.append(t.tid)
+                    parts.append(self._describe(r, [(ti, ev, _c)]))
+                    break
+        for mr in clause.messages:
+            for mi, line in enumerate(self.process.messages):
+                if mr.regex.search(line):
+                    evidence.append({"thread": None, "frame": None, "message": mi, "rule": mr.rule,
+                                     "text": line.strip()[:300]})
+                    parts.append("the log says %r" % line.strip()[:160])
+                    break
+            else:
+                return None
+        return conf, evidence, tids, parts
+
+    def _describe(self, rule: ThreadRule, hits: List[Tuple[int, List[dict], float]]) -> str:
+        ti, ev, _c = hits[0]
+        t = self.views[ti].thread
+        who = "thread %s%s" % (t.tid, " (%s)" % t.name if t.name else "")
+        frames = [e["text"].split(" (")[0] for e in ev if e.get("frame") is not None]
+        more = " and %d more thread(s)" % (len(hits) - 1) if len(hits) > 1 else ""
+        if not frames:
+            return "%s%s matches %s" % (who, more, rule.rule)
+        chain = frames[0] + "".join(", called from %s" % f for f in frames[1:])
+        stripped = sum(1 for e in ev if e.get("stripped"))
+        note = " (%d frame(s) matched without symbols)" % stripped if stripped else ""
+        return "%s%s is in %s%s" % (who, more, chain, note)
+
+    # ----- conditions -----------------------------------------------------------------------
+    def libraries(self) -> List[Tuple[str, Optional[str]]]:
+        """(basename, version) of every library known: process.libraries plus frame libraries."""
+        if self._lib_names is None:
+            seen: Dict[str, Optional[str]] = {}
+            for lib in self.process.libraries:
+                seen[os.path.basename(lib.path)] = lib.version
+            for tv in self.views:
+                for f in tv.frames:
+                    if f.library:
+                        seen.setdefault(os.path.basename(f.library), None)
+            self._lib_names = list(seen.items())
+        return self._lib_names
+
+    def conditions(self, sig: Signature) -> Optional[Tuple[float, List[dict]]]:
+        c = sig.conditions
+        factor, ev = 1.0, []
+        if c.signal is not None and self.process.signal not in c.signal:
+            return None
+        if c.python is not None:
+            v = parse_version((self.process.python or {}).get("version"))
+            if v is None:
+                factor *= UNKNOWN_VERSION_FACTOR
+            elif not c.python.contains(v):
+                return None
+        for lc in c.libraries:
+            found = [(n, v) for n, v in self.libraries() if lc.name.search(n)]
+            if not found:
+                if self.process.libraries:  # full list known and the library is not loaded
+                    return None
+                if lc.version is not None:
+                    factor *= UNKNOWN_VERSION_FACTOR
+                continue
+            if lc.version is None:
+                continue
+            versions = []
+            for n, v in found:
+                pv = parse_version(v) if v else _version_from_name(n)
+                if pv is not None:
+                    versions.append((n, pv))
+            if not versions:
+                factor *= UNKNOWN_VERSION_FACTOR
+                continue
+            ok = [(n, pv) for n, pv in versions if lc.version.contains(pv)]
+            if not ok:
+                return None
+            ev.append({"thread": None, "frame": None, "rule": "library %s %s" % (lc.name_text, lc.version.text),
+                       "text": "%s (version %s)" % (ok[0][0], ".".join(map(str, ok[0][1])))})
+        return factor, ev
+
+
+def _version_from_name(basename: str) -> Optional[Tuple[int, ...]]:
+    """2.26.5 from ``libnccl.so.2.26.5``; a bare soname major (``libnccl.so.2``) is not a version."""
+    if ".so." not in basename:
+        return None
+    v = parse_version(basename.split(".so.", 1)[1])
+    return v if v is not None and len(v) >= 2 else None
+
+
+def match_process(process: Process, index: int, db: SignatureDB) -> List[Finding]:
+    m = _Matcher(process)
+    findings = []
+    for sig in db.signatures:
+        cond = m.conditions(sig)
+        if cond is None:
+            continue
+        factor, cond_ev = cond
+        best = None
+        for clause in sig.clauses:
+            r = m.clause(clause)
+            if r is not None and (best is None or r[0] > best[0]):
+                best = r
+                if r[0] >= 1.0:
+                    break
+        if best is None:
+            continue
+        conf, evidence, tids, parts = best
+        summary = "%s: %s." % (sig.title, "; ".join(parts)) if parts else sig.title + "."
+        findings.append(Finding(
+            signature=sig.id, title=sig.title, severity=sig.severity, process=index, threads=tids,
+            summary=summary, fix=sig.fix_lines(), references=list(sig.references),
+            evidence=evidence + cond_ev, confidence=round(conf * factor, 3), cause=sig.cause,
+        ))
+    return findings
+
+
+def match_snapshot(snapshot: Snapshot, db: SignatureDB) -> List[Finding]:
+    """Every signature finding in every process of the snapshot."""
+    out: List[Finding] = []
+    for i, p in enumerate(snapshot.processes):
+        out.extend(match_process(p, i, db))
+    return out

@@ -1,12 +1,526 @@
-"""PLACEHOLDER (owned by the signatures work): load and validate signatures/*.yaml."""
+"""Load, validate and compile the signature database (``signatures/*.yaml`` + user folders).
+
+Files are read with ``yaml.safe_load`` semantics (SafeLoader, no tags that build objects) but via
+the composed node tree, so a schema error can be reported as ``file:line: path: message``.
+Everything that can be checked once is checked here (schema, regexes, version specs, duplicate
+ids), and every pattern is compiled here, so matching does no parsing at all.
+
+An invalid file stops the tool (exit 2, one line): a silently skipped file would mean silently
+missing findings, and the message names the file and line to fix.
+"""
 
 from __future__ import annotations
 
+import fnmatch
+import importlib.util
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+import jsonschema
+import yaml
+from hanganalyze.errors import SignatureError
+
+SCHEMA_FILE = "schema.json"
+
+# --------------------------------------------------------------------------------------------
+# Function-name normalisation: one place that decides which spellings of a symbol are "the same".
+# --------------------------------------------------------------------------------------------
+
+_CLONE_BRACKET = re.compile(r"\s*\[clone [^\]]*\]")
+_ABI_TAG = re.compile(r"\[abi:[^\]]*\]")
+_CLONE_SUFFIX = re.compile(r"(?:\.(?:isra|constprop|part|cold|lto_priv|localalias|clone)(?:\.\d+)?)+$")
+_SYMVER = re.compile(r"@{1,2}[A-Za-z0-9_.]+$")
+_TRAILING_QUALS = re.compile(r"(?:\s*(?:const|volatile|noexcept|&&|&))+$")
+
+
+def normalize_function(name: Optional[str]) -> str:
+    """Canonical form of a native or Python function name: no parameter list, no ``[abi:cxx11]``,
+    no clone suffixes (``.isra.0``, ``.cold``, ``[clone .constprop.0]``), no ``@plt``/symbol
+    version.  Unknown names become ``"??"``.  Template arguments are kept (glob them if needed)."""
+    if not name:
+        return "??"
+    n = name.strip()
+    if not n or n == "??":
+        return "??"
+    n = _CLONE_BRACKET.sub("", n)
+    n = _ABI_TAG.sub("", n)
+    n = _SYMVER.sub("", n)
+    n = _TRAILING_QUALS.sub("", n).rstrip()
+    if n.endswith(")"):
+        depth = 0
+        for i in range(len(n) - 1, -1, -1):
+            c = n[i]
+            if c == ")":
+                depth += 1
+            elif c == "(":
+                depth -= 1
+                if depth == 0:
+                    head = n[:i].rstrip()
+                    # "(anonymous namespace)" alone or "operator()" are names, not parameter lists
+                    if head and not head.endswith("operator"):
+                        n = head
+                    elif head.endswith("operator") and i + 2 < len(n):
+                        n = n[:i + 2] if n[i:i + 2] == "()" else head
+                    break
+        n = _TRAILING_QUALS.sub("", n).rstrip()
+    n = _CLONE_SUFFIX.sub("", n)
+    return n or "??"
+
+
+# --------------------------------------------------------------------------------------------
+# Version specs (">=2.26,<3") on dotted numeric versions.
+# --------------------------------------------------------------------------------------------
+
+_SPEC_PART = re.compile(r"^\s*(==|!=|>=|<=|>|<)\s*([0-9]+(?:\.[0-9]+)*)\s*$")
+
+
+def parse_version(text: Optional[str]) -> Optional[Tuple[int, ...]]:
+    """(2, 26, 5) from "2.26.5" or "3.11.7+"; None when there is no leading number."""
+    if not text:
+        return None
+    m = re.match(r"\s*(\d+(?:\.\d+)*)", str(text))
+    return tuple(int(x) for x in m.group(1).split(".")) if m else None
+
+
+@dataclass(frozen=True)
+class VersionSpec:
+    text: str
+    parts: Tuple[Tuple[str, Tuple[int, ...]], ...]
+
+    @classmethod
+    def parse(cls, text: str) -> VersionSpec:
+        parts = []
+        for chunk in text.split(","):
+            m = _SPEC_PART.match(chunk)
+            if not m:
+                raise ValueError("bad version spec %r" % text)
+            parts.append((m.group(1), tuple(int(x) for x in m.group(2).split("."))))
+        return cls(text, tuple(parts))
+
+    def contains(self, version: Tuple[int, ...]) -> bool:
+        for op, want in self.parts:
+            n = max(len(want), len(version))
+            a = version + (0,) * (n - len(version))
+            b = want + (0,) * (n - len(want))
+            ok = {
+                "==": a == b, "!=": a != b, ">=": a >= b, "<=": a <= b, ">": a > b, "<": a < b,
+            }[op]
+            if not ok:
+                return False
+        return True
+
+
+# --------------------------------------------------------------------------------------------
+# Compiled signature objects
+# --------------------------------------------------------------------------------------------
+
+
+def _as_list(x: Any) -> List[Any]:
+    return x if isinstance(x, list) else [x]
+
+
+def _glob_re(pattern: Any) -> re.Pattern:
+    """A glob (or a list of globs) as one regex anchored at both ends (usable with ``search``)."""
+    items = pattern if isinstance(pattern, list) else [pattern]
+    return re.compile("|".join("^" + fnmatch.translate(p) for p in items))
+
+
+@dataclass
+class FunctionMatcher:
+    """One function pattern: exact names (a set), globs and regexes, all on normalised names."""
+
+    exact: frozenset
+    regexes: Tuple[re.Pattern, ...]
+    unknown: bool  # "??": matches frames without a symbol
+    nccl_public: bool
+    text: str
+
+    @classmethod
+    def compile(cls, spec: Any, nccl_public: bool) -> FunctionMatcher:
+        items = spec if isinstance(spec, list) else [spec]
+        exact, regexes, unknown = set(), [], False
+        for item in items:
+            if item == "??":
+                unknown = True
+            elif item.startswith("re:"):
+                regexes.append(re.compile(item[3:]))
+            elif any(c in item for c in "*?["):
+                regexes.append(_glob_re(item))
+            else:
+                exact.add(normalize_function(item))
+        return cls(frozenset(exact), tuple(regexes), unknown, nccl_public, " | ".join(items))
+
+    def matches(self, norm: str) -> bool:
+        if norm == "??":
+            return self.unknown
+        if norm in self.exact:
+            return True
+        if self.nccl_public and norm.startswith("pnccl") and norm[1:] in self.exact:
+            return True
+        for r in self.regexes:  # globs are compiled anchored at both ends, regexes search
+            if r.search(norm):
+                return True
+            if self.nccl_public and norm.startswith("pnccl") and r.search(norm[1:]):
+                return True
+        return False
+
+
+@dataclass
+class FramePattern:
+    """What one frame must look like: function, library (basename glob), file glob, kind."""
+
+    function: Optional[FunctionMatcher] = None
+    library: Optional[re.Pattern] = None
+    file: Optional[re.Pattern] = None
+    file_has_slash: bool = False
+    kind: Optional[str] = None
+    text: str = ""
+
+    @classmethod
+    def compile(cls, d: Dict[str, Any]) -> FramePattern:
+        fn = FunctionMatcher.compile(d["function"], bool(d.get("nccl_public"))) if "function" in d else None
+        parts = []
+        if fn:
+            parts.append(fn.text)
+        if d.get("library"):
+            lib = d["library"]
+            parts.append("in " + ("|".join(lib) if isinstance(lib, list) else lib))
+        if d.get("file"):
+            f = d["file"]
+            parts.append("at " + ("|".join(f) if isinstance(f, list) else f))
+        return cls(
+            function=fn,
+            library=_glob_re(d["library"]) if d.get("library") else None,
+            file=_glob_re(d["file"]) if d.get("file") else None,
+            file_has_slash=all("/" in f for f in _as_list(d.get("file", ""))),
+            kind=d.get("kind"),
+            text=" ".join(parts) or "any frame",
+        )
+
+    def anchors(self) -> Optional[frozenset]:
+        """Exact names of which one must be present for this pattern to match (None: no anchor)."""
+        f = self.function
+        if f is None or f.regexes or f.unknown or not f.exact:
+            return None
+        if f.nccl_public:
+            return f.exact | frozenset("p" + n for n in f.exact)
+        return f.exact
+
+
+@dataclass
+class Step(FramePattern):
+    gap: Optional[int] = None
+    within: Optional[int] = None
+    optional: bool = False
+    stripped: Optional[FramePattern] = None
+
+    @classmethod
+    def compile_step(cls, d: Dict[str, Any]) -> Step:
+        base = FramePattern.compile(d)
+        return cls(
+            function=base.function, library=base.library, file=base.file, file_has_slash=base.file_has_slash,
+            kind=base.kind, text=base.text,
+            gap=d.get("gap"), within=d.get("within"), optional=bool(d.get("optional")),
+            stripped=FramePattern.compile(d["stripped"]) if d.get("stripped") else None,
+        )
+
+
+@dataclass
+class ThreadRule:
+    rule: str
+    stack: List[Step]
+    not_: List[FramePattern]
+    thread_name: Optional[re.Pattern]
+    min: int
+    max: Optional[int]
+    optional: bool
+    gil: Optional[str] = None
+
+    def anchors(self) -> Optional[frozenset]:
+        """Names of which at least one must be in a thread for this rule to match (index key)."""
+        for s in self.stack:
+            if not s.optional and s.stripped is None:
+                a = s.anchors()
+                if a:
+                    return a
+        return None
+
+
+@dataclass
+class MessageRule:
+    rule: str
+    regex: re.Pattern
+
+
+@dataclass
+class Clause:
+    name: str
+    confidence: float
+    threads: List[ThreadRule]
+    messages: List[MessageRule]
+    thread_count: Optional[Dict[str, int]]
+
+
+@dataclass
+class LibraryCondition:
+    name: re.Pattern
+    name_text: str
+    version: Optional[VersionSpec]
+
+
+@dataclass
+class Conditions:
+    libraries: List[LibraryCondition] = field(default_factory=list)
+    python: Optional[VersionSpec] = None
+    signal: Optional[Tuple[str, ...]] = None
+
+
+@dataclass
+class Signature:
+    id: str
+    title: str
+    severity: str
+    cause: str
+    fix: List[Dict[str, str]]
+    references: List[str]
+    clauses: List[Clause]
+    conditions: Conditions
+    source: str  # "file:line" of the signature, for messages
+
+    def fix_lines(self) -> List[str]:
+        out = []
+        for f in self.fix:
+            line = "%s: %s" % (f["kind"], f["text"])
+            if f.get("version"):
+                line += " (fixed in %s)" % f["version"]
+            out.append(line)
+        return out
+
+
+@dataclass
 class SignatureDB:
-    def __init__(self, signatures=None):
-        self.signatures = list(signatures or [])
+    signatures: List[Signature] = field(default_factory=list)
+    files: List[str] = field(default_factory=list)
+
+    def by_id(self, sig_id: str) -> Optional[Signature]:
+        for s in self.signatures:
+            if s.id == sig_id:
+                return s
+        return None
 
 
-def load_signatures(extra_dirs=()):
-    return SignatureDB()
+# --------------------------------------------------------------------------------------------
+# Loading with line numbers
+# --------------------------------------------------------------------------------------------
+
+_SCHEMA_CACHE: Dict[str, Any] = {}
+
+
+def builtin_dir() -> Path:
+    """The built-in signature folder: the ``hanganalyze.signatures`` package data (a namespace
+    package, no __init__.py).  An editable install maps that name to the source tree's
+    ``signatures/`` but its finder does not resolve namespace sub-packages, so the folder next to
+    the ``hanganalyze`` package (installed copy) and the source tree's are tried as well."""
+    import hanganalyze
+
+    candidates: List[Path] = []
+    try:
+        spec = importlib.util.find_spec("hanganalyze.signatures")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        candidates.extend(Path(p) for p in spec.submodule_search_locations)
+    pkg = Path(hanganalyze.__file__).resolve().parent
+    candidates += [pkg / "signatures", pkg.parent / "signatures"]
+    for c in candidates:
+        if (c / SCHEMA_FILE).is_file():
+            return c
+    raise SignatureError("built-in signatures not found (no %s in %s)" % (SCHEMA_FILE, ", ".join(map(str, candidates))))
+
+
+def _schema() -> Dict[str, Any]:
+    if "schema" not in _SCHEMA_CACHE:
+        path = builtin_dir() / SCHEMA_FILE
+        _SCHEMA_CACHE["schema"] = json.loads(path.read_text(encoding="utf-8"))
+    return _SCHEMA_CACHE["schema"]
+
+
+def _display(path: Path) -> str:
+    try:
+        return os.path.relpath(str(path))
+    except ValueError:
+        return str(path)
+
+
+def _node_at(node: yaml.Node, path: Sequence[Any]) -> yaml.Node:
+    """The deepest composed node along a jsonschema error path (for its line number)."""
+    for key in path:
+        if isinstance(node, yaml.MappingNode):
+            nxt = None
+            for k, v in node.value:
+                if k.value == key:
+                    nxt = v
+                    break
+            if nxt is None:
+                return node
+            node = nxt
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+        else:
+            return node
+    return node
+
+
+def _read_yaml(path: Path) -> Tuple[Any, Optional[yaml.Node]]:
+    disp = _display(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SignatureError("%s: cannot read: %s" % (disp, getattr(e, "strerror", None) or e)) from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as e:
+        line = e.problem_mark.line + 1 if e.problem_mark else 0
+        raise SignatureError("%s:%d: invalid YAML: %s" % (disp, line, e.problem)) from None
+    except yaml.YAMLError as e:
+        raise SignatureError("%s: invalid YAML: %s" % (disp, " ".join(str(e).split()))) from None
+    finally:
+        loader.dispose()
+    return data, node
+
+
+def _err(disp: str, node: Optional[yaml.Node], path: Sequence[Any], msg: str) -> SignatureError:
+    line = _node_at(node, path).start_mark.line + 1 if node is not None else 0
+    where = path_label(path)
+    return SignatureError("%s:%d: %s%s" % (disp, line, (where + ": ") if where else "", " ".join(msg.split())))
+
+
+def path_label(path: Sequence[Any]) -> str:
+    """The last meaningful key of an error path (``severity``, ``match.any[0].threads``)."""
+    keys = [str(p) for p in path if not isinstance(p, int)]
+    if keys and keys[0] == "signatures":
+        keys = keys[1:]
+    return ".".join(keys[-2:]) if len(keys) > 1 and keys[-1] in ("function", "regex", "version") else (
+        keys[-1] if keys else "")
+
+
+def _best_error(errors: List[jsonschema.ValidationError]) -> jsonschema.ValidationError:
+    return jsonschema.exceptions.best_match(errors)
+
+
+def _compile_signature(d: Dict[str, Any], disp: str, node: yaml.Node, base: List[Any]) -> Signature:
+    def bad(path: List[Any], msg: str) -> SignatureError:
+        return _err(disp, node, base + path, msg)
+
+    def regex(path: List[Any], text: str) -> re.Pattern:
+        try:
+            return re.compile(text)
+        except re.error as e:
+            raise bad(path, "bad regex %r: %s" % (text, e)) from None
+
+    def check_fn(path: List[Any], spec: Any) -> None:
+        for i, item in enumerate(spec if isinstance(spec, list) else [spec]):
+            if item.startswith("re:"):
+                regex(path + ([i] if isinstance(spec, list) else []), item[3:])
+
+    m = d["match"]
+    raw_clauses = m["any"] if "any" in m else [m]
+    clauses = []
+    for ci, c in enumerate(raw_clauses):
+        cpath: List[Any] = ["match", "any", ci] if "any" in m else ["match"]
+        rules = []
+        for ti, t in enumerate(c.get("threads", [])):
+            tpath = cpath + ["threads", ti]
+            for si, s in enumerate(t.get("stack", [])):
+                if "function" in s:
+                    check_fn(tpath + ["stack", si, "function"], s["function"])
+                if s.get("within") is not None and si != 0:
+                    raise bad(tpath + ["stack", si, "within"], "'within' is only allowed on the first step")
+                if s.get("stripped") and "function" in s["stripped"]:
+                    check_fn(tpath + ["stack", si, "stripped", "function"], s["stripped"]["function"])
+            for ni, n in enumerate(t.get("not", [])):
+                if "function" in n:
+                    check_fn(tpath + ["not", ni, "function"], n["function"])
+            if t.get("max") is not None and t.get("min") is not None and t["max"] < t["min"]:
+                raise bad(tpath + ["max"], "max %d is below min %d" % (t["max"], t["min"]))
+            rules.append(ThreadRule(
+                rule=t["rule"],
+                stack=[Step.compile_step(s) for s in t.get("stack", [])],
+                not_=[FramePattern.compile(n) for n in t.get("not", [])],
+                thread_name=_glob_re(t["thread_name"]) if t.get("thread_name") else None,
+                min=t.get("min", 0 if t.get("max") is not None else 1),
+                max=t.get("max"),
+                optional=bool(t.get("optional")),
+                gil=t.get("gil"),
+            ))
+        if rules and all(r.optional or r.max is not None for r in rules) and not c.get("messages"):
+            raise bad(cpath + ["threads"], "a clause needs at least one required thread rule or a message rule")
+        msgs = [MessageRule(mr["rule"], regex(cpath + ["messages", mi, "regex"], mr["regex"]))
+                for mi, mr in enumerate(c.get("messages", []))]
+        clauses.append(Clause(
+            name=c.get("name", "clause %d" % (ci + 1)),
+            confidence=float(c.get("confidence", 1.0)),
+            threads=rules, messages=msgs, thread_count=c.get("thread_count"),
+        ))
+    cond_d = d.get("conditions") or {}
+    conds = Conditions(
+        libraries=[LibraryCondition(_glob_re(lc["name"]), lc["name"],
+                                    VersionSpec.parse(lc["version"]) if lc.get("version") else None)
+                   for lc in cond_d.get("libraries", [])],
+        python=VersionSpec.parse(cond_d["python"]) if cond_d.get("python") else None,
+        signal=tuple(cond_d["signal"]) if cond_d.get("signal") else None,
+    )
+    line = _node_at(node, base).start_mark.line + 1
+    return Signature(
+        id=d["id"], title=d["title"], severity=d["severity"], cause=" ".join(d["cause"].split()),
+        fix=[dict(f) for f in d["fix"]], references=list(d["references"]), clauses=clauses,
+        conditions=conds, source="%s:%d" % (disp, line),
+    )
+
+
+def load_file(path: Path) -> List[Signature]:
+    """Validate and compile one YAML file; raises SignatureError("file:line: ...")."""
+    disp = _display(path)
+    data, node = _read_yaml(path)
+    if data is None:
+        raise SignatureError("%s:1: empty signature file" % disp)
+    validator = jsonschema.Draft202012Validator(_schema())
+    errors = list(validator.iter_errors(data))
+    if errors:
+        e = _best_error(errors)
+        # oneOf/anyOf wrap the useful message; the deepest context error names the real problem
+        while e.context:
+            e = _best_error(list(e.context))
+        raise _err(disp, node, list(e.absolute_path), e.message)
+    return [_compile_signature(s, disp, node, ["signatures", i]) for i, s in enumerate(data["signatures"])]
+
+
+def signature_files(folder: Path) -> List[Path]:
+    if not folder.exists():
+        raise SignatureError("%s: no such signature folder" % _display(folder))
+    if not folder.is_dir():
+        raise SignatureError("%s: not a folder (give --signatures a folder of *.yaml files)" % _display(folder))
+    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def load_signatures(extra_dirs: Iterable[Path] = (), builtin: bool = True) -> SignatureDB:
+    """Built-in signatures plus every ``*.yaml`` in ``extra_dirs``; duplicate ids are an error."""
+    db = SignatureDB()
+    seen: Dict[str, str] = {}
+    folders = ([builtin_dir()] if builtin else []) + [Path(d) for d in extra_dirs]
+    for folder in folders:
+        for path in signature_files(folder):
+            db.files.append(str(path))
+            for sig in load_file(path):
+                if sig.id in seen:
+                    raise SignatureError("%s: id: duplicate signature id %r (first defined at %s)"
+                                         % (sig.source, sig.id, seen[sig.id]))
+                seen[sig.id] = sig.source
+                db.signatures.append(sig)
+    return db
