@@ -163,7 +163,7 @@ class GdbSession:
         for s in GDB_SETTINGS:
             argv += ["-iex", s]
         try:
-            self.ctrl = _GroupedGdbController(command=argv, time_to_check_for_additional_output_sec=0.05)
+            self.ctrl = _GroupedGdbController(command=argv, time_to_check_for_additional_output_sec=0.005)
         except (OSError, ValueError) as e:
             raise GdbError("cannot start %s: %s" % (self.path, e)) from None
         self.proc = self.ctrl.gdb_process
