@@ -185,3 +185,51 @@ def test_unwrap_leaves_unwrapped_text_alone():
     width = len(cut[0])
     assert terminal_width(cut) == width
     assert unwrap_terminal(cut)[:2] == [cut[0] + "2", cut[2]]
+
+
+# ---- cuda-gdb 12.x on an H100 (tests/fixtures/txt_cuda_spin.cu; SOURCES.md) ----------------
+
+
+def test_cudagdb_gpu_only_hang_host_threads():
+    proc = only_process("cudagdb_attach_host_bt.txt")
+    assert proc.pid == 651
+    assert [(t.tid, t.name) for t in proc.threads] == [
+        (700, "spin"), (654, "cuda-EvtHandlr"), (653, "cuda00001400006"), (651, "spin"),
+    ]
+    main = proc.threads[3]
+    libcuda = "/usr/local/nvidia/lib64/libcuda.so.1"
+    assert all(f.function is None and f.library == libcuda for f in main.frames[:9])
+    assert [f.function for f in main.frames[9:]] == [
+        "cuCtxSynchronize_v2", "libcudart_static_ff466e58390a44a174cd1b2084ede65f6033356c",
+        "cudaDeviceSynchronize", "main",
+    ]
+    assert main.frames[-1].file == "tests/fixtures/txt_cuda_spin.cu" and main.frames[-1].line == 27
+    assert proc.messages == ['Thread 1 "spin" stopped.']
+
+
+def test_cudagdb_device_focus_becomes_a_device_thread():
+    proc = only_process("cudagdb_attach_device_bt.txt")
+    assert len(proc.threads) == 5
+    dev = proc.threads[-1]
+    assert dev.tid is None and dev.name == "CUDA kernel 0, grid 1, block (0,0,0), thread (0,0,0)"
+    (f,) = dev.frames
+    assert f.function == "spin_until<<<(1,1,1),(32,1,1)>>>"
+    assert (f.file, f.line, f.address) == ("tests/fixtures/txt_cuda_spin.cu", 8, 0x7FEFBF7AC310)
+    assert any(m.startswith("Kernel Parent Dev Grid Status") for m in proc.messages)  # info cuda kernels
+
+
+def test_cudagdb_illegal_address():
+    proc = only_process("cudagdb_illegal_address.txt")
+    assert proc.signal == "CUDA_EXCEPTION_14"
+    assert "CUDA Exception: Warp Illegal Address" in proc.messages
+    host = next(t for t in proc.threads if t.tid == 802)
+    assert host.current and host.frames[-1].function == "main" and host.frames[-1].line == 17
+    dev = proc.threads[-1]
+    assert dev.frames[0].function == "write_bad<<<(1,1,1),(32,1,1)>>>" and dev.frames[0].line == 12
+
+
+def test_cudagdb_without_device_debug_info():
+    proc = only_process("cudagdb_attach_host_nodebug_bt.txt")
+    assert [t.tid for t in proc.threads] == [869, 824, 822, 820]
+    assert proc.threads[3].frames[-2].function == "cudaDeviceSynchronize"
+    assert proc.messages == ['Thread 1 "spin_nodebug" stopped.']  # the stop echo is gdb's own
