@@ -46,6 +46,7 @@ CLASSIFIERS: Tuple[Tuple[str, str], ...] = (
     ("futex", r"futex|sem_(timed|clock)?wait|__new_sem_wait|^syscall$"),
 )
 _COMPILED = [(kind, re.compile(rx)) for kind, rx in CLASSIFIERS]
+_BY_KIND = dict(_COMPILED)
 GENERIC = ("condvar", "futex")
 #: Frames that execute Python: the wait belongs to native code called from here, not above it.
 EVAL_FRAMES = re.compile(r"^(_PyEval_EvalFrameDefault|_PyEval_EvalFrame|PyEval_EvalFrameEx|_PyEval_Vector)$")
@@ -369,7 +370,7 @@ def _debug_arg(natives: list, frames: List["gdb.Frame"], idx: int, kind: str) ->
     names = ARG_NAMES.get(kind, ())
     for i in range(max(0, idx - 3), min(len(frames), idx + 4)):
         fn = natives[i].frame.function or ""
-        if kind == "mutex" and not _COMPILED[2][1].search(fn):
+        if kind == "mutex" and not _BY_KIND["mutex"].search(fn):
             continue
         if kind == "rwlock" and "rwlock" not in fn:
             continue

@@ -28,8 +28,8 @@ def resource_id(w: Dict[str, Any], tid: Optional[int]) -> str:
 
 
 def thread_label(t: Optional[Thread], tid: Optional[int]) -> str:
-    name = (t.name if t is not None else None) or "?"
-    return "%s (LWP %s)" % (name, tid)
+    name = t.name if t is not None else None
+    return "%s (LWP %s)" % (name, tid) if name else "LWP %s" % tid
 
 
 def resource_label(w: Dict[str, Any], owner: Optional[Thread]) -> str:
