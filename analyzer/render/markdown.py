@@ -156,64 +156,117 @@ def _omitted_note(groups: int, threads: int) -> str:
     )
 
 
+def _process_block(p) -> str:
+    lines = ["**%s**" % md(p.title), "", "| | |", "|---|---|"]
+    for k, v in p.facts:
+        lines.append("| %s | %s |" % (md(k), md(v)))
+    if p.libraries:
+        libs = ", ".join(("%s %s" % lv).strip() for lv in p.libraries)
+        lines.append("| libraries | %s |" % md(libs, 2000))
+    return "\n".join(lines) + "\n\n"
+
+
+def _process_line(p) -> str:
+    facts = dict(p.facts)
+    return "- %s: signal %s, python %s, %s threads\n" % (
+        md(p.title), md(facts.get("signal", "")), md(facts.get("python", "")), p.thread_count
+    )
+
+
+class _Budget:
+    """Adds whole blocks while they fit; counts what had to be left out."""
+
+    def __init__(self, limit: int):
+        self.left = limit
+        self.parts: List[str] = []
+
+    def add(self, block: str, reserve: int = 0) -> bool:
+        if len(block) + reserve > self.left:
+            return False
+        self.parts.append(block)
+        self.left -= len(block)
+        return True
+
+
+#: Share of the limit each section may use at most (groups get whatever is left).
+PROCESS_SHARE = 0.15
+FINDINGS_SHARE = 0.55
+WAITFOR_SHARE = 0.08
+NOTES_MAX = 3000
+#: Room kept for the omission notes.
+NOTE_ROOM = 900
+#: Above this many processes (multi-rank pastes) the summary is one line per process.
+FULL_TABLES = 8
+
+
 def render_view_markdown(view: ReportView, limit: int = LIMIT) -> str:
-    head: List[str] = ["## hanganalyze: %s" % md(view.headline), ""]
+    """Assemble whole blocks in reading order, each section within its share of ``limit``."""
+    b = _Budget(limit - NOTE_ROOM)
     meta = []
     if view.bucket:
         meta.append("bucket `%s`" % view.bucket)
     meta.append(md(view.tool.strip()))
-    head += [" · ".join(meta), ""]
+    b.add("## hanganalyze: %s\n\n%s\n\n" % (md(view.headline), " · ".join(meta)))
+
+    cap = b.left - int(limit * PROCESS_SHARE)
+    dropped = 0
     for p in view.processes:
-        head += ["**%s**" % md(p.title), "", "| | |", "|---|---|"]
-        for k, v in p.facts:
-            head.append("| %s | %s |" % (md(k), md(v)))
-        if p.libraries:
-            libs = ", ".join(("%s %s" % lv).strip() for lv in p.libraries)
-            head.append("| libraries | %s |" % md(libs, 2000))
-        head.append("")
-    head.append("### Findings")
-    head.append("")
-    if view.findings:
-        body = "\n".join(head) + "\n" + "\n".join(_finding_block(n, fv) for n, fv in enumerate(view.findings, 1))
-    else:
-        body = "\n".join(head) + "\nNo signature in the database matched these stacks.\n"
-    for p in view.processes:
-        if p.waitgraph_cycles:
-            body += "\n### Wait-for\n\n" + "\n".join("- " + md(c) for c in p.waitgraph_cycles) + "\n"
+        block = _process_block(p) if len(view.processes) <= FULL_TABLES else _process_line(p)
+        if dropped or b.left - len(block) < cap or not b.add(block):
+            dropped += 1
+    if dropped:
+        b.parts.append("\n> %d more process summaries omitted (see the JSON report).\n\n" % dropped)
+
+    b.add("### Findings\n\n")
+    if not view.findings:
+        b.add("No signature in the database matched these stacks.\n")
+    cap = b.left - int(limit * FINDINGS_SHARE)
+    dropped = 0
+    for n, fv in enumerate(view.findings, 1):
+        block = _finding_block(n, fv) + "\n"
+        if dropped or b.left - len(block) < cap or not b.add(block):
+            dropped += 1
+    if dropped:
+        b.parts.append("\n> %d more finding%s omitted to stay under the size limit (see the JSON report).\n"
+                       % (dropped, "s" * (dropped != 1)))
+
+    cycles = [c for p in view.processes for c in p.waitgraph_cycles]
+    if cycles:
+        cap = b.left - int(limit * WAITFOR_SHARE)
+        b.add("\n### Wait-for\n\n")
+        for c in cycles:
+            line = "- " + md(c, 1500) + "\n"
+            if b.left - len(line) < cap or not b.add(line):
+                break
+
     notes = ""
     if view.warnings:
-        notes = "\n### Notes\n\n" + "\n".join("- " + md(w) for w in view.warnings[:30]) + "\n"
-    # Findings and summary are the point of the report: if even they exceed the budget, cut
-    # findings whole (the JSON report keeps everything).
-    if len(body) + len(notes) > limit:
-        body = body[: max(0, limit - 400 - len(notes))]
-        body = body[: body.rfind("\n### ")] if "\n### " in body else body
-        body += "\n\n> Findings truncated to stay under the size limit; see the JSON report.\n"
-    budget = limit - len(body) - len(notes) - 400  # room for the omission note
-    out = [body]
+        notes = "\n### Notes\n\n"
+        for w in view.warnings[:30]:
+            line = "- " + md(w) + "\n"
+            if len(notes) + len(line) > NOTES_MAX:
+                break
+            notes += line
+    b.left -= len(notes)
+
     omitted_groups = omitted_threads = 0
     for p in view.processes:
         header = "\n### Threads of %s (%d in %d groups, %d idle)\n\n" % (
             md(p.title), p.thread_count, len(p.groups), p.idle_threads
         )
-        if omitted_groups or len(header) > budget:
+        if omitted_groups or not b.add(header):
             omitted_groups += len(p.groups)
             omitted_threads += sum(g.size for g in p.groups)
             continue
-        out.append(header)
-        budget -= len(header)
         for g in p.groups:
-            block = _group_block(g)
-            if omitted_groups or len(block) + 1 > budget:
+            # once a group is left out, later (less important) ones are too: the order stays honest
+            if omitted_groups or not b.add(_group_block(g) + "\n"):
                 omitted_groups += 1
                 omitted_threads += g.size
-                continue
-            out.append(block + "\n")
-            budget -= len(block) + 1
     if omitted_groups:
-        out.append(_omitted_note(omitted_groups, omitted_threads))
-    out.append(notes)
-    return "".join(out)
+        b.parts.append(_omitted_note(omitted_groups, omitted_threads))
+    b.parts.append(notes)
+    return "".join(b.parts)
 
 
 def render_markdown(snapshot: Snapshot, limit: Optional[int] = None) -> str:

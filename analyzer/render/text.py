@@ -71,13 +71,6 @@ def render_view_text(view: ReportView) -> str:
     if view.bucket:
         out.append("bucket: %s" % view.bucket)
     out.append(RULE)
-    for p in view.processes:
-        out.append("")
-        out.append(clean(p.title))
-        for k, v in p.facts:
-            out.append("  %-10s %s" % (k, clean(v)))
-        if p.libraries:
-            out.append("  %-10s %s" % ("libraries", clean(", ".join(("%s %s" % lv).strip() for lv in p.libraries))))
     if view.findings:
         out.append("")
         out.append("FINDINGS")
@@ -109,6 +102,13 @@ def render_view_text(view: ReportView) -> str:
     else:
         out.append("")
         out.append("No finding: no signature in the database matched these stacks.")
+    for p in view.processes:
+        out.append("")
+        out.append(clean(p.title))
+        for k, v in p.facts:
+            out.append("  %-10s %s" % (k, clean(v)))
+        if p.libraries:
+            out.append("  %-10s %s" % ("libraries", clean(", ".join(("%s %s" % lv).strip() for lv in p.libraries))))
     for p in view.processes:
         if p.waitgraph_cycles:
             out.append("")

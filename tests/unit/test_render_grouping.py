@@ -99,3 +99,24 @@ def test_markdown_stays_under_limit_and_cuts_whole_groups():
     assert m and int(m.group(1)) + out.count("<details") == 3000
     # a group is either entirely in or entirely out
     assert out.count("<details") == len(re.findall(r"^`{3,}text$", out, re.M))
+
+
+def test_markdown_many_processes_and_findings_stay_whole_and_bounded():
+    procs = []
+    for r in range(64):
+        threads = [Thread(tid=r * 1000 + i, name="rank%d-%d" % (r, i),
+                          frames=[nat("f_%d_%d" % (r, i), "/x/libapp.so"), py("g", "/app/train.py", i)])
+                   for i in range(50)]
+        procs.append(Process(source="text", label="rank%d" % r, pid=r + 10, threads=threads))
+    findings = [Finding(signature="s%d" % k, title="finding %d " % k + "x" * 300, severity="hang", process=k % 64,
+                        summary="y" * 1500, fix=["z" * 800] * 3, threads=[(k % 64) * 1000])
+                for k in range(200)]
+    out = render_markdown(Snapshot(processes=procs, findings=findings))
+    assert len(out) < LIMIT
+    assert out.count("<details") == out.count("</details>")
+    assert re.search(r"> \d+ more findings omitted", out)
+    assert "### 1. finding 0 " in out  # the top finding is always there
+    # no block was cut: every finding heading that made it in is followed by its fix list
+    for m in re.finditer(r"^### (\d+)\. finding", out, re.M):
+        assert "**Fix:**" in out[m.end():m.end() + 4000]
+    assert len(re.findall(r"^- rank\d+ · ", out, re.M)) > 0  # compact one-line process summaries
