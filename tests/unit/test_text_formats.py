@@ -277,3 +277,16 @@ def test_forcing_the_wrong_format_says_so():
     assert len(parse("traceback_chained.txt", "pyspy").processes[0].threads) == 3
     with pytest.raises(InputError, match="not valid JSON"):
         parse_text("[{\"frames\": [", "pyspy-json")
+
+
+@pytest.mark.parametrize(
+    "name, version",
+    [
+        ("pyspy_dump.txt", "3.11.7"), ("faulthandler_abort.txt", "3.12"), ("pystack_native_all.txt", "3.12"),
+        ("pybt_all.txt", "3.11"), ("gdb_python_bt.txt", "3.11"), ("traceback_thread.txt", "3.13"),
+        ("gdb_mutex_hang_bt.txt", None), ("traceback_chained.txt", None),
+    ],
+)
+def test_python_version_from_the_dump_or_its_paths(name, version):
+    proc = parse(name).processes[0]
+    assert (proc.python or {}).get("version") == version

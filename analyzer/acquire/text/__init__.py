@@ -12,6 +12,7 @@ are not part of a dump stay in ``Process.messages`` for message-level signatures
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional
 
 from hanganalyze.errors import InputError
@@ -33,6 +34,32 @@ DESCRIPTIONS = {
     "faulthandler": "faulthandler dump",
     "traceback": "Python traceback",
 }
+
+
+#: ``/usr/lib/python3.11/threading.py``, ``libpython3.11.so.1.0``: the interpreter's version.
+_PY_VERSION_IN_PATH = re.compile(r"(?:/python|libpython)(3\.\d{1,2})(?:/|\.so|d?\.so)")
+
+
+_PY_EXE = re.compile(r"(?:^|/)python(3\.\d{1,2})$")
+
+
+def _infer_python(proc: Process) -> None:
+    """Most dumps do not print the Python version, but their file paths do: use it when unique."""
+    if proc.python:
+        return
+    seen = set()
+    for t in proc.threads:
+        for f in t.all_frames():
+            for where in (f.file, f.library):
+                if where and "python3." in where:
+                    m = _PY_VERSION_IN_PATH.search(where)
+                    if m:
+                        seen.add(m.group(1))
+    m = _PY_EXE.search(proc.executable or "")
+    if m and not seen:
+        seen.add(m.group(1))
+    if len(seen) == 1:
+        proc.python = {"version": seen.pop(), "from": "file paths"}
 
 
 def _has_text(lines: List[str]) -> bool:
@@ -84,6 +111,8 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     for ranked in split_ranks(lines):
         for seg in split_processes(ranked):
             processes.extend(_parse_segment(seg, forced))
+    for proc in processes:
+        _infer_python(proc)
     if not any(p.threads for p in processes):
         if forced is not None:
             raise InputError("found no threads or frames in the text as %s" % forced.NAME)
