@@ -21,6 +21,8 @@ BOX_W = 250
 BOX_H = 30
 WIDTH = RIGHT_X + BOX_W + 20
 MAX_LABEL = 38
+#: Rows drawn per column; cycles and chains come first, the rest is counted in a note.
+MAX_ROWS = 60
 
 CYCLE_COLOR = "#c0392b"
 EDGE_COLOR = "#555"
@@ -55,12 +57,18 @@ def render_svg(graph: Dict[str, Any]) -> str:
         return ""
     labels = {n["id"]: str(n.get("label") or n["id"]) for n in graph["nodes"]}
     threads, resources = _order(graph)
+    hidden = max(0, len(threads) - MAX_ROWS)
+    threads = threads[:MAX_ROWS]
+    drawn = set(threads)
+    linked = {e.get("dst") for e in graph.get("edges") or [] if e.get("src") in drawn}
+    linked |= {e.get("src") for e in graph.get("edges") or [] if e.get("dst") in drawn}
+    resources = [r for r in resources if r in linked][:MAX_ROWS]
     pos: Dict[str, Tuple[int, int]] = {}
     for i, nid in enumerate(threads):
         pos[nid] = (LEFT_X, TOP + i * ROW)
     for i, nid in enumerate(resources):
         pos[nid] = (RIGHT_X, TOP + i * ROW)
-    height = TOP + max(len(threads), len(resources), 1) * ROW + 10
+    height = TOP + max(len(threads), len(resources), 1) * ROW + (26 if hidden else 10)
     cycle_edges = set()
     for cyc in graph.get("cycles") or []:
         for a, b in zip(cyc, cyc[1:] + cyc[:1]):
@@ -116,6 +124,9 @@ def render_svg(graph: Dict[str, Any]) -> str:
             % ("thread" if is_thread else "resource", x, y, BOX_W, BOX_H, rx, fill, stroke,
                2 if nid in on_cycle_nodes else 1, x + 8, y + BOX_H // 2 + 4, escape(label), escape(_short(label)))
         )
+    if hidden:
+        out.append('<text x="%d" y="%d" font-style="italic">%d more waiting threads not drawn</text>'
+                   % (LEFT_X, height - 4, hidden))
     out.append("</svg>")
     return "\n".join(out)
 

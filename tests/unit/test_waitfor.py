@@ -117,3 +117,15 @@ def test_graph_roundtrips_through_json():
     again = Snapshot.from_dict(snap.to_dict())
     assert again.processes[0].waitgraph == snap.processes[0].waitgraph
     assert waitgraph.build(again.processes[0]) == snap.processes[0].waitgraph
+
+
+def test_svg_caps_rows_keeping_cycles():
+    ring = [_t(i, "r%d" % i, "mutex", hex(0x1000 + i), (i + 1) % 5) for i in range(5)]
+    idle = [_t(100 + i, "w%d" % i, "condvar", hex(0x9000 + i)) for i in range(200)]
+    snap = _snap(*(idle + ring))
+    annotate_waitgraphs(snap)
+    svg = render_svg(snap.processes[0].waitgraph)
+    ET.fromstring(svg)
+    assert svg.count('class="wf-node wf-thread"') == 60
+    assert "145 more waiting threads not drawn" in svg
+    assert svg.count('class="wf-edge wf-cycle"') == 10  # the whole 5-cycle is drawn
