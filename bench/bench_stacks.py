@@ -1,0 +1,129 @@
+"""Stacks benchmark: hanganalyze vs pystack vs plain gdb on one 200-thread Python core.
+
+Builds a process with 200 threads blocked 25+ Python frames deep
+(``tests/fixtures/py_deep_threads.py``), takes its core with gcore, then measures in one run the
+wall time and peak RSS (largest process of the tree, from ``RUSAGE_CHILDREN``) of:
+
+  * ``hanganalyze CORE --format json`` (the whole CLI: gdb + gdbext + analysis + render)
+  * ``gdb -batch`` + ``hang-dump`` (the gdb half alone)
+  * ``pystack core CORE --native`` (installed into ``bench/.venv-pystack``, never a dependency)
+  * ``gdb -batch -ex 'thread apply all bt'``
+
+Each command runs ``--repeat`` times (default 3); the median is reported.  Usage:
+``python bench/bench_stacks.py [--python PATH] [--threads N] [--depth N] [--repeat N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import venv
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from helpers import LOAD_PY, gcore, start_hung  # noqa: E402
+
+PYSTACK_VENV = HERE / ".venv-pystack"
+DEFAULT_PYTHON = Path.home() / ".pyenv" / "versions" / "3.11.7" / "bin" / "python3.11"
+
+# Runs one command and prints its wall time and the peak RSS of its largest descendant.
+_MEASURE = r"""
+import resource, subprocess, sys, time
+t = time.perf_counter()
+r = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+wall = time.perf_counter() - t
+print("%f %d %d %d" % (wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode, len(r.stdout)))
+if r.returncode not in (0, 3):
+    sys.stderr.write(r.stderr.decode("utf-8", "replace")[-2000:])
+"""
+
+
+def measure(argv, repeat: int):
+    walls, rss = [], []
+    for _ in range(repeat):
+        out = subprocess.run([sys.executable, "-c", _MEASURE] + [str(a) for a in argv],
+                             capture_output=True, text=True, timeout=900)
+        if out.returncode != 0 or not out.stdout.strip():
+            raise RuntimeError("measurement failed: %s\n%s" % (argv, out.stderr[-2000:]))
+        wall, maxrss, rc, nout = out.stdout.split()
+        if int(rc) not in (0, 3):  # 3 = hanganalyze found something
+            raise RuntimeError("%s exited %s: %s" % (argv[0], rc, out.stderr[-2000:]))
+        walls.append(float(wall))
+        rss.append(int(maxrss) / 1024.0)
+    return statistics.median(walls), max(rss)
+
+
+def ensure_pystack() -> Path:
+    exe = PYSTACK_VENV / "bin" / "pystack"
+    if not exe.exists():
+        print("installing pystack into %s ..." % PYSTACK_VENV, flush=True)
+        venv.EnvBuilder(with_pip=True, clear=True).create(str(PYSTACK_VENV))
+        subprocess.run([str(PYSTACK_VENV / "bin" / "python"), "-m", "pip", "install", "-q", "pystack"],
+                       check=True, timeout=900)
+    return exe
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--python", type=Path, default=DEFAULT_PYTHON)
+    ap.add_argument("--threads", type=int, default=200)
+    ap.add_argument("--depth", type=int, default=25)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    pystack = ensure_pystack()
+    hanganalyze = shutil.which("hanganalyze")
+    work = Path(tempfile.mkdtemp(prefix="bench-stacks-"))
+    try:
+        proc = start_hung([args.python, REPO / "tests" / "fixtures" / "py_deep_threads.py",
+                           str(args.threads), str(args.depth)], ready="READY", timeout=120, settle=0.5)
+        try:
+            core = gcore(proc.pid, work)
+        finally:
+            proc.kill()
+        size_mb = core.stat().st_size / 1e6
+        gdb = ["gdb", "-nx", "-batch", "-iex", "set auto-load off", "-iex", "set debuginfod enabled off",
+               "-ex", "file %s" % args.python, "-ex", "core-file %s" % core]
+        dump = work / "dump.json"
+        rows = []
+        if hanganalyze:
+            try:
+                rows.append(("hanganalyze --format json",
+                             measure([hanganalyze, core, "--exe", args.python, "--format", "json",
+                                      "-o", work / "report.json"], args.repeat)))
+            except RuntimeError as e:
+                print("note: the hanganalyze CLI failed, measuring gdb + hang-dump only: %s"
+                      % str(e).strip().splitlines()[-1])
+        else:
+            print("note: hanganalyze CLI not on PATH; measuring gdb + hang-dump only")
+        rows.append(("gdb -batch + hang-dump", measure(gdb + ["-ex", "source %s" % LOAD_PY,
+                                                              "-ex", "hang-dump %s" % dump], args.repeat)))
+        rows.append(("pystack core --native", measure([pystack, "core", core, args.python, "--native"],
+                                                      args.repeat)))
+        rows.append(("gdb thread apply all bt", measure(gdb + ["-ex", "thread apply all bt"], args.repeat)))
+        snap = json.loads(dump.read_text())
+        threads = snap["processes"][0]["threads"]
+        py = sum(1 for t in threads for f in t["frames"] if f["kind"] == "python")
+        nat = sum(1 for t in threads for f in t["frames"] if f["kind"] == "native")
+        merged = sum(1 for t in threads if t.get("merge") == "merged")
+        print("core: %.0f MB, %d threads (%d merged), %d Python + %d native frames; Python %s"
+              % (size_mb, len(threads), merged, py, nat, snap["processes"][0].get("python", {}).get("version")))
+        base = dict(rows)["pystack core --native"][0]
+        print("| command | wall s (median of %d) | peak RSS MB | wall / pystack |" % args.repeat)
+        print("|---|---|---|---|")
+        for name, (wall, rss) in rows:
+            print("| %s | %.2f | %.0f | %.2fx |" % (name, wall, rss, wall / base))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
