@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import pytest
 from hanganalyze.analyse.redact import redact
@@ -40,9 +42,16 @@ def planted() -> Snapshot:
     return Snapshot(processes=[p], findings=[f], bucket="b1-0123456789ab")
 
 
+def readable(out: str) -> str:
+    """What a reader sees: Markdown backslash escapes and HTML entities undone."""
+    return html.unescape(re.sub(r"\\(.)", r"\1", out))
+
+
 @pytest.mark.parametrize("fmt", ["json", "text", "md", "html"])
 def test_nothing_planted_survives_any_format(fmt):
-    out = render(redact(planted(), hostnames=["myhost"], users=[]), fmt)
+    before = readable(render(planted(), fmt))
+    assert all(v in before for v in ("alice", "abc123xyz", "10.1.2.3", "gpu07.cluster.example.com"))
+    out = readable(render(redact(planted(), hostnames=["myhost"], users=[]), fmt))
     for value in SECRETS + PRIVATE:
         assert value not in out, (fmt, value)
     # markdown/html escape '<': look for the placeholder text itself
