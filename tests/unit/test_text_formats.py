@@ -290,3 +290,22 @@ def test_forcing_the_wrong_format_says_so():
 def test_python_version_from_the_dump_or_its_paths(name, version):
     proc = parse(name).processes[0]
     assert (proc.python or {}).get("version") == version
+
+
+def test_pyspy_locals_are_skipped():
+    proc = only("pyspy_dump_locals.txt")
+    assert proc.messages == []
+    main = proc.threads[0]
+    assert [f.function for f in main.frames] == ["Thread._wait_for_tstate_lock", "Thread.join", "main", "<module>"]
+
+
+def test_exception_group_boxes():
+    proc = only("traceback_group.txt")
+    group, first, second = proc.threads
+    assert funcs(group) == ["start_ranks", "<module>"]
+    assert funcs(first) == funcs(second) == ["parse_step", "start_ranks"]
+    assert proc.messages == [
+        "ExceptionGroup: 2 ranks failed to start (2 sub-exceptions)",
+        "ValueError: invalid literal for int() with base 10: 'rank1'",
+        "ValueError: invalid literal for int() with base 10: 'rank3'",
+    ]
