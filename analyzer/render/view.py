@@ -91,6 +91,7 @@ class GroupView:
     group: ThreadGroup
     frames: List[FrameView]
     anchor: str  # HTML id of the block
+    default_os_name: Optional[str] = None
 
     @property
     def threads(self) -> List[Thread]:
@@ -106,7 +107,7 @@ class GroupView:
 
     @property
     def label(self) -> str:
-        return thread_label(self.group.first)
+        return thread_label(self.group.first, self.default_os_name)
 
     def badges(self) -> List[str]:
         out = []
@@ -167,15 +168,22 @@ class ReportView:
     tool: str
 
 
-def thread_label(t: Thread) -> str:
-    """``Thread 1234 "worker-3"`` (Python name and OS name when they differ)."""
+def thread_label(t: Thread, default_os_name: Optional[str] = None) -> str:
+    """``Thread 1234 "worker-3"`` (plus the OS name when it says something: not when it is just
+    the executable's name, which every thread inherits unless it sets its own)."""
     name = t.name or t.python_name or t.os_name
     label = "Thread %s" % (t.tid if t.tid is not None else "?")
     if name:
         label += ' "%s"' % name
-    if t.os_name and t.os_name != name:
+    if t.os_name and t.os_name != name and t.os_name != default_os_name:
         label += " (os: %s)" % t.os_name
     return label
+
+
+def default_os_name(p: Process) -> Optional[str]:
+    """The comm name threads inherit: the executable's basename cut to 15 bytes, as Linux does."""
+    base = _base(p.executable)
+    return base[:15] if base else None
 
 
 def matched_frames(snapshot: Snapshot) -> Dict[Tuple[int, Optional[int]], Set[int]]:
@@ -291,7 +299,7 @@ def build_view(snapshot: Snapshot) -> ReportView:
             hit: Set[int] = set()
             for t in g.threads:
                 hit |= matched.get((i, t.tid), set())
-            groups.append(GroupView(g, frame_views(g.first, hit), anchor))
+            groups.append(GroupView(g, frame_views(g.first, hit), anchor, default_os_name(p)))
         procs.append(
             ProcessView(
                 index=i,
@@ -323,10 +331,14 @@ def build_view(snapshot: Snapshot) -> ReportView:
                         frame_str = frame_text(frames[idx], idx)
                 except (TypeError, ValueError):
                     pass
+            if t is not None and proc is not None:
+                who = thread_label(t, default_os_name(proc))
+            else:
+                who = "Thread %s" % tid if tid is not None else "process"
             evs.append(
                 EvidenceView(
                     tid=tid,
-                    thread=thread_label(t) if t is not None else ("Thread %s" % tid if tid is not None else "process"),
+                    thread=who,
                     frame=frame_str,
                     rule=str(e.get("rule") or ""),
                     text=str(e.get("text") or ""),
