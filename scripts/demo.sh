@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo behind `make demo`: hang a real program, take its core, let hanganalyze explain it.
 #
-#   1. a Python program whose two threads deadlock on two threading.Locks (ABBA): core with
+#   1. a Python program whose two threads deadlock on two threading.RLocks (ABBA; an RLock
+#      records its owner, so the cycle is provable from the core): core with
 #      gcore, report.html in the repo root, the text report on the terminal;
 #   2. a C++ program that destroys a joinable std::thread (std::terminate -> SIGABRT): core at
 #      the abort, demo-out/terminate.html, the text report on the terminal.
@@ -42,9 +43,9 @@ analyze() {
 banner() { printf '\n\033[1m== %s ==\033[0m\n' "$1"; }
 
 # --- 1. Python deadlock --------------------------------------------------------------------
-banner "1/2  Python threads deadlocked on two locks (tests/fixtures/py_deadlock.py)"
+banner "1/2  Python threads deadlocked on two RLocks (tests/fixtures/py_deadlock.py --rlock)"
 rm -f "$OUT"/core.*
-"$PY" -u tests/fixtures/py_deadlock.py >"$OUT/py_deadlock.log" 2>&1 &
+"$PY" -u tests/fixtures/py_deadlock.py --rlock >"$OUT/py_deadlock.log" 2>&1 &
 FIXTURE_PID=$!
 for _ in $(seq 100); do
     grep -q READY "$OUT/py_deadlock.log" 2>/dev/null && break

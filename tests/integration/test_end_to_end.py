@@ -111,6 +111,15 @@ def test_cxx_deadlock_threads_block_in_mutex_lock_at_source_line(cxx_deadlock, f
     assert frames[lock]["library"].endswith(".so.6") and "libc" in frames[lock]["library"]
 
 
+def test_cxx_deadlock_finding_names_the_two_workers(cxx_deadlock):
+    snap = cxx_deadlock["snap"]
+    (proc,) = snap["processes"]
+    workers = sorted(t["tid"] for t in proc["threads"] if t["tid"] != cxx_deadlock["pid"])
+    cycles = [f for f in snap["findings"] if f["signature"] == "deadlock-cycle"]
+    assert len(cycles) == 1, snap["findings"]
+    assert cycles[0]["severity"] == "deadlock" and sorted(cycles[0]["threads"]) == workers
+
+
 def test_cxx_deadlock_main_thread_joins(cxx_deadlock):
     (proc,) = cxx_deadlock["snap"]["processes"]
     main = [t for t in proc["threads"] if t["tid"] == cxx_deadlock["pid"]][0]
@@ -176,17 +185,26 @@ def _python():
     return py
 
 
-@pytest.fixture(scope="module")
-def py_deadlock(tmp_path_factory):
+def _py_deadlock_core(tmp_path_factory, *flags):
     py = _python()
     script = FIXTURES / "py_deadlock.py"
-    argv = [str(py), str(script)]
+    argv = [str(py), str(script), *flags]
     h = start_hung(argv)
     try:
         core = gcore(h.pid, tmp_path_factory.mktemp("py_deadlock"))
     finally:
         h.kill()
     return {"pid": h.pid, "py": py, "argv": argv, "core": core, "snap": _analyze(core)}
+
+
+@pytest.fixture(scope="module")
+def py_deadlock(tmp_path_factory):
+    return _py_deadlock_core(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def py_rlock_deadlock(tmp_path_factory):
+    return _py_deadlock_core(tmp_path_factory, "--rlock")
 
 
 def test_py_deadlock_metadata(py_deadlock):
@@ -223,3 +241,14 @@ def test_py_deadlock_python_frames_when_walker_present(py_deadlock):
     assert ("take_b_then_a", _line_of(src, "blocks forever: worker-a")) in got, got
     names = {t.get("name") for t, _ in pyframes}
     assert {"worker-a", "worker-b"} <= names, names
+
+
+def test_py_rlock_deadlock_is_a_deadlock_finding(py_rlock_deadlock):
+    """RLocks record their owner, so the core proves the cycle: exit 3 territory, and the
+    finding names exactly the two workers."""
+    snap = py_rlock_deadlock["snap"]
+    (proc,) = snap["processes"]
+    assert proc["argv"][-1] == "--rlock"
+    workers = sorted(t["tid"] for t in proc["threads"] if t["tid"] != py_rlock_deadlock["pid"])
+    cycles = [f for f in snap["findings"] if f["signature"] == "deadlock-cycle"]
+    assert len(cycles) == 1 and sorted(cycles[0]["threads"]) == workers, snap["findings"]
