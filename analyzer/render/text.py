@@ -19,8 +19,9 @@ RULE = "=" * 78
 
 
 def clean(s: object) -> str:
-    """Terminal-safe text: control characters (ESC, BEL, CR...) become visible escapes."""
-    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group(0)), str(s)).replace("\n", "\\n")
+    """Terminal-safe text: control characters (ESC, BEL, CR...) become visible escapes.  Leading and
+    trailing whitespace goes (signature prose from YAML block scalars ends with a newline)."""
+    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group(0)), str(s).strip()).replace("\n", "\\n")
 
 
 def _group_lines(g: GroupView) -> List[str]:
