@@ -19,6 +19,7 @@ written by gdb's ``gcore`` of a running process has ``pr_cursig`` 0 and NT_SIGIN
 
 from __future__ import annotations
 
+import bisect
 import os
 import signal as _signal
 import struct
@@ -107,10 +108,14 @@ class CoreMemory:
         # (vaddr, memsz, offset, filesz), sorted by vaddr
         self._fh = fh
         self._loads = sorted(loads)
+        self._starts = [seg[0] for seg in self._loads]
 
     def segment(self, addr: int) -> Optional[Tuple[int, int, int, int]]:
-        for seg in self._loads:
-            if seg[0] <= addr < seg[0] + seg[1]:
+        """The PT_LOAD holding addr (binary search: GPU cores have thousands of segments)."""
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i >= 0:
+            seg = self._loads[i]
+            if addr < seg[0] + seg[1]:
                 return seg
         return None
 

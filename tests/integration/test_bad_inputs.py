@@ -182,3 +182,22 @@ def test_exe_option_that_is_not_an_executable(real_core, tmp_path):
     bogus = tmp_path / "not-an-exe"
     bogus.write_text("#!/bin/sh\n")
     one_line_error([real_core, "--exe", bogus], EXIT_INPUT, "is not an ELF executable")
+
+
+def test_executable_rebuilt_since_the_core_is_a_warning(tmp_path):
+    """The binary at the recorded path is not the one that ran (other build-id): the analysis
+    goes on, and the report says plainly that its stacks may be wrong."""
+    import json
+
+    app = tmp_path / "app"
+    shutil.copy2(fixture_binary("cxx_mutex_deadlock"), app)
+    h = start_hung([str(app)])
+    try:
+        core = gcore(h.pid, tmp_path)
+    finally:
+        h.kill()
+    shutil.copy2(fixture_binary("cxx_thread_terminate"), app)  # "rebuilt"
+    res = run_hanganalyze([core, "--format", "json"], timeout=120)
+    assert res.returncode in (0, 3), res.stderr
+    warnings = json.loads(res.stdout).get("warnings", [])
+    assert any(str(app) in w and "build-id" in w and "may be wrong" in w for w in warnings), warnings

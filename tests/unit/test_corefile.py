@@ -76,6 +76,7 @@ def build_core(
     exe_path="/nonexistent/app/prog",
     gcore=False,
     truncate_by=0,
+    sparse_gib=0,
 ) -> Path:
     stack, auxv_bytes = _stack(argv, ["HOME=/root"], [(AT_ENTRY, EXE_BASE + 0x100)])
     notes = b""
@@ -96,9 +97,9 @@ def build_core(
     notes += _note(b"CORE", NT_FILE, nt_file)
     if gcore:
         notes += _note(b"GDB", 0xFF000000, b"<target/>")
-    phnum = 3
-    data_off = 64 + 56 * phnum
     segs = [(4, 0, notes, 0, 1), (1, 5, _elf_page_with_build_id(), EXE_BASE, 4096), (1, 6, stack, STACK, 4096)]
+    phnum = len(segs) + (1 if sparse_gib else 0)
+    data_off = 64 + 56 * phnum
     body = b""
     phdrs = b""
     for p_type, flags, blob, vaddr, align in segs:
@@ -106,10 +107,17 @@ def build_core(
         memsz = 0 if p_type == 4 else len(blob)
         phdrs += struct.pack("<IIQQQQQQ", p_type, flags, off, vaddr, 0, len(blob), memsz, align)
         body += blob
+    big = sparse_gib << 30
+    if sparse_gib:  # a huge device-memory-like mapping stored as a hole in the file
+        off = data_off + len(body)
+        phdrs += struct.pack("<IIQQQQQQ", 1, 6, off, 0x200000000000, 0, big, big, 4096)
     ehdr = b"\x7fELF\x02\x01\x01" + b"\0" * 9
     ehdr += struct.pack("<HHIQQQIHHHHHH", 4, 62, 1, 0, 64, 0, 0, 64, 56, phnum, 64, 0, 0)
     data = ehdr + phdrs + body
     path.write_bytes(data[: len(data) - truncate_by] if truncate_by else data)
+    if sparse_gib:
+        with open(path, "r+b") as f:
+            f.truncate(len(data) + big)
     return path
 
 
@@ -124,6 +132,21 @@ def test_notes_give_pid_threads_signal_argv_and_build_ids(tmp_path):
     exe = info.file("/nonexistent/app/prog")
     assert exe is not None and exe.build_id == BUILD_ID.hex() and not exe.on_disk
     assert info.file("/usr/lib/libnccl.so.2.26.5").build_id is None  # its first page was not dumped
+
+
+def test_huge_sparse_core_is_read_without_reading_its_memory(tmp_path):
+    """GPU cores are hundreds of GB and sparse: only headers, notes and a few pages are read."""
+    import resource
+    import time
+
+    core = build_core(tmp_path / "core", sparse_gib=512)
+    assert core.stat().st_size > 512 << 30
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.monotonic()
+    info = read_core(core)
+    assert time.monotonic() - t0 < 5
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 64 * 1024  # KiB: < 64 MiB more
+    assert info.argv == ["prog", "--flag", "two words"] and info.nthreads == 3
 
 
 def test_gcore_of_running_process_has_no_signal(tmp_path):
