@@ -233,3 +233,19 @@ def test_cudagdb_without_device_debug_info():
     assert [t.tid for t in proc.threads] == [869, 824, 822, 820]
     assert proc.threads[3].frames[-2].function == "cudaDeviceSynchronize"
     assert proc.messages == ['Thread 1 "spin_nodebug" stopped.']  # the stop echo is gdb's own
+
+
+def test_two_gdb_sessions_pasted_one_after_the_other_are_two_processes():
+    text = load("gdb_live_stripped_bt.txt") + load("gdb_joinable_abort_bt.txt")
+    first, second = parse_text(text).processes
+    assert first.pid == 8328 and [t.tid for t in first.threads] == [8331, 8330, 8328]
+    assert second.signal == "SIGABRT" and [t.tid for t in second.threads] == [8363, 8362, 8359]
+    assert first.signal is None and "terminate called without an active exception" in second.messages
+
+
+def test_files_concatenated_by_tail_are_labelled_by_file():
+    """``tail -n +1 rank0.txt rank1.txt``: a gdb paste and a py-spy dump, one per rank."""
+    r0, r1 = parse_text(load("tail_two_files.txt")).processes
+    assert (r0.label, r0.pid, r0.notes) == ("rank0", 8328, ["parsed as gdb backtrace"])
+    assert (r1.label, r1.pid, r1.notes) == ("rank1", 10719, ["parsed as py-spy dump"])
+    assert [t.name for t in r1.threads] == ["MainThread", "loader-a", "loader-b", "heartbeat"]

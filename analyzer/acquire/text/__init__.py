@@ -66,6 +66,15 @@ def _has_text(lines: List[str]) -> bool:
     return any(line.strip() for line in lines)
 
 
+def _traceback_from_messages(proc: Process, mod) -> None:
+    """Log lines around a dump often hold the exception that started it all: parse them too."""
+    if mod is not _traceback and proc.messages and _traceback.score(proc.messages) > 0:
+        extra = Process(source="text")
+        _traceback.parse(proc.messages, extra)
+        proc.threads.extend(extra.threads)
+        proc.messages = extra.messages
+
+
 def _parse_segment(seg: Segment, forced) -> List[Process]:
     mod = forced
     if mod is None:
@@ -74,9 +83,12 @@ def _parse_segment(seg: Segment, forced) -> List[Process]:
         except InputError:
             mod = None
     if mod is not None and hasattr(mod, "parse_processes"):
-        procs = mod.parse_processes(seg.lines, seg.label)  # py-spy --json: pids are in the data
+        # py-spy --json (pids are in the data), gdb (several sessions pasted one after another)
+        procs = mod.parse_processes(seg.lines, seg.label)
         for p in procs:
+            p.pid = p.pid or seg.pid
             p.notes.append("parsed as %s" % DESCRIPTIONS.get(mod.NAME, mod.NAME))
+            _traceback_from_messages(p, mod)
         return procs
     proc = Process(source="text", pid=seg.pid, label=seg.label)
     if mod is None:
@@ -84,12 +96,7 @@ def _parse_segment(seg: Segment, forced) -> List[Process]:
     else:
         mod.parse(seg.lines, proc)
         proc.notes.append("parsed as %s" % DESCRIPTIONS.get(mod.NAME, mod.NAME))
-    if mod is not _traceback and proc.messages and _traceback.score(proc.messages) > 0:
-        # Log lines around a dump often hold the exception that started it all.
-        extra = Process(source="text")
-        _traceback.parse(proc.messages, extra)
-        proc.threads.extend(extra.threads)
-        proc.messages = extra.messages
+    _traceback_from_messages(proc, mod)
     if not proc.threads and not proc.messages:
         return []
     return [proc]

@@ -78,16 +78,32 @@ def split_ranks(lines: List[str]) -> List[Segment]:
 _PROCESS_HEADER = re.compile(r"^\s{0,4}Process (\d{1,10})(?::|\s*$)")
 
 
+#: ``tail -n +1 rank0.txt rank1.txt`` / ``head`` of several files: ``==> rank0.txt <==``.
+_FILE_HEADER = re.compile(r"^==> (.{1,300}) <==$")
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d{1,6})", re.IGNORECASE)
+
+
+def _file_label(name: str) -> str:
+    m = _RANK_IN_NAME.search(name)
+    return "rank%s" % m.group(1) if m else name.rsplit("/", 1)[-1]
+
+
 def split_processes(seg: Segment) -> List[Segment]:
-    """Split a segment at ``Process N:`` header lines, one segment per pid."""
+    """Split a segment at ``Process N:`` header lines (one segment per pid) and at the
+    ``==> FILE <==`` lines with which ``tail``/``head`` separate files (labelled by file)."""
     out: List[Segment] = []
     cur = Segment(label=seg.label, pid=seg.pid)
     for line in seg.lines:
         m = _PROCESS_HEADER.match(line)
-        if m:
+        f = _FILE_HEADER.match(line) if m is None and line.startswith("==> ") else None
+        if m or f:
             if any(x.strip() for x in cur.lines) or cur.pid is not None:
                 out.append(cur)
-            cur = Segment(label=seg.label, pid=int(m.group(1)))
+            if m:
+                cur = Segment(label=cur.label, pid=int(m.group(1)))  # keeps a file's label
+            else:
+                cur = Segment(label=_file_label(f.group(1)), pid=None)
+                continue
         cur.lines.append(line)
     out.append(cur)
     # Lines before the first header (if any) that hold nothing stay out.

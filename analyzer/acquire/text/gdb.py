@@ -148,6 +148,59 @@ def parse_frame_body(body: str) -> Frame:
     return f
 
 
+def _header_lwp(inner: str) -> Optional[int]:
+    m = _LWP.search(inner)
+    return to_int(m.group(1) or m.group(2)) if m else None
+
+
+def split_sessions(lines: List[str]) -> List[List[str]]:
+    """Cut a paste of several gdb sessions (one per process) apart.
+
+    gdb numbers threads from 1 in every session and ``thread apply all`` counts down, so a
+    header whose number does not go down, naming an LWP this session has not shown, starts
+    another process.  (``bt`` followed by ``py-bt`` repeats the same LWPs: one process.)
+    The cut goes after the last frame of the previous session and its ``[Inferior .. detached]``.
+    """
+    chunks: List[List[str]] = []
+    start = 0
+    last_num: Optional[int] = None
+    seen: set = set()
+    last_content = -1  # index of the last frame / py-bt line of the current session
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if s.startswith("Thread "):
+            m = _THREAD.match(s)
+            if m:
+                num, lwp = int(m.group(1)), _header_lwp(m.group(2))
+                if last_num is not None and num >= last_num and lwp is not None and lwp not in seen and seen:
+                    cut = last_content + 1
+                    while cut < i and (not lines[cut].strip() or _INFERIOR.match(lines[cut].strip())):
+                        cut += 1
+                    if cut > start:
+                        chunks.append(lines[start:cut])
+                        start = cut
+                        seen = set()
+                if lwp is not None:
+                    seen.add(lwp)
+                last_num = num
+                continue
+        if s.startswith(("#", "File ", "<built-in ")):
+            last_content = i
+    chunks.append(lines[start:])
+    return chunks
+
+
+def parse_processes(lines: List[str], label: Optional[str]) -> List[Process]:
+    """One Process per gdb session in the paste (usually one)."""
+    out = []
+    for chunk in split_sessions(lines):
+        proc = Process(source="text", label=label)
+        parse(chunk, proc)
+        if proc.threads or proc.messages:
+            out.append(proc)
+    return out
+
+
 def _is_noise(s: str) -> bool:
     return s.startswith(_NOISE_PREFIXES) or bool(_SOURCE_ECHO.match(s))
 
@@ -182,6 +235,8 @@ def parse(lines: List[str], proc: Process) -> None:
             m = _THREAD.match(s)
             if m:
                 cur = by_num.get(m.group(1))  # the same thread again: ``bt`` then ``py-bt``
+                if cur is not None and _header_lwp(m.group(2)) != cur.tid:
+                    cur = None  # same number, another thread: a second gdb session pasted below
                 if cur is None:
                     cur = _thread_from_header(m.group(1), m.group(2))
                     threads.append(cur)
