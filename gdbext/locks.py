@@ -509,6 +509,11 @@ def _resolve_thread_handle_join(ctx: _Ctx, frames: List["gdb.Frame"], idx: int):
             "frame": None, "detail": detail}
 
 
+def _bare(name: Optional[str]) -> str:
+    """A Python function name without its class (3.11+ frames carry qualnames: "Condition.wait")."""
+    return (name or "").rsplit(".", 1)[-1]
+
+
 def _python_frame_names(t: Thread) -> List[str]:
     return [f.function or "" for f in t.all_frames() if f.kind == "python"]
 
@@ -536,13 +541,18 @@ def _resolve_pylock(ctx: _Ctx, t: Thread, natives: list, frames: List["gdb.Frame
                 "detail": detail}
     ts = ctx.tstate_locks().get(obj)
     pynames = _python_frame_names(t)
-    if ts or (pynames and pynames[0] in ("_wait_for_tstate_lock", "join")):
+    if ts or (pynames and _bare(pynames[0]) in ("_wait_for_tstate_lock", "join")):
         target = ctx.tstate_lwp(ts)
         if target:
             return {"kind": "pyjoin", "resource": "0x%x" % obj, "name": name, "owner_tid": target, "frame": None,
                     "detail": "Thread.join() of the thread LWP %d (its _tstate_lock)" % target}
         return {"kind": "pyjoin", "resource": "0x%x" % obj, "name": name, "owner_tid": None, "frame": None,
                 "detail": "Thread.join() of a thread that could not be identified"}
+    pyframes = [f for f in t.all_frames() if f.kind == "python"]
+    if pyframes and _bare(pyframes[0].function) == "wait" and (pyframes[0].file or "").endswith("threading.py"):
+        # Condition.wait() parks on a fresh waiter lock: a condition wait (Event, Queue, ...), no owner
+        return {"kind": "condvar", "resource": "0x%x" % obj, "name": name, "owner_tid": None, "frame": None,
+                "detail": "threading.Condition.wait() (Event/Queue/Semaphore...): no owner, woken by notify()"}
     return {"kind": "pylock", "resource": "0x%x" % obj, "name": name, "owner_tid": None, "frame": None,
             "detail": "waiting for threading.Lock: CPython records no owner, held by unknown"}
 
@@ -563,7 +573,7 @@ def _wait_frame(t: Thread, natives: list, idx: int, w: Dict[str, Any]) -> Option
     """Index in ``t.frames`` of the frame that waits: the innermost Python frame for Python waits,
     else the first native frame outside the lock implementation (the caller of lock())."""
     frames = t.frames
-    if w["kind"] in ("rlock", "pylock", "pyjoin"):
+    if w["kind"] in ("rlock", "pylock", "pyjoin") or (w["kind"] == "condvar" and "threading" in w["detail"]):
         for i, f in enumerate(frames):
             if f.kind == "python":
                 return i

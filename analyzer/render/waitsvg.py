@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Tuple
 from hanganalyze.gdbext import waitgraph
 
 ROW = 44
-TOP = 40
+TOP = 48
 LEFT_X = 20
 RIGHT_X = 400
 BOX_W = 250
@@ -84,8 +84,10 @@ def render_svg(graph: Dict[str, Any]) -> str:
         '<marker id="wf-arrow-cycle" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
         'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="%s"/></marker>' % CYCLE_COLOR,
         "</defs>",
-        '<text x="%d" y="20" font-weight="bold">threads</text>' % LEFT_X,
-        '<text x="%d" y="20" font-weight="bold">resources</text>' % RIGHT_X,
+        '<text x="%d" y="14" fill="#555" font-size="11">solid: waits for \u00b7 dashed: held by \u00b7 '
+        'red: deadlock cycle</text>' % LEFT_X,
+        '<text x="%d" y="36" font-weight="bold">threads</text>' % LEFT_X,
+        '<text x="%d" y="36" font-weight="bold">resources</text>' % RIGHT_X,
     ]
     for e in graph.get("edges") or []:
         src, dst = e.get("src"), e.get("dst")

@@ -209,7 +209,7 @@ def test_python_chain_and_plain_lock(python):
     tids = python["tids"]
     for source, snap in _sources(python):
         cyc = _cycles_by_tid(snap)
-        for name in ("front", "middle", "sleeper", "locker", "lockwaiter"):
+        for name in ("front", "middle", "sleeper", "locker", "lockwaiter", "idler"):
             assert not any(tids[name] in c for c in cyc), (source, name)
         assert _waits(snap, tids["front"])["owner_tid"] == tids["middle"]
         assert _waits(snap, tids["middle"])["owner_tid"] == tids["sleeper"]
@@ -219,6 +219,8 @@ def test_python_chain_and_plain_lock(python):
         lw = _waits(snap, tids["lockwaiter"])
         assert (lw["kind"], lw["owner_tid"], lw["name"]) == ("pylock", None, "gate_lock"), source
         assert "held by unknown" in lw["detail"]
+        idle = _waits(snap, tids["idler"])
+        assert (idle["kind"], idle["owner_tid"]) == ("condvar", None), (source, idle)
         assert any(s.startswith("Blocked behind: thread front") for s in describe_cycles(snap.processes[0]))
 
 
