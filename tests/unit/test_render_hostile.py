@@ -156,3 +156,53 @@ def test_svg_sanitizer(svg, ok):
         return
     assert out is not None
     assert "script" not in out and "onload" not in out and "javascript" not in out and "foreignObject" not in out
+
+
+# -- property tests: whatever the core says, the document structure does not change ----------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+core_text = st.text(min_size=1, max_size=40).filter(lambda s: s.strip() != "")
+
+
+def one_thread_snapshot(value: str) -> Snapshot:
+    frames = [Frame(kind="native", function=value, file="/src/" + value, line=3, library="/lib/" + value),
+              Frame(kind="python", function=value, file=value, line=4)]
+    t = Thread(tid=7, name=value, os_name=value, frames=frames, waits={"kind": "mutex", "name": value, "detail": value})
+    p = Process(source="core", pid=7, executable="/bin/" + value, argv=[value, value], signal="SIGABRT",
+                python={"version": value}, threads=[t], notes=[value])
+    f = Finding(signature="s", title=value, severity="hang", process=0, threads=[7], summary=value, fix=[value],
+                cause=value, references=["https://example.org/x"], evidence=[{"thread": 7, "frame": 1, "text": value}])
+    return Snapshot(processes=[p], findings=[f], warnings=[value])
+
+
+def tag_sequence(doc: str):
+    p = Collect()
+    p.feed(doc)
+    return [(t, tuple(sorted(a))) for t, a in p.tags]
+
+
+BASELINE_HTML = tag_sequence(render_html(one_thread_snapshot("x")))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(core_text)
+def test_html_structure_is_independent_of_core_strings(value):
+    assert tag_sequence(render_html(one_thread_snapshot(value))) == BASELINE_HTML
+
+
+@settings(max_examples=80, deadline=None)
+@given(core_text)
+def test_markdown_structure_is_independent_of_core_strings(value):
+    out = render_markdown(one_thread_snapshot(value))
+    fence, depth, stray = fences_and_details(out)
+    assert fence is None and depth == 0
+    assert [s for s in stray if s[0] != "https"] == []
+
+
+@settings(max_examples=80, deadline=None)
+@given(core_text)
+def test_text_has_no_control_characters(value):
+    out = render_text(one_thread_snapshot(value))
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out)
