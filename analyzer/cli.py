@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import typer
 from hanganalyze import __version__
-from hanganalyze.errors import EXIT_FINDING, EXIT_OK, EXIT_TOOL, HangAnalyzeError, InputError
+from hanganalyze.errors import EXIT_FINDING, EXIT_INPUT, EXIT_OK, EXIT_TOOL, HangAnalyzeError, InputError
 
 ELF_MAGIC = b"\x7fELF"
 SERIOUS = ("crash", "deadlock", "hang", "error")
@@ -216,7 +216,21 @@ def sig_validate(
 def main() -> None:
     """Entry point: ``hanganalyze signatures ...`` is the only sub-command; anything else is analysis."""
     argv = sys.argv[1:]
-    if argv and argv[0] == "signatures":
-        sig_app(args=argv[1:], prog_name="hanganalyze signatures")
-    else:
-        app(prog_name="hanganalyze")
+    try:
+        if argv and argv[0] == "signatures":
+            rc = sig_app(args=argv[1:], prog_name="hanganalyze signatures", standalone_mode=False)
+        else:
+            rc = app(args=argv, prog_name="hanganalyze", standalone_mode=False)
+    except Exception as e:  # noqa: BLE001 - only click's usage errors and aborts are handled here
+        # Matched by class name: typer may bring its own copy of click.  Click prints usage errors
+        # as a multi-line box; a bad command line is one line, like any other bad input.
+        names = {c.__name__ for c in type(e).__mro__}
+        if "UsageError" in names:
+            msg = " ".join(str(e.format_message()).split())
+            sys.stderr.write("hanganalyze: error: %s (see hanganalyze --help)\n" % msg)
+            sys.exit(getattr(e, "exit_code", EXIT_INPUT))
+        if "Abort" in names:
+            sys.stderr.write("hanganalyze: error: interrupted\n")
+            sys.exit(EXIT_TOOL)
+        raise
+    sys.exit(rc if isinstance(rc, int) else EXIT_OK)

@@ -153,6 +153,8 @@ class GdbSession:
 
     def __init__(self, gdb: str, timeout: float, progress: Progress = None) -> None:
         _GroupedGdbController = _grouped_controller_class()
+        if not timeout or timeout <= 0:
+            raise InputError("--timeout must be a positive number of seconds (got %s)" % timeout)
         self.timeout = float(timeout)
         self.progress = progress
         self.path = _which_gdb(gdb)

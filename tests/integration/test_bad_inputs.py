@@ -133,6 +133,23 @@ def test_exe_option_rescues_core_whose_executable_is_gone(core_of_deleted_exe):
     assert "take_a_then_b" in names
 
 
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (["a", "b"], "unexpected extra argument"),
+        (["--no-such-option"], "No such option"),
+        (["--format", "xml", "core"], "--format"),
+        (["signatures", "frobnicate"], "No such command"),
+    ],
+)
+def test_command_line_mistakes(args, match):
+    one_line_error(args, EXIT_INPUT, match)
+
+
+def test_nonpositive_timeout(real_core):
+    one_line_error([real_core, "--timeout", "0"], EXIT_INPUT, "--timeout must be a positive")
+
+
 def test_pid_that_does_not_exist():
     p = subprocess.Popen(["true"])
     p.wait()  # reaped: its pid is free now
