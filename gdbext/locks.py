@@ -12,7 +12,7 @@ its owner:
   * ``pthread_rwlock_t`` writer: ``__cur_writer`` (offset 24); readers are not recorded.
   * ``pthread_join`` / ``std::thread::join``: the ``pthread_t`` argument, or the futex word of
     the wait (glibc waits on ``pd->tid``, whose value *is* the target's TID).
-  * the GIL: holder from the runtime (``pyproc.gil_holder_lwp`` or ``pylocks``).
+  * the GIL: holder from the frame walker (``pyproc.gil_holder_lwp``).
   * ``threading.RLock``: owner ident from the lock object; ``threading.Lock``: no owner is
     recorded, so none is claimed; ``Thread.join``: the joined thread owns its ``_tstate_lock``.
   * condition variables and plain futexes: a wait without an owner.
@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import gdb
 
 from .model import Process, Thread
-from .pylocks import LOCK_TYPE_NAMES, RLOCK_TYPE_NAMES, PyMemory
+from .pylocks import LOCK_TYPE_NAMES, RLOCK_TYPE_NAMES, PyLocks
 
 #: Native-frame classifiers, checked innermost first; the first *specific* hit decides, the
 #: generic ones (condvar, futex) only when nothing specific is found before Python/eval frames.
@@ -116,11 +116,11 @@ class _Ctx:
                 continue
             if h and len(h) == 8:
                 self._handle_by_lwp[th.ptid[1]] = struct.unpack("<Q", h)[0]
-        self.py: Optional[PyMemory] = None
+        self.py: Optional[PyLocks] = None
         self._tstates: Optional[Dict[int, Optional[int]]] = None
         self._tstate_locks: Optional[Dict[int, int]] = None
-        if pyproc is not None:
-            self.py = _py_memory(self.read, pyproc)
+        if pyproc is not None and getattr(pyproc, "objects", None) is not None:
+            self.py = PyLocks(pyproc)
 
     def read(self, addr: int, n: int) -> Optional[bytes]:
         if not addr or addr < 0 or n <= 0:
@@ -140,6 +140,14 @@ class _Ctx:
         table = getattr(self.pyproc, "pthread_to_lwp", None)
         if isinstance(table, dict) and table.get(ident):
             return table[ident]
+        walker_map = getattr(self.pyproc, "lwp_for_pthread", None)
+        if callable(walker_map):
+            try:
+                lwp = walker_map(ident)
+            except Exception:  # noqa: BLE001
+                lwp = None
+            if lwp:
+                return lwp
         if ident not in self._lwp_by_handle:
             lwp = None
             for tid, h in self._handle_by_lwp.items():
@@ -158,18 +166,9 @@ class _Ctx:
         return self._handle_by_lwp.get(lwp) if lwp else None
 
     def tstates(self) -> Dict[int, Optional[int]]:
-        """{tstate: lwp} for every Python thread (the walker's, else our own walk); cached."""
+        """{tstate: lwp} for every Python thread (from the walker); cached."""
         if self._tstates is None:
-            self._tstates = {}
-            threads = getattr(self.pyproc, "threads", None)
-            if isinstance(threads, dict) and threads:
-                for lwp, info in threads.items():
-                    ts = getattr(info, "tstate", None)
-                    if ts:
-                        self._tstates[ts] = lwp
-            elif self.py is not None:
-                for ts in self.py.tstates():
-                    self._tstates[ts] = self.py.tstate_native_id(ts) or self.pthread_to_lwp(self.py.tstate_ident(ts))
+            self._tstates = self.py.tstates() if self.py is not None else {}
         return self._tstates
 
     def tstate_lwp(self, ts: Optional[int]) -> Optional[int]:
@@ -177,18 +176,14 @@ class _Ctx:
 
     def tstate_locks(self) -> Dict[int, int]:
         if self._tstate_locks is None:
-            self._tstate_locks = self.py.tstate_locks(list(self.tstates())) if self.py is not None else {}
+            self._tstate_locks = self.py.tstate_locks() if self.py is not None else {}
         return self._tstate_locks
 
     def gil(self) -> Tuple[Optional[int], Optional[int]]:
-        """(GIL address, holder LWP)."""
-        addr, holder_ts = self.py.gil() if self.py is not None else (None, None)
+        """(GIL address, holder LWP) from the walker."""
+        addr = self.py.gil_address() if self.py is not None else None
         holder = getattr(self.pyproc, "gil_holder_lwp", None)
-        if callable(holder):
-            holder = holder()
-        if not holder:
-            holder = self.tstate_lwp(holder_ts)
-        return addr, holder
+        return addr, holder if isinstance(holder, int) else None
 
     def symbol_name(self, addr: int) -> Optional[str]:
         """The ELF/DWARF symbol at addr ("ledger", "ring_locks+40"), None when stripped."""
@@ -202,62 +197,9 @@ class _Ctx:
         return m.group(1) + ("+%s" % m.group(2) if m.group(2) else "")
 
 
-def _py_memory(read, pyproc: Any) -> Optional[PyMemory]:
-    version = getattr(pyproc, "version_info", None) or getattr(pyproc, "version", None)
-    vt: Optional[Tuple[int, int]] = None
-    if isinstance(version, str):
-        m = re.match(r"(\d+)\.(\d+)", version)
-        vt = (int(m.group(1)), int(m.group(2))) if m else None
-    elif isinstance(version, tuple):
-        vt = tuple(version[:2])  # type: ignore[assignment]
-    runtime = getattr(pyproc, "runtime_address", None) or getattr(pyproc, "runtime", None)
-    if not runtime:
-        runtime = _runtime_address()
-    return PyMemory(read, vt, runtime)
-
-
-def _runtime_address() -> Optional[int]:
-    try:
-        return int(gdb.parse_and_eval("(long)&_PyRuntime"))
-    except (gdb.error, RuntimeError):
-        return None
-
-
-class MiniPyProc:
-    """Fallback ``pyproc`` (version + runtime address) while the frame walker is absent."""
-
-    def __init__(self, version: str, runtime: int):
-        self.version = version
-        self.runtime = runtime
-
-
-def detect_python() -> Optional[MiniPyProc]:
-    """Find CPython in the inferior without DWARF: ``_PyRuntime`` + a version."""
-    runtime = _runtime_address()
-    if not runtime:
-        return None
-    version = None
-    try:
-        hexv = int(gdb.parse_and_eval("*(unsigned int *)&Py_Version"))
-        version = "%d.%d.%d" % ((hexv >> 24) & 0xFF, (hexv >> 16) & 0xFF, (hexv >> 8) & 0xFF)
-    except (gdb.error, RuntimeError):
-        pass
-    if version is None:
-        try:
-            out = gdb.execute("info sharedlibrary", to_string=True)
-        except gdb.error:
-            out = ""
-        exe = gdb.current_progspace().filename or ""
-        m = re.search(r"libpython(3\.\d+)", out) or re.search(r"python(3\.\d+)", exe)
-        version = m.group(1) if m else None
-    return MiniPyProc(version, runtime) if version else None
-
-
 # ---------------------------------------------------------------------------------------------
 def annotate_waits(process: Process, natives_by_tid: Dict[int, list], pyproc: Any) -> None:
     """Fill ``Thread.waits`` for every thread blocked on something we can name."""
-    if pyproc is None or not getattr(pyproc, "version", None):
-        pyproc = detect_python() or pyproc
     ctx = _Ctx(process, pyproc)
     by_lwp = {}
     for th in ctx.inf.threads():
@@ -562,11 +504,8 @@ def _global_name(ctx: _Ctx, t: Thread, obj: int) -> Optional[str]:
     py = ctx.py
     if py is None:
         return None
-    for ts, lwp in ctx.tstates().items():
-        if lwp == t.tid:
-            g = py.innermost_globals(ts)
-            return py.global_name(g, obj) if g else None
-    return None
+    g = py.innermost_globals(t.tid) if t.tid else None
+    return py.global_name(g, obj) if g else None
 
 
 def _wait_frame(t: Thread, natives: list, idx: int, w: Dict[str, Any]) -> Optional[int]:
