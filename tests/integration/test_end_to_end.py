@@ -252,3 +252,42 @@ def test_py_rlock_deadlock_is_a_deadlock_finding(py_rlock_deadlock):
     workers = sorted(t["tid"] for t in proc["threads"] if t["tid"] != py_rlock_deadlock["pid"])
     cycles = [f for f in snap["findings"] if f["signature"] == "deadlock-cycle"]
     assert len(cycles) == 1 and sorted(cycles[0]["threads"]) == workers, snap["findings"]
+
+
+# ------------------------------------------------------------------- a core the kernel wrote
+
+
+def _kernel_core(argv, cwd: Path) -> Path:
+    """Run argv with RLIMIT_CORE unlimited in cwd until it dies; the kernel's core, if the
+    system writes cores to files there (not piped to systemd-coredump/apport)."""
+    import resource
+    import subprocess
+
+    pattern = Path("/proc/sys/kernel/core_pattern").read_text().strip()
+    if pattern.startswith("|") or "/" in pattern:
+        pytest.skip("kernel cores go to %r here" % pattern)
+
+    def unlimited():
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+    res = subprocess.run(argv, cwd=str(cwd), preexec_fn=unlimited, capture_output=True, timeout=60)
+    assert res.returncode < 0 or res.returncode > 128, res.returncode
+    cores = [p for p in cwd.iterdir() if p.name.startswith("core")]
+    if not cores:
+        pytest.skip("the kernel wrote no core (pattern %r)" % pattern)
+    return cores[0]
+
+
+def test_kernel_written_abort_core(tmp_path):
+    exe = fixture_binary("cxx_thread_terminate")
+    argv = [str(exe), "kernel", "two words"]
+    core = _kernel_core(argv, tmp_path)
+    snap = _analyze(core)
+    (proc,) = snap["processes"]
+    assert proc["signal"] == "SIGABRT"
+    assert proc["argv"] == argv  # from the stack: NT_PRPSINFO would have split "two words"
+    assert proc["executable"] == str(exe)
+    assert len(proc["threads"]) == 2
+    current = [t for t in proc["threads"] if t.get("current")][0]
+    assert "start_worker_and_forget" in _functions(current)
+    assert not [n for n in proc.get("notes", []) if "gcore" in n]
