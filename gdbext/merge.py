@@ -38,29 +38,32 @@ def is_eval(nf) -> bool:
 
 
 def _anchored_positions(groups, natives) -> Optional[List[int]]:
-    """Native index for every group by stack address, or None unless all are found, in order."""
+    """Native index for every group by stack address, or None unless every group has its own.
+
+    Groups of one thread state come innermost first and must land in increasing positions;
+    groups of several thread states (subinterpreters) interleave, so only distinctness is
+    required and the caller orders groups by position."""
     out: List[int] = []
-    last = -1
     for g in groups:
         if g.anchor is None:
             return None
         found = None
-        for i in range(max(last, 0), len(natives)):
-            nf = natives[i]
+        for i, nf in enumerate(natives):
             if nf.sp is None:
                 continue
             hi = nf.cfa if nf.cfa is not None else (1 << 64)
             if nf.sp <= g.anchor < hi:
                 found = i
                 break
-        if found is None or found <= last:
+        if found is None or found in out:
             return None
         out.append(found)
-        last = found
     return out
 
 
-def _counted_positions(groups, natives, truncated: bool) -> Optional[List[int]]:
+def _counted_positions(groups, natives, truncated: bool, tstates: int) -> Optional[List[int]]:
+    if tstates > 1:
+        return None  # frames of several thread states: their interleaving is unknown
     evals = [i for i, nf in enumerate(natives) if is_eval(nf)]
     if len(evals) == len(groups) or (truncated and len(groups) < len(evals)):
         return evals[:len(groups)]
@@ -109,8 +112,12 @@ def merge_thread(thread: Thread, natives: List, pyproc) -> None:
     truncated = pyth.truncated is not None
     positions = _anchored_positions(groups, natives)
     how = "stack anchors"
-    if positions is None:
-        positions = _counted_positions(groups, natives, truncated)
+    if positions is not None:
+        order = sorted(range(len(groups)), key=lambda k: positions[k])
+        groups = [groups[k] for k in order]
+        positions = [positions[k] for k in order]
+    else:
+        positions = _counted_positions(groups, natives, truncated, getattr(pyth, "tstates", 1))
         how = "eval-frame count"
     if positions is None:
         evals = sum(1 for nf in natives if is_eval(nf))

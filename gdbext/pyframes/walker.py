@@ -64,6 +64,7 @@ class PyThreadInfo:
         self.gil: Optional[str] = None
         self.gc: Optional[bool] = None
         self.notes: List[str] = []
+        self.tstates = 1  # thread states of this OS thread (more than one with subinterpreters)
 
 
 class PyProcess:
@@ -140,12 +141,14 @@ def _span(t: Dict[str, int], prefix: str, extra: int = 8) -> int:
 class _Walker:
     """Per-process walking state: caches for code objects and line numbers."""
 
-    def __init__(self, proc: PyProcess, code_type: Optional[int]):
+    def __init__(self, proc: PyProcess):
         self.p = proc
         self.mem = proc.mem
         self.t = proc.offsets
         self.o = proc.objects
-        self.code_type = code_type
+        # Code objects are recognised by their type's tp_name ("code"), cached per type address:
+        # cheaper than resolving the PyCode_Type symbol (~30 ms without DWARF) and equally strict.
+        self._is_code_type: Dict[int, bool] = {}
         self._code: Dict[int, Optional[Tuple[str, str, int, bytes]]] = {}
         self._lines: Dict[Tuple[int, int], Optional[int]] = {}
         t = self.t
@@ -165,7 +168,11 @@ class _Walker:
         info = None
         try:
             buf = self.mem.read(code, self.co_span)
-            if self.code_type is None or u64_at(buf, self.t["ob.type"]) == self.code_type:
+            tp = u64_at(buf, self.t["ob.type"])
+            ok = self._is_code_type.get(tp)
+            if ok is None:
+                ok = self._is_code_type[tp] = self.o.type_name(tp) == "code"
+            if ok:
                 t = self.t
                 name_ptr = u64_at(buf, t["co.qualname"]) if "co.qualname" in t else u64_at(buf, t["co.name"])
                 name = self.o.str(name_ptr) or self.o.str(u64_at(buf, t["co.name"])) or "??"
@@ -371,7 +378,7 @@ def describe_process(inferior) -> Optional[PyProcess]:
     checked, dnotes = runtime.dwarf_check(table, minor)
     proc.dwarf_checked = checked
     proc.notes.extend(dnotes)
-    walker = _Walker(proc, runtime.symbol_address("PyCode_Type"))
+    walker = _Walker(proc)
     _walk_all(proc, walker, rt)
     _resolve_names(proc)
     return proc
@@ -410,16 +417,31 @@ def _walk_all(proc: PyProcess, walker: _Walker, rt: int) -> None:
                 proc.pthread_to_lwp[th.pthread_id] = th.lwp
             if th.lwp is not None:
                 old = proc.threads.get(th.lwp)
-                if old is None or (not old.frames and th.frames):
+                if old is None:
                     proc.threads[th.lwp] = th
-                if old is not None:
-                    proc.threads[th.lwp].notes.append("this OS thread has several thread states (subinterpreters)")
+                else:
+                    _combine(old, th)
             ts = u64_at(tbuf, t["ts.next"])
         try:
             interp = mem.u64(interp + t["is.next"])
         except ReadError:
             break
     _gil_and_gc(proc, rt, by_tstate)
+
+
+def _combine(first: PyThreadInfo, other: PyThreadInfo) -> None:
+    """One OS thread with thread states in several interpreters (a subinterpreter runs inside
+    a call made by the main interpreter's code): keep every Python frame.  The merge orders the
+    groups by their stack anchors; without anchors it refuses to guess (``tstates > 1``)."""
+    first.groups.extend(other.groups)
+    first.frames.extend(other.frames)
+    first.tstates += 1
+    if first.truncated is None:
+        first.truncated = other.truncated
+    first.notes.extend(other.notes)
+    note = "this OS thread has thread states in several interpreters (subinterpreters)"
+    if note not in first.notes:
+        first.notes.append(note)
 
 
 def _gil_and_gc(proc: PyProcess, rt: int, by_tstate: Dict[int, PyThreadInfo]) -> None:

@@ -162,3 +162,30 @@ def test_corrupt_frame_chain_ends_with_marker(hung, tmp_path):
         assert any("truncated" in n for n in t["notes"])
     assert _mine(by_name["sorter"]["frames"])[0] == ("sort_key", TAGS["key"])
     assert "<python frame chain truncated>" in text and "Traceback" not in text
+
+
+SUBINTERP = FIXTURES / "py_subinterp.py"
+
+
+@pytest.mark.parametrize("key", [k for k in ("3.12", "3.13") if k in PYTHONS])
+def test_subinterpreter_frames_merged_in_place(hung, tmp_path, key):
+    """One OS thread, two interpreters: the subinterpreter's frames sit above the native
+    ``run_string`` call, the main interpreter's frames below it (ordered by stack anchors)."""
+    proc = hung([PYTHONS[key], SUBINTERP], ready="READY", settle=0.3)
+    core = gcore(proc.pid, tmp_path)
+    try:
+        snap = gdb_snapshot(core=core, exe=PYTHONS[key])
+    finally:
+        core.unlink()
+    _, by_name = _threads(snap)
+    t = by_name["sub-runner"]
+    assert t["merge"] == "merged"
+    frames = t["frames"]
+    names = [f["function"] for f in frames if f["kind"] == "python"]
+    assert names[:3] == ["sub_inner", "<module>", "runner"], names
+    i_sub = next(i for i, f in enumerate(frames) if f["function"] == "<module>")
+    i_run = next(i for i, f in enumerate(frames) if f["function"] == "runner")
+    natives = [f["function"] for f in frames[i_sub + 1:i_run]]
+    assert natives[0] == "_PyEval_EvalFrameDefault" and "interp_run_string" in natives, natives
+    assert frames[i_sub - 1]["line"] == 4  # sub_inner's line inside the subinterpreter source
+    assert any("several interpreters" in n for n in t["notes"])
