@@ -1,7 +1,7 @@
 """What each thread waits on, and who holds it: ``Thread.waits`` for the wait-for graph.
 
 Runs inside gdb (standard library only).  For every thread we classify the innermost native
-frames (a table of function-name patterns, below), then read memory to find the resource and
+frames (``waitkinds``: a table of function-name patterns), then read memory to find the resource and
 its owner:
 
   * glibc ``pthread_mutex_t`` / ``std::mutex``: owner TID = ``__data.__owner`` (offset 8).
@@ -28,37 +28,8 @@ import gdb
 
 from .model import Process, Thread
 from .pylocks import LOCK_TYPE_NAMES, RLOCK_TYPE_NAMES, PyLocks
+from .waitkinds import BY_KIND, IMPL_FRAMES, RUNTIME_LIBS, bare, classify
 
-#: Native-frame classifiers, checked innermost first; the first *specific* hit decides, the
-#: generic ones (condvar, futex) only when nothing specific is found before Python/eval frames.
-CLASSIFIERS: Tuple[Tuple[str, str], ...] = (
-    ("gil", r"^(take_gil|PyEval_RestoreThread|PyEval_AcquireThread|PyEval_AcquireLock|PyGILState_Ensure"
-            r"|_PyThreadState_Attach)$"),
-    ("pyjoin", r"^(ThreadHandle_join|PyThreadHandleObject_join)$"),  # 3.13+ Thread.join
-    ("pylock", r"^(rlock_acquire|lock_PyThread_acquire_lock|acquire_timed|PyThread_acquire_lock_timed"
-               r"|PyThread_acquire_lock|_PyMutex_LockTimed|_PyMutex_LockSlow|PyMutex_Lock|lock_acquire_parse_args)$"),
-    ("mutex", r"(^|_)(lll_lock_wait|pthread_mutex_lock|pthread_mutex_timedlock|pthread_mutex_clocklock"
-              r"|pthread_mutex_lock_full|lll_mutex_lock_optimized|lll_robust_lock_wait)(64)?$"
-              r"|^std::(recursive_|timed_)?mutex::lock|^__gthread_(recursive_)?mutex_lock"),
-    ("rwlock", r"pthread_rwlock_(timed|clock)?(wr|rd)lock"),
-    ("join", r"pthread_(clock|timed)?join|^std::thread::join"),
-    ("condvar", r"pthread_cond_(timed|clock)?wait|^std::condition_variable::wait|^std::_V2::condition_variable"),
-    ("futex", r"futex|sem_(timed|clock)?wait|__new_sem_wait|^syscall$"),
-)
-_COMPILED = [(kind, re.compile(rx)) for kind, rx in CLASSIFIERS]
-_BY_KIND = dict(_COMPILED)
-GENERIC = ("condvar", "futex")
-#: Frames that execute Python: the wait belongs to native code called from here, not above it.
-EVAL_FRAMES = re.compile(r"^(_PyEval_EvalFrameDefault|_PyEval_EvalFrame|PyEval_EvalFrameEx|_PyEval_Vector)$")
-#: Frames that implement the wait itself; the "frame where it waits" is the first frame outside.
-IMPL_FRAMES = re.compile(
-    r"futex|lll_|pthread_|sem_|^syscall$|^std::(mutex|recursive_mutex|timed_mutex|thread|condition_variable"
-    r"|_V2::condition_variable|unique_lock|lock_guard|scoped_lock)\b|^__gthread_|take_gil|PyEval_RestoreThread"
-    r"|PyEval_AcquireThread|PyGILState_Ensure|acquire_timed|PyThread_acquire_lock|rlock_acquire"
-    r"|lock_PyThread_acquire_lock|_PyMutex|PyMutex|_PySemaphore|_PyParkingLot"
-)
-#: Libraries whose frames are plumbing, not "where the program waits" (ctypes, ffi, the runtime).
-RUNTIME_LIBS = re.compile(r"libpython|/python3[.\d]*$|_ctypes|libffi|/libc\.so|libstdc\+\+")
 #: Debug-info argument names that hold the resource, per classifier frame.
 ARG_NAMES = {
     "mutex": ("mutex", "futex", "__mutex", "this"),
@@ -71,33 +42,6 @@ MUTEX_OWNER_OFF = 8
 RWLOCK_WRITER_OFF = 24
 RWLOCK_FUTEX_OFFS = (12, 8, 0)  # __writers_futex, __wrphase_futex, or the lock itself
 STACK_SCAN_BYTES = 16384
-MAX_SCAN_FRAMES = 48
-
-
-def classify(names: List[Optional[str]]) -> Tuple[Optional[str], Optional[int], Optional[int]]:
-    """(kind, index of the deciding frame, index of the first eval frame) for innermost-first
-    function names.  ``kind`` is None for a thread that is not waiting on anything we know."""
-    generic: Tuple[Optional[str], Optional[int]] = (None, None)
-    for i, name in enumerate(names[:MAX_SCAN_FRAMES]):
-        if not name:
-            continue
-        if EVAL_FRAMES.match(name):
-            return generic[0], generic[1], i
-        for kind, rx in _COMPILED:
-            if rx.search(name):
-                if kind not in GENERIC:
-                    return kind, i, _first_eval(names, i)
-                if generic[0] is None:
-                    generic = (kind, i)
-                break
-    return generic[0], generic[1], None
-
-
-def _first_eval(names: List[Optional[str]], start: int) -> Optional[int]:
-    for j in range(start, min(len(names), MAX_SCAN_FRAMES)):
-        if names[j] and EVAL_FRAMES.match(names[j] or ""):
-            return j
-    return None
 
 
 class _Ctx:
@@ -312,7 +256,7 @@ def _debug_arg(natives: list, frames: List["gdb.Frame"], idx: int, kind: str) ->
     names = ARG_NAMES.get(kind, ())
     for i in range(max(0, idx - 3), min(len(frames), idx + 4)):
         fn = natives[i].frame.function or ""
-        if kind == "mutex" and not _BY_KIND["mutex"].search(fn):
+        if kind == "mutex" and not BY_KIND["mutex"].search(fn):
             continue
         if kind == "rwlock" and "rwlock" not in fn:
             continue
@@ -451,11 +395,6 @@ def _resolve_thread_handle_join(ctx: _Ctx, frames: List["gdb.Frame"], idx: int):
             "frame": None, "detail": detail}
 
 
-def _bare(name: Optional[str]) -> str:
-    """A Python function name without its class (3.11+ frames carry qualnames: "Condition.wait")."""
-    return (name or "").rsplit(".", 1)[-1]
-
-
 def _python_frame_names(t: Thread) -> List[str]:
     return [f.function or "" for f in t.all_frames() if f.kind == "python"]
 
@@ -483,7 +422,7 @@ def _resolve_pylock(ctx: _Ctx, t: Thread, natives: list, frames: List["gdb.Frame
                 "detail": detail}
     ts = ctx.tstate_locks().get(obj)
     pynames = _python_frame_names(t)
-    if ts or (pynames and _bare(pynames[0]) in ("_wait_for_tstate_lock", "join")):
+    if ts or (pynames and bare(pynames[0]) in ("_wait_for_tstate_lock", "join")):
         target = ctx.tstate_lwp(ts)
         if target:
             return {"kind": "pyjoin", "resource": "0x%x" % obj, "name": name, "owner_tid": target, "frame": None,
@@ -491,7 +430,7 @@ def _resolve_pylock(ctx: _Ctx, t: Thread, natives: list, frames: List["gdb.Frame
         return {"kind": "pyjoin", "resource": "0x%x" % obj, "name": name, "owner_tid": None, "frame": None,
                 "detail": "Thread.join() of a thread that could not be identified"}
     pyframes = [f for f in t.all_frames() if f.kind == "python"]
-    if pyframes and _bare(pyframes[0].function) == "wait" and (pyframes[0].file or "").endswith("threading.py"):
+    if pyframes and bare(pyframes[0].function) == "wait" and (pyframes[0].file or "").endswith("threading.py"):
         # Condition.wait() parks on a fresh waiter lock: a condition wait (Event, Queue, ...), no owner
         return {"kind": "condvar", "resource": "0x%x" % obj, "name": name, "owner_tid": None, "frame": None,
                 "detail": "threading.Condition.wait() (Event/Queue/Semaphore...): no owner, woken by notify()"}
