@@ -127,7 +127,7 @@ def render_svg(graph: Dict[str, Any]) -> str:
                2 if nid in on_cycle_nodes else 1, x + 8, y + BOX_H // 2 + 4, escape(label), escape(_short(label)))
         )
     if hidden:
-        out.append('<text x="%d" y="%d" font-style="italic">%d more waiting threads not drawn</text>'
+        out.append('<text x="%d" y="%d" fill="#777">%d more waiting threads not drawn</text>'
                    % (LEFT_X, height - 4, hidden))
     out.append("</svg>")
     return "\n".join(out)
