@@ -8,6 +8,24 @@ The steps: clean the text (ANSI, CRLF, control bytes); split it per rank (``[ran
 prefixes) and per ``Process N:`` section; parse each part with the forced or best-scoring
 format; pick Python tracebacks out of the leftover log lines of any other format.  Lines that
 are not part of a dump stay in ``Process.messages`` for message-level signatures.
+
+Decisions (the same for every format, so signatures need not care where a stack came from):
+
+* Frames are innermost first.  Tracebacks and pystack print outermost first: reversed.
+* A frame without a symbol (gdb's ``?? ()``, py-spy's bare address, pystack's ``???``) has
+  ``function=None``, as gdbext writes for cores; the matcher spells it ``??``, so a rule
+  ``{function: "??", library: "libcuda.so*"}`` matches pastes and cores alike.
+* ``Thread.tid`` is the kernel thread id (LWP) only: faulthandler's and py-spy's ``0x..``
+  numbers are pthread ids and go to ``Thread.pthread_id``.
+* Python-only dumps mark threads ``merge="python-only"``; py-spy ``--native`` and pystack
+  ``--native`` are ``"merged"`` (the tool interleaved them); a gdb ``bt`` followed by ``py-bt``
+  keeps the Python frames apart in ``python_frames`` (``"unmerged"``).
+* Each Python traceback block is one Thread (chained blocks in printed order, with notes saying
+  how they chain); its exception line is also a message.
+* Several processes: launcher prefixes (``[rank3]:``), ``Process N:`` headers, ``==> FILE <==``
+  separators (``tail``), several gdb sessions one after another, several py-spy JSON documents.
+* Lines a tool prints about itself (gdb's ``[New LWP ..]``, banners, source echoes; pystack's
+  core summary) are dropped; everything else unrecognised is a message, capped at 10,000 lines.
 """
 
 from __future__ import annotations
