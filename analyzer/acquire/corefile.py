@@ -25,7 +25,7 @@ import signal as _signal
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Dict, List, Optional, Tuple
+from typing import BinaryIO, Dict, Iterator, List, Optional, Tuple
 
 from hanganalyze.errors import InputError
 
@@ -39,8 +39,8 @@ AT_PHDR = 3
 AT_ENTRY = 9
 AT_EXECFN = 31
 
-#: Note types gdb adds to the cores it writes (target description); marks a gcore'd core.
-_NT_GDB_TDESC = 0xFF000000
+#: pyelftools names program header types; we compare numbers.
+_P_TYPES = {"PT_NULL": 0, "PT_LOAD": 1, "PT_DYNAMIC": 2, "PT_INTERP": 3, "PT_NOTE": 4}
 
 #: Signals that describe how a tool stopped the process, not what happened to it.
 _NOT_FATAL = {"SIGSTOP", "SIGTRAP", "SIGTSTP"}
@@ -189,10 +189,10 @@ def _open_elf(path: Path, fh: BinaryIO):
         raise InputError("%s is not a readable ELF file: %s" % (path, e)) from None
 
 
-def _check_size(path: Path, elf, size: int) -> None:
+def _check_size(path: Path, elf, segs: List[Dict[str, int]], size: int) -> None:
     """A core cut short (disk full, copy interrupted) gives gdb garbage: say so up front."""
     expected = elf.header["e_phoff"] + elf.header["e_phnum"] * elf.header["e_phentsize"]
-    for seg in elf.iter_segments():
+    for seg in segs:
         if seg["p_filesz"]:
             expected = max(expected, seg["p_offset"] + seg["p_filesz"])
     if expected > size:
@@ -223,36 +223,75 @@ def _cstr(b: bytes) -> str:
     return b.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
 
-def _read_notes(elf, info: CoreInfo) -> Tuple[Optional[str], List[int], Optional[int]]:
-    """Fill info from the PT_NOTE segments; returns (psargs, cursigs, first siginfo signo)."""
+#: Raw note types (pyelftools' note parsing builds construct objects per note: far too slow for
+#: the thousands of notes of a 200-thread core, so the few formats we need are decoded here).
+_NT_PRSTATUS, _NT_PRPSINFO, _NT_AUXV = 1, 3, 6
+_NT_SIGINFO, _NT_FILE = 0x53494749, 0x46494C45
+_PRPSINFO_PID, _PRPSINFO_PSARGS = 24, 56  # struct elf_prpsinfo, 64-bit Linux
+_MAX_NOTE_SEGMENT = 512 << 20
+
+
+def iter_notes(data: bytes) -> Iterator[Tuple[bytes, int, bytes]]:
+    """(name, type, desc) of each ELF note in a PT_NOTE segment's bytes (4-byte aligned)."""
+    i, n = 0, len(data)
+    while i + 12 <= n:
+        namesz, descsz, ntype = struct.unpack_from("<III", data, i)
+        i += 12
+        name = data[i : i + namesz].rstrip(b"\0")
+        i += (namesz + 3) & ~3
+        if i + descsz > n:
+            raise ValueError("note of type %#x runs past its segment" % ntype)
+        desc = data[i : i + descsz]
+        i += (descsz + 3) & ~3
+        yield name, ntype, desc
+
+
+def _parse_nt_file(desc: bytes) -> List[Mapping]:
+    count, page = struct.unpack_from("<QQ", desc, 0)
+    if count > len(desc) // 24:
+        raise ValueError("NT_FILE claims %d entries" % count)
+    names = desc[16 + 24 * count :].split(b"\0")
+    out = []
+    for k in range(count):
+        start, end, pgoff = struct.unpack_from("<QQQ", desc, 16 + 24 * k)
+        name = names[k].decode("utf-8", "surrogateescape") if k < len(names) else "?"
+        out.append(Mapping(start, end, pgoff * (page or 1), name))
+    return out
+
+
+def _read_notes(fh: BinaryIO, segs: List[Dict[str, int]], info: CoreInfo) -> Tuple[Optional[str], List[int],
+                                                                                    Optional[int], bytes]:
+    """Fill info from the PT_NOTE segments (read by offset); returns (psargs, cursigs, first
+    NT_SIGINFO signo, raw NT_AUXV bytes)."""
     psargs: Optional[str] = None
     cursigs: List[int] = []
     siginfo: Optional[int] = None
-    for seg in elf.iter_segments():
-        if seg["p_type"] != "PT_NOTE":
+    auxv_bytes = b""
+    for seg in segs:
+        if seg["p_type"] != 4 or not seg["p_filesz"]:  # PT_NOTE
             continue
-        for note in seg.iter_notes():
-            ntype, desc = note["n_type"], note["n_desc"]
-            if ntype == "NT_PRSTATUS" and isinstance(desc, bytes) and len(desc) >= _PRSTATUS_PID + 4:
+        if seg["p_filesz"] > _MAX_NOTE_SEGMENT:
+            raise ValueError("note segment of %d bytes" % seg["p_filesz"])
+        fh.seek(seg["p_offset"])
+        for name, ntype, desc in iter_notes(fh.read(seg["p_filesz"])):
+            if name == b"GDB":
+                info.written_by_gdb = True  # gdb's target description note (0xff000000)
+            if name != b"CORE":
+                continue
+            if ntype == _NT_PRSTATUS and len(desc) >= _PRSTATUS_PID + 4:
                 cursigs.append(struct.unpack_from("<h", desc, _PRSTATUS_CURSIG)[0])
                 info.tids.append(struct.unpack_from("<i", desc, _PRSTATUS_PID)[0])
-            elif ntype == "NT_PRPSINFO":
-                info.pid = info.pid or int(desc["pr_pid"])
-                psargs = _cstr(desc["pr_psargs"]).strip()
-            elif ntype == "NT_SIGINFO" and siginfo is None and isinstance(desc, bytes) and len(desc) >= 4:
+            elif ntype == _NT_PRPSINFO and len(desc) >= _PRPSINFO_PSARGS + 80:
+                info.pid = info.pid or struct.unpack_from("<i", desc, _PRPSINFO_PID)[0]
+                psargs = _cstr(desc[_PRPSINFO_PSARGS : _PRPSINFO_PSARGS + 80]).strip()
+            elif ntype == _NT_SIGINFO and siginfo is None and len(desc) >= 4:
                 siginfo = struct.unpack_from("<i", desc, 0)[0]
-            elif ntype == "NT_AUXV" and isinstance(desc, bytes):
+            elif ntype == _NT_AUXV and not auxv_bytes:
+                auxv_bytes = desc
                 info.auxv = _parse_auxv(desc)
-            elif ntype == "NT_FILE":
-                page = int(desc["page_size"]) or 1
-                for name, ent in zip(desc["filename"], desc["Elf_Nt_File_Entry"]):
-                    info.mappings.append(
-                        Mapping(int(ent["vm_start"]), int(ent["vm_end"]), int(ent["page_offset"]) * page,
-                                name.decode("utf-8", "surrogateescape"))
-                    )
-            elif ntype == _NT_GDB_TDESC or note["n_name"] == "GDB":
-                info.written_by_gdb = True
-    return psargs, cursigs, siginfo
+            elif ntype == _NT_FILE and len(desc) >= 16:
+                info.mappings.extend(_parse_nt_file(desc))
+    return psargs, cursigs, siginfo, auxv_bytes
 
 
 def _decide_signal(info: CoreInfo, cursigs: List[int], siginfo: Optional[int]) -> None:
@@ -286,21 +325,39 @@ def build_id_from_notes(data: bytes, little: bool = True) -> Optional[str]:
 
 
 def build_id_of_file(path: str) -> Optional[str]:
-    """The GNU build-id of an ELF file on disk (reads only headers and note segments)."""
+    """The GNU build-id of an ELF file on disk: reads the ELF header, the program headers and the
+    PT_NOTE segments only (pyelftools' segment objects parse dynamic sections too: slow for the
+    hundreds of libraries of a CUDA process)."""
     try:
         with open(path, "rb") as fh:
-            if fh.read(4) != b"\x7fELF":
+            head = fh.read(64)
+            if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2):
                 return None
-            fh.seek(0)
-            from elftools.elf.elffile import ELFFile
-
-            elf = ELFFile(fh)
-            for seg in elf.iter_segments():
-                if seg["p_type"] == "PT_NOTE":
-                    for note in seg.iter_notes():
-                        if note["n_type"] == "NT_GNU_BUILD_ID":
-                            return str(note["n_desc"])
-    except Exception:  # noqa: BLE001 - unreadable or odd files just have no build-id for us
+            e = "<" if head[5] == 1 else ">"
+            if head[4] == 2:
+                phoff = struct.unpack_from(e + "Q", head, 32)[0]
+                phentsize, phnum = struct.unpack_from(e + "HH", head, 54)
+                phfmt, ent = e + "IIQQQQ", 56
+            else:
+                phoff = struct.unpack_from(e + "I", head, 28)[0]
+                phentsize, phnum = struct.unpack_from(e + "HH", head, 42)
+                phfmt, ent = e + "IIIIII", 32
+            if phentsize < ent or phnum > 4096:
+                return None
+            fh.seek(phoff)
+            table = fh.read(phentsize * phnum)
+            for k in range(min(phnum, len(table) // phentsize)):
+                fields = struct.unpack_from(phfmt, table, k * phentsize)
+                if head[4] == 2:
+                    p_type, p_offset, p_filesz = fields[0], fields[2], fields[5]
+                else:
+                    p_type, p_offset, p_filesz = fields[0], fields[1], fields[4]
+                if p_type == 4 and 0 < p_filesz <= 1 << 20:
+                    fh.seek(p_offset)
+                    bid = build_id_from_notes(fh.read(p_filesz), e == "<")
+                    if bid:
+                        return bid
+    except (OSError, struct.error):
         return None
     return None
 
@@ -440,15 +497,13 @@ def read_core(path) -> CoreInfo:
                 raise InputError("%s is %s, not a core" % (path, _elf_kind(e_type, pie)))
             if elf.elfclass != 64 or not elf.little_endian:
                 raise InputError("%s: only 64-bit little-endian cores are supported" % path)
-            _check_size(path, elf, size)
+            segs = [dict(seg.header) for seg in elf.iter_segments()]  # program headers, once
+            for seg in segs:
+                seg["p_type"] = _P_TYPES.get(seg["p_type"], seg["p_type"])
+            _check_size(path, elf, segs, size)
             info = CoreInfo(path=str(path))
-            psargs, cursigs, siginfo = _read_notes(elf, info)
-            loads = [
-                (s["p_vaddr"], s["p_memsz"], s["p_offset"], s["p_filesz"])
-                for s in elf.iter_segments()
-                if s["p_type"] == "PT_LOAD"
-            ]
-            auxv_bytes = _raw_auxv(elf)
+            psargs, cursigs, siginfo, auxv_bytes = _read_notes(fh, segs, info)
+            loads = [(s["p_vaddr"], s["p_memsz"], s["p_offset"], s["p_filesz"]) for s in segs if s["p_type"] == 1]
         except InputError:
             raise
         except Exception as e:  # noqa: BLE001 - pyelftools raises many types on corrupt notes
@@ -467,16 +522,6 @@ def read_core(path) -> CoreInfo:
             info.argv = psargs.split()  # best effort: the kernel joined argv with spaces
         _collect_files(info, mem)
     return info
-
-
-def _raw_auxv(elf) -> bytes:
-    for seg in elf.iter_segments():
-        if seg["p_type"] != "PT_NOTE":
-            continue
-        for note in seg.iter_notes():
-            if note["n_type"] == "NT_AUXV" and isinstance(note["n_desc"], bytes):
-                return note["n_desc"]
-    return b""
 
 
 def check_executable(info: CoreInfo, exe: Optional[Path]) -> Tuple[str, List[str]]:
