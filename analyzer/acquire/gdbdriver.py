@@ -431,7 +431,15 @@ def snapshot_from_pid(pid: int, gdb: str = "gdb", timeout: float = 120.0, progre
     session = GdbSession(gdb, timeout, progress)
     attached = False
     try:
-        session.mi("attaching to pid %d" % pid, "-target-attach %d" % pid)
+        try:
+            session.mi("attaching to pid %d" % pid, "-target-attach %d" % pid)
+        except GdbError as e:
+            if "not permitted" in str(e):
+                raise InputError(
+                    "not allowed to attach to pid %d (ptrace: Operation not permitted): run as its user or root, "
+                    "and check /proc/sys/kernel/yama/ptrace_scope and container capabilities (CAP_SYS_PTRACE)" % pid
+                ) from None
+            raise
         attached = True
         snap = session.load_gdbext_and_dump()
         gdb_warnings = session.warnings()
