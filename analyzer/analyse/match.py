@@ -118,6 +118,15 @@ class _Matcher:
         self._frame_cache[key] = ok
         return ok
 
+    def _step_at(self, st: Step, tv: _ThreadView, i: int, allow_stripped: bool) -> Optional[bool]:
+        """None: frame i does not match the step; False: matches; True: matches via stripped."""
+        f, nm = tv.frames[i], tv.norms[i]
+        if self.frame_ok(st, f, nm):
+            return False
+        if allow_stripped and st.stripped is not None and self.frame_ok(st.stripped, f, nm):
+            return True
+        return None
+
     def search_stack(
         self, steps: Sequence[Step], tv: _ThreadView, allow_stripped: bool
     ) -> Optional[List[Tuple[int, int, bool]]]:
@@ -137,16 +146,19 @@ class _Matcher:
             if st.gap is not None and prev >= 0:
                 hi = min(hi, prev + 1 + st.gap)
             for i in range(prev + 1, hi + 1):
-                f, nm = tv.frames[i], tv.norms[i]
-                if self.frame_ok(st, f, nm):
-                    via = False
-                elif allow_stripped and st.stripped is not None and self.frame_ok(st.stripped, f, nm):
-                    via = True
-                else:
+                via = self._step_at(st, tv, i, allow_stripped)
+                if via is None:
                     continue
-                rest = rec(si + 1, i)
-                if rest is not None:
-                    return [(si, i, via)] + rest
+                # The innermost step (where the thread waits) often matches a run of frames
+                # (futex -> ... -> pthread_cond_wait): report the outermost, the one a reader
+                # recognises, and keep the innermost as the fallback placement.
+                j = i
+                while si == 0 and j + 1 < n and self._step_at(st, tv, j + 1, allow_stripped) is not None:
+                    j += 1
+                for k in ((j, i) if j != i else (i,)):
+                    rest = rec(si + 1, k)
+                    if rest is not None:
+                        return [(si, k, self._step_at(st, tv, k, allow_stripped))] + rest
             if st.optional:
                 rest = rec(si + 1, prev)
                 if rest is not None:
@@ -356,7 +368,8 @@ class _Matcher:
             versions = []
             for n, v in found:
                 pv = parse_version(v) if v else _version_from_name(n)
-                if pv is not None:
+                # a bare soname major ("libnccl.so.2", the pip wheels' name) says nothing useful
+                if pv is not None and len(pv) >= 2:
                     versions.append((n, pv))
             if not versions:
                 factor *= UNKNOWN_VERSION_FACTOR
