@@ -228,3 +228,10 @@ def test_hang_locks_command(python):
     out = gdb_batch(["hang-locks"], core=python["core_path"], exe=python["exe"])
     assert "Deadlock: thread poster" in out or "Deadlock: thread reconciler" in out, out[-3000:]
     assert "No deadlock cycle" not in out
+
+
+def test_hang_locks_command_native(native):
+    out = gdb_batch(["hang-locks"], core=native["core_path"], exe=native["exe"])
+    assert out.count("Deadlock: thread") == 3, out[-3000:]
+    assert "Blocked behind: thread LWP %d" % native["tids"]["rwwriter"] in out
+    assert "--rwlock-->" in out and "--join-->" in out
