@@ -172,7 +172,7 @@ def thread_label(t: Thread, default_os_name: Optional[str] = None) -> str:
     """``Thread 1234 "worker-3"`` (plus the OS name when it says something: not when it is just
     the executable's name, which every thread inherits unless it sets its own)."""
     name = t.name or t.python_name or t.os_name
-    label = "Thread %s" % (t.tid if t.tid is not None else "?")
+    label = "Thread %s" % t.tid if t.tid is not None else "Thread"
     if name:
         label += ' "%s"' % name
     if t.os_name and t.os_name != name and t.os_name != default_os_name:
@@ -191,7 +191,7 @@ def matched_frames(snapshot: Snapshot) -> Dict[Tuple[int, Optional[int]], Set[in
     out: Dict[Tuple[int, Optional[int]], Set[int]] = {}
     for f in snapshot.findings:
         for e in f.evidence:
-            if not isinstance(e, dict) or e.get("frame") is None:
+            if not isinstance(e, dict) or e.get("frame") is None or e.get("thread") is None:
                 continue
             try:
                 idx = int(e["frame"])
@@ -232,8 +232,10 @@ def key_libraries(p: Process) -> List[Tuple[str, str]]:
 
 
 def process_title(i: int, p: Process) -> str:
-    exe = _base(p.executable) or "process"
-    bits = ["%s" % (p.label or "Process %d" % i), exe]
+    exe = _base(p.executable)
+    bits = ["%s" % (p.label or "Process %d" % i)]
+    if exe:
+        bits.append(exe)
     if p.pid is not None:
         bits.append("pid %s" % p.pid)
     return " · ".join(bits)
@@ -294,7 +296,8 @@ def build_view(snapshot: Snapshot) -> ReportView:
         for gi, g in enumerate(group_threads(snapshot, i, p)):
             anchor = "p%d-g%d" % (i, gi)
             for t in g.threads:
-                anchors[(i, t.tid)] = anchor
+                if t.tid is not None:
+                    anchors[(i, t.tid)] = anchor
             # frames are identical within a group: highlight what evidence matched in any member
             hit: Set[int] = set()
             for t in g.threads:
@@ -321,7 +324,8 @@ def build_view(snapshot: Snapshot) -> ReportView:
             if not isinstance(e, dict):
                 continue
             tid = e.get("thread")
-            t = proc.thread_by_tid(tid) if proc is not None else None
+            # evidence without a tid is process-level (a log line): never pin it on a tid-less thread
+            t = proc.thread_by_tid(tid) if proc is not None and tid is not None else None
             frame_str = None
             if t is not None and e.get("frame") is not None:
                 try:
