@@ -29,7 +29,10 @@ GIL_REACQUIRE_FUNCS = ("PyEval_RestoreThread", "PyEval_AcquireThread", "PyGILSta
 BLOCKING_FUNCS = ("futex", "pthread_cond_wait", "pthread_cond_timedwait", "__pthread_cond_wait",
                   "__pthread_cond_timedwait", "___pthread_cond_timedwait", "__lll_lock_wait",
                   "sem_wait", "sem_clockwait", "do_futex_wait", "__futex_abstimed_wait")
-GC_FUNCS = ("gc_collect_main", "collect", "gc_collect_with_callback", "_PyGC_Collect", "gc_collect_region")
+#: Frames of a running garbage collection (only counted in the Python runtime's own code).
+GC_FUNCS = ("gc_collect_main", "collect", "collect_with_callback", "gc_collect_with_callback", "_PyGC_Collect",
+            "gc_collect_region", "gc_collect_impl", "gc_collect_generations", "PyGC_Collect", "_PyGC_CollectNoFail",
+            "_Py_RunGC", "finalize_garbage", "delete_garbage")
 
 
 def is_eval(nf) -> bool:
@@ -84,6 +87,19 @@ def _gil_state(pyth, natives) -> Optional[str]:
     return pyth.gil
 
 
+def _gc_state(pyth, natives, pyproc) -> Optional[bool]:
+    """True when this thread's native frames are in the collector.  While a collection runs,
+    a thread without such frames is not collecting if CPython's symbols are loaded (we would
+    see them); without symbols it is unknown (None): the collector may have called a finalizer
+    that released the GIL, so "the GIL holder collects" is not a safe guess."""
+    for nf in natives:
+        if nf.frame.function in GC_FUNCS and "python" in (nf.frame.library or ""):
+            return True
+    if not getattr(pyproc, "gc_collecting", None):
+        return pyth.gc
+    return False if getattr(pyproc, "dwarf_checked", None) else None
+
+
 def merge_thread(thread: Thread, natives: List, pyproc) -> None:
     """Fill thread.frames/merge/name/python_name/state/notes from natives and the Python walk."""
     native_frames = [nf.frame for nf in natives]
@@ -96,8 +112,7 @@ def merge_thread(thread: Thread, natives: List, pyproc) -> None:
     thread.name = pyth.name or thread.os_name
     thread.pthread_id = pyth.pthread_id or None
     thread.state.gil = _gil_state(pyth, natives)
-    names = [nf.frame.function or "" for nf in natives]
-    thread.state.gc = True if any(n in GC_FUNCS for n in names) else pyth.gc
+    thread.state.gc = _gc_state(pyth, natives, pyproc)
     thread.notes.extend(pyth.notes)
     groups = [g for g in pyth.groups if g.frames]
     if not groups:

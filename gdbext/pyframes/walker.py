@@ -475,7 +475,8 @@ def _gil_and_gc(proc: PyProcess, rt: int, by_tstate: Dict[int, PyThreadInfo]) ->
         else:
             th.gil = "held" if th is holder else "no"
         if collecting is not None:
-            th.gc = bool(collecting and th is holder)
+            # Which thread collects is decided from native frames (merge); here only "nobody".
+            th.gc = False if not collecting else None
 
 
 def _resolve_names(proc: PyProcess) -> None:
