@@ -145,7 +145,7 @@ def analyze(
     gdb: str = typer.Option("gdb", "--gdb", help="gdb to use (e.g. cuda-gdb)."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds allowed for each gdb step."),
     signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature folder (repeatable)."),
-    input_format: Optional[str] = typer.Option(None, "--input-format", help="Force the text format (see docs)."),
+    input_format: Optional[str] = typer.Option(None, "--input-format", help="Force the text format: auto, gdb, pybt, pyspy, pyspy-json, pystack, faulthandler, traceback."),
     redact: bool = typer.Option(False, "--redact", help="Replace user names, hosts, IPs and secrets."),
     version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True),
 ) -> None:
