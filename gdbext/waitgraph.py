@@ -131,8 +131,8 @@ def _chains(nxt: Dict[str, str], nodes: Dict[str, Any], edges: List[Dict[str, st
         n = nxt.get(start)
         while n is not None and n not in path:
             path.append(n)
-            if n in on_cycle:
-                break
+            if n in on_cycle and n.startswith("t"):
+                break  # blocked behind a deadlocked thread
             n = nxt.get(n)
         chains.append(path)
     return chains

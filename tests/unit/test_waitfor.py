@@ -129,3 +129,18 @@ def test_svg_caps_rows_keeping_cycles():
     assert svg.count('class="wf-node wf-thread"') == 60
     assert "145 more waiting threads not drawn" in svg
     assert svg.count('class="wf-edge wf-cycle"') == 10  # the whole 5-cycle is drawn
+
+
+def test_bystander_waiting_on_a_cycle_resource_is_a_chain_into_the_cycle():
+    snap = _snap(
+        _t(1, "poster", "mutex", "0x10", 2, "audit"),
+        _t(2, "reconciler", "mutex", "0x20", 1, "ledger"),
+        _t(3, "reporter", "mutex", "0x20", 1, "ledger"),
+    )
+    annotate_waitgraphs(snap)
+    g = snap.processes[0].waitgraph
+    assert len(g["cycles"]) == 1 and len(cycle_findings(snap)) == 1
+    assert g["chains"] == [["t3", "r:mutex:0x20", "t1"]]
+    lines = describe_cycles(snap.processes[0])
+    assert lines[1] == ("Blocked behind: thread reporter (LWP 3) waits for ledger held by poster (LWP 1), "
+                        "which is part of a deadlock cycle.")
