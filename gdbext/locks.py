@@ -297,7 +297,8 @@ def _resolve_mutex(ctx: _Ctx, natives: list, frames: List["gdb.Frame"], idx: int
     if owner in ctx.tids:
         detail += " held by LWP %d" % owner
     elif owner:
-        detail += " held by TID %d, not a thread of this process (exited while holding it?)" % owner
+        detail += (" held by TID %d, which is not a thread of this process: it exited while holding it, "
+                   "or the mutex was copied by fork() while held" % owner)
         owner = None
     else:
         detail += " (no owner recorded)"
@@ -415,7 +416,9 @@ def _resolve_pylock(ctx: _Ctx, t: Thread, natives: list, frames: List["gdb.Frame
         if owner:
             detail = "waiting for threading.RLock held by LWP %d (count %d)" % (owner, count)
         elif ident:
-            detail = "waiting for threading.RLock held by thread ident 0x%x, not found in this process" % ident
+            detail = ("waiting for threading.RLock held by thread ident 0x%x, which is not a thread of this "
+                      "process: it exited while holding it, or the lock was inherited across fork() while held"
+                      % ident)
         else:
             detail = "waiting for threading.RLock that is not held (being released?)"
         return {"kind": "rlock", "resource": "0x%x" % obj, "name": name, "owner_tid": owner, "frame": None,
