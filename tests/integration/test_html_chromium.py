@@ -297,4 +297,12 @@ def test_print_expands_every_group(page):
     assert page.js("window.__allOpen") is True
     # afterprint restored the closed state
     assert page.js("[...document.querySelectorAll('details.group')].every(d => !d.open)")
+    # and the print stylesheet alone shows the stacks of closed groups (no script needed)
+    visible = "[...document.querySelectorAll('details.group .stack')].every(s => s.checkVisibility())"
+    assert page.js(visible) is False
+    page.call("Emulation.setEmulatedMedia", media="print")
+    try:
+        assert page.js(visible) is True
+    finally:
+        page.call("Emulation.setEmulatedMedia", media="")
     assert page.errors() == []
