@@ -214,7 +214,7 @@ def _arg(frame: "gdb.Frame", names: Tuple[str, ...]) -> Optional[int]:
 
 def _candidates(frames: List["gdb.Frame"], upto: int) -> List[int]:
     """Register values that may point at the resource: rdi of the innermost frame (the futex word
-    of the syscall), then callee-saved and argument registers of each frame up to ``upto``."""
+    of the syscall), then the callee-saved registers as unwound at each frame up to ``upto``."""
     seen: List[int] = []
     regs_inner = ("rdi",) + CALLEE_SAVED
     for i, f in enumerate(frames[: upto + 2]):

@@ -23,7 +23,7 @@ CLASSIFIERS: Tuple[Tuple[str, str], ...] = (
     ("rwlock", r"pthread_rwlock_(timed|clock)?(wr|rd)lock"),
     ("join", r"pthread_(clock|timed)?join|^std::thread::join"),
     ("condvar", r"pthread_cond_(timed|clock)?wait|^std::condition_variable::wait|^std::_V2::condition_variable"),
-    ("futex", r"futex|sem_(timed|clock)?wait|__new_sem_wait|^syscall$"),
+    ("futex", r"futex|sem_(timed|clock)?wait|__new_sem_wait"),
 )
 _COMPILED = [(kind, re.compile(rx)) for kind, rx in CLASSIFIERS]
 BY_KIND = dict(_COMPILED)
@@ -32,7 +32,7 @@ GENERIC = ("condvar", "futex")
 EVAL_FRAMES = re.compile(r"^(_PyEval_EvalFrameDefault|_PyEval_EvalFrame|PyEval_EvalFrameEx|_PyEval_Vector)$")
 #: Frames that implement the wait itself; the "frame where it waits" is the first frame outside.
 IMPL_FRAMES = re.compile(
-    r"futex|lll_|pthread_|sem_|^syscall$|^std::(mutex|recursive_mutex|timed_mutex|thread|condition_variable"
+    r"futex|lll_|pthread_|sem_|^std::(mutex|recursive_mutex|timed_mutex|thread|condition_variable"
     r"|_V2::condition_variable|unique_lock|lock_guard|scoped_lock)\b|^__gthread_|take_gil|PyEval_RestoreThread"
     r"|PyEval_AcquireThread|PyGILState_Ensure|acquire_timed|PyThread_acquire_lock|rlock_acquire"
     r"|lock_PyThread_acquire_lock|_PyMutex|PyMutex|_PySemaphore|_PyParkingLot"
