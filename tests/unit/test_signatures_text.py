@@ -1,0 +1,142 @@
+"""Text-only signatures on real captured text (tests/data/sigtext/, source URL in each header):
+GPU-only shapes and message-level signatures.  The text goes through the real text parsers
+(parse_text) and the real matcher.  Near miss: the same text without its key line, and real texts
+of similar but different situations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import pytest
+
+from hanganalyze.acquire.text import parse_text
+from hanganalyze.errors import InputError
+from hanganalyze.gdbext.model import Process, Snapshot
+from hanganalyze.analyse.match import match_snapshot
+from hanganalyze.analyse.signatures import load_signatures
+
+SIGTEXT = Path(__file__).resolve().parents[1] / "data" / "sigtext"
+SERIOUS = {"crash", "deadlock", "hang", "error"}
+
+
+@pytest.fixture(scope="module")
+def db():
+    return load_signatures()
+
+
+def read(name: str):
+    """(body, expected signature or None) - header lines start with '# '."""
+    lines = (SIGTEXT / name).read_text().splitlines()
+    expect: Optional[str] = None
+    body: List[str] = []
+    in_header = True
+    for line in lines:
+        if in_header and line.startswith("# "):
+            if line.startswith("# expect:"):
+                word = line.split(":", 1)[1].split()[0]
+                expect = None if word == "nothing" else word
+            continue
+        in_header = False
+        body.append(line)
+    return "\n".join(body) + "\n", expect
+
+
+def snapshot_of(text: str) -> Snapshot:
+    """parse_text's Snapshot; for a log with no stack dump at all (which parse_text refuses as
+    "not a dump"), a single text process holding the log lines as messages."""
+    try:
+        return parse_text(text)
+    except InputError as e:
+        if "could not recognise" not in str(e):
+            raise
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return Snapshot(processes=[Process(source="text", messages=lines)])
+
+
+def ids_of(text: str, db) -> List[str]:
+    return [f.signature for f in match_snapshot(snapshot_of(text), db)]
+
+
+# (file, key phrase: every line containing it is removed for the near miss)
+CASES = [
+    ("heartbeat_llamafactory_8549.txt", "watchdog got stuck"),
+    ("collective_timeout_verl_1158.txt", "Watchdog caught collective operation timeout"),
+    ("capture_event_query_vllm_41622.txt", "capturing stream"),
+    ("cuda_init_fork_flair_1316.txt", "Cannot re-initialize CUDA"),
+    ("fork_warning_layup_302.txt", "os.fork() was called"),
+    ("horovod_stall_2843.txt", "subset of ranks"),
+    ("driver_shutting_down_darknet_1829.txt", "driver shutting down"),
+    ("driver_shutting_down_nccl_1485.txt", "driver shutting down"),
+    ("busy_spin_returnn_1811.txt", "cudaStreamSynchronize"),
+    ("busy_spin_traccc_569.txt", "cudaStreamSynchronize"),
+    ("tf_nccl_reduce_30100.txt", "NcclReduce"),
+]
+
+
+def test_every_sigtext_file_is_covered():
+    listed = {c[0] for c in CASES} | {"epoll_idle_cudajl_1350.txt", "fetch_not_found_kashgari_356.txt"}
+    assert {p.name for p in SIGTEXT.glob("*.txt")} == listed
+    for p in SIGTEXT.glob("*.txt"):
+        assert p.read_text().startswith("# source: https://"), p.name
+
+
+@pytest.mark.parametrize("name,key", CASES)
+def test_text_signature_matches(db, name, key):
+    text, expect = read(name)
+    assert expect is not None
+    found = ids_of(text, db)
+    assert expect in found, (name, found)
+
+
+@pytest.mark.parametrize("name,key", CASES)
+def test_text_signature_near_miss_without_key_line(db, name, key):
+    text, expect = read(name)
+    kept = "\n".join(line for line in text.splitlines() if key not in line) + "\n"
+    if not kept.strip():
+        pytest.skip("the key line is the whole text")  # covered by the real near-miss texts below
+    assert expect not in ids_of(kept, db)
+
+
+@pytest.mark.parametrize("name", ["epoll_idle_cudajl_1350.txt", "fetch_not_found_kashgari_356.txt"])
+def test_real_near_miss_texts(db, name):
+    text, expect = read(name)
+    assert expect is None
+    snap = snapshot_of(text)
+    serious = [f.signature for f in match_snapshot(snap, db) if f.severity in SERIOUS]
+    assert not serious, serious
+
+
+def test_heartbeat_message_evidence(db):
+    text, _ = read("heartbeat_llamafactory_8549.txt")
+    found = [f for f in match_snapshot(snapshot_of(text), db) if f.signature == "pgnccl-heartbeat-watchdog-stuck"]
+    assert found
+    ev = found[0].evidence[0]
+    assert ev["rule"] == "watchdog stuck" and "480 seconds" in ev["text"] and ev["thread"] is None
+    assert "the log says" in found[0].summary
+
+
+def test_busy_spin_is_info_and_matched_without_symbols(db):
+    text, _ = read("busy_spin_returnn_1811.txt")
+    f = [x for x in match_snapshot(snapshot_of(text), db) if x.signature == "cuda-sync-busy-spin"][0]
+    assert f.severity == "info"
+    libs = [e["text"] for e in f.evidence if e.get("frame") is not None]
+    assert any("libcuda.so.1" in t for t in libs) and any(t.startswith("cudaStreamSynchronize") for t in libs)
+
+
+def test_tf_nccl_reduce_traceback_clause(db):
+    """The traceback frames parsed from the text are evidence, not only the message line."""
+    text, _ = read("tf_nccl_reduce_30100.txt")
+    snap = parse_text(text)  # a Python traceback: parse_text must accept it
+    f = [x for x in match_snapshot(snap, db) if x.signature == "tf-nccl-reduce-feed-fetch-devices"][0]
+    assert f.severity == "error" and f.confidence == 1.0
+    assert any("NcclReduce:0" in e["text"] for e in f.evidence)
+
+
+@pytest.mark.parametrize("name,key", CASES)
+def test_text_findings_are_specific(db, name, key):
+    """Each real text yields its own signature and no other one: the other texts act as near
+    misses for every text-only signature (e.g. a collective-timeout log is no heartbeat stall)."""
+    text, expect = read(name)
+    found = set(ids_of(text, db))
+    assert found == {expect}, found
