@@ -19,11 +19,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers import FIXTURES, gcore, pyenv_pythons, run_hanganalyze, start_hung  # noqa: E402
+from helpers import FIXTURES, all_pythons, gcore, run_hanganalyze, start_hung  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 
-PYTHONS = pyenv_pythons()
+PYTHONS = all_pythons()
 BUCKET = re.compile(r"^b1-[0-9a-f]{12}$")
 
 
@@ -45,7 +45,8 @@ def _report(python: Path, scenario: str, workdir: Path) -> dict:
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     """{(python, scenario, run): report} for the combinations the tests compare."""
-    wanted = [("3.10", "abba", 1), ("3.12", "abba", 1), ("3.12", "abba", 2), ("3.12", "join", 1)]
+    wanted = [("3.10", "abba", 1), ("3.12", "abba", 1), ("3.12", "abba", 2), ("3.12", "join", 1),
+              ("system-3.11", "abba", 1)]
     missing = [v for v, _, _ in wanted if v not in PYTHONS]
     if missing:
         pytest.skip("pyenv Python %s not installed" % ", ".join(sorted(set(missing))))
@@ -68,6 +69,11 @@ def test_same_deadlock_same_bucket_across_python_versions(reports):
     assert a310["processes"][0]["python"]["version"].startswith("3.10")
     assert a312["processes"][0]["python"]["version"].startswith("3.12")
     assert _bucket(a310) == _bucket(a312)
+
+
+def test_same_deadlock_same_bucket_on_stripped_static_debian_python(reports):
+    """/usr/bin/python3.11 is stripped and links libpython statically: other native frames, same bug."""
+    assert _bucket(reports[("system-3.11", "abba", 1)]) == _bucket(reports[("3.12", "abba", 1)])
 
 
 def test_same_deadlock_same_bucket_across_runs(reports):
