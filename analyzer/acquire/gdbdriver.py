@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import tempfile
@@ -281,7 +282,7 @@ class GdbSession:
         self.console("loading gdbext", "source %s" % script)
         with tempfile.TemporaryDirectory(prefix="hanganalyze-") as tmp:
             out = os.path.join(tmp, "snapshot.json")
-            self.console("collecting threads (hang-dump)", "hang-dump %s" % out)
+            self.console("collecting threads (hang-dump)", "hang-dump %s" % shlex.quote(out))
             try:
                 with open(out, encoding="utf-8") as f:
                     data = json.load(f)

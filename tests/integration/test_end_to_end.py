@@ -120,6 +120,17 @@ def test_cxx_deadlock_finding_names_the_two_workers(cxx_deadlock):
     assert cycles[0]["severity"] == "deadlock" and sorted(cycles[0]["threads"]) == workers
 
 
+def test_core_path_with_spaces(cxx_deadlock, tmp_path):
+    d = tmp_path / "dir with space"
+    d.mkdir()
+    core = d / "my core"
+    shutil.copy(cxx_deadlock["core"], core)
+    snap = _analyze(core)
+    assert [t["tid"] for t in snap["processes"][0]["threads"]] == [
+        t["tid"] for t in cxx_deadlock["snap"]["processes"][0]["threads"]
+    ]
+
+
 def test_cxx_deadlock_main_thread_joins(cxx_deadlock):
     (proc,) = cxx_deadlock["snap"]["processes"]
     main = [t for t in proc["threads"] if t["tid"] == cxx_deadlock["pid"]][0]
