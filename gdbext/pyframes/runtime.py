@@ -51,7 +51,7 @@ def section_address(section: str) -> Optional[int]:
         return None
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) >= 5 and parts[3] == section and parts[1] == "-":
+        if len(parts) >= 5 and parts[1] == "-" and parts[3] == "is" and parts[4] == section:
             try:
                 return int(parts[0], 16)
             except ValueError:

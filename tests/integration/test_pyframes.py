@@ -54,7 +54,9 @@ def analysed(request, tmp_path_factory):
         proc.kill()
     fd, out = tempfile.mkstemp(suffix=".json")
     try:
-        text = gdb_batch(["hang-dump %s" % out, "hang-bt -a", "thread apply all bt"], core=core, exe=exe)
+        probe = ("python import hanganalyze_gdbext.pyframes.runtime as R; "
+                 "print('PYRUNTIME', R.section_address('.PyRuntime'), R.symbol_address('_PyRuntime'))")
+        text = gdb_batch(["hang-dump %s" % out, "hang-bt -a", "thread apply all bt", probe], core=core, exe=exe)
         core_snap = json.loads(Path(out).read_text())
     finally:
         Path(out).unlink()
@@ -200,3 +202,15 @@ def test_subinterpreter_frames_merged_in_place(hung, tmp_path, key):
     assert natives[0] == "_PyEval_EvalFrameDefault" and "interp_run_string" in natives, natives
     assert frames[i_sub - 1]["line"] == 4  # sub_inner's line inside the subinterpreter source
     assert any("several interpreters" in n for n in t["notes"])
+
+
+def test_pyruntime_section_fallback_agrees_with_symbol(analysed):
+    """3.10+ builds put _PyRuntime at the start of a .PyRuntime section: the fallback used when
+    no symbol is found must land on the same address (3.8/3.9 have no such section)."""
+    key, _, _, text = analysed
+    section, symbol = re.search(r"PYRUNTIME (\S+) (\S+)", text).groups()
+    assert symbol != "None"
+    if key in ("3.8", "3.9"):
+        assert section == "None"
+    else:
+        assert section == symbol
