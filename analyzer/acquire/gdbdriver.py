@@ -257,12 +257,13 @@ class GdbSession:
                 proc.wait(timeout=3)
             except Exception:  # noqa: BLE001
                 pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # gdb leads its own session: pgid == pid
-        except OSError:
-            pass
         if proc.poll() is None:
-            proc.kill()
+            # Still alive, so not reaped: its pid (== its process group id, it leads its own
+            # session) cannot have been reused, and the group holds only gdb and its helpers.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                proc.kill()
         try:
             proc.wait(timeout=10)
         except Exception:  # noqa: BLE001
