@@ -350,10 +350,12 @@ def _schema() -> Dict[str, Any]:
 
 
 def _display(path: Path) -> str:
+    """Relative to the working directory when inside it (signatures/foo.yaml), else absolute."""
     try:
-        return os.path.relpath(str(path))
+        rel = os.path.relpath(str(path))
     except ValueError:
         return str(path)
+    return str(path) if rel.startswith("..") else rel
 
 
 def _node_at(node: yaml.Node, path: Sequence[Any]) -> yaml.Node:
