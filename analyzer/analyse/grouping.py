@@ -24,26 +24,36 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
 
-#: Native calls that mean "parked until an event arrives" wherever they are called from.
+#: Native calls that mean "parked until an event arrives" wherever they are called from
+#: (names as ``wait_name`` normalises them: no ``__GI_``/``__libc_`` prefix, no ``_nocancel``).
 IDLE_NATIVE_WAITS = frozenset(
     {
-        "epoll_wait", "epoll_pwait", "epoll_pwait2", "select", "pselect", "pselect6", "poll", "ppoll",
-        "__poll", "__select", "__GI___poll", "__GI_epoll_wait", "accept", "accept4", "sigwait",
-        "sigtimedwait", "sigwaitinfo", "__sigtimedwait", "pause", "io_getevents", "uv__io_poll",
+        "epoll_wait", "epoll_pwait", "epoll_pwait2", "select", "pselect", "pselect6", "pselect64", "poll",
+        "ppoll", "accept", "accept4", "sigwait", "sigtimedwait", "sigwaitinfo", "pause", "io_getevents",
+        "uv__io_poll",
     }
 )
 
 #: Native calls that park a thread on a condition; idle only inside a worker loop.
 CONDITION_WAITS = frozenset(
     {
-        "pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait", "___pthread_cond_wait",
-        "___pthread_cond_timedwait", "__pthread_cond_wait", "__pthread_cond_timedwait", "futex_wait",
-        "__futex_abstimed_wait_common", "__futex_abstimed_wait_common64", "do_futex_wait", "syscall",
-        "sem_wait", "sem_timedwait", "sem_clockwait", "__new_sem_wait_slow64",
+        "pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait", "futex_wait",
+        "futex_abstimed_wait_common", "futex_abstimed_wait_common64", "futex_abstimed_wait_cancelable64",
+        "do_futex_wait", "syscall", "sem_wait", "sem_timedwait", "sem_clockwait", "new_sem_wait_slow64",
         "std::condition_variable::wait", "gomp_team_barrier_wait_end", "gomp_barrier_wait_end",
         "do_wait", "do_spin", "futex_wait_simple",
     }
 )
+
+def wait_name(name: Optional[str]) -> str:
+    """``__GI___poll`` -> ``poll``, ``__libc_accept`` -> ``accept``, ``___pthread_cond_wait`` ->
+    ``pthread_cond_wait``: glibc exports the same call under several aliases."""
+    base = short_function(name)
+    stripped = re.sub(r"^(?:__GI_)?_*(?:libc_)?", "", base)
+    if stripped.endswith("_nocancel"):
+        stripped = stripped[: -len("_nocancel")]
+    return stripped
+
 
 #: Native frames (anywhere in the stack) that identify a thread-pool worker waiting for tasks.
 WORKER_LOOP = re.compile(
@@ -121,7 +131,7 @@ def _python_idle(frames: List[Frame]) -> bool:
 
 def _native_idle(frames: List[Frame]) -> bool:
     top = [f for f in frames[:IDLE_DEPTH] if f.kind == "native" and not f.marker]
-    names = [short_function(f.function) for f in top]
+    names = [wait_name(f.function) for f in top]
     if any(n in IDLE_NATIVE_WAITS for n in names[:6]):
         return True
     if any(n in CONDITION_WAITS for n in names[:6]):
@@ -138,7 +148,7 @@ def is_idle_stack(thread: Thread) -> bool:
         # A Python thread is idle only when its Python code says so: a cond wait under a
         # Python-level lock acquire is how every Python deadlock looks natively.
         return _python_idle(frames) or (
-            _native_idle(frames) and short_function(frames[0].function) in IDLE_NATIVE_WAITS
+            _native_idle(frames) and wait_name(frames[0].function) in IDLE_NATIVE_WAITS
         )
     return _native_idle(frames)
 

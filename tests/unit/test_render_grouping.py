@@ -53,6 +53,11 @@ def test_idle_rule():
     assert is_idle_stack(Thread(frames=worker_frames()))
     assert not is_idle_stack(Thread(frames=[nat("pthread_cond_wait"), nat("my_consumer", "/x/libapp.so")]))
     assert is_idle_stack(Thread(frames=[nat("epoll_wait"), nat("uv_run", "/x/libuv.so")]))
+    # glibc aliases as gdb prints them with debug info
+    assert is_idle_stack(Thread(frames=[nat("__GI___poll"), nat("cuda_event_loop", "/x/libcuda.so.1")]))
+    assert is_idle_stack(Thread(frames=[nat("__GI___futex_abstimed_wait_cancelable64"), nat("___pthread_cond_wait"),
+                                        nat("std::condition_variable::wait(std::unique_lock<std::mutex>&)"),
+                                        nat("c10::ThreadPool::main_loop(unsigned long)", "/x/libc10.so")]))
     # a Python thread blocked on a plain Lock is how a deadlock looks: never idle
     lock = Thread(frames=[nat("sem_clockwait"), py("worker", "/app/deadlock.py"), py("run", "/x/threading.py")])
     assert not is_idle_stack(lock)
