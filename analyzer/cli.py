@@ -82,9 +82,7 @@ def acquire(
     if not target:
         raise InputError("nothing to analyze: give a core file, a text file ('-' for stdin) or --pid PID")
     if target == "-":
-        from hanganalyze.acquire.text import parse_text
-
-        return parse_text(sys.stdin.read(), input_format)
+        return _from_text(sys.stdin.read(), input_format)
     path = Path(target)
     if not path.exists():
         raise InputError("%s: no such file" % path)
@@ -101,12 +99,23 @@ def acquire(
         return gdbdriver.snapshot_from_core(path, info, exe=exe, gdb=gdb, timeout=timeout, progress=progress)
     if input_format is None and _is_binary(path):
         raise InputError("%s is neither an ELF core nor a text file (binary data)" % path)
-    from hanganalyze.acquire.text import parse_text
-
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as e:
         raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
+    return _from_text(text, input_format)
+
+
+def _from_text(text: str, input_format: Optional[str]):
+    """A hanganalyze/1 JSON snapshot (hang-dump, hang-analyze) as is; anything else to the parsers."""
+    from hanganalyze.acquire import snapshot_json
+
+    if input_format == snapshot_json.FORMAT_NAME or (
+        input_format in (None, "auto") and snapshot_json.looks_like_snapshot(text)
+    ):
+        return snapshot_json.read_snapshot(text)
+    from hanganalyze.acquire.text import parse_text
+
     return parse_text(text, input_format)
 
 
@@ -145,7 +154,12 @@ def analyze(
     gdb: str = typer.Option("gdb", "--gdb", help="gdb to use (e.g. cuda-gdb)."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds allowed for each gdb step."),
     signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature folder (repeatable)."),
-    input_format: Optional[str] = typer.Option(None, "--input-format", help="Force the text format: auto, gdb, pybt, pyspy, pyspy-json, pystack, faulthandler, traceback."),
+    input_format: Optional[str] = typer.Option(
+        None,
+        "--input-format",
+        help="Force the text format: auto, gdb, pybt, pyspy, pyspy-json, pystack, faulthandler, traceback, "
+        "snapshot-json (a hang-dump JSON file).",
+    ),
     redact: bool = typer.Option(False, "--redact", help="Replace user names, hosts, IPs and secrets."),
     version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True),
 ) -> None:

@@ -119,6 +119,10 @@ class VersionSpec:
 # --------------------------------------------------------------------------------------------
 
 
+def _shorten(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _as_list(x: Any) -> List[Any]:
     return x if isinstance(x, list) else [x]
 
@@ -198,7 +202,7 @@ class FramePattern:
             file=_glob_re(d["file"]) if d.get("file") else None,
             file_has_slash=all("/" in f for f in _as_list(d.get("file", ""))),
             kind=d.get("kind"),
-            text=" ".join(parts) or "any frame",
+            text=d.get("name") or _shorten(" ".join(parts)) or "any frame",
         )
 
     def anchors(self) -> Optional[frozenset]:

@@ -31,6 +31,7 @@ from helpers import (  # noqa: E402
     core_at_abort,
     fixture_binary,
     gcore,
+    gdb_batch,
     gdb_snapshot,
     pyenv_pythons,
     run_hanganalyze,
@@ -406,3 +407,70 @@ def test_cli_version_condition_rejects_old_nccl(cores):
     res = run_hanganalyze([core, "--exe", exe, "--format", "json"])
     data = json.loads(res.stdout)
     assert "nccl-destroy-with-live-cuda-graph" not in [f["signature"] for f in data["findings"]]
+
+
+# --------------------------------------------------------------------------------------------
+# inside gdb: hang-analyze hands the snapshot to the installed analyzer (one matcher only)
+# --------------------------------------------------------------------------------------------
+
+
+def test_gdb_hang_analyze_prints_findings(cores):
+    core, exe = cores.core((C, "hang", "tf-clear"))
+    out = gdb_batch(["hang-analyze"], core=core, exe=exe)
+    assert "tf-resourcemgr-clear-cleanup-deadlock" in out, out[-3000:]
+    assert "Traceback" not in out
+
+
+def test_gdb_hang_analyze_json_and_user_signatures(cores, tmp_path):
+    import json
+
+    d = tmp_path / "sigs"
+    d.mkdir()
+    (d / "mine.yaml").write_text(
+        "signatures:\n"
+        "  - id: my-nsync-wait\n"
+        "    title: Waiting in nsync\n"
+        "    severity: info\n"
+        "    cause: A thread waits on an nsync mutex.\n"
+        "    fix: [{kind: debug, text: Look at the owner.}]\n"
+        "    references: [https://example.org/nsync]\n"
+        "    match:\n"
+        "      threads: [{rule: r, stack: [{function: nsync::nsync_mu_lock}]}]\n"
+    )
+    core, exe = cores.core((C, "hang", "tf-clear"))
+    outfile = tmp_path / "findings.json"
+    out = gdb_batch(["hang-analyze --format json --signatures %s -o %s" % (d, outfile)], core=core, exe=exe)
+    assert "hang-analyze: wrote" in out, out[-3000:]
+    data = json.loads(outfile.read_text())
+    ids = [f["signature"] for f in data["findings"]]
+    assert "tf-resourcemgr-clear-cleanup-deadlock" in ids and "my-nsync-wait" in ids
+
+
+def test_gdb_hang_analyze_without_analyzer(cores, monkeypatch, tmp_path):
+    core, exe = cores.core((C, "hang", "tf-clear"))
+    monkeypatch.setenv("HANGANALYZE", str(tmp_path / "missing" / "hanganalyze"))
+    out = gdb_batch(["hang-analyze"], core=core, exe=exe)
+    assert "hang-analyze: the hanganalyze command is needed" in out
+    assert "HANGANALYZE" in out and "Traceback" not in out
+
+
+def test_gdb_hang_analyze_bad_option(cores):
+    core, exe = cores.core((C, "hang", "tf-clear"))
+    out = gdb_batch(["hang-analyze --format xml"], core=core, exe=exe)
+    assert "--format must be one of" in out
+
+
+def test_saved_hang_dump_is_reanalysed(cores, tmp_path):
+    """A hang-dump JSON file is accepted as input (snapshot-json) and matched afresh."""
+    import json
+
+    snap = cores.snapshot((C, "hang", "tf-clear"))
+    p = tmp_path / "dump.json"
+    p.write_text(json.dumps(snap))
+    res = run_hanganalyze([p, "--format", "json"])
+    assert res.returncode == 3, res.stderr
+    assert "tf-resourcemgr-clear-cleanup-deadlock" in [f["signature"] for f in json.loads(res.stdout)["findings"]]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "hanganalyze/1", "processes": [')
+    res = run_hanganalyze([bad])
+    assert res.returncode == 2 and "not a hanganalyze/1 snapshot" in res.stderr.decode()

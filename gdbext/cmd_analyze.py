@@ -1,0 +1,106 @@
+"""``hang-analyze``: the known-bug findings for the process being debugged, without leaving gdb.
+
+gdb's Python has no PyYAML or jsonschema and there must be one matcher only, so this command
+collects the snapshot here (the same one ``hang-dump`` writes) and hands its JSON to the installed
+``hanganalyze`` command on stdin (``hanganalyze - --input-format snapshot-json``), then prints
+what it says.  The executable is ``$HANGANALYZE`` when set, else ``hanganalyze`` on ``PATH``.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+
+import gdb
+
+from .collect import collect_snapshot
+from .commands import command
+
+FORMATS = ("text", "json", "md")
+DEFAULT_TIMEOUT = 120.0
+#: Exit codes of the hanganalyze command that mean "it worked" (3 = something serious found).
+OK_CODES = (0, 3)
+
+
+def find_analyzer():
+    """Path of the hanganalyze executable, or None."""
+    env = os.environ.get("HANGANALYZE")
+    if env:
+        return env if os.path.isfile(env) and os.access(env, os.X_OK) else None
+    return shutil.which("hanganalyze")
+
+
+def parse_args(argv):
+    """(format, timeout, signature folders, output file); gdb.GdbError on a bad option."""
+    fmt, timeout, sigdirs, output = "text", DEFAULT_TIMEOUT, [], None
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--format", "-f", "--timeout", "--signatures", "-o", "--output"):
+            if i + 1 >= len(argv):
+                raise gdb.GdbError("hang-analyze: %s needs a value" % a)
+            v = argv[i + 1]
+            i += 2
+            if a in ("--format", "-f"):
+                if v not in FORMATS:
+                    raise gdb.GdbError("hang-analyze: --format must be one of %s" % ", ".join(FORMATS))
+                fmt = v
+            elif a == "--timeout":
+                try:
+                    timeout = float(v)
+                except ValueError:
+                    raise gdb.GdbError("hang-analyze: --timeout needs a number of seconds") from None
+                if timeout <= 0:
+                    raise gdb.GdbError("hang-analyze: --timeout must be positive")
+            elif a == "--signatures":
+                sigdirs.append(v)
+            else:
+                output = v
+        else:
+            raise gdb.GdbError("hang-analyze: unknown argument %r (see 'help hang-analyze')" % a)
+    return fmt, timeout, sigdirs, output
+
+
+def run_analyzer(exe, data, fmt, timeout, sigdirs):
+    """Run the analyzer on the snapshot JSON; returns its stdout, raises gdb.GdbError otherwise."""
+    cmd = [exe, "-", "--input-format", "snapshot-json", "--format", fmt]
+    for d in sigdirs:
+        cmd += ["--signatures", d]
+    try:
+        res = subprocess.run(cmd, input=data.encode("utf-8"), capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise gdb.GdbError("hang-analyze: %s did not answer within %g s (--timeout)" % (exe, timeout)) from None
+    except OSError as e:
+        raise gdb.GdbError("hang-analyze: cannot run %s: %s" % (exe, e.strerror or e)) from None
+    if res.returncode not in OK_CODES:
+        lines = res.stderr.decode("utf-8", "replace").strip().splitlines()
+        msg = lines[-1] if lines else "exit status %d" % res.returncode
+        raise gdb.GdbError("hang-analyze: %s" % msg)
+    return res.stdout.decode("utf-8", "replace")
+
+
+@command(
+    "hang-analyze",
+    "Match the debugged process against the known hang/crash signatures and print the findings.\n"
+    "Usage: hang-analyze [--format text|json|md] [--signatures DIR]... [--timeout SECONDS] [-o FILE]\n"
+    "Runs the installed 'hanganalyze' command ($HANGANALYZE, else PATH) on this process's snapshot.",
+)
+def hang_analyze(argv, from_tty):
+    fmt, timeout, sigdirs, output = parse_args(argv)
+    exe = find_analyzer()
+    if exe is None:
+        where = "$HANGANALYZE=%s is not an executable" % os.environ["HANGANALYZE"] if os.environ.get(
+            "HANGANALYZE") else "no 'hanganalyze' on PATH"
+        raise gdb.GdbError(
+            "hang-analyze: the hanganalyze command is needed (%s); install it with "
+            "'pip install hanganalyze' or set HANGANALYZE=/path/to/hanganalyze" % where
+        )
+    snap = collect_snapshot()
+    data = json.dumps(snap.to_dict(), separators=(",", ":"))
+    out = run_analyzer(exe, data, fmt, timeout, sigdirs)
+    if output:
+        with open(output, "w") as f:
+            f.write(out)
+        gdb.write("hang-analyze: wrote %s\n" % output)
+    else:
+        gdb.write(out if out.endswith("\n") else out + "\n")
