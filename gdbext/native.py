@@ -81,11 +81,14 @@ class LibraryMap:
         return name
 
 
-_SAL_CACHE: Dict[int, Tuple[Optional[str], Optional[int]]] = {}
+#: (pc, function) -> (file, line).  The function is part of the key because an inlined frame and
+#: the frame it is inlined into share one pc but not one source line (the outer one's is the call site).
+_SAL_CACHE: Dict[Tuple[int, Optional[str]], Tuple[Optional[str], Optional[int]]] = {}
 
 
-def _sal(frame: "gdb.Frame", pc: int) -> Tuple[Optional[str], Optional[int]]:
-    hit = _SAL_CACHE.get(pc)
+def _sal(frame: "gdb.Frame", pc: int, name: Optional[str]) -> Tuple[Optional[str], Optional[int]]:
+    key = (pc, name)
+    hit = _SAL_CACHE.get(key)
     if hit is not None:
         return hit
     file_, line = None, None
@@ -96,7 +99,7 @@ def _sal(frame: "gdb.Frame", pc: int) -> Tuple[Optional[str], Optional[int]]:
             line = sal.line
     except gdb.error:
         pass
-    _SAL_CACHE[pc] = (file_, line)
+    _SAL_CACHE[key] = (file_, line)
     return file_, line
 
 
@@ -123,7 +126,7 @@ def unwind(libs: LibraryMap, max_frames: int = MAX_FRAMES) -> List[NativeFrame]:
                 sp = int(f.read_register("sp"))
             except (gdb.error, ValueError):
                 sp = None
-        file_, line = _sal(f, pc)
+        file_, line = _sal(f, pc, name)
         fr = Frame(
             kind="native",
             function=name,
