@@ -13,6 +13,7 @@ import time
 from typing import Callable, List
 
 from hanganalyze.analyse.bucket import bucket_id
+from hanganalyze.analyse.redact import redact
 from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
 from hanganalyze.render import render
 
@@ -77,6 +78,9 @@ def measure(name: str, make: Callable[[], Snapshot]) -> bool:
     snap.bucket = bucket_id(snap)
     t_bucket = time.perf_counter() - t0
     print("%-10s bucket_id %.3f s (%s)" % (name, t_bucket, snap.bucket))
+    t0 = time.perf_counter()
+    redact(snap)
+    print("%-10s redact    %.3f s" % (name, time.perf_counter() - t0))
     for fmt in ("html", "md", "text", "json"):
         t0 = time.perf_counter()
         out = render(snap, fmt)

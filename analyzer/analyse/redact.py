@@ -67,6 +67,19 @@ FQDN = re.compile(
     r"(?<![\w.@/-])((?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){2,}([A-Za-z]{2,24}))(?![\w-]|\.\w)"
 )
 
+#: Cheap pre-check for ``Redactor.discover`` (lower-case substrings): a string containing none of
+#: these holds nothing to learn, and most strings (function names, library paths) contain none.
+DISCOVERY_HINTS = (
+    "/home/", "/users/", "/homes/", "=", "@", "://", "bearer", "basic", "token", "passw", "pwd", "secret", "key",
+    "auth", "cred", "hf_", "gh", "github_pat_", "sk-", "akia", "xox", "glpat-", " -",
+)
+
+
+def _has_hint(s: str) -> bool:
+    low = s.lower()
+    return low.startswith("-") or any(h in low for h in DISCOVERY_HINTS)
+
+
 #: Suffixes a host name in a report plausibly ends with (public TLDs seen in clusters + private ones).
 HOST_SUFFIXES = frozenset(
     {"com", "net", "org", "edu", "gov", "mil", "int", "io", "ai", "dev", "cloud", "app", "tech", "co", "us", "uk",
@@ -93,6 +106,8 @@ class Redactor:
     def __init__(self, hostnames: Iterable[str] = (), users: Iterable[str] = ()):
         self.tables: Dict[str, Dict[str, str]] = {k: {} for k in KINDS}
         self._literal: Optional[re.Pattern] = None
+        self._seen: set = set()
+        self._replaced: Dict[str, str] = {}
         for h in hostnames:
             self.add("host", h)
         for u in users:
@@ -120,6 +135,10 @@ class Redactor:
 
     # -- pass 1 -------------------------------------------------------------------------------
     def discover(self, s: str) -> None:
+        # Most strings (function names, library paths) carry none of the hints: one scan decides.
+        if s in self._seen or not _has_hint(s):
+            return
+        self._seen.add(s)
         for m in HOME_USER.finditer(s):
             self.add_user(m.group(1))
         for m in USER_SETTING.finditer(s):
@@ -161,6 +180,13 @@ class Redactor:
         return value
 
     def replace(self, s: str) -> str:
+        """Pass 2 for one string (cached: frames repeat the same paths and names many times)."""
+        done = self._replaced.get(s)
+        if done is None:
+            done = self._replaced[s] = self._replace(s)
+        return done
+
+    def _replace(self, s: str) -> str:
         lit = self._literal_re()
         if lit is not None:
             s = lit.sub(lambda m: self._lookup(m.group(0)), s)
