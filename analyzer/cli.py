@@ -132,6 +132,9 @@ def write_output(data: str, output: Optional[Path]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would surprise whoever shares the report
         os.replace(tmp, output)
     except BaseException:
         if os.path.exists(tmp):
