@@ -206,3 +206,22 @@ def test_markdown_structure_is_independent_of_core_strings(value):
 def test_text_has_no_control_characters(value):
     out = render_text(one_thread_snapshot(value))
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out)
+
+
+def test_markdown_through_a_commonmark_renderer_yields_only_our_tags():
+    """Render the Markdown as an issue tracker would (CommonMark + raw HTML + tables): core strings
+    must not produce a single element of their own."""
+    markdown_it = pytest.importorskip("markdown_it")
+    md = markdown_it.MarkdownIt("commonmark", {"html": True}).enable("table")
+    out = md.render(render_markdown(hostile_snapshot()))
+    p = Collect()
+    p.feed(out)
+    allowed = {"h2", "h3", "p", "strong", "em", "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "details",
+               "summary", "b", "pre", "code", "a", "blockquote"}
+    assert {t for t, _ in p.tags} <= allowed, {t for t, _ in p.tags} - allowed
+    for tag, attrs in p.tags:
+        assert not any(k.startswith("on") for k in attrs)
+        if tag == "a":
+            assert attrs["href"] == "https://example.org/ok", attrs
+    assert sum(1 for t, _ in p.tags if t == "details") == 3  # one per thread group (3 idle threads alike)
+    assert SCRIPT not in out
