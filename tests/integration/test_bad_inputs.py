@@ -218,3 +218,38 @@ def test_executable_rebuilt_since_the_core_is_a_warning(tmp_path):
     assert res.returncode in (0, 3), res.stderr
     warnings = json.loads(res.stdout).get("warnings", [])
     assert any(str(app) in w and "build-id" in w and "may be wrong" in w for w in warnings), warnings
+
+
+def test_pid_of_a_zombie():
+    p = subprocess.Popen(["true"])
+    try:
+        for _ in range(100):  # not reaped yet: it stays a zombie until wait()
+            if Path("/proc/%d/status" % p.pid).read_text().find("State:\tZ") >= 0:
+                break
+            time.sleep(0.05)
+        one_line_error(["--pid", p.pid], EXIT_INPUT, "zombie")
+    finally:
+        p.wait()
+
+
+def test_pid_already_traced_by_a_debugger(hung):
+    """Another debugger holds the process: refuse (ptrace allows one tracer), name the tracer."""
+    h = hung([str(fixture_binary("cxx_mutex_deadlock"))])
+    other = subprocess.Popen(
+        ["gdb", "-nx", "-batch", "-iex", "set auto-load off", "-p", str(h.pid), "-ex", "shell sleep 60"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        for _ in range(200):
+            status = Path("/proc/%d/status" % h.pid).read_text()
+            if "TracerPid:\t0\n" not in status:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.skip("the other gdb did not attach")
+        one_line_error(["--pid", h.pid], EXIT_INPUT, "already traced by pid")
+    finally:
+        os.killpg(other.pid, 9)
+        other.wait()

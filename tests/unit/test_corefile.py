@@ -220,3 +220,32 @@ def test_soname_version(name, version):
 def test_not_libraries():
     assert not is_library("/usr/bin/python3.11")
     assert not is_library("/data/model.safetensors")
+
+
+def test_frame_libraries_take_the_mapped_spelling(tmp_path):
+    """gdb names libc by the loader's path (/lib/...), the mappings by /usr/lib/...: one spelling."""
+    from hanganalyze.acquire.corefile import MappedFile
+    from hanganalyze.acquire.gdbdriver import libraries_from_files, normalise_frame_libraries
+    from hanganalyze.gdbext.model import Frame, Process, Thread
+
+    real = tmp_path / "usr" / "lib"
+    real.mkdir(parents=True)
+    (real / "libx.so.1.2").write_bytes(b"\x7fELF")
+    (tmp_path / "lib").symlink_to(real)
+    mapped = str(real / "libx.so.1.2")
+    proc = Process(source="core")
+    proc.threads.append(
+        Thread(
+            tid=1,
+            frames=[
+                Frame(kind="native", function="f", library=str(tmp_path / "lib" / "libx.so.1.2")),
+                Frame(kind="native", function="g", library="/elsewhere/liby.so"),
+                Frame(kind="python", function="h", file="x.py"),
+            ],
+        )
+    )
+    files = [MappedFile(path=mapped, base=0x1000, build_id="ab" * 20), MappedFile(path="/usr/bin/app", base=0)]
+    normalise_frame_libraries(proc, files)
+    assert [f.library for f in proc.threads[0].frames] == [mapped, "/elsewhere/liby.so", None]
+    libs = libraries_from_files(files)
+    assert [(lib.path, lib.build_id, lib.version) for lib in libs] == [(mapped, "ab" * 20, "1.2")]
