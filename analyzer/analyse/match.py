@@ -18,6 +18,7 @@ threads that contain one of its anchors.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -40,15 +41,37 @@ UNKNOWN_GIL_FACTOR = 0.8
 #: Confidence factor when a version condition could not be checked (version or library unknown).
 UNKNOWN_VERSION_FACTOR = 0.9
 
-_SIMPLE = frozenset("([.@ ")
+_NEEDS_NORMALISING = re.compile(r"[(\[.@ ]")
+
+#: A frame as the matcher sees it: (normalised function, library basename, file, kind).
+FrameKey = Tuple[str, str, str, str]
 
 
 def _norm(name: Optional[str], cache: Dict[Optional[str], str]) -> str:
     hit = cache.get(name)
     if hit is None:
-        hit = name if name and not (_SIMPLE & set(name)) and name != "??" else normalize_function(name)
+        if name and name != "??" and not _NEEDS_NORMALISING.search(name):
+            hit = name
+        else:
+            hit = normalize_function(name)
         cache[name] = hit
     return hit
+
+
+def _frame_matches(pat: FramePattern, key: FrameKey) -> bool:
+    norm, lib, file_, kind = key
+    if pat.kind and kind != pat.kind:
+        return False
+    if pat.function is not None and not (
+        pat.function.matches(norm)
+        or (kind == "python" and "." in norm and pat.function.matches(norm.rsplit(".", 1)[1]))
+    ):
+        return False
+    if pat.library is not None and not pat.library.search(lib):
+        return False
+    if pat.file is not None:
+        return bool(pat.file.search(file_) or (not pat.file_has_slash and pat.file.search(os.path.basename(file_))))
+    return True
 
 
 @dataclass
@@ -60,6 +83,7 @@ class _ThreadView:
     frames: List[Frame]
     norms: List[str]
     names: Set[str]
+    keys: List[Optional[FrameKey]]  # None for marker frames, which never match
 
 
 def frame_text(frame: Frame) -> str:
@@ -78,6 +102,7 @@ class _Matcher:
     def __init__(self, process: Process):
         self.process = process
         cache: Dict[Optional[str], str] = {}
+        libbase: Dict[Optional[str], str] = {}
         self.views: List[_ThreadView] = []
         self.by_name: Dict[str, List[int]] = {}
         for ti, t in enumerate(process.threads):
@@ -87,43 +112,41 @@ class _Matcher:
             norms = [(f.function or "??") if f.kind == "python" else _norm(f.function, cache) for f in frames]
             names = set(norms)
             names.update(n.rsplit(".", 1)[1] for n, f in zip(norms, frames) if f.kind == "python" and "." in n)
-            self.views.append(_ThreadView(ti, t, frames, norms, names))
+            keys: List[Optional[FrameKey]] = []
+            for f, n in zip(frames, norms):
+                if f.marker:
+                    keys.append(None)
+                    continue
+                lib = libbase.get(f.library)
+                if lib is None:
+                    lib = libbase[f.library] = os.path.basename(f.library or "")
+                keys.append((n, lib, f.file or "", f.kind))
+            self.views.append(_ThreadView(ti, t, frames, norms, names, keys))
             for n in names:
                 self.by_name.setdefault(n, []).append(ti)
         self.all_names = set(self.by_name)
-        self._frame_cache: Dict[Tuple[int, str, Optional[str], Optional[str], str, bool], bool] = {}
+        self._frame_cache: Dict[int, Dict[FrameKey, bool]] = {}
         self._lib_names: Optional[List[Tuple[str, Optional[str]]]] = None
 
     # ----- frames ---------------------------------------------------------------------------
-    def frame_ok(self, pat: FramePattern, frame: Frame, norm: str) -> bool:
-        if frame.marker:
+    def frame_ok(self, pat: FramePattern, key: Optional[FrameKey]) -> bool:
+        """Does the frame match the pattern?  Cached per pattern and distinct frame content."""
+        if key is None:
             return False
-        key = (id(pat), norm, frame.library, frame.file, frame.kind, frame.marker)
-        hit = self._frame_cache.get(key)
-        if hit is not None:
-            return hit
-        ok = True
-        if pat.kind and frame.kind != pat.kind:
-            ok = False
-        elif pat.function is not None and not (
-            pat.function.matches(norm)
-            or (frame.kind == "python" and "." in norm and pat.function.matches(norm.rsplit(".", 1)[1]))
-        ):
-            ok = False
-        elif pat.library is not None and not pat.library.search(os.path.basename(frame.library or "")):
-            ok = False
-        elif pat.file is not None:
-            f = frame.file or ""
-            ok = bool(pat.file.search(f) or (not pat.file_has_slash and pat.file.search(os.path.basename(f))))
-        self._frame_cache[key] = ok
-        return ok
+        cache = self._frame_cache.get(id(pat))
+        if cache is None:
+            cache = self._frame_cache[id(pat)] = {}
+        hit = cache.get(key)
+        if hit is None:
+            hit = cache[key] = _frame_matches(pat, key)
+        return hit
 
     def _step_at(self, st: Step, tv: _ThreadView, i: int, allow_stripped: bool) -> Optional[bool]:
         """None: frame i does not match the step; False: matches; True: matches via stripped."""
-        f, nm = tv.frames[i], tv.norms[i]
-        if self.frame_ok(st, f, nm):
+        key = tv.keys[i]
+        if self.frame_ok(st, key):
             return False
-        if allow_stripped and st.stripped is not None and self.frame_ok(st.stripped, f, nm):
+        if allow_stripped and st.stripped is not None and self.frame_ok(st.stripped, key):
             return True
         return None
 
@@ -186,16 +209,18 @@ class _Matcher:
             else:
                 gil_ev.append({"thread": t.tid, "frame": None, "rule": "%s: GIL %s" % (rule.rule, rule.gil),
                                "text": "GIL %s" % state})
-        for pat in rule.not_:
-            if any(self.frame_ok(pat, f, nm) for f, nm in zip(tv.frames, tv.norms)):
-                return None
         if not rule.stack:
+            if any(self.frame_ok(pat, k) for pat in rule.not_ for k in tv.keys):
+                return None
             return [{"thread": t.tid, "frame": None, "rule": rule.rule, "text": "thread name %s" % (t.name,)}], 1.0
         placed = self.search_stack(rule.stack, tv, allow_stripped=False)
         if placed is None and any(s.stripped is not None for s in rule.stack):
             placed = self.search_stack(rule.stack, tv, allow_stripped=True)
         if placed is None:
             return None
+        for pat in rule.not_:  # after the (usually failing) stack search: cheaper that way
+            if any(self.frame_ok(pat, k) for k in tv.keys):
+                return None
         conf = gil_factor
         ev = list(gil_ev)
         for si, fi, via in placed:

@@ -51,6 +51,12 @@ def normalize_function(name: Optional[str]) -> str:
     n = _SYMVER.sub("", n)
     n = _TRAILING_QUALS.sub("", n).rstrip()
     if n.endswith(")"):
+        open_at = n.rfind("(")
+        if n.count(")", open_at) == 1 and open_at > 0 and not n[:open_at].endswith("operator"):
+            # the common case: one flat parameter list at the end, e.g. "f(int, char const*)"
+            n = n[:open_at].rstrip()
+            n = _TRAILING_QUALS.sub("", n).rstrip()
+            return _CLONE_SUFFIX.sub("", n) or "??"
         depth = 0
         for i in range(len(n) - 1, -1, -1):
             c = n[i]
