@@ -71,6 +71,11 @@ def test_live_python_deadlock(hung):
     (proc,) = json.loads(res.stdout)["processes"]
     assert len(proc["threads"]) == 3
     assert proc["argv"] == [str(py), str(FIXTURES / "py_deadlock.py")]
+    assert proc["python"] and proc["python"]["version"].startswith("3.11")
+    # live and core agree on the Python side too: named threads in the fixture's functions
+    funcs = {t.get("name"): {f.get("function") for f in t["frames"] if f["kind"] == "python"} for t in proc["threads"]}
+    assert "take_a_then_b" in funcs.get("worker-a", set()), funcs
+    assert "take_b_then_a" in funcs.get("worker-b", set()), funcs
 
 
 @pytest.mark.parametrize("timeout", ["0.05", "0.3", "0.6"])
