@@ -115,6 +115,9 @@ def detect_version(mem: Memory, runtime: int) -> Tuple[Optional[Tuple[int, int]]
     if h:
         minor, text = hex_to_version(h)
         return minor, text, "_Py_DebugOffsets"
+    found = version_from_files()
+    if found and found[0] < (3, 11):
+        return found[0], found[1], "file name"  # Py_Version only exists from 3.11 on: skip the lookup
     addr = symbol_address("Py_Version")
     if addr:
         try:
@@ -123,27 +126,23 @@ def detect_version(mem: Memory, runtime: int) -> Tuple[Optional[Tuple[int, int]]
                 return minor, text, "Py_Version"
         except ReadError:
             pass
-    found = version_from_files()
     if found:
         return found[0], found[1], "file name"
     return None, "", "unknown"
 
 
-#: (table key, C expression giving the offset) compared against DWARF when it is present.
+#: (table key, C expression giving the offset) compared against DWARF when it is present: one
+#: field per struct the walk depends on, the ones most likely to move between builds (each
+#: check is a ~10 ms parse_and_eval, so the list stays short).
 DWARF_CHECKS = {
-    "ts.next": "&((PyThreadState*)0)->next",
+    "rt.interpreters_head": "&((_PyRuntimeState*)0)->interpreters.head",
+    "is.threads_head": "&((PyInterpreterState*)0)->%s",
     "ts.thread_id": "&((PyThreadState*)0)->thread_id",
-    "ts.native_thread_id": "&((PyThreadState*)0)->native_thread_id",
     "ts.frame": "&((PyThreadState*)0)->frame",
     "ts.cframe": "&((PyThreadState*)0)->cframe",
     "ts.current_frame": "&((PyThreadState*)0)->current_frame",
-    "is.threads_head": "&((PyInterpreterState*)0)->%s",
-    "rt.interpreters_head": "&((_PyRuntimeState*)0)->interpreters.head",
-    "fo.f_back": "&((PyFrameObject*)0)->f_back",
     "fo.f_lasti": "&((PyFrameObject*)0)->f_lasti",
-    "co.name": "&((PyCodeObject*)0)->co_name",
     "co.firstlineno": "&((PyCodeObject*)0)->co_firstlineno",
-    "co.code_adaptive": "&((PyCodeObject*)0)->co_code_adaptive",
 }
 
 
