@@ -49,6 +49,8 @@ _NOT_FATAL = {"SIGSTOP", "SIGTRAP", "SIGTSTP"}
 _STACK_READ_MAX = 8 << 20
 #: Upper bound on mapped files whose build-id we read from disk (GPU processes map thousands).
 _MAX_BUILD_ID_FILES = 2000
+#: Libraries whose build-id differs that we name one by one (a core from another host: hundreds).
+_MAX_LIB_WARNINGS = 5
 
 
 @dataclass
@@ -555,12 +557,12 @@ def check_executable(info: CoreInfo, exe: Optional[Path]) -> Tuple[str, List[str
         warnings.append(
             "executable %s has build-id %s but the core ran build-id %s: stacks may be wrong" % (chosen, have, want)
         )
-    for f in info.files:
-        if f is mf:
-            continue
-        if f.mismatch:
-            warnings.append(
-                "%s on disk (build-id %s) is not the file the process mapped (build-id %s)"
-                % (f.path, f.disk_build_id, f.build_id)
-            )
+    changed = [f for f in info.files if f is not mf and f.mismatch]
+    for f in changed[:_MAX_LIB_WARNINGS]:
+        warnings.append(
+            "%s on disk (build-id %s) is not the file the process mapped (build-id %s): its frames may be wrong"
+            % (f.path, f.disk_build_id, f.build_id)
+        )
+    if len(changed) > _MAX_LIB_WARNINGS:
+        warnings.append("%d more mapped files differ from the ones on disk" % (len(changed) - _MAX_LIB_WARNINGS))
     return chosen, warnings
