@@ -14,7 +14,7 @@ process is not CPython, else a ``PyProcess``:
     ``str``, ``int``, ``dict_items``, ``instance_attr``, ``type_name``...) for readers of Python
     objects such as RLock owners or Thread objects, and ``threading_active()``: the
     ``threading._active`` registry as ``{ident: Thread object address}``
-  * ``notes``: what went wrong or was guessed (shown in the snapshot)
+  * ``notes``: what went wrong or was guessed; ``summary()``: all process-level facts as a dict
 
 ``PyThreadInfo``: ``lwp``, ``pthread_id``, ``tstate``, ``interp``, ``name`` (``threading``
 name), ``frames`` (Python ``Frame``s, innermost first), ``groups`` (the same frames split per
@@ -88,6 +88,16 @@ class PyProcess:
 
     def read(self, addr: int, size: int) -> bytes:
         return self.mem.read(addr, size)
+
+    def summary(self) -> Dict[str, object]:
+        """Process-level facts for ``Process.python`` / ``Process.notes`` of the snapshot."""
+        out: Dict[str, object] = {"version": self.version, "version_source": self.version_source,
+                                  "interpreters": len(self.interpreters),
+                                  "gil_holder": self.gil_holder_lwp, "gc_collecting": self.gc_collecting,
+                                  "offsets_checked_against_dwarf": self.dwarf_checked}
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return {k: v for k, v in out.items() if v is not None}
 
     def lwp_for_pthread(self, ident: int) -> Optional[int]:
         """LWP of a pthread_t (a ``threading`` ident), via thread states or libthread_db."""
