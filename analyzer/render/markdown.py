@@ -10,7 +10,9 @@ Core data cannot break the structure:
 * text outside fences is HTML-escaped and Markdown punctuation is backslash-escaped, so
   ``</details>``, ``<script>``, ``[x](javascript:..)`` or ``|`` stay literal text;
 * inside ``<summary>`` (an HTML block, where Markdown is not processed) text is HTML-escaped only;
-* control characters and newlines are made visible, so a thread name cannot start a new line.
+* control characters and newlines are made visible, so a thread name cannot start a new line;
+* URLs, ``www.`` names and e-mail addresses in core data get a zero-width space after their
+  trigger, so GitHub's autolinker does not turn them into links (only signature references link).
 """
 
 from __future__ import annotations
@@ -35,12 +37,23 @@ MAX_FIELD = 600
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 
 
+#: What GitHub's autolink extension turns into links even in escaped text (it runs after escapes
+#: are resolved): ``https://``, ``www.`` and e-mail addresses.  A zero-width space after the trigger
+#: keeps core data from becoming a link; only signature references are links.
+_AUTOLINK = re.compile(r"(?i)(?<![A-Za-z0-9])(https?|ftp|www)(?=://|\.)|@(?=[A-Za-z0-9])")
+
+
+def _no_autolink(text: str) -> str:
+    return _AUTOLINK.sub(lambda m: m.group(0) + "\u200b", text)
+
+
 def md(s: object, limit: int = MAX_FIELD) -> str:
-    """Inline Markdown text from core data: visible controls, HTML-escaped, punctuation escaped."""
+    """Inline Markdown text from core data: visible controls, HTML-escaped, punctuation escaped,
+    autolink triggers defused."""
     text = clean(s)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    text = html.escape(text, quote=True)
+    text = html.escape(_no_autolink(text), quote=True)
     # html.escape produced &lt; etc.; escape Markdown punctuation but keep those entities intact.
     parts = re.split(r"(&(?:lt|gt|amp|quot|#x27);)", text)
     return "".join(p if p.startswith("&") and p.endswith(";") else _MD_SPECIAL.sub(r"\\\1", p) for p in parts)
@@ -55,7 +68,7 @@ def h(s: object, limit: int = MAX_FIELD) -> str:
     text = clean(s)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    return "".join(_HTML_MD_ENTITIES.get(c, c) for c in html.escape(text, quote=True))
+    return "".join(_HTML_MD_ENTITIES.get(c, c) for c in html.escape(_no_autolink(text), quote=True))
 
 
 def fence(lines: List[str], lang: str = "text") -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from html.parser import HTMLParser
 
@@ -160,7 +161,7 @@ def test_svg_sanitizer(svg, ok):
 
 # -- property tests: whatever the core says, the document structure does not change ----------------
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 core_text = st.text(min_size=1, max_size=40).filter(lambda s: s.strip() != "")
@@ -188,17 +189,75 @@ BASELINE_HTML = tag_sequence(render_html(one_thread_snapshot("x")))
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(core_text)
+@example('# h')
+@example('---')
+@example('===')
+@example('1. x')
+@example('* x')
+@example('> q')
+@example('<b>x</b>')
+@example('`x`')
+@example('[a](https://b.org)')
+@example('| a | b |')
+@example('\\\\')
+@example('&amp;')
+@example('    indented')
+@example('x\\n# h')
+@example('<!--')
+@example(']]>')
+@example('~~~')
+@example('***')
+@example('_a_')
+@example('<https://evil.org>')
+@example('www.evil.org')
+@example('https://evil.org/x')
+@example('a@b.org')
+@example('![i](x.png)')
+@example('[x]: https://evil.org')
 def test_html_structure_is_independent_of_core_strings(value):
     assert tag_sequence(render_html(one_thread_snapshot(value))) == BASELINE_HTML
 
 
+def commonmark_tags(doc: str):
+    import markdown_it
+
+    return tag_sequence(markdown_it.MarkdownIt("commonmark", {"html": True}).enable("table").render(doc))
+
+
 @settings(max_examples=80, deadline=None)
 @given(core_text)
+@example('# h')
+@example('---')
+@example('===')
+@example('1. x')
+@example('* x')
+@example('> q')
+@example('<b>x</b>')
+@example('`x`')
+@example('[a](https://b.org)')
+@example('| a | b |')
+@example('\\\\')
+@example('&amp;')
+@example('    indented')
+@example('x\\n# h')
+@example('<!--')
+@example(']]>')
+@example('~~~')
+@example('***')
+@example('_a_')
+@example('<https://evil.org>')
+@example('www.evil.org')
+@example('https://evil.org/x')
+@example('a@b.org')
+@example('![i](x.png)')
+@example('[x]: https://evil.org')
 def test_markdown_structure_is_independent_of_core_strings(value):
     out = render_markdown(one_thread_snapshot(value))
     fence, depth, stray = fences_and_details(out)
     assert fence is None and depth == 0
     assert [s for s in stray if s[0] != "https"] == []
+    pytest.importorskip("markdown_it")
+    assert commonmark_tags(out) == commonmark_tags(render_markdown(one_thread_snapshot("x")))
 
 
 @settings(max_examples=80, deadline=None)
@@ -225,3 +284,17 @@ def test_markdown_through_a_commonmark_renderer_yields_only_our_tags():
             assert attrs["href"] == "https://example.org/ok", attrs
     assert sum(1 for t, _ in p.tags if t == "details") == 3  # one per thread group (3 idle threads alike)
     assert SCRIPT not in out
+
+
+def test_markdown_core_urls_and_emails_do_not_autolink():
+    """GitHub autolinks bare URLs, www. names and e-mail addresses after resolving escapes."""
+    s = hostile_snapshot()
+    s.processes[0].threads[0].name = "see https://evil.org/x www.evil.org root@evil.org"
+    s.findings[0].summary = "fetch http://evil.org"
+    out = render_markdown(s)
+    outside = re.sub(r"(?ms)^\s*(`{3,}).*?^\s*\1\s*$", "", out)  # fenced code is never linked
+    outside = re.sub(r"<https://example\.org/ok>", "", outside)  # our own reference link
+    readable = html.unescape(re.sub(r"\\(.)", r"\1", outside))
+    assert not re.search(r"(?i)(?<![a-z0-9])(https?://|www\.)", readable), readable
+    assert not re.search(r"[\w.+-]+@[A-Za-z0-9-]+\.", readable)
+    assert "evil" in readable  # still shown, just not linked
