@@ -97,8 +97,18 @@ def acquire(
         info = read_core(path)
         progress("running %s on %s" % (gdb, path))
         return gdbdriver.snapshot_from_core(path, info, exe=exe, gdb=gdb, timeout=timeout, progress=progress)
-    if input_format is None and _is_binary(path):
-        raise InputError("%s is neither an ELF core nor a text file (binary data)" % path)
+    if input_format is None:
+        from hanganalyze.acquire.corefile import compressed_kind
+
+        with open(path, "rb") as f:
+            packed = compressed_kind(f.read(8))
+        if packed:
+            raise InputError(
+                "%s is %s-compressed: decompress it first (%s FILE, or coredumpctl dump PID -o core)"
+                % (path, packed[0], packed[1])
+            )
+        if _is_binary(path):
+            raise InputError("%s is neither an ELF core nor a text file (binary data)" % path)
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as e:

@@ -151,6 +151,24 @@ class CoreMemory:
 
 # ----------------------------------------------------------------------------------- validation
 
+#: Compressed files users hand us instead of the core (systemd-coredump stores cores as .zst).
+_COMPRESSED = (
+    (b"\x28\xb5\x2f\xfd", "zstd", "zstd -d"),
+    (b"\x1f\x8b", "gzip", "gunzip"),
+    (b"\xfd7zXZ\x00", "xz", "unxz"),
+    (b"\x04\x22\x4d\x18", "lz4", "lz4 -d"),
+    (b"BZh", "bzip2", "bunzip2"),
+)
+
+
+def compressed_kind(head: bytes) -> Optional[Tuple[str, str]]:
+    """(format, decompress command) when `head` starts like a compressed file, else None."""
+    for magic, kind, cmd in _COMPRESSED:
+        if head.startswith(magic):
+            return kind, cmd
+    return None
+
+
 
 def _is_pie_executable(elf) -> bool:
     """ET_DYN is both PIE executables and shared objects: DF_1_PIE, else an interpreter and no

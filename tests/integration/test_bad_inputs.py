@@ -70,6 +70,17 @@ def test_random_binary_is_not_sent_to_the_text_parsers(tmp_path):
     one_line_error([p], EXIT_INPUT, "neither an ELF core nor a text file")
 
 
+@pytest.mark.parametrize("tool, kind", [("gzip", "gzip"), ("xz", "xz"), ("zstd", "zstd")])
+def test_compressed_core_says_decompress_first(real_core, tmp_path, tool, kind):
+    if shutil.which(tool) is None:
+        pytest.skip("%s not installed" % tool)
+    packed = tmp_path / "core.packed"
+    with open(real_core, "rb") as src, open(packed, "wb") as dst:
+        head = src.read(1 << 20)  # the first MiB is enough to be recognised
+        subprocess.run([tool, "-c"], input=head, stdout=dst, check=True)
+    one_line_error([packed], EXIT_INPUT, "is %s-compressed: decompress it first" % kind)
+
+
 def test_garbage_text(tmp_path):
     p = tmp_path / "notes.txt"
     p.write_text("hello\nthis is not a stack dump at all\n" * 20)
