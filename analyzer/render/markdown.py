@@ -34,7 +34,13 @@ IDLE_FRAMES = 12
 MAX_EVIDENCE = 12
 MAX_FIELD = 600
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+#: Inline punctuation that can open a Markdown construct anywhere in a line (emphasis, code, links,
+#: images, table cells, strikethrough); ``(``, ``.``, ``-``, ``#`` and intra-word ``_`` (never
+#: emphasis in CommonMark/GFM: ``MASTER_ADDR``) are harmless mid-line and stay readable in raw text.
+_MD_SPECIAL = re.compile(r"([\\`*\[\]|~!]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+#: What opens a block when it starts a line: headings, list items (``-``, ``+``, ``1.``, ``1)``),
+#: setext underlines and thematic breaks (``=``/``-`` runs).
+_MD_LINE_START = re.compile(r"^(#|[-+=]|\d+(?=[.)]))")
 
 
 #: What GitHub's autolink extension turns into links even in escaped text (it runs after escapes
@@ -53,10 +59,15 @@ def md(s: object, limit: int = MAX_FIELD) -> str:
     text = clean(s)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    text = html.escape(_no_autolink(text), quote=True)
+    text = html.escape(_no_autolink(text), quote=False)
     # html.escape produced &lt; etc.; escape Markdown punctuation but keep those entities intact.
-    parts = re.split(r"(&(?:lt|gt|amp|quot|#x27);)", text)
-    return "".join(p if p.startswith("&") and p.endswith(";") else _MD_SPECIAL.sub(r"\\\1", p) for p in parts)
+    parts = re.split(r"(&(?:lt|gt|amp);)", text)
+    text = "".join(p if p.startswith("&") and p.endswith(";") else _MD_SPECIAL.sub(r"\\\1", p) for p in parts)
+    m = _MD_LINE_START.match(text)
+    if m:  # "1. x" -> "1\. x", "# x" -> "\# x", "- x" -> "\- x"
+        end = m.end()
+        text = (text[:end] + "\\" + text[end:]) if m.group(1)[0].isdigit() else "\\" + text
+    return text
 
 
 _HTML_MD_ENTITIES = {c: "&#%d;" % ord(c) for c in "[]()`*_|~\\"}
