@@ -290,3 +290,45 @@ def test_best_clause_wins(tmp_path):
         """)
     assert match_snapshot(snap([nat("f"), nat("g")]), db)[0].confidence == 1.0
     assert match_snapshot(snap([nat("f")]), db)[0].confidence == 0.5
+
+
+# ---- built-in signatures on shapes the mimic cores cannot produce ---------------------------
+
+
+@pytest.fixture(scope="module")
+def builtin():
+    from hanganalyze.analyse.signatures import load_signatures
+
+    return load_signatures()
+
+
+NCCL = "/site-packages/nvidia/nccl/lib/libnccl.so.2"
+
+
+def test_nccl_destroy_from_python_destroy_process_group(builtin):
+    """PyTorch wheel shape: public entry point with the p prefix, Python caller only."""
+    s = snap([nat("___pthread_cond_wait", "/lib/libc.so.6"),
+              nat("ncclIntruQueueMpscDequeueAll<ncclCommCallback, &ncclCommCallback::next>", NCCL),
+              nat("ncclCommPollCallbacks(ncclComm*, bool)", NCCL), nat("commDestroySync(ncclAsyncJob*)", NCCL),
+              nat("ncclAsyncJobMain(void*)", NCCL), nat("pncclCommFinalize", NCCL),
+              py("destroy_process_group", "/x/torch/distributed/distributed_c10d.py")],
+             libraries=[(NCCL, "2")])
+    f = [x for x in match_snapshot(s, builtin) if x.signature == "nccl-destroy-with-live-cuda-graph"][0]
+    assert f.confidence == pytest.approx(0.9)  # libnccl.so.2 says no minor version
+    assert any(e["text"].startswith("destroy_process_group") for e in f.evidence)
+
+
+def test_nccl_destroy_stripped_nccl(builtin):
+    """A stripped NCCL build: only the exported entry point has a name."""
+    s = snap([nat("pthread_cond_wait", "/lib/libc.so.6"), nat(None, NCCL), nat(None, NCCL), nat(None, NCCL),
+              nat("ncclCommDestroy", NCCL), nat("c10d::NCCLComm::~NCCLComm()", "/x/libtorch_cuda.so"),
+              nat("__run_exit_handlers", "/lib/libc.so.6")])
+    f = [x for x in match_snapshot(s, builtin) if x.signature == "nccl-destroy-with-live-cuda-graph"][0]
+    assert f.confidence < 0.6 and "without symbols" in f.summary
+
+
+def test_old_nccl_version_from_library_list(builtin):
+    s = snap([nat("pthread_cond_wait"), nat("ncclCommPollCallbacks"), nat("commDestroySync"),
+              nat("ncclCommFinalize"), nat("c10d::ProcessGroupNCCL::shutdown()")],
+             libraries=[("/x/libnccl.so.2.21.5", "2.21.5")])
+    assert "nccl-destroy-with-live-cuda-graph" not in ids(s, builtin)
