@@ -53,9 +53,10 @@ def _no_autolink(text: str) -> str:
     return _AUTOLINK.sub(lambda m: m.group(0) + "\u200b", text)
 
 
-def md(s: object, limit: int = MAX_FIELD) -> str:
+def md(s: object, limit: int = MAX_FIELD, line_start: bool = True) -> str:
     """Inline Markdown text from core data: visible controls, HTML-escaped, punctuation escaped,
-    autolink triggers defused."""
+    autolink triggers defused.  ``line_start=False`` for table cells, where block markers such as
+    ``1.`` mean nothing."""
     text = clean(s)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
@@ -63,7 +64,7 @@ def md(s: object, limit: int = MAX_FIELD) -> str:
     # html.escape produced &lt; etc.; escape Markdown punctuation but keep those entities intact.
     parts = re.split(r"(&(?:lt|gt|amp);)", text)
     text = "".join(p if p.startswith("&") and p.endswith(";") else _MD_SPECIAL.sub(r"\\\1", p) for p in parts)
-    m = _MD_LINE_START.match(text)
+    m = _MD_LINE_START.match(text) if line_start else None
     if m:  # "1. x" -> "1\. x", "# x" -> "\# x", "- x" -> "\- x"
         end = m.end()
         text = (text[:end] + "\\" + text[end:]) if m.group(1)[0].isdigit() else "\\" + text
@@ -183,10 +184,10 @@ def _omitted_note(groups: int, threads: int) -> str:
 def _process_block(p) -> str:
     lines = ["**%s**" % md(p.title), "", "| | |", "|---|---|"]
     for k, v in p.facts:
-        lines.append("| %s | %s |" % (md(k), md(v)))
+        lines.append("| %s | %s |" % (md(k, line_start=False), md(v, line_start=False)))
     if p.libraries:
         libs = ", ".join(("%s %s" % lv).strip() for lv in p.libraries)
-        lines.append("| libraries | %s |" % md(libs, 2000))
+        lines.append("| libraries | %s |" % md(libs, 2000, line_start=False))
     return "\n".join(lines) + "\n\n"
 
 
