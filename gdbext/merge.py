@@ -73,6 +73,31 @@ def _counted_positions(groups, natives, truncated: bool, tstates: int) -> Option
     return None
 
 
+def _nameless_take_gil(natives) -> bool:
+    """Stripped builds: a condition-variable wait called by nameless frames of the Python
+    runtime itself, called by the eval loop or a GIL re-acquire function.  In CPython that
+    shape is ``take_gil`` (a static function, so it has no name without symbols): a
+    ``threading`` lock, sleep or I/O wait never goes through an unnamed runtime frame into a
+    condvar straight from the eval loop."""
+    for i, nf in enumerate(natives):
+        name = nf.frame.function or ""
+        if name.startswith(EVAL_PREFIX):
+            return False
+        if "pthread_cond_" not in name or "wait" not in name:
+            continue
+        j, nameless = i + 1, 0
+        while j < len(natives) and "pthread_cond_" in (natives[j].frame.function or ""):
+            j += 1  # __pthread_cond_wait_common (inlined) inside ___pthread_cond_timedwait64
+        while j < len(natives) and (natives[j].frame.function or "??") == "??":
+            if "python" not in (natives[j].frame.library or "").rsplit("/", 1)[-1]:
+                return False
+            nameless += 1
+            j += 1
+        return nameless > 0 and j < len(natives) and (
+            is_eval(natives[j]) or natives[j].frame.function in GIL_REACQUIRE_FUNCS)
+    return False
+
+
 def _gil_state(pyth, natives) -> Optional[str]:
     if pyth.gil == "held":
         return "held"
@@ -84,6 +109,8 @@ def _gil_state(pyth, natives) -> Optional[str]:
             if any(any(b in m for b in BLOCKING_FUNCS) for m in names[:i]):
                 return "waiting"
             break
+    if pyth.gil == "no" and _nameless_take_gil(natives):
+        return "waiting"
     return pyth.gil
 
 

@@ -126,9 +126,8 @@ def test_gil_holder_and_waiter(analysed, source):
     proc, by_name = _threads(live if source == "live" else core)
     holders = [t for t in proc["threads"] if t["state"]["gil"] == "held"]
     assert [t.get("python_name") for t in holders] == ["MainThread"]
-    spinner = by_name["spinner"]["state"]["gil"]
-    # take_gil is a static function: invisible in the stripped build, so "waiting" needs symbols.
-    assert spinner == "waiting" if key != "system-3.11" else spinner in ("waiting", "no")
+    # stripped build: take_gil has no name there; the shape of the stack says it all the same
+    assert by_name["spinner"]["state"]["gil"] == "waiting"
     # a collection is in progress (the collector's finalizer blocks): only the collector is in it
     # when symbols show it; without symbols nobody can be ruled out.
     gc = {n: t["state"]["gc"] for n, t in by_name.items()}

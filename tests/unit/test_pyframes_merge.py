@@ -123,6 +123,16 @@ def test_gil_and_gc_states():
                        ("PyEval_RestoreThread", 200, NORMAL), ("??", 300, NORMAL))
     assert run(PyThread([]), stripped).state.gil == "waiting"
     assert run(PyThread([], gil="held"), waiting).state.gil == "held"
+    # stripped: condvar wait <- nameless runtime frame (take_gil) <- eval loop
+    nameless = natives(("___pthread_cond_timedwait64", 100, NORMAL), ("??", 200, NORMAL),
+                       ("_PyEval_EvalFrameDefault", 300, NORMAL))
+    nameless[1].frame.library = "/usr/bin/python3.11"
+    assert run(PyThread([Group(["spin"], anchor=350)]), nameless).state.gil == "waiting"
+    nameless[1].frame.library = "/usr/lib/libnccl.so.2"  # a nameless frame of another library
+    assert run(PyThread([Group(["spin"], anchor=350)]), nameless).state.gil == "no"
+    lock_wait = natives(("do_futex_wait", 100, NORMAL), ("PyThread_acquire_lock_timed", 150, NORMAL),
+                        ("??", 200, NORMAL), ("_PyEval_EvalFrameDefault", 300, NORMAL))
+    assert run(PyThread([Group(["acquire"], anchor=350)]), lock_wait).state.gil == "no"
     gc_stack = natives(("futex", 100, NORMAL), ("gc_collect_main", 200, NORMAL))
     assert run(PyThread([], gc=None), gc_stack, collecting=True).state.gc is True
     assert run(PyThread([], gc=None), STACK, collecting=True, dwarf=True).state.gc is False
