@@ -105,7 +105,8 @@ def is_interpreter_frame(f: Frame) -> bool:
     return bool(f.function and _PY_API.match(f.function))
 
 
-def _is_runtime(f: Frame) -> bool:
+def is_runtime_frame(f: Frame) -> bool:
+    """A frame of the C/C++ runtime (libc, libpthread, ld.so, libstdc++, libgcc_s, libm...)."""
     lib = library_base(f.library)
     return bool(lib and _RUNTIME_LIB.match(lib))
 
@@ -126,7 +127,7 @@ def frame_token(f: Frame) -> str:
 def stack_tokens(thread: Thread, top: int = TOP_FRAMES) -> List[str]:
     """The normalised top frames of a thread, most significant (innermost relevant) first."""
     frames = [f for f in thread.all_frames() if not f.marker]
-    relevant = [f for f in frames if f.kind == "python" or not (is_interpreter_frame(f) or _is_runtime(f))]
+    relevant = [f for f in frames if f.kind == "python" or not (is_interpreter_frame(f) or is_runtime_frame(f))]
     if not relevant:
         relevant = [f for f in frames if f.kind == "python" or not is_interpreter_frame(f)] or frames
     tokens: List[str] = []

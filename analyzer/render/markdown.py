@@ -71,7 +71,9 @@ def md(s: object, limit: int = MAX_FIELD, line_start: bool = True) -> str:
     return text
 
 
-_HTML_MD_ENTITIES = {c: "&#%d;" % ord(c) for c in "[]()`*_|~\\"}
+#: Inside ``<summary>`` GitHub does not parse Markdown; these references only matter to renderers
+#: that do, where ``[``/``]`` could form a link and `` ` ``/``*``/``~`` formatting.
+_HTML_MD_ENTITIES = {c: "&#%d;" % ord(c) for c in "[]`*|~\\"}
 
 
 def h(s: object, limit: int = MAX_FIELD) -> str:
@@ -138,6 +140,8 @@ def _finding_block(n: int, fv: FindingView) -> str:
 
 def _group_block(g: GroupView) -> str:
     summary = h(g.label)
+    if g.hint:
+        summary += " <i>%s</i>" % h(g.hint, 200)
     if g.size > 1:
         summary += " — <b>%d threads like this</b>" % g.size
     badges = g.badges()

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from hanganalyze.analyse.bucket import is_interpreter_frame
+from hanganalyze.analyse.bucket import is_interpreter_frame, is_runtime_frame
 from hanganalyze.analyse.grouping import ThreadGroup, group_threads
 from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
 
@@ -108,6 +108,20 @@ class GroupView:
     @property
     def label(self) -> str:
         return thread_label(self.group.first, self.default_os_name)
+
+    @property
+    def hint(self) -> str:
+        """Where the thread is, for a collapsed group: the innermost frame of its own code (Python
+        first, else a native frame outside libc and the interpreter), e.g. ``in fetch (loader.py:130)``."""
+        frames = [f for f in self.group.first.all_frames() if not f.marker]
+        pick = next((f for f in frames if f.kind == "python"), None)
+        if pick is None:
+            pick = next((f for f in frames if f.function and f.function != "??" and not is_runtime_frame(f)
+                         and not is_interpreter_frame(f)), None)
+        if pick is None:
+            return ""
+        where = _base(pick.file) + (":%s" % pick.line if pick.file and pick.line is not None else "")
+        return "in %s%s" % (pick.function or "??", " (%s)" % where if where else "")
 
     def badges(self) -> List[str]:
         out = []

@@ -104,7 +104,7 @@ def fences_and_details(md: str):
         depth += len(re.findall(r"<details", s)) - len(re.findall(r"</details>", s))
         assert depth >= 0, line
         for tag in re.findall(r"</?([A-Za-z][\w-]*)", s):
-            if tag not in ("details", "summary", "b"):
+            if tag not in ("details", "summary", "b", "i"):
                 stray.append((tag, line))
     return fence, depth, stray
 
@@ -278,7 +278,7 @@ def test_markdown_through_a_commonmark_renderer_yields_only_our_tags():
     p = Collect()
     p.feed(out)
     allowed = {"h2", "h3", "p", "strong", "em", "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "details",
-               "summary", "b", "pre", "code", "a", "blockquote"}
+               "summary", "b", "i", "pre", "code", "a", "blockquote"}
     assert {t for t, _ in p.tags} <= allowed, {t for t, _ in p.tags} - allowed
     for tag, attrs in p.tags:
         assert not any(k.startswith("on") for k in attrs)
