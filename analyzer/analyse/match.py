@@ -229,6 +229,7 @@ class _Matcher:
                 "thread": t.tid, "frame": fi,
                 "rule": "%s: %s" % (rule.rule, (step.stripped.text if via and step.stripped else step.text)),
                 "text": frame_text(tv.frames[fi]),
+                "function": tv.frames[fi].function or "??",
             }
             if via:
                 item["stripped"] = True
@@ -346,7 +347,7 @@ class _Matcher:
         ti, ev, _c = hits[0]
         t = self.views[ti].thread
         who = "thread %s%s" % (t.tid, " (%s)" % t.name if t.name else "")
-        frames = [e["text"].split(" (")[0] for e in ev if e.get("frame") is not None]
+        frames = [e["function"] for e in ev if e.get("frame") is not None]
         more = " and %d more thread(s)" % (len(hits) - 1) if len(hits) > 1 else ""
         if not frames:
             return "%s%s matches %s" % (who, more, rule.rule)

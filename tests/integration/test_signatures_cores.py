@@ -297,9 +297,9 @@ def test_signature_matches_real_core(cores, db, sig, key, key_frames, near):
     # nothing else serious fires on this core: signatures must be specific
     others = {x.signature for x in found if x.severity in SERIOUS and x.signature != sig}
     assert not others, "unexpected extra findings %s" % sorted(others)
-    texts = [e["text"] for e in f.evidence if e.get("frame") is not None]
+    names = [e["function"] for e in f.evidence if e.get("frame") is not None]
     for kf in key_frames:
-        assert any(fnmatch.fnmatchcase(t.split(" (")[0], kf) for t in texts), (kf, texts)
+        assert any(fnmatch.fnmatchcase(n, kf) for n in names), (kf, names)
     # evidence points at real frames of real threads
     procs = Snapshot.from_dict(snap).processes[0]
     for e in f.evidence:
@@ -307,7 +307,7 @@ def test_signature_matches_real_core(cores, db, sig, key, key_frames, near):
             t = procs.thread_by_tid(e["thread"])
             assert t is not None
             frame = t.all_frames()[e["frame"]]
-            assert (frame.function or "??") == e["text"].split(" (")[0]
+            assert (frame.function or "??") == e["function"] and e["text"].startswith(e["function"])
     assert f.threads and set(f.threads) <= {t.tid for t in procs.threads}
     assert f.fix and f.references and f.cause and f.summary.startswith(f.title)
     assert 0 < (f.confidence or 0) <= 1
