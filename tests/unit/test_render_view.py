@@ -42,3 +42,32 @@ def test_frame_lines_like_gdb():
     assert frame_text(p, 12) == "#12  [py] train (/app/train.py:42)"
     m = Frame(kind="native", marker=True, note="python frame chain corrupt: cycle")
     assert "python frame chain corrupt" in frame_text(m, 1)
+
+
+def _graph_snapshot():
+    from hanganalyze.gdbext.model import Snapshot
+
+    g = {"nodes": [{"id": "t1", "kind": "thread", "label": "worker <b>1</b>"}, {"id": "m", "kind": "resource",
+                                                                              "label": "mutex_a"}],
+         "edges": [{"src": "t1", "dst": "m", "kind": "waits", "label": None}], "cycles": [["t1", "m"]]}
+    return Snapshot(processes=[Process(source="core", threads=[Thread(tid=1)], waitgraph=g)])
+
+
+def test_waitgraph_svg_is_used_and_sanitised():
+    from hanganalyze.render.html import render_html
+
+    out = render_html(_graph_snapshot())
+    assert "<svg" in out and "<b>1</b>" not in out and "worker &lt;b&gt;1&lt;/b&gt;" in out
+
+
+def test_waitgraph_falls_back_to_an_edge_table(monkeypatch):
+    import hanganalyze.render.waitsvg as waitsvg
+    from hanganalyze.render.html import render_html
+
+    def broken(_graph):
+        raise RuntimeError("not ready")
+
+    monkeypatch.setattr(waitsvg, "render_svg", broken)
+    out = render_html(_graph_snapshot())
+    assert "<svg" not in out
+    assert '<table class="edges">' in out and "worker &lt;b&gt;1&lt;/b&gt;" in out and "mutex_a" in out
