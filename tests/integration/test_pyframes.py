@@ -89,6 +89,11 @@ def test_named_threads_and_frames(analysed, source):
     assert _mine(by_name["collector"]["frames"]) == [("Blocker.__del__" if key not in ("3.8", "3.9", "3.10")
                                                      else "__del__", TAGS["finalizer"]),
                                                     ("collector_main", TAGS["gc_collect"])]
+    unnamed = [t for t in proc["threads"] if not t.get("python_name") and _py(t["frames"])]
+    assert len(unnamed) == 1 and unnamed[0]["merge"] == "merged"
+    assert unnamed[0]["name"] == unnamed[0].get("os_name")  # no threading name: the OS name
+    assert _mine(unnamed[0]["frames"]) == [("level3", TAGS["level3"]), ("level2", TAGS["level2"]),
+                                           ("level1", TAGS["level1"])]
     spin = _mine(by_name["spinner"]["frames"])
     assert len(spin) == 1 and spin[0][0] == "spin" and spin[0][1] in (TAGS["spin_while"], TAGS["spin_body"])
     # threading.py frames: the Event.wait -> Condition.wait chain above sort_key, qualified on 3.11+.
