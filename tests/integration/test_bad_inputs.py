@@ -264,3 +264,26 @@ def test_pid_already_traced_by_a_debugger(hung):
     finally:
         os.killpg(other.pid, 9)
         other.wait()
+
+
+def _children() -> set:
+    kids = set()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            kids.update(int(x) for x in (task / "children").read_text().split())
+        except OSError:
+            pass
+    return kids
+
+
+@pytest.mark.parametrize("body", ["sleep 30 &\nwait\n", "kill -SEGV $$\n", "exit 7\n"])
+def test_driver_leaves_no_child_behind(real_core, tmp_path, body):
+    """In-process: a hung, crashing or exiting gdb ends in GdbError and no child (no zombie)."""
+    from hanganalyze.acquire.gdbdriver import snapshot_from_core
+    from hanganalyze.errors import GdbError
+
+    before = _children()
+    fake = _script(tmp_path, body)
+    with pytest.raises(GdbError, match="while starting gdb"):
+        snapshot_from_core(real_core, gdb=str(fake), timeout=1.5)
+    assert _children() - before == set()
