@@ -81,9 +81,10 @@ class Cores:
             if mode.startswith("nccl-"):
                 argv.append(self._nccl_copy(key[3] if len(key) > 3 else "2.28.9"))
             return argv
-        assert PY is not None
+        py = pyenv_pythons().get(key[3]) if len(key) > 3 else PY
+        assert py is not None
         fixture_binary("libsig_torch.so")
-        return [str(PY), str(FIXTURES / "sig_py.py"), mode]
+        return [str(py), str(FIXTURES / "sig_py.py"), mode]
 
     def core(self, key: Tuple) -> Tuple[Path, Path]:
         if key in self.paths:
@@ -357,6 +358,23 @@ def test_healthy_idle_python_process_has_no_finding(cores, db, mode):
 def test_healthy_native_process_has_no_finding(cores, db, mode):
     found = [f for f in findings(cores.snapshot((C, "hang", mode)), db) if f.severity in SERIOUS]
     assert not found, [f.signature for f in found]
+
+
+@pytest.mark.parametrize("ver", sorted(set(pyenv_pythons()) - {"3.11"}))
+def test_python_frame_signature_on_every_cpython(cores, db, ver):
+    """Python frame names differ per version (co_name before 3.11, qualname after)."""
+    found = {f.signature for f in findings(cores.snapshot((P, "hang", "nondaemon-exit", ver)), db)}
+    assert "python-shutdown-nondaemon-threads" in found
+
+
+@pytest.mark.parametrize("ver", [v for v in ("3.8", "3.13") if v in pyenv_pythons()])
+@pytest.mark.parametrize("how,mode,sig", [
+    ("hang", "cuda-gil", "cuda-api-holding-gil"),
+    ("abort", "finalize-gil", "python-finalization-gil-reacquire"),
+])
+def test_gil_signatures_on_oldest_and_newest_cpython(cores, db, ver, how, mode, sig):
+    found = {f.signature for f in findings(cores.snapshot((P, how, mode, ver)), db)}
+    assert sig in found
 
 
 def test_system_python_stripped_interpreter(tmp_path, db):
