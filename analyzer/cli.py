@@ -152,6 +152,33 @@ def write_output(data: str, output: Optional[Path]) -> None:
         raise
 
 
+def _load_db_in_background(extra_dirs: List[Path]):
+    """Load the signature database (YAML + schema checks, ~0.35 s CPU) in a thread while gdb does
+    its work in its own process; returns a function that waits for it and re-raises its error."""
+    import threading
+
+    from hanganalyze import pipeline
+
+    result: dict = {}
+
+    def work() -> None:
+        try:
+            result["db"] = pipeline.load_signature_db(extra_dirs)
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread as is
+            result["error"] = e
+
+    thread = threading.Thread(target=work, name="load-signatures", daemon=True)
+    thread.start()
+
+    def wait():
+        thread.join()
+        if "error" in result:
+            raise result["error"]
+        return result["db"]
+
+    return wait
+
+
 app = typer.Typer(add_completion=False, help="Explain why an ML process hangs or crashed.")
 
 
@@ -187,8 +214,9 @@ def analyze(
         elif output is not None and output.suffix == ".md":
             fmt = OutputFormat.md
     try:
-        db = pipeline.load_signature_db(signatures)
+        db_ready = _load_db_in_background(signatures)
         snapshot = acquire(target, pid, exe, gdb, timeout, input_format)
+        db = db_ready()
         progress("matching %d thread(s) against signatures" % sum(len(p.threads) for p in snapshot.processes))
         snapshot = pipeline.analyse(snapshot, db)
         if redact:
