@@ -562,8 +562,14 @@ def check_executable(info: CoreInfo, exe: Optional[Path]) -> Tuple[str, List[str
     else:
         if not recorded:
             raise InputError("%s: the core does not name its executable; pass --exe PATH" % info.path)
-        chosen = recorded[: -len(" (deleted)")] if recorded.endswith(" (deleted)") else recorded
+        deleted = recorded.endswith(" (deleted)")
+        chosen = recorded[: -len(" (deleted)")] if deleted else recorded
         if not os.path.isfile(chosen):
+            if deleted:
+                raise InputError(
+                    "the executable of core %s, %s, was deleted while the process ran; pass --exe PATH "
+                    "(a copy of the same build)" % (info.path, chosen)
+                )
             raise InputError(
                 "the executable of core %s, %s, is gone (deleted or on another machine); pass --exe PATH"
                 % (info.path, chosen)

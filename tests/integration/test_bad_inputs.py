@@ -130,6 +130,20 @@ def test_core_whose_executable_is_gone(core_of_deleted_exe):
     assert str(copy) in line and "--exe" in line
 
 
+def test_executable_deleted_while_running(tmp_path):
+    """Deployments replace binaries under running jobs: the mappings then say "(deleted)"."""
+    app = tmp_path / "app"
+    shutil.copy2(fixture_binary("cxx_mutex_deadlock"), app)
+    h = start_hung([str(app)])
+    try:
+        app.unlink()
+        core = gcore(h.pid, tmp_path)
+    finally:
+        h.kill()
+    line = one_line_error([core], EXIT_INPUT, "was deleted while the process ran")
+    assert str(app) + "," in line and "(deleted)" not in line
+
+
 def test_exe_option_rescues_core_whose_executable_is_gone(core_of_deleted_exe):
     """The same binary elsewhere (same build-id) is accepted with --exe, without a warning."""
     _copy, core = core_of_deleted_exe
