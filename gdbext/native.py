@@ -61,6 +61,7 @@ class LibraryMap:
         except Exception:  # noqa: BLE001
             self._exe = None
         self._cache: Dict[int, Optional[str]] = {}
+        self.sal_cache: SalCache = {}
 
     def lookup(self, pc: int) -> Optional[str]:
         if pc in self._cache:
@@ -81,14 +82,16 @@ class LibraryMap:
         return name
 
 
-#: (pc, function) -> (file, line).  The function is part of the key because an inlined frame and
-#: the frame it is inlined into share one pc but not one source line (the outer one's is the call site).
-_SAL_CACHE: Dict[Tuple[int, Optional[str]], Tuple[Optional[str], Optional[int]]] = {}
+#: (pc, function) -> (file, line), kept per run by the run's LibraryMap (``sal_cache``): another core
+#: or process in the same gdb session maps other code at the same addresses.  The function is part of
+#: the key because an inlined frame and the frame it is inlined into share one pc but not one source
+#: line (the outer one's is the call site).
+SalCache = Dict[Tuple[int, Optional[str]], Tuple[Optional[str], Optional[int]]]
 
 
-def _sal(frame: "gdb.Frame", pc: int, name: Optional[str]) -> Tuple[Optional[str], Optional[int]]:
+def _sal(frame: "gdb.Frame", pc: int, name: Optional[str], cache: SalCache) -> Tuple[Optional[str], Optional[int]]:
     key = (pc, name)
-    hit = _SAL_CACHE.get(key)
+    hit = cache.get(key)
     if hit is not None:
         return hit
     file_, line = None, None
@@ -99,7 +102,7 @@ def _sal(frame: "gdb.Frame", pc: int, name: Optional[str]) -> Tuple[Optional[str
             line = sal.line
     except gdb.error:
         pass
-    _SAL_CACHE[key] = (file_, line)
+    cache[key] = (file_, line)
     return file_, line
 
 
@@ -126,7 +129,7 @@ def unwind(libs: LibraryMap, max_frames: int = MAX_FRAMES) -> List[NativeFrame]:
                 sp = int(f.read_register("sp"))
             except (gdb.error, ValueError):
                 sp = None
-        file_, line = _sal(f, pc, name)
+        file_, line = _sal(f, pc, name, libs.sal_cache)
         fr = Frame(
             kind="native",
             function=name,
