@@ -59,6 +59,91 @@ def section_address(section: str) -> Optional[int]:
     return None
 
 
+def sections(names: Tuple[str, ...]) -> List[Tuple[int, int, str, str]]:
+    """(start, end, objfile, section) for the named sections of every loaded object, from
+    ``info files`` (objfile "" = the main executable)."""
+    try:
+        out = gdb.execute("info files", to_string=True)
+    except gdb.error:
+        return []
+    rows = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[1] == "-" and parts[3] == "is" and parts[4] in names:
+            try:
+                rows.append((int(parts[0], 16), int(parts[2], 16), parts[6] if len(parts) > 6 else "", parts[4]))
+            except ValueError:
+                continue
+    return rows
+
+
+def python_evidence() -> bool:
+    """Cheap signs that this is a CPython process even though ``_PyRuntime`` was not found."""
+    return version_from_files() is not None or symbol_address("_PyEval_EvalFrameDefault") is not None
+
+
+def scan_for_runtime(mem: Memory, table: Dict[str, int], max_bytes: int = 64 << 20) -> Optional[int]:
+    """Find ``_PyRuntime`` without symbols (3.8/3.9 have no ``.PyRuntime`` section): a word in
+    the writable data of the executable or libpython that points to an interpreter whose first
+    thread state points back to it.  Returns the address of ``_PyRuntime`` or None."""
+    head_off = table["rt.interpreters_head"]
+    th_off, ts_interp, next_off = table["is.threads_head"], table["ts.interp"], table["is.next"]
+    scanned = 0
+    found = sections((".PyRuntime", ".data", ".bss"))
+    found.sort(key=lambda r: r[3] != ".PyRuntime")  # the runtime's own section first (3.10+)
+    for start, end, objfile, _name in found:
+        if objfile and "python" not in os.path.basename(objfile):
+            continue
+        addr = start - start % 8
+        while addr < end and scanned < max_bytes:
+            size = min(end - addr, 1 << 16)
+            size -= size % 8
+            if size <= 0:
+                break
+            try:
+                chunk = mem.read(addr, size)
+            except ReadError:
+                addr += size
+                continue
+            scanned += size
+            for i in range(0, size, 8):
+                interp = int.from_bytes(chunk[i:i + 8], "little")
+                if interp < 0x10000 or interp >= 1 << 47 or interp & 7:
+                    continue
+                try:
+                    ts = mem.u64(interp + th_off)
+                    if not ts or ts & 7 or mem.u64(ts + ts_interp) != interp:
+                        continue
+                    # _PyRuntime.interpreters is {mutex, head, main, ...}: "main" (the next
+                    # word) must be on the list starting at "head"; a stray pointer to the
+                    # interpreter elsewhere in .data has no such neighbour.
+                    main = mem.u64(addr + i + 8) if i + 8 < size else None
+                    cur, seen = interp, 0
+                    while cur and cur != main and seen < 64:
+                        cur, seen = mem.u64(cur + next_off), seen + 1
+                    rt = addr + i - head_off
+                    if main and cur == main and _plausible_runtime(mem, table, rt, interp):
+                        return rt
+                except ReadError:
+                    continue
+            addr += size
+    return None
+
+
+def _plausible_runtime(mem: Memory, table: Dict[str, int], rt: int, interp: int) -> bool:
+    """Extra check for 3.8-3.11: the GIL holder recorded in the runtime is nobody or one of the
+    interpreter's thread states."""
+    if "rt.tstate_current" not in table:
+        return True
+    holder = mem.u64(rt + table["rt.tstate_current"])
+    if not holder:
+        return True
+    ts, n = mem.u64(interp + table["is.threads_head"]), 0
+    while ts and ts != holder and n < 100000:
+        ts, n = mem.u64(ts + table["ts.next"]), n + 1
+    return ts == holder
+
+
 def find_runtime() -> Tuple[Optional[int], str]:
     """(&_PyRuntime, how it was found) or (None, why not)."""
     addr = symbol_address("_PyRuntime")

@@ -369,12 +369,31 @@ def _load_offsets(mem: Memory, rt: int) -> Tuple[Optional[Dict[str, int]], Tuple
     return table, minor, text, source, notes
 
 
+def _scan(mem: Memory) -> Optional[int]:
+    """Last resort when neither the symbol nor the section exists (a 3.8/3.9 runtime linked
+    into a stripped executable that does not export it): scan, only if this looks like Python."""
+    found = runtime.version_from_files()
+    if found is None and not runtime.python_evidence():
+        return None
+    candidates = [found[0]] if found else [(3, 9), (3, 8), (3, 10), (3, 11)]
+    for minor in candidates:
+        table = tables.table_for(minor)
+        if table is not None and "is.threads_head" in table:
+            rt = runtime.scan_for_runtime(mem, table)
+            if rt is not None:
+                return rt
+    return None
+
+
 def describe_process(inferior) -> Optional[PyProcess]:
     """All interpreters, threads and Python stacks of the inferior; None when not CPython."""
     rt, how = runtime.find_runtime()
-    if rt is None:
-        return None
     mem = Memory(inferior.read_memory)
+    if rt is None:
+        rt = _scan(mem)
+        if rt is None:
+            return None
+        how = "scan"
     table, minor, text, source, notes = _load_offsets(mem, rt)
     if table is None:
         raise RuntimeError("; ".join(notes) or "CPython runtime found but not understood")
@@ -383,6 +402,8 @@ def describe_process(inferior) -> Optional[PyProcess]:
     proc.notes.extend(notes)
     if how == "section":
         proc.notes.append("_PyRuntime found via the .PyRuntime section (no symbol)")
+    elif how == "scan":
+        proc.notes.append("_PyRuntime found by scanning the data segment (no symbol, no .PyRuntime section)")
     if source == "file name":
         proc.notes.append("CPython version taken from a file name")
     checked, dnotes = runtime.dwarf_check(table, minor)

@@ -54,8 +54,10 @@ def analysed(request, tmp_path_factory):
         proc.kill()
     fd, out = tempfile.mkstemp(suffix=".json")
     try:
-        probe = ("python import hanganalyze_gdbext.pyframes.runtime as R; "
-                 "print('PYRUNTIME', R.section_address('.PyRuntime'), R.symbol_address('_PyRuntime'))")
+        probe = ("python import gdb; from hanganalyze_gdbext.pyframes import runtime as R, tables as T, "
+                 "objects as O; m = O.Memory(gdb.selected_inferior().read_memory); "
+                 "print('PYRUNTIME', R.section_address('.PyRuntime'), R.symbol_address('_PyRuntime'), "
+                 "R.scan_for_runtime(m, T.table_for(R.version_from_files()[0])))")
         text = gdb_batch(["hang-dump %s" % out, "hang-bt -a", "thread apply all bt", probe], core=core, exe=exe)
         core_snap = json.loads(Path(out).read_text())
     finally:
@@ -209,11 +211,12 @@ def test_subinterpreter_frames_merged_in_place(hung, tmp_path, key):
 
 
 def test_pyruntime_section_fallback_agrees_with_symbol(analysed):
-    """3.10+ builds put _PyRuntime at the start of a .PyRuntime section: the fallback used when
-    no symbol is found must land on the same address (3.8/3.9 have no such section)."""
+    """Both fallbacks used when no _PyRuntime symbol exists land on the symbol's address: the
+    .PyRuntime section (3.10+; 3.8/3.9 have none) and the data-segment scan (every version)."""
     key, _, _, text = analysed
-    section, symbol = re.search(r"PYRUNTIME (\S+) (\S+)", text).groups()
+    section, symbol, scanned = re.search(r"PYRUNTIME (\S+) (\S+) (\S+)", text).groups()
     assert symbol != "None"
+    assert scanned == symbol  # the data-segment scan finds the same runtime
     if key in ("3.8", "3.9"):
         assert section == "None"
     else:
