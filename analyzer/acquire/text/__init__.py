@@ -36,6 +36,7 @@ from typing import List, Optional
 from hanganalyze.errors import InputError
 from hanganalyze.gdbext.model import Process, Snapshot
 
+from . import log as _log
 from . import traceback as _traceback
 from .common import Segment, cap_messages, clean_lines, split_processes, split_ranks, unwrap_terminal
 from .detect import FORMAT_NAMES, PARSERS, UNRECOGNISED, detect, parser_for
@@ -139,6 +140,8 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     for proc in processes:
         _infer_python(proc)
     if not any(p.threads for p in processes):
+        if forced is _log and any(p.messages for p in processes):
+            return Snapshot(processes=processes)
         if forced is not None:
             raise InputError("found no threads or frames in the text as %s" % forced.NAME)
         raise InputError(UNRECOGNISED)

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Tuple
 
 from hanganalyze.errors import InputError
 
-from . import faulthandler, gdb, pybt, pyspy, pyspy_json, pystack, traceback
+from . import faulthandler, gdb, log, pybt, pyspy, pyspy_json, pystack, traceback
 
 #: --input-format value -> parser module, in the order ties are broken.
 PARSERS: Dict[str, ModuleType] = {
@@ -23,13 +23,15 @@ PARSERS: Dict[str, ModuleType] = {
     "pybt": pybt,
     "faulthandler": faulthandler,
     "traceback": traceback,
+    "log": log,  # scores 0: only ever used when asked for with --input-format log
 }
 
 FORMAT_NAMES = tuple(PARSERS) + ("auto",)
 
 UNRECOGNISED = (
     "could not recognise the text as any known dump format (gdb backtrace, py-bt, py-spy dump, "
-    "py-spy --json, pystack, faulthandler, Python traceback); use --input-format"
+    "py-spy --json, pystack, faulthandler, Python traceback); use --input-format, or "
+    "--input-format log for a plain log"
 )
 
 

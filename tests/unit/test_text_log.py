@@ -1,0 +1,38 @@
+"""``--input-format log``: a plain job log reaches the message-level signatures; garbage does not."""
+
+from __future__ import annotations
+
+import pytest
+from hanganalyze import pipeline
+from hanganalyze.acquire.text import parse_text
+from hanganalyze.errors import InputError
+
+WATCHDOG = (
+    "[rank1]:[E1121 10:02:11.123 ProcessGroupNCCL.cpp:577] [Rank 1] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+    "600094 milliseconds before timing out.\n"
+    "[rank1]: training step 41 done\n"
+)
+
+
+def test_plain_log_is_rejected_without_the_flag():
+    with pytest.raises(InputError, match="--input-format log"):
+        parse_text(WATCHDOG, None)
+
+
+def test_plain_log_matches_message_signature_with_the_flag():
+    snap = parse_text(WATCHDOG, "log")
+    assert [p.label for p in snap.processes] == ["rank1"]
+    assert any("Watchdog caught collective operation timeout" in m for m in snap.processes[0].messages)
+    snap = pipeline.analyse(snap, pipeline.load_signature_db())
+    assert [f.signature for f in snap.findings] == ["pgnccl-collective-timeout"]
+
+
+def test_healthy_log_gives_no_finding():
+    snap = parse_text("[rank0]: epoch 3 loss 0.12\n[rank0]: saved checkpoint\n", "log")
+    assert pipeline.analyse(snap, pipeline.load_signature_db()).findings == []
+
+
+def test_empty_log_is_an_error():
+    with pytest.raises(InputError):
+        parse_text("   \n\n", "log")
