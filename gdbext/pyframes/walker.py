@@ -85,6 +85,7 @@ class PyProcess:
         self.dwarf_checked: Optional[bool] = None
         self.notes: List[str] = []
         self._inferior = None
+        self._lwp_map: Optional[_LwpMap] = None
 
     def read(self, addr: int, size: int) -> bytes:
         return self.mem.read(addr, size)
@@ -103,7 +104,9 @@ class PyProcess:
         """LWP of a pthread_t (a ``threading`` ident), via thread states or libthread_db."""
         if ident in self.pthread_to_lwp:
             return self.pthread_to_lwp[ident]
-        lwp = _thread_from_handle(self._inferior, ident)
+        if self._lwp_map is None:
+            self._lwp_map = _LwpMap(self._inferior, self.mem)
+        lwp = self._lwp_map.lookup(ident)
         if lwp is not None:
             self.pthread_to_lwp[ident] = lwp
         return lwp
@@ -130,6 +133,55 @@ class PyProcess:
             if ident is not None:
                 out[ident] = v
         return out
+
+
+#: glibc x86-64 ``struct pthread``: offset of ``tid`` (0x2d0 in glibc 2.17 ... 2.39).  Only used
+#: as a last resort and only when the value read is one of the process's own LWPs.
+GLIBC_PTHREAD_TID = 0x2D0
+
+
+class _LwpMap:
+    """pthread_t -> LWP for every thread gdb knows, computed once per walk.
+
+    ``InferiorThread.handle()`` gives each thread's pthread_t (one call per thread, live and in
+    cores, needs libthread_db); ``thread_from_handle`` is the per-ident fallback; without
+    libthread_db (a core from another machine) the TID field of glibc's ``struct pthread`` is
+    read and accepted only if it names a thread of this process."""
+
+    def __init__(self, inferior, mem: Memory):
+        self.inferior = inferior
+        self.mem = mem
+        self.by_handle: Dict[int, int] = {}
+        self.lwps = set()
+        try:
+            threads = inferior.threads() if inferior is not None else ()
+        except (gdb.error, RuntimeError):
+            threads = ()
+        for th in threads:
+            lwp = th.ptid[1] or th.ptid[0]
+            self.lwps.add(lwp)
+            try:
+                h = th.handle()
+            except (gdb.error, RuntimeError, AttributeError, TypeError):
+                h = None
+            if h:
+                self.by_handle[int.from_bytes(bytes(h)[:8], "little")] = lwp
+
+    def lookup(self, ident: int) -> Optional[int]:
+        if not ident:
+            return None
+        if ident in self.by_handle:
+            return self.by_handle[ident]
+        lwp = _thread_from_handle(self.inferior, ident)
+        if lwp is None:
+            try:
+                tid = self.mem.u32(ident + GLIBC_PTHREAD_TID)
+            except ReadError:
+                tid = 0
+            lwp = tid if tid in self.lwps else None
+        if lwp is not None:
+            self.by_handle[ident] = lwp
+        return lwp
 
 
 def _thread_from_handle(inferior, ident: int) -> Optional[int]:
@@ -441,7 +493,7 @@ def _walk_all(proc: PyProcess, walker: _Walker, rt: int) -> None:
             if "ts.native_thread_id" in t:
                 th.lwp = u64_at(tbuf, t["ts.native_thread_id"]) or None
             if th.lwp is None:
-                th.lwp = _thread_from_handle(proc._inferior, th.pthread_id)
+                th.lwp = proc.lwp_for_pthread(th.pthread_id)
             walker.walk(th, tbuf)
             by_tstate[ts] = th
             if th.pthread_id and th.lwp:

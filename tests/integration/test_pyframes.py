@@ -57,7 +57,10 @@ def analysed(request, tmp_path_factory):
         probe = ("python import gdb; from hanganalyze_gdbext.pyframes import runtime as R, tables as T, "
                  "objects as O; m = O.Memory(gdb.selected_inferior().read_memory); "
                  "print('PYRUNTIME', R.section_address('.PyRuntime'), R.symbol_address('_PyRuntime'), "
-                 "R.scan_for_runtime(m, T.table_for(R.version_from_files()[0])))")
+                 "R.scan_for_runtime(m, T.table_for(R.version_from_files()[0]))); "
+                 "from hanganalyze_gdbext.pyframes.walker import GLIBC_PTHREAD_TID as O2; "
+                 "print('TIDOFF', all(m.u32(int.from_bytes(t.handle(), 'little') + O2) == t.ptid[1] "
+                 "for t in gdb.selected_inferior().threads()))")
         text = gdb_batch(["hang-dump %s" % out, "hang-bt -a", "thread apply all bt", probe], core=core, exe=exe)
         core_snap = json.loads(Path(out).read_text())
     finally:
@@ -221,3 +224,10 @@ def test_pyruntime_section_fallback_agrees_with_symbol(analysed):
         assert section == "None"
     else:
         assert section == symbol
+
+
+def test_glibc_pthread_tid_fallback_offset(analysed):
+    """The last-resort pthread_t -> LWP mapping (no libthread_db) reads glibc's struct pthread
+    tid: on this glibc it must name every thread correctly."""
+    _, _, _, text = analysed
+    assert "TIDOFF True" in text
