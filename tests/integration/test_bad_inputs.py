@@ -301,3 +301,12 @@ def test_driver_leaves_no_child_behind(real_core, tmp_path, body):
     with pytest.raises(GdbError, match="while starting gdb"):
         snapshot_from_core(real_core, gdb=str(fake), timeout=1.5)
     assert _children() - before == set()
+
+
+def test_gdb_crashing_mid_session_names_the_step(real_core, tmp_path):
+    """A real gdb that segfaults once it reads the executable: the error names that step."""
+    crash = "python import gdb, os; gdb.events.new_objfile.connect(lambda e: os.kill(os.getpid(), 11))"
+    fake = _script(tmp_path, 'exec %s "$@" -iex "%s"\n' % (shutil.which("gdb"), crash))
+    one_line_error(
+        [real_core, "--gdb", fake, "--timeout", "30"], EXIT_TOOL, "gdb died of SIGSEGV while loading the executable"
+    )
