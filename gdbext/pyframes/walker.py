@@ -479,6 +479,7 @@ def _walk_all(proc: PyProcess, walker: _Walker, rt: int) -> None:
             ts = mem.u64(interp + t["is.threads_head"])
         except ReadError as e:
             proc.notes.append("interpreter 0x%x unreadable: %s" % (interp, e))
+            interp = 0
             break
         seen_ts = set()
         while ts and ts not in seen_ts and len(seen_ts) < MAX_THREADS:
@@ -487,6 +488,7 @@ def _walk_all(proc: PyProcess, walker: _Walker, rt: int) -> None:
                 tbuf = mem.read(ts, walker.ts_span)
             except ReadError as e:
                 proc.notes.append("thread state 0x%x unreadable: %s" % (ts, e))
+                ts = 0
                 break
             th = PyThreadInfo(ts, interp)
             th.pthread_id = u64_at(tbuf, t["ts.thread_id"])
@@ -505,10 +507,17 @@ def _walk_all(proc: PyProcess, walker: _Walker, rt: int) -> None:
                 else:
                     _combine(old, th)
             ts = u64_at(tbuf, t["ts.next"])
+        if ts:
+            proc.notes.append("thread-state list of interpreter 0x%x stops early (cycle or more than %d entries)"
+                              % (interp, MAX_THREADS))
         try:
             interp = mem.u64(interp + t["is.next"])
-        except ReadError:
+        except ReadError as e:
+            proc.notes.append("interpreter list unreadable after 0x%x: %s" % (interp, e))
+            interp = 0
             break
+    if interp:
+        proc.notes.append("interpreter list stops early (cycle or more than %d entries)" % MAX_INTERPRETERS)
     _gil_and_gc(proc, rt, by_tstate)
 
 

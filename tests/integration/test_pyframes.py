@@ -173,7 +173,15 @@ def test_corrupt_frame_chain_ends_with_marker(hung, tmp_path):
         "a = th['waiter-1'].groups[0].first_addr; inf.write_memory(a + off, struct.pack('<Q', a)); "
         "b = th['waiter-2'].groups[0].first_addr; inf.write_memory(b + off, struct.pack('<Q', 0x100000000000))"
     )
-    text = gdb_batch([setup, "hang-dump %s" % out, "hang-bt -a"], pid=proc.pid)
+    # then a cycle in the thread-state list: the last thread state points back to the first
+    cycle = (
+        "python ts = [t.tstate for t in p.threads.values()]; "
+        "head = inf.read_memory(p.interpreters[0] + p.offsets['is.threads_head'], 8).tobytes(); "
+        "tail = [a for a in ts if inf.read_memory(a + p.offsets['ts.next'], 8).tobytes() == bytes(8)][0]; "
+        "inf.write_memory(tail + p.offsets['ts.next'], head); q = W.describe_process(inf); "
+        "print('TSNOTES', len(q.threads), len(p.threads), q.notes)"
+    )
+    text = gdb_batch([setup, "hang-dump %s" % out, "hang-bt -a", cycle], pid=proc.pid)
     snap = json.loads(out.read_text())
     _, by_name = _threads(snap)
     for name, why in (("waiter-1", "cycle"), ("waiter-2", "cannot read")):
@@ -184,6 +192,8 @@ def test_corrupt_frame_chain_ends_with_marker(hung, tmp_path):
         assert any("truncated" in n for n in t["notes"])
     assert _mine(by_name["sorter"]["frames"])[0] == ("sort_key", TAGS["key"])
     assert "<python frame chain truncated>" in text and "Traceback" not in text
+    m = re.search(r"TSNOTES (\d+) (\d+) (.*)", text)
+    assert m and m.group(1) == m.group(2) and "stops early" in m.group(3), text[-2000:]
 
 
 SUBINTERP = FIXTURES / "py_subinterp.py"
