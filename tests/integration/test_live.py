@@ -90,3 +90,17 @@ def test_live_target_resumed_when_gdb_is_cut_off(hung, timeout):
     if res.returncode == 4:
         assert len(err.splitlines()) == 1 and "timed out" in err, err
     assert_left_alone(h, before)
+
+
+def test_live_target_left_alone_when_gdb_crashes(hung, tmp_path):
+    """gdb segfaults while attached: one-line error (exit 4), target running and untraced."""
+    h = hung([str(fixture_binary("cxx_mutex_deadlock"))])
+    before = observe(h.pid)
+    crash = "python import gdb, os; gdb.events.new_objfile.connect(lambda e: os.kill(os.getpid(), 11))"
+    fake = tmp_path / "crashing-gdb"
+    fake.write_text('#!/bin/sh\nexec %s "$@" -iex "%s"\n' % (shutil.which("gdb"), crash))
+    fake.chmod(0o755)
+    res = run_hanganalyze(["--pid", h.pid, "--gdb", fake], timeout=120)
+    err = res.stderr.decode()
+    assert res.returncode == 4 and len(err.splitlines()) == 1 and "died of SIGSEGV" in err, err
+    assert_left_alone(h, before)
