@@ -21,6 +21,7 @@ from typing import Dict, List, Optional
 from .model import Frame, Thread
 
 EVAL_PREFIX = "_PyEval_EvalFrameDefault"
+TAIL_CALL_PREFIX = "_TAIL_CALL_"  # 3.14 clang tail-call interpreter opcode handlers
 NORMAL_FRAME = 0  # gdb.NORMAL_FRAME
 #: Native frames that mean "this thread is waiting to take the GIL".
 GIL_WAIT_FUNCS = ("take_gil",)
@@ -61,7 +62,16 @@ def _anchored_positions(groups, natives) -> Optional[List[int]]:
         if found is None or found in out:
             return None
         out.append(found)
-    return out
+    return [_inward_past_tail_calls(natives, i) for i in out]
+
+
+def _inward_past_tail_calls(natives, pos: int) -> int:
+    """3.14 tail-calling interpreter: the opcode handler (``_TAIL_CALL_<OP>...``) running the
+    Python frame is a separate native frame innermost of the eval frame; Python frames go on
+    its innermost side, like they do on the eval frame when handlers are inlined."""
+    while pos > 0 and (natives[pos - 1].frame.function or "").startswith(TAIL_CALL_PREFIX):
+        pos -= 1
+    return pos
 
 
 def _counted_positions(groups, natives, truncated: bool, tstates: int) -> Optional[List[int]]:

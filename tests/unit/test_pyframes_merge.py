@@ -140,3 +140,12 @@ def test_gil_and_gc_states():
     other_lib = natives(("collect", 100, NORMAL))
     other_lib[0].frame.library = "/usr/lib/libfoo.so"
     assert run(PyThread([], gc=False), other_lib).state.gc is False
+
+
+def test_314_tail_call_handler_frames_stay_inside_the_python_frame():
+    nat = natives(("futex_wait", 100, NORMAL), ("PyObject_Vectorcall", 150, NORMAL),
+                  ("_TAIL_CALL_CALL.llvm.123", 200, NORMAL), ("_PyEval_EvalFrameDefault", 300, NORMAL),
+                  ("start", 400, NORMAL))
+    t = run(PyThread([Group(["f"], anchor=350)]), nat, version=(3, 14))
+    assert [f.function for f in t.frames] == ["futex_wait", "PyObject_Vectorcall", "f", "_TAIL_CALL_CALL.llvm.123",
+                                              "_PyEval_EvalFrameDefault", "start"]
