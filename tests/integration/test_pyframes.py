@@ -61,7 +61,10 @@ def analysed(request, tmp_path_factory):
                  "from hanganalyze_gdbext.pyframes.walker import GLIBC_PTHREAD_TID as O2; "
                  "print('TIDOFF', all(m.u32(int.from_bytes(t.handle(), 'little') + O2) == t.ptid[1] "
                  "for t in gdb.selected_inferior().threads()))")
-        text = gdb_batch(["hang-dump %s" % out, "hang-bt -a", "thread apply all bt", probe], core=core, exe=exe)
+        text = gdb_batch(["hang-dump %s" % out, "hang-bt -a", "thread apply all bt", probe,
+                          "disable frame-filter global hanganalyze-python", "echo FILTER-OFF-1\\n",
+                          "thread apply all bt", "enable frame-filter global hanganalyze-python",
+                          "hang-bt-filter off", "echo FILTER-OFF-2\\n", "thread apply all bt"], core=core, exe=exe)
         core_snap = json.loads(Path(out).read_text())
     finally:
         Path(out).unlink()
@@ -156,6 +159,11 @@ def test_hang_bt_and_plain_bt_show_python_frames(analysed):
     # plain `bt` through the frame filter: Python frames in place, no nameless "in  ()" lines.
     assert re.search(r"\[py\] sort_key \(\) at .*py_named_threads\.py:%d" % TAGS["key"], text)
     assert " in  ()" not in text
+    # switched off (gdb's own switch, then ours): plain gdb frames only
+    on, off1 = text.split("FILTER-OFF-1", 1)
+    off1, off2 = off1.split("FILTER-OFF-2", 1)
+    assert "[py]" in on and "[py]" not in off1 and "[py]" not in off2
+    assert "_PyEval_EvalFrameDefault" in off1 and "_PyEval_EvalFrameDefault" in off2
 
 
 def test_corrupt_frame_chain_ends_with_marker(hung, tmp_path):
