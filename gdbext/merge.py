@@ -124,17 +124,24 @@ def _gil_state(pyth, natives) -> Optional[str]:
     return pyth.gil
 
 
+def _in_runtime(nf) -> bool:
+    return "python" in (nf.frame.library or "").rsplit("/", 1)[-1]
+
+
 def _gc_state(pyth, natives, pyproc) -> Optional[bool]:
     """True when this thread's native frames are in the collector.  While a collection runs,
-    a thread without such frames is not collecting if CPython's symbols are loaded (we would
-    see them); without symbols it is unknown (None): the collector may have called a finalizer
-    that released the GIL, so "the GIL holder collects" is not a safe guess."""
+    a thread whose Python-runtime frames all have names is not collecting (we would see the
+    collector's frames); with nameless runtime frames (stripped libpython) it is unknown (None):
+    the collector may have called a finalizer that released the GIL, so "the GIL holder
+    collects" is not a safe guess."""
     for nf in natives:
-        if nf.frame.function in GC_FUNCS and "python" in (nf.frame.library or ""):
+        if nf.frame.function in GC_FUNCS and _in_runtime(nf):
             return True
     if not getattr(pyproc, "gc_collecting", None):
         return pyth.gc
-    return False if getattr(pyproc, "dwarf_checked", None) else None
+    if any((nf.frame.function or "??") == "??" and _in_runtime(nf) for nf in natives):
+        return None
+    return False
 
 
 def merge_thread(thread: Thread, natives: List, pyproc) -> None:

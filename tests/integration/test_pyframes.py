@@ -144,8 +144,8 @@ def test_gil_holder_and_waiter(analysed, source):
     # a collection is in progress (the collector's finalizer blocks): only the collector is in it
     # when symbols show it; without symbols nobody can be ruled out.
     gc = {n: t["state"]["gc"] for n, t in by_name.items()}
-    if key == "system-3.11":
-        assert set(gc.values()) <= {None, True}
+    if key == "system-3.11":  # stripped: threads with nameless runtime frames are "unknown"
+        assert gc.pop("collector") in (True, None) and None in gc.values() and True not in gc.values()
     else:
         assert gc.pop("collector") is True and set(gc.values()) == {False}, gc
     assert by_name["waiter-1"]["state"]["gil"] == "no"

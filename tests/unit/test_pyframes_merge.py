@@ -135,8 +135,9 @@ def test_gil_and_gc_states():
     assert run(PyThread([Group(["acquire"], anchor=350)]), lock_wait).state.gil == "no"
     gc_stack = natives(("futex", 100, NORMAL), ("gc_collect_main", 200, NORMAL))
     assert run(PyThread([], gc=None), gc_stack, collecting=True).state.gc is True
-    assert run(PyThread([], gc=None), STACK, collecting=True, dwarf=True).state.gc is False
-    assert run(PyThread([], gc=None), STACK, collecting=True, dwarf=None).state.gc is None
+    named = natives(("futex", 100, NORMAL), ("_PyEval_EvalFrameDefault", 200, NORMAL))
+    assert run(PyThread([], gc=None), named, collecting=True).state.gc is False
+    assert run(PyThread([], gc=None), STACK, collecting=True).state.gc is None  # nameless runtime frames
     other_lib = natives(("collect", 100, NORMAL))
     other_lib[0].frame.library = "/usr/lib/libfoo.so"
     assert run(PyThread([], gc=False), other_lib).state.gc is False
