@@ -33,6 +33,7 @@ import hashlib
 import re
 from typing import List, Optional
 
+from hanganalyze.analyse.signatures import normalize_function
 from hanganalyze.gdbext.model import Frame, Snapshot, Thread
 
 VERSION = "b1"
@@ -46,9 +47,6 @@ FATAL_SIGNALS = frozenset({"SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "
 _INTERPRETER_LIB = re.compile(r"^(lib)?python\d(\.\d+)?")
 _RUNTIME_LIB = re.compile(r"^(libc[.-]|libpthread|ld-linux|ld-\d|libstdc\+\+|libgcc_s|libm[.-]|libdl[.-]|librt[.-])")
 _PY_API = re.compile(r"^_?Py[A-Z_]")
-_CLONE_SUFFIX = re.compile(r"(\.(isra|constprop|part|cold|lto_priv|localalias|clone)(\.\d+)?)+$")
-_CLONE_TAG = re.compile(r"\s*\[clone [^\]]*\]")
-_ABI_TAG = re.compile(r"\[abi:[^\]]*\]")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _OPERATORS = ("operator()", "operator<<=", "operator>>=", "operator<<", "operator>>", "operator<=",
               "operator>=", "operator<", "operator>", "operator->*", "operator->")
@@ -68,9 +66,12 @@ def _strip_balanced(s: str, open_ch: str, close_ch: str) -> str:
 
 
 def normalise_native_name(name: str) -> str:
-    """``ns::Foo<int>::bar(int, char*) const [clone .isra.0]`` -> ``ns::Foo::bar``."""
-    s = _CLONE_TAG.sub("", name.strip())
-    s = _ABI_TAG.sub("", s)
+    """``ns::Foo<int>::bar(int, char*) const [clone .isra.0]`` -> ``ns::Foo::bar``.
+
+    The matcher's ``normalize_function`` decides which spellings are one symbol (parameter lists,
+    ``[abi:…]``, clone suffixes, symbol versions); a bucket also drops template arguments and
+    addresses, which differ between builds of the same code."""
+    s = normalize_function(name)
     s = s.replace("(anonymous namespace)", "{anon}")
     protected = {}
     for i, op in enumerate(_OPERATORS):
@@ -83,8 +84,7 @@ def normalise_native_name(name: str) -> str:
     for token, op in protected.items():
         s = s.replace(token, op)
     s = re.sub(r"\s+const\b.*$", "", s)
-    s = _CLONE_SUFFIX.sub("", s.strip())
-    s = _HEX.sub("", s)
+    s = _HEX.sub("", s.strip())
     return " ".join(s.split())
 
 
