@@ -26,7 +26,10 @@ NORMAL_FRAME = 0  # gdb.NORMAL_FRAME
 #: Native frames that mean "this thread is waiting to take the GIL".
 GIL_WAIT_FUNCS = ("take_gil",)
 #: With stripped builds take_gil is invisible: one of these plus a blocking wait is the shape.
-GIL_REACQUIRE_FUNCS = ("PyEval_RestoreThread", "PyEval_AcquireThread", "PyGILState_Ensure", "PyEval_AcquireLock")
+GIL_REACQUIRE_FUNCS = ("PyEval_RestoreThread", "PyEval_AcquireThread", "PyGILState_Ensure", "PyEval_AcquireLock",
+                       "_PyEval_AcquireLock", "_PyThreadState_Attach")
+#: Exported callers of the (static, nameless when stripped) take_gil from the eval loop.
+GIL_PENDING_FUNCS = ("_Py_HandlePending", "_PyEval_HandlePending", "eval_frame_handle_pending")
 BLOCKING_FUNCS = ("futex", "pthread_cond_wait", "pthread_cond_timedwait", "__pthread_cond_wait",
                   "__pthread_cond_timedwait", "___pthread_cond_timedwait", "__lll_lock_wait",
                   "sem_wait", "sem_clockwait", "do_futex_wait", "__futex_abstimed_wait")
@@ -104,7 +107,7 @@ def _nameless_take_gil(natives) -> bool:
             nameless += 1
             j += 1
         return nameless > 0 and j < len(natives) and (
-            is_eval(natives[j]) or natives[j].frame.function in GIL_REACQUIRE_FUNCS)
+            is_eval(natives[j]) or natives[j].frame.function in GIL_REACQUIRE_FUNCS + GIL_PENDING_FUNCS)
     return False
 
 
