@@ -2,8 +2,9 @@
 
 The struct is a cookie ``b"xdebugpy"``, ``uint64 version`` (PY_VERSION_HEX), ``uint64
 free_threaded`` and then groups of ``uint64`` offsets.  Its field order is stable only within a
-minor version, so the order is data here (``LAYOUTS``), one list per minor version, written from
-CPython's ``Include/internal/pycore_runtime.h`` (3.13) and ``pycore_debug_offsets.h`` (3.14).
+minor version, so the order is data here (``LAYOUTS``): candidate layouts per minor version,
+written from CPython's ``Include/internal/pycore_runtime.h`` (3.13) and
+``pycore_debug_offsets.h`` (3.14).
 ``parse`` is pure (bytes in, dict out) so it is unit-tested without gdb; ``to_table`` maps the
 parsed groups onto the walker's flat table keys (see ``tables.py``).
 """
@@ -16,11 +17,24 @@ HEADER = struct.Struct("<8sQQ")
 
 Layout = List[Tuple[str, List[str]]]
 
-_COMMON_TAIL_313: Layout = [
+_RUNTIME: Layout = [("runtime_state", ["size", "finalizing", "interpreters_head"])]
+_INTERP_313 = ["size", "id", "next", "threads_head", "gc", "imports_modules", "sysdict", "builtins", "ceval_gil",
+               "gil_runtime_state", "gil_runtime_state_enabled", "gil_runtime_state_locked",
+               "gil_runtime_state_holder"]
+_INTERP_314 = _INTERP_313[:4] + ["threads_main"] + _INTERP_313[4:]
+_THREAD: Layout = [("thread_state", ["size", "prev", "next", "interp", "current_frame", "thread_id",
+                                     "native_thread_id", "datastack_chunk", "status"])]
+_FRAME_313 = ["size", "previous", "executable", "instr_ptr", "localsplus", "owner"]
+_CODE_313 = ["size", "filename", "name", "qualname", "linetable", "firstlineno", "argcount", "localsplusnames",
+             "localspluskinds", "co_code_adaptive"]
+_OBJECTS_HEAD: Layout = [
     ("pyobject", ["size", "ob_type"]),
     ("type_object", ["size", "tp_name", "tp_repr", "tp_flags"]),
     ("tuple_object", ["size", "ob_item", "ob_size"]),
     ("list_object", ["size", "ob_item", "ob_size"]),
+]
+_SET: Layout = [("set_object", ["size", "used", "table", "mask"])]
+_OBJECTS_TAIL: Layout = [
     ("dict_object", ["size", "ma_keys", "ma_values"]),
     ("float_object", ["size", "ob_fval"]),
     ("long_object", ["size", "lv_tag", "ob_digit"]),
@@ -28,54 +42,34 @@ _COMMON_TAIL_313: Layout = [
     ("unicode_object", ["size", "state", "length", "asciiobject_size"]),
     ("gc", ["size", "collecting"]),
 ]
+_GEN: Layout = [("gen_object", ["size", "gi_name", "gi_iframe", "gi_frame_state"])]
+_LLIST: Layout = [("llist_node", ["next", "prev"])]
+_DEBUGGER: Layout = [("debugger_support", ["eval_breaker", "remote_debugger_support", "remote_debugging_enabled",
+                                           "debugger_pending_call", "debugger_script_path",
+                                           "debugger_script_path_size"])]
 
-LAYOUTS: Dict[Tuple[int, int], Layout] = {
+#: Candidate layouts per minor version, most likely first.  3.13 is measured (the real build's
+#: bytes parse and match DWARF).  3.14 is from CPython sources only, and the header changed
+#: during the 3.14 cycle (``threads_main``, ``stackpointer``, ``set_object``, ``gen_object``,
+#: ``debugger_support`` early; ``code_object_generation``, ``tlbc_generation``, ``tlbc_index``,
+#: ``co_tlbc``, ``llist_node`` later), so each variant is tried and the first whose values pass
+#: ``sane`` wins: a misaligned read fails the object-header invariants checked there.
+LAYOUTS: Dict[Tuple[int, int], List[Layout]] = {
     (3, 13): [
-        ("runtime_state", ["size", "finalizing", "interpreters_head"]),
-        ("interpreter_state", [
-            "size", "id", "next", "threads_head", "gc", "imports_modules", "sysdict", "builtins",
-            "ceval_gil", "gil_runtime_state", "gil_runtime_state_enabled", "gil_runtime_state_locked",
-            "gil_runtime_state_holder"]),
-        ("thread_state", [
-            "size", "prev", "next", "interp", "current_frame", "thread_id", "native_thread_id",
-            "datastack_chunk", "status"]),
-        ("interpreter_frame", ["size", "previous", "executable", "instr_ptr", "localsplus", "owner"]),
-        ("code_object", [
-            "size", "filename", "name", "qualname", "linetable", "firstlineno", "argcount",
-            "localsplusnames", "localspluskinds", "co_code_adaptive"]),
-    ] + _COMMON_TAIL_313,
+        _RUNTIME + [("interpreter_state", _INTERP_313)] + _THREAD + [("interpreter_frame", _FRAME_313),
+                                                                   ("code_object", _CODE_313)]
+        + _OBJECTS_HEAD + _OBJECTS_TAIL,
+    ],
     (3, 14): [
-        ("runtime_state", ["size", "finalizing", "interpreters_head"]),
-        ("interpreter_state", [
-            "size", "id", "next", "threads_head", "threads_main", "gc", "imports_modules", "sysdict",
-            "builtins", "ceval_gil", "gil_runtime_state", "gil_runtime_state_enabled",
-            "gil_runtime_state_locked", "gil_runtime_state_holder", "code_object_generation",
-            "tlbc_generation"]),
-        ("thread_state", [
-            "size", "prev", "next", "interp", "current_frame", "thread_id", "native_thread_id",
-            "datastack_chunk", "status"]),
-        ("interpreter_frame", [
-            "size", "previous", "executable", "instr_ptr", "localsplus", "owner", "stackpointer",
-            "tlbc_index"]),
-        ("code_object", [
-            "size", "filename", "name", "qualname", "linetable", "firstlineno", "argcount",
-            "localsplusnames", "localspluskinds", "co_code_adaptive", "co_tlbc"]),
-        ("pyobject", ["size", "ob_type"]),
-        ("type_object", ["size", "tp_name", "tp_repr", "tp_flags"]),
-        ("tuple_object", ["size", "ob_item", "ob_size"]),
-        ("list_object", ["size", "ob_item", "ob_size"]),
-        ("set_object", ["size", "used", "table", "mask"]),
-        ("dict_object", ["size", "ma_keys", "ma_values"]),
-        ("float_object", ["size", "ob_fval"]),
-        ("long_object", ["size", "lv_tag", "ob_digit"]),
-        ("bytes_object", ["size", "ob_size", "ob_sval"]),
-        ("unicode_object", ["size", "state", "length", "asciiobject_size"]),
-        ("gc", ["size", "collecting"]),
-        ("gen_object", ["size", "gi_name", "gi_iframe", "gi_frame_state"]),
-        ("llist_node", ["next", "prev"]),
-        ("debugger_support", [
-            "eval_breaker", "remote_debugger_support", "remote_debugging_enabled",
-            "debugger_pending_call", "debugger_script_path", "debugger_script_path_size"]),
+        # 3.14.0 as released (pycore_debug_offsets.h on the 3.14 branch)
+        _RUNTIME + [("interpreter_state", _INTERP_314 + ["code_object_generation", "tlbc_generation"])] + _THREAD
+        + [("interpreter_frame", _FRAME_313 + ["stackpointer", "tlbc_index"]),
+           ("code_object", _CODE_313 + ["co_tlbc"])]
+        + _OBJECTS_HEAD + _SET + _OBJECTS_TAIL + _GEN + _LLIST + _DEBUGGER,
+        # 3.14 pre-releases without the generation counters and thread-local bytecode fields
+        _RUNTIME + [("interpreter_state", _INTERP_314)] + _THREAD
+        + [("interpreter_frame", _FRAME_313 + ["stackpointer"]), ("code_object", _CODE_313)]
+        + _OBJECTS_HEAD + _SET + _OBJECTS_TAIL + _GEN + _DEBUGGER,
     ],
 }
 
@@ -96,10 +90,14 @@ class DebugOffsets:
         return self.groups.get(group, {}).get(field)
 
 
-def size_for(version: Tuple[int, int]) -> int:
-    """Bytes to read at &_PyRuntime to parse the whole struct for that version."""
-    layout = LAYOUTS.get(version) or LAYOUTS[max(LAYOUTS)]
+def _layout_size(layout: Layout) -> int:
     return HEADER.size + 8 * sum(len(fields) for _, fields in layout)
+
+
+def size_for(version: Tuple[int, int]) -> int:
+    """Bytes to read at &_PyRuntime to parse any candidate layout of that version."""
+    layouts = LAYOUTS.get(version) or LAYOUTS[max(LAYOUTS)]
+    return max(_layout_size(lay) for lay in layouts)
 
 
 def peek_version(head: bytes) -> Optional[int]:
@@ -110,19 +108,8 @@ def peek_version(head: bytes) -> Optional[int]:
     return version if cookie == COOKIE else None
 
 
-def parse(data: bytes) -> Optional[DebugOffsets]:
-    """Parse the struct; None when the cookie is missing, the version has no layout here, the
-    buffer is short, or the result fails the sanity checks (a misread layout must not be used)."""
-    if len(data) < HEADER.size:
-        return None
-    cookie, version, free_threaded = HEADER.unpack_from(data, 0)
-    if cookie != COOKIE:
-        return None
-    minor = ((version >> 24) & 0xFF, (version >> 16) & 0xFF)
-    layout = LAYOUTS.get(minor)
-    if layout is None:
-        return None
-    need = size_for(minor)
+def _parse_layout(data: bytes, layout: Layout, version: int, free_threaded: int) -> Optional[DebugOffsets]:
+    need = _layout_size(layout)
     if len(data) < need:
         return None
     values = struct.unpack_from("<%dQ" % ((need - HEADER.size) // 8), data, HEADER.size)
@@ -131,23 +118,52 @@ def parse(data: bytes) -> Optional[DebugOffsets]:
     for gname, fields in layout:
         groups[gname] = dict(zip(fields, values[i:i + len(fields)]))
         i += len(fields)
-    parsed = DebugOffsets(version, bool(free_threaded), groups)
-    return parsed if sane(parsed) else None
+    return DebugOffsets(version, bool(free_threaded), groups)
+
+
+def parse(data: bytes) -> Optional[DebugOffsets]:
+    """Parse the struct; None when the cookie is missing, the version has no layout here, the
+    buffer is short, or no candidate layout passes the sanity checks (a misread layout must
+    never be used)."""
+    if len(data) < HEADER.size:
+        return None
+    cookie, version, free_threaded = HEADER.unpack_from(data, 0)
+    if cookie != COOKIE:
+        return None
+    minor = ((version >> 24) & 0xFF, (version >> 16) & 0xFF)
+    for layout in LAYOUTS.get(minor, ()):
+        parsed = _parse_layout(data, layout, version, free_threaded)
+        if parsed is not None and sane(parsed):
+            return parsed
+    return None
 
 
 def sane(d: DebugOffsets) -> bool:
-    """Cheap invariants that a shifted or misordered layout would break."""
+    """Invariants of CPython's object headers and struct sizes that any shifted or misordered
+    read breaks: ``ob_size``/``lv_tag``/``length`` follow the object header, item arrays the
+    size field, every offset lies inside its struct, GIL fields inside the interpreter."""
     g = d.groups
     try:
-        return (
-            g["pyobject"]["size"] in (16, 32)  # 32: free-threaded header
-            and g["pyobject"]["ob_type"] in (8, 24)
+        head = g["pyobject"]["size"]
+        ok = (
+            head in (16, 32)  # 32: free-threaded header
+            and g["pyobject"]["ob_type"] == head - 8
+            and g["tuple_object"]["ob_size"] == head and g["tuple_object"]["ob_item"] == head + 8
+            and g["list_object"]["ob_size"] == head and g["list_object"]["ob_item"] == head + 8
+            and g["bytes_object"]["ob_size"] == head and g["long_object"]["lv_tag"] == head
+            and g["unicode_object"]["length"] == head
             and g["dict_object"]["ma_keys"] < g["dict_object"]["size"]
             and g["unicode_object"]["asciiobject_size"] < g["unicode_object"]["size"]
-            and 0 < g["thread_state"]["current_frame"] < g["thread_state"]["size"]
-            and g["interpreter_frame"]["owner"] < g["interpreter_frame"]["size"]
             and g["runtime_state"]["interpreters_head"] < g["runtime_state"]["size"]
         )
+        for group in ("interpreter_state", "thread_state", "interpreter_frame", "code_object", "gc"):
+            fields = g[group]
+            ok = ok and all(v < fields["size"] for k, v in fields.items()
+                            if k != "size" and not k.startswith("gil_runtime_state_enabled"))
+        isg = g["interpreter_state"]
+        ok = ok and 0 <= isg["gil_runtime_state_locked"] - isg["gil_runtime_state"] < 256
+        ok = ok and 0 <= isg["gil_runtime_state_holder"] - isg["gil_runtime_state"] < 256
+        return bool(ok)
     except KeyError:
         return False
 

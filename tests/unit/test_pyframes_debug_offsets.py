@@ -63,49 +63,63 @@ def test_real_313_build_matches_dwarf_table():
     assert table["gil.locked"] == 16 and table["gil.last_holder"] == 8 and table["ts.current_frame"] == 72
 
 
-def _synthetic(version_hex: int, minor) -> bytes:
-    """Bytes laid out as LAYOUTS[minor] with plausible, distinct values per field."""
+OBJECT_VALUES = {
+    ("pyobject", "size"): 16, ("pyobject", "ob_type"): 8,
+    ("tuple_object", "ob_size"): 16, ("tuple_object", "ob_item"): 24,
+    ("list_object", "ob_size"): 16, ("list_object", "ob_item"): 24,
+    ("bytes_object", "ob_size"): 16, ("bytes_object", "ob_sval"): 32,
+    ("long_object", "lv_tag"): 16, ("long_object", "ob_digit"): 24,
+    ("dict_object", "size"): 48, ("dict_object", "ma_keys"): 32, ("dict_object", "ma_values"): 40,
+    ("unicode_object", "size"): 56, ("unicode_object", "state"): 32, ("unicode_object", "length"): 16,
+    ("unicode_object", "asciiobject_size"): 40,
+    ("thread_state", "current_frame"): 72, ("interpreter_frame", "owner"): 70,
+    ("interpreter_state", "gil_runtime_state"): 9000,
+    ("interpreter_state", "gil_runtime_state_locked"): 9016,
+    ("interpreter_state", "gil_runtime_state_holder"): 9008,
+}
+
+
+def _synthetic(version_hex: int, layout) -> bytes:
+    """Bytes laid out as ``layout`` with plausible, mostly distinct values: struct sizes large,
+    offsets small, object headers as in every default (GIL) build."""
     values = []
-    plausible = {
-        ("pyobject", "size"): 16, ("pyobject", "ob_type"): 8,
-        ("dict_object", "size"): 48, ("dict_object", "ma_keys"): 32,
-        ("unicode_object", "size"): 56, ("unicode_object", "asciiobject_size"): 40,
-        ("thread_state", "size"): 4000, ("thread_state", "current_frame"): 72,
-        ("interpreter_frame", "size"): 80, ("interpreter_frame", "owner"): 70,
-        ("runtime_state", "size"): 300000, ("runtime_state", "interpreters_head"): 640,
-        ("interpreter_state", "gil_runtime_state"): 9000,
-        ("interpreter_state", "gil_runtime_state_locked"): 9016,
-        ("interpreter_state", "gil_runtime_state_holder"): 9008,
-    }
     n = 1000
-    for group, fields in dbg.LAYOUTS[minor]:
+    for group, fields in layout:
         for field in fields:
             n += 8
-            values.append(plausible.get((group, field), n))
+            default = (1 << 20) if field == "size" else n
+            values.append(OBJECT_VALUES.get((group, field), default))
     return struct.pack("<8sQQ", b"xdebugpy", version_hex, 0) + struct.pack("<%dQ" % len(values), *values)
 
 
-def test_314_layout_from_documented_field_order():
-    raw = _synthetic(0x030E00F0, (3, 14))
-    parsed = dbg.parse(raw)
+@pytest.mark.parametrize("variant", [0, 1])
+def test_314_layouts_from_documented_field_order(variant):
+    layout = dbg.LAYOUTS[(3, 14)][variant]
+    raw = _synthetic(0x030E00F0, layout)
+    parsed = dbg.parse(raw + bytes(dbg.size_for((3, 14)) - len(raw)))
     assert parsed is not None and parsed.minor == (3, 14)
     g = parsed.groups
-    # 3.14 additions sit where pycore_debug_offsets.h puts them
+    assert [name for name, _ in layout] == list(g)  # the variant that was written is the one read
     assert list(g["interpreter_state"])[3:5] == ["threads_head", "threads_main"]
-    assert list(g["interpreter_frame"])[-2:] == ["stackpointer", "tlbc_index"]
-    assert list(g["code_object"])[-1] == "co_tlbc"
-    assert "set_object" in g and "gen_object" in g and "llist_node" in g
+    assert "stackpointer" in g["interpreter_frame"] and "gen_object" in g and "set_object" in g
+    assert ("tlbc_index" in g["interpreter_frame"]) == (variant == 0)
+    assert ("co_tlbc" in g["code_object"]) == (variant == 0) and ("llist_node" in g) == (variant == 0)
     table = dbg.to_table(parsed)
     assert table["gil.locked"] == 16 and table["gil.last_holder"] == 8
     assert table["ts.current_frame"] == 72 and table["ifr.owner"] == 70
     assert table["is.threads_head"] == g["interpreter_state"]["threads_head"]
-    assert dbg.size_for((3, 14)) == len(raw)
+    assert table["long.size"] == 16 and table["str.ascii_size"] == 40
 
 
 def test_wrong_layout_or_cookie_is_refused():
-    raw = _synthetic(0x030E00F0, (3, 14))
+    raw = _synthetic(0x030E00F0, dbg.LAYOUTS[(3, 14)][0])
     # a 3.14 struct read with the 3.13 field order fails the sanity checks
     assert dbg.parse(raw[:8] + struct.pack("<Q", 0x030D00F0) + raw[16:]) is None
+    # ...and so does a 3.13 struct labelled 3.14
+    raw13 = _synthetic(0x030D00F0, dbg.LAYOUTS[(3, 13)][0])
+    assert dbg.parse(raw13) is not None
+    padded = raw13[:8] + struct.pack("<Q", 0x030E00F0) + raw13[16:] + bytes(1024)
+    assert dbg.parse(padded) is None
     assert dbg.parse(b"notdebug" + raw[8:]) is None
     assert dbg.parse(raw[:100]) is None
     assert dbg.parse(struct.pack("<8sQQ", b"xdebugpy", 0x030C01F0, 0) + raw[24:]) is None  # no 3.12 layout
