@@ -198,7 +198,7 @@ def analyze(
         None,
         "--input-format",
         help="Force the text format: auto, gdb, pybt, pyspy, pyspy-json, pystack, faulthandler, traceback, "
-        "snapshot-json (a hang-dump JSON file).",
+        "log (any text as log lines), snapshot-json (a hang-dump JSON file).",
     ),
     redact: bool = typer.Option(False, "--redact", help="Replace user names, hosts, IPs and secrets."),
     version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True),

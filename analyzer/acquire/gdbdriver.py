@@ -323,7 +323,9 @@ def snapshot_from_core(
         snap = session.load_gdbext_and_dump()
         gdb_warnings = session.warnings()
     finally:
-        session.close(graceful=session.responsive)
+        # A core has no target to detach from: once the snapshot is read, gdb's orderly exit
+        # (freeing a multi-GB core's caches) is time the user waits for nothing, so kill it.
+        session.close(graceful=False)
     if not snap.processes:
         raise GdbError("hang-dump found no process in %s" % core)
     proc = snap.processes[0]
