@@ -241,7 +241,10 @@ def key_libraries(p: Process) -> List[Tuple[str, str]]:
         if not KEY_LIBRARIES.match(base) or base in seen:
             continue
         seen.add(base)
-        out.append((base, library_version(base, lib.version)))
+        version = library_version(base, lib.version)
+        if version and base.endswith(".so." + version):
+            base = base[: -len(version) - 1]  # "libnccl.so 2.26.5", not "libnccl.so.2.26.5 2.26.5"
+        out.append((base, version))
     return out
 
 

@@ -22,7 +22,7 @@ def test_key_library_versions():
         Library("/usr/lib/libz.so.1", version="1"),
         Library("/site/torch/lib/libtorch_cuda.so"),
     ])
-    assert key_libraries(p) == [("libnccl.so.2.21.5", "2.21.5"), ("libc.so.6", ""), ("libpython3.12.so.1.0", ""),
+    assert key_libraries(p) == [("libnccl.so", "2.21.5"), ("libc.so.6", ""), ("libpython3.12.so.1.0", ""),
                                 ("libtorch_cuda.so", "")]
 
 
