@@ -16,10 +16,14 @@ process is not CPython, else a ``PyProcess``:
     ``threading._active`` registry as ``{ident: Thread object address}``
   * ``notes``: what went wrong or was guessed; ``summary()``: all process-level facts as a dict
 
-``PyThreadInfo``: ``lwp``, ``pthread_id``, ``tstate``, ``interp``, ``name`` (``threading``
-name), ``frames`` (Python ``Frame``s, innermost first), ``groups`` (the same frames split per
-native eval activation, with the stack-address anchor the merge uses), ``truncated`` (a marker
-Frame when the chain could not be followed to its end), ``gil``, ``gc``, ``notes``.
+``PyThreadInfo``: ``lwp``, ``pthread_id``, ``tstate``, ``interp`` (of its first thread state),
+``tstates`` (how many thread states the OS thread has: >1 with subinterpreters, whose frames
+are all kept), ``name`` (``threading`` name, from ``threading._active`` and the Thread's
+``_name``), ``frames`` (Python ``Frame``s, innermost first within each thread state),
+``groups`` (the same frames split per native eval activation, with the stack-address anchor
+the merge uses), ``truncated`` (a marker Frame when the chain could not be followed to its
+end), ``gil`` ("held" / "no"; the merge adds "waiting" from native frames), ``gc`` (False when
+no collection runs, None while one runs: the merge decides from native frames), ``notes``.
 """
 
 import struct
