@@ -191,6 +191,19 @@ def version_from_files() -> Optional[Tuple[Tuple[int, int], str]]:
     return None
 
 
+#: Exported functions that first appeared in a version: (symbol, version), newest first.  Used
+#: for 3.8-3.10 (no Py_Version) when file names do not tell, e.g. a static ``/usr/bin/python3``.
+_FIRST_IN = (("PyIter_Send", (3, 10)), ("PyModule_AddType", (3, 9)), ("_PyEval_EvalFrameDefault", (3, 8)))
+
+
+def version_from_symbols() -> Optional[Tuple[int, int]]:
+    """(3, minor) for 3.8-3.10 from which API functions exist; None if not CPython."""
+    for name, minor in _FIRST_IN:
+        if symbol_address(name) is not None:
+            return minor
+    return None
+
+
 def detect_version(mem: Memory, runtime: int) -> Tuple[Optional[Tuple[int, int]], str, str]:
     """((major, minor), version text, source).  Source says how sure we are."""
     try:
@@ -213,6 +226,9 @@ def detect_version(mem: Memory, runtime: int) -> Tuple[Optional[Tuple[int, int]]
             pass
     if found:
         return found[0], found[1], "file name"
+    minor = version_from_symbols()
+    if minor is not None:
+        return minor, "%d.%d" % minor, "exported symbols"
     return None, "", "unknown"
 
 

@@ -83,7 +83,7 @@ def analysed(request, tmp_path_factory):
                  "R.scan_for_runtime(m, T.table_for(R.version_from_files()[0]))); "
                  "from hanganalyze_gdbext.pyframes.walker import GLIBC_PTHREAD_TID as O2; "
                  "print('TIDOFF', all(m.u32(int.from_bytes(t.handle(), 'little') + O2) == t.ptid[1] "
-                 "for t in gdb.selected_inferior().threads()))")
+                 "for t in gdb.selected_inferior().threads())); print('VSYM', R.version_from_symbols())")
         text = gdb_batch(["hang-dump %s" % out, "hang-bt -a", "thread apply all bt", probe,
                           "disable frame-filter global hanganalyze-python", "echo FILTER-OFF-1\\n",
                           "thread apply all bt", "enable frame-filter global hanganalyze-python",
@@ -272,3 +272,15 @@ def test_glibc_pthread_tid_fallback_offset(analysed):
     tid: on this glibc it must name every thread correctly."""
     _, _, _, text = analysed
     assert "TIDOFF True" in text
+
+
+def test_version_from_exported_symbols(analysed):
+    """3.8-3.10 have no Py_Version: when file names do not carry the version, the API functions
+    each version added tell them apart (3.11+ are told by Py_Version / _Py_DebugOffsets)."""
+    key, _, _, text = analysed
+    minor = re.search(r"VSYM \(3, (\d+)\)", text)
+    assert minor is not None
+    if base(key) in ("3.8", "3.9", "3.10"):
+        assert "3.%s" % minor.group(1) == base(key)
+    else:
+        assert int(minor.group(1)) >= 10
