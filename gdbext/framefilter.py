@@ -8,7 +8,8 @@ number of that native frame printed once (gdb numbers gdb frames; later lines of
 frame carry its pc instead).  Native frames without
 a symbol print as ``??`` (GDB 13 prints an empty name for them under a filter otherwise).
 
-Off switch: ``hang-bt-filter off`` (or gdb's ``disable frame-filter global hanganalyze-python``).
+Python frames that could not be placed (``merge == "unmerged"``) follow the last native frame,
+marked ``[py?]``.  Off switch: ``hang-bt-filter off`` (or gdb's ``disable frame-filter global hanganalyze-python``).
 The process walk is cached until the inferior runs again or loads new objects.
 """
 
@@ -78,10 +79,13 @@ def merged_thread() -> Optional[Thread]:
 
 
 def _plan() -> Dict[int, List[Frame]]:
-    """{native frame level: Python frames to print just before it}."""
+    """{native frame level: Python frames to print just before it}; key -1: Python frames that
+    could not be placed (printed after the last frame, marked ``[py?]``)."""
     t = merged_thread()
-    if t is None or t.merge != "merged":
+    if t is None:
         return {}
+    if t.merge != "merged":
+        return {-1: list(t.python_frames)} if t.python_frames else {}
     plan: Dict[int, List[Frame]] = {}
     pending: List[Frame] = []
     level = 0
@@ -113,12 +117,13 @@ class NativeDecorator(FrameDecorator):
 class PythonFrameDecorator(FrameDecorator):
     """One Python frame, borrowing the eval frame it runs in as its gdb frame."""
 
-    def __init__(self, base, pyframe: Frame):
+    def __init__(self, base, pyframe: Frame, placed: bool = True):
         super().__init__(base)
         self._py = pyframe
+        self._tag = "[py]" if placed else "[py?]"
 
     def function(self):
-        return "[py] %s" % (self._py.function or "??")
+        return "%s %s" % (self._tag, self._py.function or "??")
 
     def address(self):
         # GDB prints the level only once per gdb frame and drops the line of a later decorator
@@ -143,6 +148,7 @@ class PythonFrameDecorator(FrameDecorator):
 
 def _decorate(frame_iter):
     plan = None
+    last = None
     for dec in frame_iter:
         if plan is None:
             try:
@@ -152,10 +158,14 @@ def _decorate(frame_iter):
         try:
             level = dec.inferior_frame().level()
         except Exception:  # noqa: BLE001
-            level = -1
+            level = -2
         for pf in plan.get(level, ()):
             yield PythonFrameDecorator(dec, pf)
+        last = dec
         yield NativeDecorator(dec)
+    if last is not None and plan:
+        for pf in plan.get(-1, ()):
+            yield PythonFrameDecorator(last, pf, placed=False)
 
 
 class PythonFrameFilter:

@@ -284,3 +284,34 @@ def test_version_from_exported_symbols(analysed):
         assert "3.%s" % minor.group(1) == base(key)
     else:
         assert int(minor.group(1)) >= 10
+
+
+def test_unprovable_merge_keeps_both_stacks(hung, tmp_path):
+    """3.9 (no stack anchors): a frame chain that skips a frame (level3 -> level1) leaves one
+    eval frame too many.  The thread must come out "unmerged" with every native frame as
+    unwound and the Python frames listed apart (plain ``bt`` prints them after, as ``[py?]``)."""
+    exe = PYTHONS.get("3.9")
+    if exe is None:
+        pytest.skip("pyenv 3.9 not installed")
+    proc = hung([exe, FIXTURE], ready="READY", settle=0.5)
+    out = tmp_path / "snap.json"
+    setup = (
+        "python import gdb, struct, hanganalyze_gdbext.pyframes.walker as W; "
+        "inf = gdb.selected_inferior(); p = W.describe_process(inf); "
+        "th = {t.name: t for t in p.threads.values()}['waiter-1']; gdb.set_convenience_variable('w1', th.lwp); "
+        "inf.write_memory(th.groups[0].first_addr + p.offsets['fo.f_back'], "
+        "struct.pack('<Q', th.groups[2].first_addr))"
+    )
+    pick = ("python [t.switch() for t in gdb.selected_inferior().threads() "
+            "if t.ptid[1] == int(gdb.convenience_variable('w1'))]")
+    text = gdb_batch([setup, "hang-dump %s" % out, pick, "echo PLAIN-BT\\n", "bt"], pid=proc.pid)
+    _, by_name = _threads(json.loads(out.read_text()))
+    t = by_name["waiter-1"]
+    assert t["merge"] == "unmerged" and any("not merged" in n for n in t["notes"])
+    assert not _py(t["frames"])
+    assert [f["function"] for f in t["python_frames"]][:3] == ["level3", "level1", "waiter_main"]
+    evals = [f for f in t["frames"] if f["function"] == "_PyEval_EvalFrameDefault"]
+    assert len(evals) == len(t["python_frames"]) + 1
+    assert by_name["waiter-2"]["merge"] == "merged"  # the other threads are untouched
+    bt = text.split("PLAIN-BT", 1)[1]
+    assert "[py?] level3" in bt and "[py] " not in bt
