@@ -9,7 +9,8 @@ process is not CPython, else a ``PyProcess``:
   * ``runtime_address``, ``interpreters`` (addresses, main first), ``gc_collecting``
   * ``threads``: ``{lwp: PyThreadInfo}``; ``pthread_to_lwp``: ``{pthread_t: lwp}`` for every
     thread with a thread state; ``lwp_for_pthread(ident)`` maps any other ``threading`` ident
-  * ``gil_holder_lwp``: LWP holding the GIL (None: nobody or unknown)
+  * ``gil_holder_lwp``: LWP holding the main interpreter's GIL (None: nobody or unknown);
+    threads holding a subinterpreter's own GIL (3.12+) have ``gil == "held"`` too
   * ``read(addr, size) -> bytes`` (raises ``ReadError``), ``objects`` (``objects.Objects``:
     ``str``, ``int``, ``dict_items``, ``instance_attr``, ``type_name``...) for readers of Python
     objects such as RLock owners or Thread objects, and ``threading_active()``: the
@@ -540,22 +541,54 @@ def _combine(first: PyThreadInfo, other: PyThreadInfo) -> None:
         first.notes.append(note)
 
 
+def _main_first(proc: PyProcess, rt: int) -> None:
+    """Put the main interpreter first (``interpreters.head`` is the newest one; ``main`` is the
+    word after it in ``_PyRuntime.interpreters`` in every version 3.8-3.14)."""
+    try:
+        main = proc.mem.u64(rt + proc.offsets["rt.interpreters_head"] + 8)
+    except ReadError:
+        return
+    if main in proc.interpreters:
+        proc.interpreters.remove(main)
+        proc.interpreters.insert(0, main)
+
+
+def _gil_holders(proc: PyProcess, rt: int) -> List[Tuple[bool, int]]:
+    """(is the main interpreter's GIL, holder thread state) for every GIL that is held.
+    3.8-3.11: one GIL in the runtime; 3.12+: one per interpreter (``interp->ceval.gil``,
+    shared with the main one unless the subinterpreter was created with its own)."""
+    t, mem = proc.offsets, proc.mem
+    if t.get("model.gil", 1) == 0:
+        ts = mem.u64(rt + t["rt.tstate_current"])
+        return [(True, ts)] if ts else []
+    out: List[Tuple[bool, int]] = []
+    seen = set()
+    for interp in proc.interpreters:  # main first
+        gil = mem.u64(interp + t["is.ceval_gil"])
+        if not gil or gil in seen:
+            continue
+        seen.add(gil)
+        if mem.i32(gil + t["gil.locked"]) == 1:
+            ts = mem.u64(gil + t["gil.last_holder"])
+            if ts:
+                out.append((len(seen) == 1, ts))
+    return out
+
+
 def _gil_and_gc(proc: PyProcess, rt: int, by_tstate: Dict[int, PyThreadInfo]) -> None:
     t, mem = proc.offsets, proc.mem
-    holder_ts = 0
+    _main_first(proc, rt)
+    holder_lwps: Optional[set] = set()
     try:
-        if t.get("model.gil", 1) == 0:
-            holder_ts = mem.u64(rt + t["rt.tstate_current"])
-        elif proc.interpreters:
-            gil = mem.u64(proc.interpreters[0] + t["is.ceval_gil"])
-            if gil and mem.i32(gil + t["gil.locked"]) == 1:
-                holder_ts = mem.u64(gil + t["gil.last_holder"])
+        for is_main, ts in _gil_holders(proc, rt):
+            info = by_tstate.get(ts)
+            if info is not None and info.lwp is not None:
+                holder_lwps.add(info.lwp)
+                if is_main:
+                    proc.gil_holder_lwp = info.lwp
     except ReadError as e:
         proc.notes.append("GIL state unreadable: %s" % e)
-        holder_ts = -1
-    holder = by_tstate.get(holder_ts) if holder_ts > 0 else None
-    if holder is not None:
-        proc.gil_holder_lwp = holder.lwp
+        holder_lwps = None
     collecting = None
     try:
         if "rt.gc_collecting" in t:
@@ -566,10 +599,10 @@ def _gil_and_gc(proc: PyProcess, rt: int, by_tstate: Dict[int, PyThreadInfo]) ->
         collecting = None
     proc.gc_collecting = collecting
     for th in proc.threads.values():
-        if holder_ts == -1:
+        if holder_lwps is None:
             th.gil = None
         else:
-            th.gil = "held" if th is holder else "no"
+            th.gil = "held" if th.lwp in holder_lwps else "no"
         if collecting is not None:
             # Which thread collects is decided from native frames (merge); here only "nobody".
             th.gc = False if not collecting else None

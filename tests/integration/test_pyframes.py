@@ -233,8 +233,9 @@ SUBINTERP = FIXTURES / "py_subinterp.py"
 @pytest.mark.parametrize("key", [k for k in ("3.12", "3.13") if k in PYTHONS])
 def test_subinterpreter_frames_merged_in_place(hung, tmp_path, key):
     """One OS thread, two interpreters: the subinterpreter's frames sit above the native
-    ``run_string`` call, the main interpreter's frames below it (ordered by stack anchors)."""
-    proc = hung([PYTHONS[key], SUBINTERP], ready="READY", settle=0.3)
+    ``run_string`` call, the main interpreter's frames below it (ordered by stack anchors), and
+    the GIL held through the subinterpreter's thread state is reported on that OS thread."""
+    proc = hung([PYTHONS[key], SUBINTERP], ready="READY", settle=1.5)
     core = gcore(proc.pid, tmp_path)
     try:
         snap = gdb_snapshot(core=core, exe=PYTHONS[key])
@@ -250,8 +251,10 @@ def test_subinterpreter_frames_merged_in_place(hung, tmp_path, key):
     i_run = next(i for i, f in enumerate(frames) if f["function"] == "runner")
     natives = [f["function"] for f in frames[i_sub + 1:i_run]]
     assert natives[0] == "_PyEval_EvalFrameDefault" and "interp_run_string" in natives, natives
-    assert frames[i_sub - 1]["line"] == 4  # sub_inner's line inside the subinterpreter source
+    assert frames[i_sub - 1]["line"] == 5  # sub_inner's line inside the subinterpreter source
     assert any("several interpreters" in n for n in t["notes"])
+    # the GIL (shared with the main interpreter) is held by the subinterpreter's thread state
+    assert t["state"]["gil"] == "held" and by_name["MainThread"]["state"]["gil"] == "no"
 
 
 def test_pyruntime_section_fallback_agrees_with_symbol(analysed):
