@@ -38,6 +38,7 @@ GDB_SETTINGS = (
     "set width 0",
     "set print frame-arguments none",  # argument printing is slow and can read bad memory
     "set print thread-events off",
+    "set may-call-functions off",  # gdb itself refuses any inferior call, whatever code asks for one
 )
 
 #: gdb warnings worth showing the user (others are noise about missing debug info etc.).
