@@ -88,6 +88,7 @@ class PyProcess:
         self.gil_holder_lwp: Optional[int] = None
         self.gc_collecting: Optional[bool] = None
         self.dwarf_checked: Optional[bool] = None
+        self.runtime_found: Optional[str] = None  # how _PyRuntime was found
         self.notes: List[str] = []
         self._inferior = None
         self._lwp_map: Optional[_LwpMap] = None
@@ -456,6 +457,7 @@ def describe_process(inferior) -> Optional[PyProcess]:
         raise RuntimeError("; ".join(notes) or "CPython runtime found but not understood")
     proc = PyProcess(mem, Objects(mem, table), table, minor, text, source, rt)
     proc._inferior = inferior
+    proc.runtime_found = how  # "symbol" | "section" | "scan"
     proc.notes.extend(notes)
     if how == "section":
         proc.notes.append("_PyRuntime found via the .PyRuntime section (no symbol)")

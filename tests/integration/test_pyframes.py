@@ -318,3 +318,24 @@ def test_unprovable_merge_keeps_both_stacks(hung, tmp_path):
     assert by_name["waiter-2"]["merge"] == "merged"  # the other threads are untouched
     bt = text.split("PLAIN-BT", 1)[1]
     assert "[py?] level3" in bt and "[py] " not in bt
+
+
+@pytest.mark.parametrize("source", ["live", "core"])
+def test_process_python_facts_and_notes(analysed, source):
+    """``Process.python`` carries the walker's summary (how the runtime was found, how CPython
+    is built) and the walker's process-level notes reach ``Process.notes``."""
+    key, live, core, _ = analysed
+    proc = (live if source == "live" else core)["processes"][0]
+    py = proc["python"]
+    assert py["version"].startswith(base(key))
+    assert py["runtime"] == "symbol" and py["interpreters"] == 1
+    assert py["build"] == ("static" if key.startswith("system-") else "shared")
+    assert py["debug_info"] is (not key.startswith("system-"))  # stripped-*: the executable's DWARF
+    assert py["gc_collecting"] is True  # the collector thread's finalizer blocks inside a collection
+    holder = [t["tid"] for t in proc["threads"] if t.get("python_name") == "MainThread"]
+    assert [py["gil_holder"]] == holder
+    assert "notes" not in py
+    from_name = "Python: CPython version taken from a file name"
+    assert (from_name in proc.get("notes", [])) is (py["version_source"] == "file name"), (py, proc.get("notes"))
+    if base(key) in ("3.8", "3.9", "3.10") and not nosyms(key):
+        assert py["version_source"] == "file name"
