@@ -2,18 +2,21 @@
 
 Kept thin on purpose (as pystack's ``__main__``): every step lives in its own module, and this
 file only turns options into calls and errors into one-line messages with documented exit codes.
+
+The options are parsed with argparse, not typer: typer 0.29 builds a pydantic adapter for every
+parameter on each run, 0.15-0.25 s of start-up on a 2-core machine, which is a fifth of what
+pystack needs for a whole 200-thread core (``bench/bench_stacks.py``).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
-from enum import Enum
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
-import typer
 from hanganalyze import __version__
 from hanganalyze.errors import EXIT_FINDING, EXIT_INPUT, EXIT_OK, EXIT_TOOL, HangAnalyzeError, InputError
 
@@ -21,11 +24,7 @@ ELF_MAGIC = b"\x7fELF"
 SERIOUS = ("crash", "deadlock", "hang", "error")
 
 
-class OutputFormat(str, Enum):
-    html = "html"
-    md = "md"
-    json = "json"
-    text = "text"
+FORMATS = ("html", "md", "json", "text")
 
 
 def progress(msg: str) -> None:
@@ -35,15 +34,10 @@ def progress(msg: str) -> None:
         sys.stderr.flush()
 
 
-def fail(msg: str, code: int) -> None:
+def fail(msg: str, code: int) -> int:
+    """Print the one-line error; return the exit code for the caller to return."""
     sys.stderr.write("hanganalyze: error: %s\n" % " ".join(str(msg).split()))
-    raise typer.Exit(code)
-
-
-def _version_callback(value: bool) -> None:
-    if value:
-        typer.echo("hanganalyze %s" % __version__)
-        raise typer.Exit(EXIT_OK)
+    return code
 
 
 def _is_elf(path: Path) -> bool:
@@ -179,113 +173,172 @@ def _load_db_in_background(extra_dirs: List[Path]):
     return wait
 
 
-app = typer.Typer(add_completion=False, help="Explain why an ML process hangs or crashed.")
+class UsageError(Exception):
+    """A bad command line; shown as one line, exit 2."""
 
 
-@app.command()
-def analyze(
-    target: Optional[str] = typer.Argument(
-        None, help="A core file, or a text file of gdb/py-spy/pystack/faulthandler output ('-' = stdin)."
-    ),
-    pid: Optional[int] = typer.Option(None, "--pid", "-p", help="Analyze a live process (read-only, then detached)."),
-    exe: Optional[Path] = typer.Option(None, "--exe", help="Executable of the core (default: found from the core)."),
-    fmt: OutputFormat = typer.Option(None, "--format", "-f", help="Output format (default: html with -o, else text)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
-    gdb: str = typer.Option("gdb", "--gdb", help="gdb to use (e.g. cuda-gdb)."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds allowed for each gdb step."),
-    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature folder (repeatable)."),
-    input_format: Optional[str] = typer.Option(
-        None,
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting: a bad command line is one line,
+    like any other bad input."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _analyze_parser() -> _Parser:
+    ap = _Parser(
+        prog="hanganalyze",
+        description="Analyze a core, a live process or pasted text and report the known bugs it matches.",
+        epilog="hanganalyze signatures list|validate [--signatures DIR]: list or validate signature databases.",
+    )
+    ap.add_argument(
+        "target",
+        nargs="?",
+        metavar="TARGET",
+        help="A core file, or a text file of gdb/py-spy/pystack/faulthandler output ('-' = stdin).",
+    )
+    ap.add_argument("--pid", "-p", type=int, help="Analyze a live process (read-only, then detached).")
+    ap.add_argument("--exe", type=Path, help="Executable of the core (default: found from the core).")
+    ap.add_argument(
+        "--format", "-f", dest="fmt", choices=FORMATS, help="Output format (default: html with -o, else text)."
+    )
+    ap.add_argument("--output", "-o", type=Path, help="Write the report to this file.")
+    ap.add_argument("--gdb", default="gdb", help="gdb to use (e.g. cuda-gdb).")
+    ap.add_argument("--timeout", type=float, default=120.0, help="Seconds allowed for each gdb step.")
+    ap.add_argument(
+        "--signatures", type=Path, action="append", default=[], help="Extra signature folder (repeatable)."
+    )
+    ap.add_argument(
         "--input-format",
         help="Force the text format: auto, gdb, pybt, pyspy, pyspy-json, pystack, faulthandler, traceback, "
         "log (any text as log lines), snapshot-json (a hang-dump JSON file).",
-    ),
-    redact: bool = typer.Option(False, "--redact", help="Replace user names, hosts, IPs and secrets."),
-    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True),
-) -> None:
+    )
+    ap.add_argument("--redact", action="store_true", help="Replace user names, hosts, IPs and secrets.")
+    ap.add_argument("--version", action="store_true", help="Print the version and exit.")
+    return ap
+
+
+def _signatures_parser(command: str) -> _Parser:
+    helps = {
+        "list": "List every signature (built-in and from --signatures folders).",
+        "validate": "Validate signature files against the schema; exit 2 with file:line on the first error.",
+    }
+    ap = _Parser(prog="hanganalyze signatures %s" % command, description=helps[command])
+    ap.add_argument(
+        "--signatures", type=Path, action="append", default=[], help="Extra signature folder (repeatable)."
+    )
+    return ap
+
+
+def _usage_message(message: str) -> str:
+    """argparse's wording, made to say what is wrong in the words the docs use."""
+    prefix = "unrecognized arguments: "
+    if message.startswith(prefix):
+        extra = message[len(prefix) :].split()
+        options = [a for a in extra if a.startswith("-") and a != "-"]
+        if options:
+            return "No such option: %s" % options[0]
+        return "unexpected extra argument (%s)" % " ".join(extra)
+    return message
+
+
+def default_format(output: Optional[Path]) -> str:
+    """html for -o x.html, json for .json, md for .md, text otherwise (a terminal)."""
+    if output is not None:
+        suffix = output.suffix.lower()
+        if suffix in (".html", ".htm"):
+            return "html"
+        if suffix == ".json":
+            return "json"
+        if suffix == ".md":
+            return "md"
+    return "text"
+
+
+def analyze(args: argparse.Namespace) -> int:
     """Analyze a core, a live process or pasted text and report the known bugs it matches."""
     from hanganalyze import pipeline
-    from hanganalyze.render import render
 
-    if fmt is None:
-        fmt = OutputFormat.html if output is not None and output.suffix in (".html", ".htm") else OutputFormat.text
-        if output is not None and output.suffix == ".json":
-            fmt = OutputFormat.json
-        elif output is not None and output.suffix == ".md":
-            fmt = OutputFormat.md
+    fmt = args.fmt or default_format(args.output)
     try:
-        db_ready = _load_db_in_background(signatures)
-        snapshot = acquire(target, pid, exe, gdb, timeout, input_format)
+        db_ready = _load_db_in_background(args.signatures)
+        snapshot = acquire(args.target, args.pid, args.exe, args.gdb, args.timeout, args.input_format)
         db = db_ready()
         progress("matching %d thread(s) against signatures" % sum(len(p.threads) for p in snapshot.processes))
         snapshot = pipeline.analyse(snapshot, db)
-        if redact:
+        if args.redact:
             from hanganalyze.analyse.redact import redact as do_redact
 
             snapshot = do_redact(snapshot)
-        data = render(snapshot, fmt.value)
-        write_output(data, output)
+        from hanganalyze.render import render
+
+        data = render(snapshot, fmt)
+        write_output(data, args.output)
     except HangAnalyzeError as e:
-        fail(str(e), e.exit_code)
+        return fail(str(e), e.exit_code)
     except KeyboardInterrupt:
-        fail("interrupted", EXIT_TOOL)
-    if output is not None:
-        progress("wrote %s" % output)
+        return fail("interrupted", EXIT_TOOL)
+    if args.output is not None:
+        progress("wrote %s" % args.output)
     if any(f.severity in SERIOUS for f in snapshot.findings):
-        raise typer.Exit(EXIT_FINDING)
-    raise typer.Exit(EXIT_OK)
+        return EXIT_FINDING
+    return EXIT_OK
 
 
-sig_app = typer.Typer(add_completion=False, help="List and validate signature databases.")
-
-
-@sig_app.command("list")
-def sig_list(
-    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature folder (repeatable)."),
-) -> None:
-    """List every signature (built-in and from --signatures folders)."""
+def signatures_command(command: str, dirs: List[Path]) -> int:
+    """``signatures list``: one line per signature; ``signatures validate``: a count, or exit 2."""
     from hanganalyze import pipeline
 
     try:
-        db = pipeline.load_signature_db(signatures)
+        db = pipeline.load_signature_db(dirs, use_cache=False)
     except HangAnalyzeError as e:
-        fail(str(e), e.exit_code)
-    for sig in db.signatures:
-        typer.echo("%-45s %-9s %s" % (sig.id, sig.severity, sig.title))
+        return fail(str(e), e.exit_code)
+    if command == "list":
+        for sig in db.signatures:
+            sys.stdout.write("%-45s %-9s %s\n" % (sig.id, sig.severity, sig.title))
+    else:
+        sys.stdout.write("%d signatures valid\n" % len(db.signatures))
+    return EXIT_OK
 
 
-@sig_app.command("validate")
-def sig_validate(
-    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature folder (repeatable)."),
-) -> None:
-    """Validate signature files against the schema; exit 2 with file:line on the first error."""
-    from hanganalyze import pipeline
-
+def run(argv: Sequence[str]) -> int:
+    """The whole command line; returns the exit code."""
+    argv = list(argv)
     try:
-        db = pipeline.load_signature_db(signatures)
-    except HangAnalyzeError as e:
-        fail(str(e), e.exit_code)
-    typer.echo("%d signatures valid" % len(db.signatures))
+        if argv and argv[0] == "signatures":
+            if len(argv) < 2 or argv[1] in ("-h", "--help"):
+                sys.stdout.write(
+                    "usage: hanganalyze signatures {list,validate} [--signatures DIR]\n\n"
+                    "  list      %s\n  validate  %s\n"
+                    % (_signatures_parser("list").description, _signatures_parser("validate").description)
+                )
+                return EXIT_OK if len(argv) >= 2 else EXIT_INPUT
+            if argv[1] not in ("list", "validate"):
+                raise UsageError("No such command '%s' (signatures list|validate)" % argv[1])
+            parser = _signatures_parser(argv[1])
+            args = parser.parse_args(argv[2:])
+            return signatures_command(argv[1], args.signatures)
+        args = _analyze_parser().parse_args(argv)
+    except UsageError as e:
+        msg = " ".join(_usage_message(str(e)).split())
+        sys.stderr.write("hanganalyze: error: %s (see hanganalyze --help)\n" % msg)
+        return EXIT_INPUT
+    if args.version:
+        sys.stdout.write("hanganalyze %s\n" % __version__)
+        return EXIT_OK
+    return analyze(args)
 
 
 def main() -> None:
     """Entry point: ``hanganalyze signatures ...`` is the only sub-command; anything else is analysis."""
-    argv = sys.argv[1:]
     try:
-        if argv and argv[0] == "signatures":
-            rc = sig_app(args=argv[1:], prog_name="hanganalyze signatures", standalone_mode=False)
-        else:
-            rc = app(args=argv, prog_name="hanganalyze", standalone_mode=False)
-    except Exception as e:  # noqa: BLE001 - only click's usage errors and aborts are handled here
-        # Matched by class name: typer may bring its own copy of click.  Click prints usage errors
-        # as a multi-line box; a bad command line is one line, like any other bad input.
-        names = {c.__name__ for c in type(e).__mro__}
-        if "UsageError" in names:
-            msg = " ".join(str(e.format_message()).split())
-            sys.stderr.write("hanganalyze: error: %s (see hanganalyze --help)\n" % msg)
-            sys.exit(getattr(e, "exit_code", EXIT_INPUT))
-        if "Abort" in names:
-            sys.stderr.write("hanganalyze: error: interrupted\n")
-            sys.exit(EXIT_TOOL)
-        raise
-    sys.exit(rc if isinstance(rc, int) else EXIT_OK)
+        rc = run(sys.argv[1:])
+    except KeyboardInterrupt:
+        sys.stderr.write("hanganalyze: error: interrupted\n")
+        rc = EXIT_TOOL
+    except BrokenPipeError:  # `hanganalyze ... | head`: the reader left, nothing to report
+        try:
+            sys.stdout = None  # type: ignore[assignment] - no flush of the dead pipe at exit
+        finally:
+            rc = EXIT_OK
+    sys.exit(rc)

@@ -12,11 +12,12 @@ from hanganalyze import __version__
 from hanganalyze.gdbext.model import SEVERITIES, Snapshot
 
 
-def load_signature_db(extra_dirs: Iterable[Path] = ()):
-    """Built-in signatures plus user folders; raises SignatureError on an invalid file."""
+def load_signature_db(extra_dirs: Iterable[Path] = (), use_cache: bool = True):
+    """Built-in signatures plus user folders; raises SignatureError on an invalid file.  The cache
+    (see ``analyse/signatures.py``) only skips the parsing of files validated before."""
     from hanganalyze.analyse.signatures import load_signatures
 
-    return load_signatures(list(extra_dirs))
+    return load_signatures(list(extra_dirs), use_cache=use_cache)
 
 
 def analyse(snapshot: Snapshot, db) -> Snapshot:
