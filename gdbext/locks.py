@@ -170,6 +170,7 @@ def annotate_waits(process: Process, natives_by_tid: Dict[int, list], pyproc: An
     finally:
         if selected is not None and selected.is_valid():
             selected.switch()
+    _distinct_names(process)
 
 
 def _gdb_frames(count: int) -> List["gdb.Frame"]:
@@ -409,7 +410,15 @@ def _resolve_pylock(ctx: _Ctx, t: Thread, natives: list, frames: List["gdb.Frame
                 "owner_tid": None, "frame": None,
                 "detail": "waiting for a Python lock (lock object not found; owner unknown)"}
     obj, tname = objs[0]
-    name = _global_name(ctx, t, obj)
+    name, spelled = _lock_name(ctx, t, obj)
+    res = _resolve_pylock_object(ctx, t, obj, tname, name)
+    if spelled and res.get("kind") in ("rlock", "pylock"):
+        res["detail"] += " (%s in the waiting frame)" % spelled
+    return res
+
+
+def _resolve_pylock_object(ctx: _Ctx, t: Thread, obj: int, tname: str, name: Optional[str]) -> Dict[str, Any]:
+    """The wait on a found lock object: RLock with owner, Thread.join, Condition.wait, or Lock."""
     if tname in RLOCK_TYPE_NAMES:
         ident, count = ctx.py.rlock_owner(obj) if ctx.py else (None, 0)
         owner = ctx.pthread_to_lwp(ident) if ident else None
@@ -441,13 +450,40 @@ def _resolve_pylock(ctx: _Ctx, t: Thread, natives: list, frames: List["gdb.Frame
             "detail": "waiting for threading.Lock: CPython records no owner, held by unknown"}
 
 
-def _global_name(ctx: _Ctx, t: Thread, obj: int) -> Optional[str]:
-    """The module-global name of obj in the waiting thread's innermost Python frame."""
+def _lock_name(ctx: _Ctx, t: Thread, obj: int) -> Tuple[Optional[str], Optional[str]]:
+    """(name, how the waiting code spells it) of a lock object: the attribute of an object in
+    the waiter's locals that holds it (``Account._lock``, spelled ``self._lock``), else the
+    module global of the innermost frame (``ledger``), else an attribute reached from an outer
+    frame (a Python-level wrapper took the lock).  Never raises: a name is a nicety."""
     py = ctx.py
-    if py is None:
-        return None
-    g = py.innermost_globals(t.tid) if t.tid else None
-    return py.global_name(g, obj) if g else None
+    if py is None or not t.tid:
+        return None, None
+    try:
+        frames = py.frames(t.tid)
+        found = py.attribute_name(frames[:1], obj)
+        if found:
+            return found
+        g = py.innermost_globals(t.tid)
+        name = py.global_name(g, obj) if g else None
+        if name:
+            return name, None
+        return py.attribute_name(frames[1:], obj) or (None, None)
+    except Exception:  # noqa: BLE001 - bad memory must not cost the wait itself
+        return None, None
+
+
+def _distinct_names(process: Process) -> None:
+    """Two different locks with one name (``Account._lock`` of two accounts) get their address
+    appended, so "holds X, waits for X" never reads as one lock."""
+    by_name: Dict[str, set] = {}
+    for t in process.threads:
+        w = t.waits
+        if w and w.get("name") and w.get("resource"):
+            by_name.setdefault(w["name"], set()).add(w["resource"])
+    for t in process.threads:
+        w = t.waits
+        if w and w.get("name") and len(by_name.get(w["name"], ())) > 1:
+            w["name"] = "%s@%s" % (w["name"], w["resource"])
 
 
 def _wait_frame(t: Thread, natives: list, idx: int, w: Dict[str, Any]) -> Optional[int]:

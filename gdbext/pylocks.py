@@ -12,11 +12,15 @@ what the walker does not hold, as data:
     ``_tstate_lock`` off ``tstate->on_delete_data``: that is how Thread.join() finds its target.
   * ``f_globals`` of a frame (PyFrameObject 3.8-3.10, _PyInterpreterFrame 3.11+), to name a lock
     by the module global that refers to it.
+  * the fast locals of a frame (``f_localsplus`` 3.8-3.10, ``localsplus`` 3.11+), how many there
+    are (``co_nlocals`` / ``co_nlocalsplus``) and their names (``co_varnames`` /
+    ``co_localsplusnames``), to name a lock by the attribute of a local object that holds it
+    (``self._lock`` -> ``Account._lock``).
 
 Raw memory only, no DWARF: Debian's stripped ``python3.11`` works like a pyenv build.
 """
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 RLOCK_OWNER_OFF = 24
 RLOCK_COUNT_OFF = 32
@@ -27,14 +31,34 @@ LOCK_TYPE_NAMES = ("_thread.lock",)
 
 #: Offsets the walker's tables do not carry (x86-64, from DWARF of pyenv 3.8.18-3.13.0).
 #: ``ts.on_delete_data`` is None from 3.13 (joins go through thread handles there).
+#: ``code.nlocals`` is an int: ``co_nlocals`` (3.8-3.10: the first slots of ``f_localsplus`` are the
+#: fast locals) or ``co_nlocalsplus`` (3.11+: locals, cells and free variables); ``code.localnames``
+#: the tuple naming those slots.
+_FO = {"frame.localsplus": 360, "code.nlocals": 28, "code.localnames": 72}
+_IFR = {"frame.localsplus": 72, "code.nlocals": 72, "code.localnames": 96}
 EXTRA: Dict[Tuple[int, int], Dict[str, Optional[int]]] = {
-    (3, 8): {"ts.on_delete_data": 208, "frame.f_globals": 48},
-    (3, 9): {"ts.on_delete_data": 208, "frame.f_globals": 48},
-    (3, 10): {"ts.on_delete_data": 208, "frame.f_globals": 48},
-    (3, 11): {"ts.on_delete_data": 192, "frame.f_globals": 8},
-    (3, 12): {"ts.on_delete_data": 176, "frame.f_globals": 24},
-    (3, 13): {"ts.on_delete_data": None, "frame.f_globals": 24},
+    (3, 8): dict(_FO, **{"ts.on_delete_data": 208, "frame.f_globals": 48}),
+    (3, 9): dict(_FO, **{"ts.on_delete_data": 208, "frame.f_globals": 48}),
+    (3, 10): dict(_FO, **{"ts.on_delete_data": 208, "frame.f_globals": 48, "frame.localsplus": 352}),
+    (3, 11): dict(_IFR, **{"ts.on_delete_data": 192, "frame.f_globals": 8, "code.nlocals": 76}),
+    (3, 12): dict(_IFR, **{"ts.on_delete_data": 176, "frame.f_globals": 24}),
+    (3, 13): dict(_IFR, **{"ts.on_delete_data": None, "frame.f_globals": 24}),
 }
+
+#: Bounds of the attribute search (a wait is named from a handful of reads, never a heap walk):
+#: the innermost Python frames of the waiter, their first locals, the objects among them, the
+#: attributes of each, and the items of a list/tuple attribute (``self.locks[i]``).
+NAME_FRAMES = 3
+NAME_LOCALS = 32
+NAME_OWNERS = 16
+NAME_ATTRS = 64
+NAME_ITEMS = 64
+CELL_REF_OFF = 16
+TYPE_DICT_OFF = 264  # PyTypeObject.tp_dict (3.8-3.13): a class held in a local
+#: Locals whose attributes are not where a program keeps its locks (or are named otherwise:
+#: module attributes are the module globals the fallback already finds).
+_NOT_OWNERS = ("module", "function", "builtin_function_or_method", "method", "frame", "code", "cell",
+               "dict", "str", "int", "float", "bytes", "NoneType", "bool", "list", "tuple")
 
 
 class PyLocks:
@@ -139,4 +163,105 @@ class PyLocks:
                     return self.o.str(key)
         except Exception:  # noqa: BLE001
             return None
+        return None
+
+    # -- attribute names -------------------------------------------------------------------------
+    def frames(self, lwp: int, count: int = NAME_FRAMES) -> List[int]:
+        """Addresses of the ``count`` innermost Python frames of a thread (frame objects on
+        3.8-3.10, interpreter frames on 3.11+; 3.12+ shim frames are included: no locals)."""
+        info = (getattr(self.p, "threads", None) or {}).get(lwp)
+        groups = getattr(info, "groups", None) or []
+        back = self.t.get("fo.f_back") if self.t.get("model.frames") == 0 else self.t.get("ifr.previous")
+        out: List[int] = []
+        fr = groups[0].first_addr if groups else None
+        while fr and back is not None and len(out) < count and fr not in out:
+            out.append(fr)
+            fr = self.u64(fr + back)
+        return out
+
+    def frame_locals(self, frame: int) -> List[Tuple[Optional[str], int]]:
+        """(name, object) of the first fast locals of a frame that are set; cells unwrapped."""
+        x = self.extra
+        code_off = self.t.get("fo.f_code") if self.t.get("model.frames") == 0 else self.t.get("ifr.code")
+        if code_off is None or x.get("frame.localsplus") is None or x.get("code.nlocals") is None:
+            return []
+        code = self.u64(frame + code_off)
+        if not code or self.type_name(code) != "code":
+            return []
+        try:
+            n = self.p.mem.i32(code + x["code.nlocals"])
+            n = max(0, min(n, NAME_LOCALS))
+            raw = self.p.mem.read(frame + x["frame.localsplus"], 8 * n) if n else b""
+        except Exception:  # noqa: BLE001 - unreadable frame: no names from it
+            return []
+        names: List[Optional[str]] = []
+        try:
+            names = [self.o.str(k) for k in self.o.tuple_items(self.u64(code + x["code.localnames"]) or 0, n)]
+        except Exception:  # noqa: BLE001 - values without names still name by type
+            names = []
+        out: List[Tuple[Optional[str], int]] = []
+        for i in range(n):
+            v = int.from_bytes(raw[8 * i:8 * i + 8], "little")
+            if v and self.type_name(v) == "cell":
+                v = self.u64(v + CELL_REF_OFF) or 0
+            if v:
+                out.append((names[i] if i < len(names) else None, v))
+        return out
+
+    def _owner_items(self, obj: int, tname: str) -> Tuple[str, List[Tuple[int, int]]]:
+        """(owner label, attribute items): an instance is labelled by its class name, a class
+        held in a local by its own name (its ``tp_dict``)."""
+        if tname == "type":
+            try:
+                label = self.o.type_name(obj) or "type"
+                d = self.u64(obj + TYPE_DICT_OFF)
+                return label.rsplit(".", 1)[-1], (self.o.dict_items(d)[:NAME_ATTRS] if d else [])
+            except Exception:  # noqa: BLE001
+                return tname, []
+        try:
+            return tname.rsplit(".", 1)[-1], self.o.instance_items(obj, NAME_ATTRS)
+        except Exception:  # noqa: BLE001
+            return tname, []
+
+    def attribute_name(self, frames: List[int], target: int) -> Optional[Tuple[str, str]]:
+        """(``Type.attr`` or ``Type.attr[i]``, ``local.attr`` as the code spells it) of the
+        attribute that holds ``target``, looked up one level deep from the locals of the given
+        frames (see ``frames``); None when no local object holds it."""
+        owners = 0
+        for frame in frames:
+            for local, obj in self.frame_locals(frame):
+                if obj == target:
+                    continue  # the lock itself in a local: its attribute/global name says more
+                tname = self.type_name(obj)
+                if not tname or tname in _NOT_OWNERS:
+                    continue
+                owners += 1
+                if owners > NAME_OWNERS:
+                    return None
+                label, items = self._owner_items(obj, tname)
+                for key, value in items:
+                    attr = self.o.str(key)
+                    if not attr:
+                        continue
+                    where = self._find_in(value, target)
+                    if where is None:
+                        continue
+                    return "%s.%s%s" % (label, attr, where), "%s.%s%s" % (local or "?", attr, where)
+        return None
+
+    def _find_in(self, value: int, target: int) -> Optional[str]:
+        """"" when value is target, "[i]" when item i of a list/tuple value is, else None."""
+        if value == target:
+            return ""
+        kind = self.type_name(value)
+        if kind not in ("list", "tuple"):
+            return None
+        try:
+            items = self.o.list_items(value, NAME_ITEMS) if kind == "list" else \
+                self.o.tuple_items(value, NAME_ITEMS)
+        except Exception:  # noqa: BLE001
+            return None
+        for i, item in enumerate(items):
+            if item == target:
+                return "[%d]" % i
         return None

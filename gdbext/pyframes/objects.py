@@ -280,3 +280,59 @@ class Objects:
             if self.str(k) == name:
                 return self._split_values(values, i + 1)[i] or None
         return None
+
+    # --- sequences and whole instance dicts (naming locks by the attribute that holds them) ------
+    def tuple_items(self, addr: int, limit: int = 64) -> List[int]:
+        """Item pointers of a tuple (the first ``limit``): ob_size @16, items inline @24."""
+        t = self.t
+        size = i64_at(self.mem.read(addr + t.get("var.ob_size", 16), 8), 0)
+        if size < 0 or size > 1 << 24:
+            raise ReadError("implausible tuple size %d at 0x%x" % (size, addr))
+        n = min(size, limit)
+        raw = self.mem.read(addr + t.get("tuple.ob_item", 24), 8 * n) if n else b""
+        return [u64_at(raw, 8 * i) for i in range(n)]
+
+    def list_items(self, addr: int, limit: int = 64) -> List[int]:
+        """Item pointers of a list (the first ``limit``): ob_size @16, ``ob_item`` array @24."""
+        t = self.t
+        head = self.mem.read(addr + t.get("var.ob_size", 16), 16)
+        size, items = i64_at(head, 0), u64_at(head, t.get("list.ob_item", 24) - t.get("var.ob_size", 16))
+        if size < 0 or size > 1 << 28:
+            raise ReadError("implausible list size %d at 0x%x" % (size, addr))
+        n = min(size, limit)
+        if not n or not items:
+            return []
+        raw = self.mem.read(items, 8 * n)
+        return [u64_at(raw, 8 * i) for i in range(n)]
+
+    def instance_items(self, obj: int, limit: int = 64) -> List[Tuple[int, int]]:
+        """(key, value) pointers of an instance's attributes (its ``__dict__``, however the
+        version stores it; see ``instance_attr``), at most ``limit``; [] when it has none."""
+        t = self.t
+        flags, basic, dictoff, cached = self.type_info(self.type_of(obj))
+        model = t.get("model.instdict", 0)
+        if model >= 1 and flags & TPFLAGS_MANAGED_DICT:
+            slot = self.mem.u64(obj - 24)
+            values = 0
+            if model == 1:
+                if slot:
+                    return self.dict_items(slot)[:limit]
+                values = self.mem.u64(obj - 32)
+            elif model == 2:
+                if slot and not slot & 1:
+                    return self.dict_items(slot)[:limit]
+                values = slot + 1 if slot & 1 else 0
+            else:
+                if slot:
+                    return self.dict_items(slot)[:limit]
+                if flags & TPFLAGS_INLINE_VALUES and self.mem.read(obj + basic, 4)[3]:
+                    values = obj + basic
+            if not cached or not values:
+                return []
+            keys = [k for k, _ in self._keys_entries(cached)][:limit]
+            vals = self._split_values(values, len(keys))
+            return [(k, v) for k, v in zip(keys, vals) if k and v]
+        if dictoff > 0:
+            d = self.mem.u64(obj + dictoff)
+            return self.dict_items(d)[:limit] if d else []
+        return []

@@ -174,10 +174,11 @@ def test_python_cycles(python):
         frozenset({tids["poster"], tids["reconciler"]}),
         frozenset({tids["joiner"], tids["keeper"]}),
         frozenset({tids["gatekeeper"], python["pid"]}),  # MainThread holds the GIL
+        frozenset({tids["payer-ab"], tids["payer-ba"]}),
     }
     for source, snap in _sources(python):
         assert set(_cycles_by_tid(snap)) == want, (source, _cycles_by_tid(snap))
-        assert sum(f.signature == "deadlock-cycle" for f in snap.findings) == 3
+        assert sum(f.signature == "deadlock-cycle" for f in snap.findings) == 4
 
 
 def test_python_rlock_owners_and_names(python):
@@ -191,6 +192,28 @@ def test_python_rlock_owners_and_names(python):
         assert (j["kind"], j["owner_tid"]) == ("pyjoin", tids["keeper"]), source
         words = describe_cycles(snap.processes[0])
         assert any("holds ledger, waits for audit" in s for s in words), words
+
+
+def test_python_attribute_lock_names(python):
+    """Locks kept in attributes are named by the attribute, found from the waiter's locals:
+    ``self._lock`` of two Account objects (told apart by address), ``self.locks[1]`` of a Store."""
+    tids = python["tids"]
+    for source, snap in _sources(python):
+        ab, ba = _waits(snap, tids["payer-ab"]), _waits(snap, tids["payer-ba"])
+        assert (ab["kind"], ab["owner_tid"]) == ("rlock", tids["payer-ba"]), source
+        assert ab["name"] == "Account._lock@%s" % ab["resource"], (source, ab)
+        assert ba["name"] == "Account._lock@%s" % ba["resource"] and ba["resource"] != ab["resource"], source
+        assert ab["detail"].endswith("(dst._lock in the waiting frame)"), (source, ab["detail"])
+        sw = _waits(snap, tids["shardwaiter"])
+        assert (sw["kind"], sw["owner_tid"], sw["name"]) == ("rlock", tids["shardholder"], "Store.locks[1]"), source
+        words = describe_cycles(snap.processes[0])
+        cycle = next(s for s in words if "payer-ab" in s and s.startswith("Deadlock:"))
+        assert "holds %s, waits for %s" % (ba["name"], ab["name"]) in cycle, cycle
+        assert "holds %s, waits for %s" % (ab["name"], ba["name"]) in cycle, cycle
+        assert any(s.startswith("Blocked behind: thread shardwaiter") and "waits for Store.locks[1] held by "
+                   "shardholder" in s for s in words), words
+        # module globals are still named as before (no attribute of a local holds them)
+        assert _waits(snap, tids["poster"])["name"] == "audit"
 
 
 def test_python_gil_inversion(python):
