@@ -85,12 +85,9 @@ def acquire(
     if path.stat().st_size == 0:
         raise InputError("%s is empty" % path)
     if _is_elf(path) and input_format is None:
-        from hanganalyze.acquire.corefile import read_core
-
-        progress("reading core notes of %s" % path)
-        info = read_core(path)
+        # gdb starts first; the core's notes are read while it starts (snapshot_from_core)
         progress("running %s on %s" % (gdb, path))
-        return gdbdriver.snapshot_from_core(path, info, exe=exe, gdb=gdb, timeout=timeout, progress=progress)
+        return gdbdriver.snapshot_from_core(path, None, exe=exe, gdb=gdb, timeout=timeout, progress=progress)
     if input_format is None:
         from hanganalyze.acquire.corefile import compressed_kind
 

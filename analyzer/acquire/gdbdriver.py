@@ -1,4 +1,4 @@
-"""Drive gdb through its machine interface (pygdbmi) with gdbext loaded, and turn its
+"""Drive gdb through its machine interface (MI) with gdbext loaded, and turn its
 ``hang-dump`` into a Snapshot completed with what the core's notes (or /proc) say.
 
 Why MI and not ``gdb -batch``: every step gets its own deadline and its own error ("gdb timed
@@ -15,13 +15,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shlex
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from hanganalyze.acquire.corefile import CoreInfo, MappedFile, build_id_of_file, check_executable
 from hanganalyze.errors import GdbError, InputError
@@ -120,41 +122,39 @@ def _which_gdb(gdb: str) -> str:
     return found
 
 
-def _grouped_controller_class():
-    import subprocess
+#: One MI output line: an optional numeric token, then the record's class character.
+_RESULT = re.compile(rb"^(\d+)\^([a-z-]+),?(.*)$", re.S)
+_MSG = re.compile(rb'msg="((?:[^"\\]|\\.)*)"', re.S)
+_ESCAPE = re.compile(rb"\\(?:([0-7]{1,3})|(.))", re.S)
+_SIMPLE_ESCAPES = {b"n": b"\n", b"t": b"\t", b"r": b"\r", b"a": b"\a", b"b": b"\b", b"f": b"\f", b"v": b"\v",
+                   b"e": b"\x1b"}
 
-    from pygdbmi.gdbcontroller import GdbController
-    from pygdbmi.IoManager import IoManager
 
-    class Grouped(GdbController):
-        """gdb in its own process group (session), so that killing the group also kills what it
-        started (a wrapper script, a remote stub), and the user's Ctrl-C reaches only us."""
+def c_string(raw: bytes) -> str:
+    """An MI c-string (``"text\\n"``, octal escapes for other bytes) as text."""
+    if len(raw) >= 2 and raw[:1] == b'"' and raw[-1:] == b'"':
+        raw = raw[1:-1]
 
-        def spawn_new_gdb_subprocess(self) -> int:
-            self.gdb_process = subprocess.Popen(
-                self.command,
-                stdout=subprocess.PIPE,
-                stdin=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                bufsize=0,
-                start_new_session=True,
-            )
-            self.io_manager = IoManager(
-                self.gdb_process.stdin,
-                self.gdb_process.stdout,
-                self.gdb_process.stderr,
-                self.time_to_check_for_additional_output_sec,
-            )
-            return self.gdb_process.pid
+    def unescape(m: re.Match[bytes]) -> bytes:
+        if m.group(1) is not None:
+            return bytes([int(m.group(1), 8) & 0xFF])
+        return _SIMPLE_ESCAPES.get(m.group(2), m.group(2))
 
-    return Grouped
+    return _ESCAPE.sub(unescape, raw).decode("utf-8", "replace")
 
 
 class GdbSession:
-    """One gdb process in MI mode; each command is a named step with a deadline."""
+    """One gdb process in MI mode; each command is a named step with a deadline.
+
+    Commands can be sent ahead (``send``) and their results awaited later (``wait``): gdb runs
+    them in order while we do other work (reading the core's notes), and each result still
+    carries its step's name and its own deadline, counted from when the previous one arrived.
+    The MI output is read here, line by line, without pygdbmi: only result records (by token)
+    and stream records (kept for error messages) matter, and parsing every ``=thread-created``
+    notification of a 200-thread core in Python cost more than gdb took to emit them.
+    """
 
     def __init__(self, gdb: str, timeout: float, progress: Progress = None) -> None:
-        _GroupedGdbController = _grouped_controller_class()
         if not timeout or timeout <= 0:
             raise InputError("--timeout must be a positive number of seconds (got %s)" % timeout)
         self.timeout = float(timeout)
@@ -162,68 +162,121 @@ class GdbSession:
         self.path = _which_gdb(gdb)
         self.messages: List[str] = []  # gdb's console/log output, kept for error messages
         self._token = 0
+        self._results: Dict[int, Tuple[str, bytes]] = {}
+        self._out = b""
+        self._write_error: Optional[str] = None
         self.responsive = True  # False after a timeout: close() then kills without asking
         argv = [self.path, "--interpreter=mi3", "-nx", "-q"]
         for s in GDB_SETTINGS:
             argv += ["-iex", s]
         try:
-            self.ctrl = _GroupedGdbController(command=argv, time_to_check_for_additional_output_sec=0.005)
+            # Its own session (process group): killing the group also kills what gdb started (a
+            # wrapper script, a remote stub), and the user's Ctrl-C reaches only us.
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                bufsize=0,
+                start_new_session=True,
+            )
         except (OSError, ValueError) as e:
             raise GdbError("cannot start %s: %s" % (self.path, e)) from None
-        self.proc = self.ctrl.gdb_process
+        for stream in (self.proc.stdout, self.proc.stderr):
+            os.set_blocking(stream.fileno(), False)
+        self._started = self.send("-gdb-version")
+
+    def started(self) -> None:
+        """Wait until gdb answered its first command (it runs, and speaks MI)."""
         try:
-            self.mi("starting gdb", "-gdb-version")
+            self.wait("starting gdb", self._started)
         except BaseException:
             self.close(graceful=False)
             raise
 
     # -- commands ------------------------------------------------------------------------
-    def mi(self, step: str, command: str, timeout: Optional[float] = None) -> Dict:
-        """Run one MI command and wait for its result record; GdbError names `step` on failure."""
+    def send(self, command: str) -> int:
+        """Queue one MI command; returns its token.  A write error is reported by ``wait``."""
+        self._token += 1
+        if self._write_error is None:
+            try:
+                self.proc.stdin.write(("%d%s\n" % (self._token, command)).encode("utf-8", "surrogateescape"))
+            except (OSError, ValueError) as e:
+                self._write_error = "cannot write to gdb: %s" % e
+        return self._token
+
+    def wait(self, step: str, token: int, timeout: Optional[float] = None) -> Tuple[str, bytes]:
+        """Wait for the result record of ``token``; GdbError names `step` on failure."""
         if self.progress:
             self.progress(step)
         limit = self.timeout if timeout is None else timeout
-        self._token += 1
-        token = self._token
-        try:
-            self.ctrl.write("%d%s" % (token, command), read_response=False)
-        except (OSError, ValueError) as e:
-            self._raise_dead(step, "cannot write to gdb: %s" % e)
         deadline = time.monotonic() + limit
-        while True:
+        while token not in self._results:
+            if self.proc.poll() is not None:
+                self._drain()
+                if token in self._results:
+                    break
+                self._raise_dead(step, self._write_error)
             left = deadline - time.monotonic()
             if left <= 0:
                 self.responsive = False
                 raise GdbError("%s timed out after %g s while %s" % (os.path.basename(self.path), limit, step))
             try:
-                responses = self.ctrl.get_gdb_response(timeout_sec=min(0.5, left), raise_error_on_timeout=False)
+                ready, _, _ = select.select([self.proc.stdout, self.proc.stderr], [], [], min(0.5, left))
             except (OSError, ValueError) as e:
                 self._raise_dead(step, str(e))
-            for r in responses:
-                rtype = r.get("type")
-                if rtype in ("console", "log", "output", "target") and isinstance(r.get("payload"), str):
-                    self.messages.append(r["payload"])
-                elif rtype == "result" and r.get("token") == token:
-                    if r.get("message") == "error":
-                        payload = r.get("payload") or {}
-                        msg = payload.get("msg", "error") if isinstance(payload, dict) else str(payload)
-                        raise GdbError("gdb failed while %s: %s" % (step, msg))
-                    return r
-            if self.proc.poll() is not None:
-                self._raise_dead(step, None)
+            if ready:
+                self._drain()
+        kind, rest = self._results.pop(token)
+        if kind == "error":
+            m = _MSG.search(rest)
+            raise GdbError("gdb failed while %s: %s" % (step, c_string(b'"' + m.group(1) + b'"') if m else "error"))
+        return kind, rest
 
-    def console(self, step: str, command: str, timeout: Optional[float] = None) -> Dict:
-        return self.mi(step, "-interpreter-exec console %s" % _mi_quote(command), timeout)
+    def mi(self, step: str, command: str, timeout: Optional[float] = None) -> Tuple[str, bytes]:
+        """Run one MI command and wait for its result record; GdbError names `step` on failure."""
+        return self.wait(step, self.send(command), timeout)
+
+    def _drain(self) -> None:
+        """Read whatever gdb has written (never blocks) and file its records."""
+        for stream, is_out in ((self.proc.stdout, True), (self.proc.stderr, False)):
+            while True:
+                try:
+                    chunk = os.read(stream.fileno(), 1 << 16)
+                except BlockingIOError:
+                    break
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    break
+                if not is_out:
+                    self.messages.append(chunk.decode("utf-8", "replace"))
+                    continue
+                self._out += chunk
+                *lines, self._out = self._out.split(b"\n")
+                for line in lines:
+                    self._record(line.rstrip(b"\r"))
+
+    def _record(self, line: bytes) -> None:
+        head = line[:1]
+        if head in (b"~", b"&", b"@"):
+            self.messages.append(c_string(line[1:]))
+            return
+        if head.isdigit():
+            m = _RESULT.match(line)
+            if m:
+                self._results[int(m.group(1))] = (m.group(2).decode("ascii"), m.group(3))
+
+    def console(self, step: str, command: str, timeout: Optional[float] = None) -> Tuple[str, bytes]:
+        return self.wait(step, self.send_console(command), timeout)
+
+    def send_console(self, command: str) -> int:
+        return self.send("-interpreter-exec console %s" % _mi_quote(command))
 
     def _raise_dead(self, step: str, why: Optional[str]) -> None:
         code = self.proc.poll()
-        last = [m.strip() for m in self.messages if m.strip()]
-        try:
-            err = self.proc.stderr.read() if self.proc.stderr else b""
-        except (OSError, ValueError):
-            err = b""
-        if err:
-            last += [ln.strip() for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
+        self._drain()
+        last = [ln.strip() for m in self.messages for ln in m.splitlines() if ln.strip()]
         tail = (": " + last[-1]) if last else ""
         if code is None:
             raise GdbError("gdb stopped answering while %s (%s)%s" % (step, why, tail))
@@ -251,7 +304,7 @@ class GdbSession:
         self.proc = None  # type: ignore[assignment]
         if graceful and proc.poll() is None:
             try:
-                self.ctrl.write("-gdb-exit", read_response=False)
+                self.proc_stdin_write(proc, b"-gdb-exit\n")
             except (OSError, ValueError):
                 pass
             try:
@@ -276,24 +329,35 @@ class GdbSession:
             except OSError:
                 pass
 
-    def load_gdbext_and_dump(self) -> Snapshot:
-        """`source` gdbext, run `hang-dump FILE` and parse the file."""
+    @staticmethod
+    def proc_stdin_write(proc: subprocess.Popen[bytes], data: bytes) -> None:
+        if proc.stdin is not None:
+            proc.stdin.write(data)
+
+    def send_gdbext(self) -> int:
+        """Queue ``source`` of gdbext (it needs no target: sent first, it loads while we work)."""
         script = load_py()
         if not script.is_file():
             raise GdbError("gdbext not found at %s (broken installation?)" % script)
-        self.console("loading gdbext", "source %s" % script)
-        with tempfile.TemporaryDirectory(prefix="hanganalyze-") as tmp:
-            out = os.path.join(tmp, "snapshot.json")
-            self.console("collecting threads (hang-dump)", "hang-dump %s" % shlex.quote(out))
-            try:
-                with open(out, encoding="utf-8") as f:
-                    data = json.load(f)
-            except (OSError, ValueError) as e:
-                raise GdbError("hang-dump produced no snapshot: %s" % e) from None
-        try:
-            return Snapshot.from_dict(data)
-        except (KeyError, TypeError, ValueError) as e:
-            raise GdbError("hang-dump wrote an invalid snapshot: %s" % e) from None
+        return self.send_console("source %s" % script)
+
+    def send_dump(self, tmp: str) -> Tuple[int, str]:
+        """Queue ``hang-dump FILE`` into the folder `tmp`; returns its token and the file."""
+        out = os.path.join(tmp, "snapshot.json")
+        return self.send_console("hang-dump %s" % shlex.quote(out)), out
+
+
+def read_dump(path: str) -> Snapshot:
+    """The snapshot hang-dump wrote."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise GdbError("hang-dump produced no snapshot: %s" % e) from None
+    try:
+        return Snapshot.from_dict(data)
+    except (KeyError, TypeError, ValueError) as e:
+        raise GdbError("hang-dump wrote an invalid snapshot: %s" % e) from None
 
 
 def _signame(signo: int) -> str:
@@ -309,23 +373,38 @@ def _signame(signo: int) -> str:
 def snapshot_from_core(
     core, info: Optional[CoreInfo] = None, exe=None, gdb: str = "gdb", timeout: float = 120.0, progress: Progress = None
 ) -> Snapshot:
-    """Snapshot of a core: gdb unwinds, the notes give argv, signal, build-ids."""
+    """Snapshot of a core: gdb unwinds, the notes give argv, signal, build-ids.
+
+    gdb starts first and loads gdbext while the core's notes are read here (``info`` is read
+    here when not given); then the executable, the core and ``hang-dump`` are queued at once.
+    """
     from hanganalyze.acquire.corefile import read_core
 
     core = Path(core)
-    if info is None:
-        info = read_core(core)
-    exe_path, warnings = check_executable(info, Path(exe) if exe is not None else None)
     session = GdbSession(gdb, timeout, progress)
     try:
-        session.mi("loading the executable %s" % exe_path, "-file-exec-and-symbols %s" % _mi_quote(exe_path))
-        # core-file takes the rest of the line as the file name (spaces included, no quoting)
-        session.console("loading the core", "core-file %s" % core.resolve())
-        snap = session.load_gdbext_and_dump()
-        gdb_warnings = session.warnings()
+        with tempfile.TemporaryDirectory(prefix="hanganalyze-") as tmp:
+            t_ext = session.send_gdbext()
+            if info is None:
+                if progress:
+                    progress("reading core notes of %s" % core)
+                info = read_core(core)
+            exe_path, warnings = check_executable(info, Path(exe) if exe is not None else None)
+            t_exe = session.send("-file-exec-and-symbols %s" % _mi_quote(exe_path))
+            # core-file takes the rest of the line as the file name (spaces included, no quoting)
+            t_core = session.send_console("core-file %s" % core.resolve())
+            t_dump, out = session.send_dump(tmp)
+            session.started()
+            session.wait("loading gdbext", t_ext)
+            session.wait("loading the executable %s" % exe_path, t_exe)
+            session.wait("loading the core", t_core)
+            session.wait("collecting threads (hang-dump)", t_dump)
+            gdb_warnings = session.warnings()
+            # A core has no target to detach from: once the snapshot is written, gdb's orderly
+            # exit (freeing a multi-GB core's caches) is time the user waits for nothing.
+            session.close(graceful=False)
+            snap = read_dump(out)
     finally:
-        # A core has no target to detach from: once the snapshot is read, gdb's orderly exit
-        # (freeing a multi-GB core's caches) is time the user waits for nothing, so kill it.
         session.close(graceful=False)
     if not snap.processes:
         raise GdbError("hang-dump found no process in %s" % core)
@@ -436,6 +515,9 @@ def snapshot_from_pid(pid: int, gdb: str = "gdb", timeout: float = 120.0, progre
     session = GdbSession(gdb, timeout, progress)
     attached = False
     try:
+        t_ext = session.send_gdbext()
+        session.started()
+        session.wait("loading gdbext", t_ext)
         try:
             session.mi("attaching to pid %d" % pid, "-target-attach %d" % pid)
         except GdbError as e:
@@ -446,7 +528,10 @@ def snapshot_from_pid(pid: int, gdb: str = "gdb", timeout: float = 120.0, progre
                 ) from None
             raise
         attached = True
-        snap = session.load_gdbext_and_dump()
+        with tempfile.TemporaryDirectory(prefix="hanganalyze-") as tmp:
+            t_dump, out = session.send_dump(tmp)
+            session.wait("collecting threads (hang-dump)", t_dump)
+            snap = read_dump(out)
         gdb_warnings = session.warnings()
     finally:
         try:
