@@ -249,3 +249,67 @@ def test_files_concatenated_by_tail_are_labelled_by_file():
     assert (r0.label, r0.pid, r0.notes) == ("rank0", 8328, ["parsed as gdb backtrace"])
     assert (r1.label, r1.pid, r1.notes) == ("rank1", 10719, ["parsed as py-spy dump"])
     assert [t.name for t in r1.threads] == ["MainThread", "loader-a", "loader-b", "heartbeat"]
+
+
+# -- gdbext's frame filter: "[py]" frames in place in plain ``bt`` ---------------------------------
+def _py_frames(t):
+    return [(f.function, f.file.rsplit("/", 1)[-1], f.line) for f in t.frames if f.kind == "python"]
+
+
+@pytest.mark.parametrize("name, lib", [("gdbext_bt_py312.txt", "3.12"), ("gdbext_bt_sys311.txt", "3.11")])
+def test_frame_filter_python_frames_in_place(name, lib):
+    """``bt`` then ``thread apply all bt`` with gdbext loaded: the selected thread's ``bt`` is not
+    a fifth thread; every "[py]" line is a Python frame above the eval frame that runs it."""
+    proc = only_process(name)
+    assert len(proc.threads) == 4 and not proc.messages
+    main, = [t for t in proc.threads if t.current]
+    assert main is proc.threads[-1] and all(t.merge == "merged" for t in proc.threads)
+    assert _py_frames(main)[2:] == [("main", "txt_deadlock.py", 49), ("<module>", "txt_deadlock.py", 53)]
+    assert [f[0] for f in _py_frames(main)[:2]] == ["Thread._wait_for_tstate_lock", "Thread.join"]
+    assert all(f.file.endswith("/python%s/threading.py" % lib) for f in main.frames[:40]
+               if f.kind == "python" and f.function.startswith("Thread."))
+    i = max(i for i, f in enumerate(main.frames) if f.kind == "python")
+    assert main.frames[i + 1].function == "_PyEval_EvalFrameDefault" and main.frames[i + 1].kind == "native"
+    assert all(f.address is None for f in main.frames if f.kind == "python")
+    by_fn = {_py_frames(t)[0][0]: t for t in proc.threads[:3]}
+    assert set(by_fn) == {"sleeper", "take_b_then_a", "take_a_then_b"}
+    assert _py_frames(by_fn["take_a_then_b"])[0] == ("take_a_then_b", "txt_deadlock.py", 21)
+    assert [f[0] for f in _py_frames(by_fn["sleeper"])] == [
+        "sleeper", "Thread.run", "Thread._bootstrap_inner", "Thread._bootstrap"]
+    # one native frame per gdb frame ("#0".."#12": the eval frame's line carries no number)
+    natives = [f for f in by_fn["sleeper"].frames if f.kind == "native"]
+    evals = [f for f in natives if f.function == "_PyEval_EvalFrameDefault"]
+    assert natives[-1].function == "clone3" and len(evals) == (1 if lib == "3.12" else 2)
+    assert len(natives) == 13
+
+
+def test_frame_filter_unplaced_frames_stay_apart():
+    """"[py?]" lines (frames the merge could not place) follow the last frame: kept apart, as
+    python_frames of an "unmerged" thread, never interleaved with the native frames."""
+    proc = only_process("gdbext_bt_unplaced_py39.txt")
+    t, = proc.threads
+    assert t.merge == "unmerged" and t.current
+    assert not [f for f in t.frames if f.kind == "python"] and t.frames[-1].function == "clone3"
+    assert len(t.frames) == 56
+    assert [(f.function, f.line) for f in t.python_frames] == [
+        ("level3", 42), ("level1", 50), ("waiter_main", 54), ("run", 917), ("_bootstrap_inner", 980),
+        ("_bootstrap", 937)]
+
+
+@pytest.mark.parametrize("body, expect", [
+    ("0x00007f..12 in [py] main () at /a/b.py:49", None),  # not hex: not a pc, not the filter
+    ("0x00007faedd510812 in [py] Foo.<locals>.<lambda> () at /a dir/b c.py:7",
+     ("Foo.<locals>.<lambda>", "/a dir/b c.py", 7, True)),
+    ("[py?] <module> () at x.py:3", ("<module>", "x.py", 3, False)),
+    ("[py] run ()", ("run", None, None, True)),
+    ("[python] run () at x.py:1", None),
+])
+def test_frame_filter_line_bodies(body, expect):
+    from hanganalyze.acquire.text.gdb import filter_python_frame
+
+    got = filter_python_frame(body)
+    if expect is None:
+        assert got is None
+    else:
+        f, placed = got
+        assert (f.function, f.file, f.line, placed) == expect and f.kind == "python"
