@@ -1,0 +1,110 @@
+"""Naming a lock by the attribute that holds it, on real interpreter memory, no gdb.
+
+Each installed CPython loads ``gdbext/pyframes/objects.py`` and ``gdbext/pylocks.py`` and reads
+its *own* frames and objects through ``/proc/self/mem``: the new readers (tuple and list items,
+every attribute of an instance however the version stores it) and ``PyLocks.attribute_name``
+from the locals of a running frame (``f_localsplus`` 3.8-3.10, ``localsplus`` 3.11+).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+from helpers import pyenv_pythons  # noqa: E402
+
+PROBE = r'''
+import importlib.util, struct, sys, threading, types
+root = sys.argv[1]
+pkg = types.ModuleType("pyf"); pkg.__path__ = [root + "/pyframes"]; sys.modules["pyf"] = pkg
+def load(name, path):
+    spec = importlib.util.spec_from_file_location("pyf." + name, path)
+    m = importlib.util.module_from_spec(spec); sys.modules[spec.name] = m; spec.loader.exec_module(m); return m
+tables = load("tables", root + "/pyframes/tables.py"); objects = load("objects", root + "/pyframes/objects.py")
+pylocks = load("pylocks", root + "/pylocks.py")
+mem_file = open("/proc/self/mem", "rb", buffering=0)
+def read(addr, size):
+    mem_file.seek(addr); return mem_file.read(size)
+t = tables.table_for(sys.version_info[:2])
+mem = objects.Memory(read)
+o = objects.Objects(mem, t)
+
+class Account:
+    def __init__(self, name):
+        self.name = name; self.balance = 100; self._lock = threading.RLock()
+
+class Store:
+    def __init__(self):
+        self.locks = [threading.Lock(), threading.RLock()]; self.pair = (threading.Lock(), threading.Lock())
+
+class Slotted:
+    __slots__ = ("lock",)
+    def __init__(self):
+        self.lock = threading.Lock()
+
+a, b, store, slotted = Account("A"), Account("B"), Store(), Slotted()
+b.__dict__  # a materialised dict next to shared-key values
+assert o.tuple_items(id((1, "x", None))) == [id(1), id("x"), id(None)]
+assert o.list_items(id(store.locks)) == [id(x) for x in store.locks]
+assert o.tuple_items(id(tuple(range(100))), 5) == [id(i) for i in range(5)]
+for acct in (a, b):
+    got = {o.str(k): v for k, v in o.instance_items(id(acct))}
+    assert got == {"name": id(acct.name), "balance": id(acct.balance), "_lock": id(acct._lock)}, got
+assert o.instance_items(id(slotted)) == [] and o.instance_items(id(3)) == []
+
+class Proc:  # the walker facts PyLocks reads
+    pass
+
+def fresh():
+    """A new reader: Memory caches pages for one walk of a stopped process, and this one runs."""
+    global py, mem
+    mem = objects.Memory(read)
+    p = Proc(); p.mem = mem; p.objects = objects.Objects(mem, t); p.offsets = t; p.version_info = sys.version_info[:2]
+    py = pylocks.PyLocks(p)
+
+def frame_addr(f):
+    """The frame the walker hands over: the frame object (3.8-3.10) or its interpreter frame."""
+    fresh()
+    return id(f) if sys.version_info < (3, 11) else mem.u64(id(f) + 24)
+
+def transfer(self, dst, amount):
+    here = frame_addr(sys._getframe())
+    names = dict((n, v) for n, v in py.frame_locals(here))
+    assert names["self"] == id(self) and names["dst"] == id(dst) and names["amount"] == id(amount), names
+    assert py.attribute_name([here], id(dst._lock)) == ("Account._lock", "dst._lock")
+    assert py.attribute_name([here], id(self._lock)) == ("Account._lock", "self._lock")
+    return here
+
+def shard(store, i, cls, sl):
+    here = frame_addr(sys._getframe())
+    assert py.attribute_name([here], id(store.locks[i])) == ("Store.locks[%d]" % i, "store.locks[%d]" % i)
+    assert py.attribute_name([here], id(store.pair[1])) == ("Store.pair[1]", "store.pair[1]")
+    assert py.attribute_name([here], id(Holder.shared)) == ("Holder.shared", "cls.shared")  # a class in a local
+    assert py.attribute_name([here], id(threading.Lock())) is None  # nobody holds it
+    assert py.attribute_name([here], id(sl.lock)) is None  # __slots__: no dict to search
+
+class Holder:
+    shared = threading.Lock()
+
+transfer(a, b, 10)
+shard(store, 1, Holder, slotted)
+shard(store, 0, Holder, slotted)
+fresh()
+assert py.attribute_name([0, 12345, 1 << 60], id(a._lock)) is None  # bad frames: no name, no error
+print("OK", sys.version_info[:2])
+'''
+
+PYTHONS = pyenv_pythons()
+
+
+@pytest.mark.parametrize("version", sorted(PYTHONS))
+def test_attribute_names_on_own_memory(version):
+    res = subprocess.run([str(PYTHONS[version]), "-c", PROBE, str(REPO / "gdbext")],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "OK" in res.stdout, res.stderr[-3000:]
