@@ -17,6 +17,7 @@ threads that contain one of its anchors.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 from dataclasses import dataclass
@@ -84,6 +85,8 @@ class _ThreadView:
     norms: List[str]
     names: Set[str]
     keys: List[Optional[FrameKey]]  # None for marker frames, which never match
+    stack: int = 0  # threads with identical keys share this number (positions are computed once)
+    key_positions: Optional[Dict[FrameKey, List[int]]] = None  # distinct key -> frame indices
 
 
 def frame_text(frame: Frame) -> str:
@@ -105,6 +108,7 @@ class _Matcher:
         libbase: Dict[Optional[str], str] = {}
         self.views: List[_ThreadView] = []
         self.by_name: Dict[str, List[int]] = {}
+        stacks: Dict[Tuple[Optional[FrameKey], ...], int] = {}
         for ti, t in enumerate(process.threads):
             frames = t.all_frames()
             # Python names are qualnames ("Thread.join"): kept as they are, and also indexed by
@@ -121,11 +125,13 @@ class _Matcher:
                 if lib is None:
                     lib = libbase[f.library] = os.path.basename(f.library or "")
                 keys.append((n, lib, f.file or "", f.kind))
-            self.views.append(_ThreadView(ti, t, frames, norms, names, keys))
+            stack = stacks.setdefault(tuple(keys), len(stacks))
+            self.views.append(_ThreadView(ti, t, frames, norms, names, keys, stack))
             for n in names:
                 self.by_name.setdefault(n, []).append(ti)
         self.all_names = set(self.by_name)
         self._frame_cache: Dict[int, Dict[FrameKey, bool]] = {}
+        self._pos_cache: Dict[Tuple[int, int], Tuple[List[int], Set[int]]] = {}
         self._lib_names: Optional[List[Tuple[str, Optional[str]]]] = None
 
     # ----- frames ---------------------------------------------------------------------------
@@ -141,21 +147,60 @@ class _Matcher:
             hit = cache[key] = _frame_matches(pat, key)
         return hit
 
-    def _step_at(self, st: Step, tv: _ThreadView, i: int, allow_stripped: bool) -> Optional[bool]:
-        """None: frame i does not match the step; False: matches; True: matches via stripped."""
-        key = tv.keys[i]
-        if self.frame_ok(st, key):
-            return False
-        if allow_stripped and st.stripped is not None and self.frame_ok(st.stripped, key):
-            return True
-        return None
+    def positions(self, pat: FramePattern, tv: _ThreadView) -> Tuple[List[int], Set[int]]:
+        """Indices of the thread's frames that match the pattern (sorted, and as a set), once per
+        pattern and distinct stack (identical threads share the answer), testing each distinct
+        frame once; a thread without one of the pattern's anchor names is not scanned at all."""
+        ck = (id(pat), tv.stack)
+        hit = self._pos_cache.get(ck)
+        if hit is None:
+            idx: List[int] = []
+            anchors = pat.anchors()
+            if anchors is None or not anchors.isdisjoint(tv.names):
+                cache = self._frame_cache.get(id(pat))
+                if cache is None:
+                    cache = self._frame_cache[id(pat)] = {}
+                if tv.key_positions is None:
+                    tv.key_positions = {}
+                    for i, key in enumerate(tv.keys):
+                        if key is not None:
+                            tv.key_positions.setdefault(key, []).append(i)
+                for key, where in tv.key_positions.items():
+                    ok = cache.get(key)
+                    if ok is None:
+                        ok = cache[key] = _frame_matches(pat, key)
+                    if ok:
+                        idx.extend(where)
+                idx.sort()
+            hit = self._pos_cache[ck] = (idx, set(idx))
+        return hit
+
+    def _step_positions(self, st: Step, tv: _ThreadView, allow_stripped: bool) -> Tuple[List[int], Set[int], Set[int]]:
+        """(sorted indices matching the step, that set, the subset matched only via stripped)."""
+        main, main_set = self.positions(st, tv)
+        if not allow_stripped or st.stripped is None:
+            return main, main_set, set()
+        extra, extra_set = self.positions(st.stripped, tv)
+        via = extra_set - main_set
+        if not via:
+            return main, main_set, via
+        both = main_set | via
+        return sorted(both), both, via
 
     def search_stack(
         self, steps: Sequence[Step], tv: _ThreadView, allow_stripped: bool
     ) -> Optional[List[Tuple[int, int, bool]]]:
-        """[(step, frame index, via_stripped)] for the first ordered placement of the steps."""
+        """[(step, frame index, via_stripped)] for the first ordered placement of the steps.
+
+        Walks only the frames that match each step (``positions``), in frame order, so a thread
+        is scanned once per pattern, not once per placement tried."""
         n = len(tv.frames)
         failed: Set[Tuple[int, int]] = set()
+        per_step = [self._step_positions(st, tv, allow_stripped) for st in steps]
+        # the first required step absent: no placement (optional steps may be skipped)
+        for st, (order, _s, _v) in zip(steps, per_step):
+            if not order and not st.optional:
+                return None
 
         def rec(si: int, prev: int) -> Optional[List[Tuple[int, int, bool]]]:
             if si == len(steps):
@@ -163,25 +208,25 @@ class _Matcher:
             if (si, prev) in failed:
                 return None
             st = steps[si]
+            order, members, via = per_step[si]
             hi = n - 1
             if st.within is not None and prev < 0:
                 hi = min(hi, st.within - 1)
             if st.gap is not None and prev >= 0:
                 hi = min(hi, prev + 1 + st.gap)
-            for i in range(prev + 1, hi + 1):
-                via = self._step_at(st, tv, i, allow_stripped)
-                if via is None:
-                    continue
+            for i in order[bisect.bisect_right(order, prev):]:
+                if i > hi:
+                    break
                 # The innermost step (where the thread waits) often matches a run of frames
                 # (futex -> ... -> pthread_cond_wait): report the outermost, the one a reader
                 # recognises, and keep the innermost as the fallback placement.
                 j = i
-                while si == 0 and j + 1 < n and self._step_at(st, tv, j + 1, allow_stripped) is not None:
+                while si == 0 and j + 1 < n and (j + 1) in members:
                     j += 1
                 for k in ((j, i) if j != i else (i,)):
                     rest = rec(si + 1, k)
                     if rest is not None:
-                        return [(si, k, self._step_at(st, tv, k, allow_stripped))] + rest
+                        return [(si, k, k in via)] + rest
             if st.optional:
                 rest = rec(si + 1, prev)
                 if rest is not None:
