@@ -6,6 +6,7 @@ import gdb
 
 from .collect import collect_snapshot
 from .commands import command
+from .native import quick_unwinder_sniffing
 
 
 @command(
@@ -17,7 +18,8 @@ def hang_dump(argv, from_tty):
     with_python = "--no-python" not in argv
     with_locks = "--no-locks" not in argv
     rest = [a for a in argv if not a.startswith("--")]
-    snap = collect_snapshot(with_python=with_python, with_locks=with_locks)
+    with quick_unwinder_sniffing():
+        snap = collect_snapshot(with_python=with_python, with_locks=with_locks)
     data = json.dumps(snap.to_dict(), indent=None, separators=(",", ":"))
     if rest:
         with open(rest[0], "w") as f:

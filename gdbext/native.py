@@ -16,16 +16,32 @@ MAX_FRAMES = 1024
 
 
 class NativeFrame:
-    """A native frame plus the unwinder facts that never reach the JSON (stack pointer, gdb type)."""
+    """A native frame plus the unwinder facts that never reach the JSON (stack pointer, gdb type).
 
-    __slots__ = ("frame", "sp", "cfa", "gdb_type", "pc")
+    ``gdb_frame`` is gdb's own frame object, for readers that need registers or variables of
+    this frame (locks): cheap to use while its thread is still selected, right after ``unwind``
+    (gdb finds it in its frame cache).  After another thread was selected, gdb has dropped that
+    cache and every use re-unwinds the thread from its innermost frame, so such readers should
+    run per thread, before the next thread is unwound.
+    """
 
-    def __init__(self, frame: Frame, sp: Optional[int], cfa: Optional[int], gdb_type: int, pc: int):
+    __slots__ = ("frame", "sp", "cfa", "gdb_type", "pc", "gdb_frame")
+
+    def __init__(
+        self,
+        frame: Frame,
+        sp: Optional[int],
+        cfa: Optional[int],
+        gdb_type: int,
+        pc: int,
+        gdb_frame: Optional["gdb.Frame"] = None,
+    ):
         self.frame = frame
         self.sp = sp
         self.cfa = cfa  # SP of the caller (= this frame's upper bound on the stack), when known
         self.gdb_type = gdb_type
         self.pc = pc
+        self.gdb_frame = gdb_frame
 
 
 class LibraryMap:
@@ -106,6 +122,45 @@ def _sal(frame: "gdb.Frame", pc: int, name: Optional[str], cache: SalCache) -> T
     return file_, line
 
 
+def _no_python_unwinders() -> bool:
+    """True when no Python frame unwinder is registered (globally, per progspace, per objfile)."""
+    if getattr(gdb, "frame_unwinders", None):
+        return False
+    try:
+        if gdb.current_progspace().frame_unwinders:
+            return False
+        return not any(o.frame_unwinders for o in gdb.objfiles())
+    except (AttributeError, gdb.error):
+        return False
+
+
+class quick_unwinder_sniffing:
+    """Context manager: while no Python frame unwinder is registered, answer gdb's per-frame
+    question "does a Python unwinder claim this frame?" with None at once.
+
+    gdb asks it for every frame it unwinds, by calling ``gdb._execute_unwinders``, which lists
+    every objfile each time (~6 % of a 200-thread ``hang-dump``).  With no unwinder anywhere its
+    answer is always None, so answering None directly changes nothing; when one is registered,
+    or gdb has no such function (another gdb version), nothing is replaced.  Restored on exit.
+    """
+
+    def __enter__(self) -> "quick_unwinder_sniffing":
+        self._saved = getattr(gdb, "_execute_unwinders", None)
+        if self._saved is None or not _no_python_unwinders():
+            self._saved = None
+            return self
+        gdb._execute_unwinders = _unclaimed
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._saved is not None:
+            gdb._execute_unwinders = self._saved
+
+
+def _unclaimed(pending_frame) -> None:
+    return None
+
+
 def unwind(libs: LibraryMap, max_frames: int = MAX_FRAMES) -> List[NativeFrame]:
     """Unwind the selected thread, innermost first.  A broken unwind ends the list, never raises."""
     out: List[NativeFrame] = []
@@ -139,7 +194,7 @@ def unwind(libs: LibraryMap, max_frames: int = MAX_FRAMES) -> List[NativeFrame]:
             address=pc,
             inlined=(ftype == gdb.INLINE_FRAME),
         )
-        out.append(NativeFrame(fr, sp, None, ftype, pc))
+        out.append(NativeFrame(fr, sp, None, ftype, pc, f))
         try:
             f = f.older()
         except gdb.error:

@@ -295,6 +295,14 @@ class GdbSession:
                         out.append(text)
         return out[:_MAX_GDB_WARNINGS]
 
+    def kill(self) -> None:
+        """SIGKILL gdb's process group without waiting for it; close() reaps it."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # not reaped yet: the pid is still ours
+            except OSError:
+                pass
+
     def close(self, graceful: bool = True) -> None:
         """Ask gdb to quit (when it still answers), then make sure: kill its process group and
         reap it (no zombie, no orphaned helper, ever)."""
@@ -401,8 +409,9 @@ def snapshot_from_core(
             session.wait("collecting threads (hang-dump)", t_dump)
             gdb_warnings = session.warnings()
             # A core has no target to detach from: once the snapshot is written, gdb's orderly
-            # exit (freeing a multi-GB core's caches) is time the user waits for nothing.
-            session.close(graceful=False)
+            # exit (freeing a multi-GB core's caches) is time the user waits for nothing.  It
+            # is killed now and reaped in close() below, after its file is read.
+            session.kill()
             snap = read_dump(out)
     finally:
         session.close(graceful=False)
