@@ -14,6 +14,7 @@ from . import framefilter
 from .collect import collect_process
 from .commands import command
 from .model import Frame, Process, Thread
+from .termsafe import safe_lines
 
 
 def format_frame(i: int, f: Frame) -> str:
@@ -94,7 +95,7 @@ def hang_bt(argv, from_tty):
         t = framefilter.merged_thread()
         pyproc = framefilter.python_process()
         out = [_process_header(pyproc)] + format_thread(t, nums.get(t.tid))
-    gdb.write("\n".join(out) + "\n")
+    gdb.write(safe_lines(out))  # names come from the inferior: no raw ESC/newline on the terminal
 
 
 @command(

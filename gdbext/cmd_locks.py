@@ -6,6 +6,7 @@ import gdb
 from . import waitgraph
 from .collect import collect_process
 from .commands import command
+from .termsafe import safe_lines
 
 
 def format_graph(process) -> str:
@@ -37,7 +38,7 @@ def format_graph(process) -> str:
         lines.extend(sentences)
     if not graph.get("cycles"):
         lines.append("No deadlock cycle.")
-    return "\n".join(lines) + "\n"
+    return safe_lines(lines)  # labels and frames come from the inferior: no raw ESC/newline
 
 
 @command(
@@ -47,5 +48,7 @@ def format_graph(process) -> str:
     "Usage: hang-locks [--no-python]",
 )
 def hang_locks(argv, from_tty):
+    if any(a != "--no-python" for a in argv):
+        raise gdb.GdbError("usage: hang-locks [--no-python]")
     proc = collect_process(with_python="--no-python" not in argv, with_locks=True)
     gdb.write(format_graph(proc))

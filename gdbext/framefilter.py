@@ -20,6 +20,7 @@ from gdb.FrameDecorator import FrameDecorator
 
 from . import native
 from .model import Frame, Thread
+from .termsafe import safe
 
 NAME = "hanganalyze-python"
 
@@ -123,7 +124,7 @@ class PythonFrameDecorator(FrameDecorator):
         self._tag = "[py]" if placed else "[py?]"
 
     def function(self):
-        return "%s %s" % (self._tag, self._py.function or "??")
+        return "%s %s" % (self._tag, safe(self._py.function or "??"))  # inferior data: no raw ESC
 
     def address(self):
         # GDB prints the level only once per gdb frame and drops the line of a later decorator
@@ -134,7 +135,7 @@ class PythonFrameDecorator(FrameDecorator):
             return None
 
     def filename(self):
-        return self._py.file
+        return safe(self._py.file) if self._py.file else None
 
     def line(self):
         return self._py.line

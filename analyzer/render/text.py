@@ -1,7 +1,8 @@
 """Plain-text report for terminals: findings and fixes first, then thread groups as gdb prints them.
 
 Core data is printed as it is, except control characters (an ESC in a thread name must not
-repaint the user's terminal), which are shown as ``\\xNN``.
+repaint the user's terminal), which are shown as ``\\xNN``, and invisible bidi/zero-width
+characters, shown as ``\\uNNNN``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from hanganalyze.gdbext.model import Snapshot
 from hanganalyze.render.view import GroupView, ReportView, build_view
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: Invisible characters that reorder or hide text on a terminal (bidi overrides and isolates, as in
+#: "Trojan Source"; zero-width marks; line/paragraph separators): a thread named with U+202E would
+#: print its neighbours backwards.  Shown as ``\uNNNN``.
+_INVISIBLE = re.compile("[\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 #: Frames shown per idle group (the rest are summarised): idle stacks are rarely the story.
 IDLE_FRAMES = 6
 RULE = "=" * 78
@@ -21,7 +26,8 @@ RULE = "=" * 78
 def clean(s: object) -> str:
     """Terminal-safe text: control characters (ESC, BEL, CR...) become visible escapes.  Leading and
     trailing whitespace goes (signature prose from YAML block scalars ends with a newline)."""
-    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group(0)), str(s).strip()).replace("\n", "\\n")
+    text = _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group(0)), str(s).strip()).replace("\n", "\\n")
+    return _INVISIBLE.sub(lambda m: "\\u%04x" % ord(m.group(0)), text)
 
 
 def _group_lines(g: GroupView) -> List[str]:
