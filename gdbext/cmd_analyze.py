@@ -13,6 +13,7 @@ import subprocess
 
 import gdb
 
+from .cmd_dump import require_process, write_file
 from .collect import collect_snapshot
 from .commands import command
 
@@ -50,8 +51,8 @@ def parse_args(argv):
                     timeout = float(v)
                 except ValueError:
                     raise gdb.GdbError("hang-analyze: --timeout needs a number of seconds") from None
-                if timeout <= 0:
-                    raise gdb.GdbError("hang-analyze: --timeout must be positive")
+                if not timeout > 0 or timeout == float("inf"):  # NaN compares false: refused too
+                    raise gdb.GdbError("hang-analyze: --timeout must be a positive number of seconds")
             elif a == "--signatures":
                 sigdirs.append(v)
             else:
@@ -95,12 +96,12 @@ def hang_analyze(argv, from_tty):
             "hang-analyze: the hanganalyze command is needed (%s); install it with "
             "'pip install hanganalyze' or set HANGANALYZE=/path/to/hanganalyze" % where
         )
+    require_process("hang-analyze")
     snap = collect_snapshot()
     data = json.dumps(snap.to_dict(), separators=(",", ":"))
     out = run_analyzer(exe, data, fmt, timeout, sigdirs)
     if output:
-        with open(output, "w") as f:
-            f.write(out)
+        write_file("hang-analyze", output, out)
         gdb.write("hang-analyze: wrote %s\n" % output)
     else:
         gdb.write(out if out.endswith("\n") else out + "\n")

@@ -8,6 +8,32 @@ from .collect import collect_snapshot
 from .commands import command
 from .native import quick_unwinder_sniffing
 
+USAGE = "usage: hang-dump [--no-python] [--no-locks] [FILE]"
+
+
+def require_process(cmd: str) -> None:
+    """A snapshot of no process (no core loaded, nothing attached) would be an empty report that
+    looks complete: refuse with one line instead."""
+    inf = gdb.selected_inferior()
+    if inf is None or not inf.pid or not inf.threads():
+        raise gdb.GdbError("%s: no process: load a core (core-file CORE) or attach (attach PID) first" % cmd)
+
+
+def write_file(cmd: str, path: str, data: str) -> None:
+    """Write `path` (one error line when it cannot be written).  An existing ELF file there is the
+    core or a binary named by mistake (``hang-dump core.1234``): it is never overwritten."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) == b"\x7fELF":
+                raise gdb.GdbError("%s: %s is an ELF file (a core or a binary?): not overwritten" % (cmd, path))
+    except OSError:
+        pass  # does not exist yet (or unreadable: the write below says why)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(data)
+    except OSError as e:
+        raise gdb.GdbError("%s: cannot write %s: %s" % (cmd, path, e.strerror or e)) from None
+
 
 @command(
     "hang-dump",
@@ -18,12 +44,14 @@ def hang_dump(argv, from_tty):
     with_python = "--no-python" not in argv
     with_locks = "--no-locks" not in argv
     rest = [a for a in argv if not a.startswith("--")]
+    if len(rest) > 1 or any(a.startswith("--") and a not in ("--no-python", "--no-locks") for a in argv):
+        raise gdb.GdbError(USAGE)
+    require_process("hang-dump")
     with quick_unwinder_sniffing():
         snap = collect_snapshot(with_python=with_python, with_locks=with_locks)
     data = json.dumps(snap.to_dict(), indent=None, separators=(",", ":"))
     if rest:
-        with open(rest[0], "w") as f:
-            f.write(data)
+        write_file("hang-dump", rest[0], data)
         gdb.write("hang-dump: wrote %d thread(s) to %s\n" % (len(snap.processes[0].threads), rest[0]))
     else:
         gdb.write(data + "\n")

@@ -44,6 +44,18 @@ _URL_REF = re.compile(r"url\(\s*#[A-Za-z0-9_.:-]+\s*\)")
 
 _env: Optional[jinja2.Environment] = None
 
+#: Characters from a core that are invisible or act on a terminal (``cat report.html``): C0/C1
+#: controls but tab and newline, bidi overrides/isolates, zero-width marks.  Shown as escapes.
+_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+
+
+def _visible(value: object) -> object:
+    """jinja2 ``finalize``: every ``{{ }}`` string shows hidden characters as ``\\xNN``/``\\uNNNN``
+    (before autoescaping; the escapes are plain text).  Markup (the sanitised SVG) is left alone."""
+    if type(value) is str and _HIDDEN.search(value):
+        return _HIDDEN.sub(lambda m: ("\\x%02x" if ord(m.group(0)) < 0x100 else "\\u%04x") % ord(m.group(0)), value)
+    return value
+
 
 def environment() -> jinja2.Environment:
     """One jinja2 environment; autoescape is unconditional (not by file extension)."""
@@ -55,6 +67,7 @@ def environment() -> jinja2.Environment:
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
+            finalize=_visible,
         )
     return _env
 
