@@ -31,12 +31,13 @@ class _GdbCommand(gdb.Command):
         self.__doc__ = doc
         super().__init__(name, gdb.COMMAND_STACK)
         self._fn = fn
+        self._name = name
 
     def invoke(self, arg, from_tty):
         try:
             argv = shlex.split(arg)
         except ValueError as e:
-            raise gdb.GdbError("%s: %s" % (self._fn.__name__, e)) from None
+            raise gdb.GdbError("%s: %s" % (self._name, e)) from None
         try:
             self._fn(argv, from_tty)
         except gdb.GdbError:
