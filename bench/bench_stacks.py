@@ -9,14 +9,20 @@ wall time and peak RSS (largest process of the tree, from ``RUSAGE_CHILDREN``) o
   * ``pystack core CORE --native`` (installed into ``bench/.venv-pystack``, never a dependency)
   * ``gdb -batch -ex 'thread apply all bt'``
 
-Each command runs ``--repeat`` times (default 3); the median is reported.  Usage:
-``python bench/bench_stacks.py [--python PATH] [--threads N] [--depth N] [--repeat N]``.
+Each command runs ``--repeat`` times (default 3), round-robin (one run of each tool, then the
+next round) so that a change of load on a shared machine hits every tool alike; the median is
+reported, with the load average before and after.  hanganalyze runs once before the measured
+rounds with an empty signature cache (``$XDG_CACHE_HOME``, reported as its first run); that run
+also writes Python's bytecode caches, which the measured runs may use as pip-installed copies of
+both tools do (``PYTHONDONTWRITEBYTECODE`` is dropped from their environment).  Usage:
+``python bench/bench_stacks.py [--python PATH] [--threads N] [--depth N] [--repeat N] [--core CORE]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -46,19 +52,40 @@ if r.returncode not in (0, 3):
 """
 
 
-def measure(argv, repeat: int):
-    walls, rss = [], []
+def run_once(argv, env=None):
+    """(wall seconds, peak RSS MB) of one run."""
+    out = subprocess.run([sys.executable, "-c", _MEASURE] + [str(a) for a in argv],
+                         capture_output=True, text=True, timeout=900, env=env or ENV)
+    if out.returncode != 0 or not out.stdout.strip():
+        raise RuntimeError("measurement failed: %s\n%s" % (argv, out.stderr[-2000:]))
+    wall, maxrss, rc, nout = out.stdout.split()
+    if int(rc) not in (0, 3):  # 3 = hanganalyze found something
+        raise RuntimeError("%s exited %s: %s" % (argv[0], rc, out.stderr[-2000:]))
+    return float(wall), int(maxrss) / 1024.0
+
+
+def measure_all(commands, repeat: int):
+    """Round-robin: {name: (median wall, max RSS)} (a failing command is reported and dropped)."""
+    walls = {name: [] for name, _ in commands}
+    rss = {name: [] for name, _ in commands}
+    failed = set()
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, "-c", _MEASURE] + [str(a) for a in argv],
-                             capture_output=True, text=True, timeout=900)
-        if out.returncode != 0 or not out.stdout.strip():
-            raise RuntimeError("measurement failed: %s\n%s" % (argv, out.stderr[-2000:]))
-        wall, maxrss, rc, nout = out.stdout.split()
-        if int(rc) not in (0, 3):  # 3 = hanganalyze found something
-            raise RuntimeError("%s exited %s: %s" % (argv[0], rc, out.stderr[-2000:]))
-        walls.append(float(wall))
-        rss.append(int(maxrss) / 1024.0)
-    return statistics.median(walls), max(rss)
+        for name, argv in commands:
+            if name in failed:
+                continue
+            try:
+                w, r = run_once(argv)
+            except RuntimeError as e:
+                print("note: %s failed: %s" % (name, str(e).strip().splitlines()[-1]))
+                failed.add(name)
+                continue
+            walls[name].append(w)
+            rss[name].append(r)
+    return [(name, (statistics.median(walls[name]), max(rss[name]))) for name, _ in commands if name not in failed]
+
+
+#: The measured commands' environment: bytecode caches allowed (as for installed packages).
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def ensure_pystack() -> Path:
@@ -77,6 +104,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=200)
     ap.add_argument("--depth", type=int, default=25)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--core", type=Path, help="Use this core (of --python running the fixture) instead of making one.")
     args = ap.parse_args()
     pystack = ensure_pystack()
     # The console script next to this interpreter, not a pyenv shim (a shell script that would
@@ -85,32 +113,38 @@ def main() -> int:
     hanganalyze = str(local) if local.exists() else shutil.which("hanganalyze")
     work = Path(tempfile.mkdtemp(prefix="bench-stacks-"))
     try:
-        proc = start_hung([args.python, REPO / "tests" / "fixtures" / "py_deep_threads.py",
-                           str(args.threads), str(args.depth)], ready="READY", timeout=120, settle=0.5)
-        try:
-            core = gcore(proc.pid, work)
-        finally:
-            proc.kill()
+        if args.core is not None:
+            core = args.core
+        else:
+            proc = start_hung([args.python, REPO / "tests" / "fixtures" / "py_deep_threads.py",
+                               str(args.threads), str(args.depth)], ready="READY", timeout=120, settle=0.5)
+            try:
+                core = gcore(proc.pid, work)
+            finally:
+                proc.kill()
         size_mb = core.stat().st_size / 1e6
         gdb = ["gdb", "-nx", "-batch", "-iex", "set auto-load off", "-iex", "set debuginfod enabled off",
                "-ex", "file %s" % args.python, "-ex", "core-file %s" % core]
         dump = work / "dump.json"
-        rows = []
+        commands = []
+        first = None
         if hanganalyze:
+            cli = [hanganalyze, core, "--exe", args.python, "--format", "json", "-o", work / "report.json"]
+            cold = dict(ENV, XDG_CACHE_HOME=str(work / "empty-cache"))
             try:
-                rows.append(("hanganalyze --format json",
-                             measure([hanganalyze, core, "--exe", args.python, "--format", "json",
-                                      "-o", work / "report.json"], args.repeat)))
+                first = run_once(cli, env=cold)
+                commands.append(("hanganalyze --format json", cli))
             except RuntimeError as e:
                 print("note: the hanganalyze CLI failed, measuring gdb + hang-dump only: %s"
                       % str(e).strip().splitlines()[-1])
         else:
             print("note: hanganalyze CLI not on PATH; measuring gdb + hang-dump only")
-        rows.append(("gdb -batch + hang-dump", measure(gdb + ["-ex", "source %s" % LOAD_PY,
-                                                              "-ex", "hang-dump %s" % dump], args.repeat)))
-        rows.append(("pystack core --native", measure([pystack, "core", core, args.python, "--native"],
-                                                      args.repeat)))
-        rows.append(("gdb thread apply all bt", measure(gdb + ["-ex", "thread apply all bt"], args.repeat)))
+        commands.append(("gdb -batch + hang-dump", gdb + ["-ex", "source %s" % LOAD_PY, "-ex", "hang-dump %s" % dump]))
+        commands.append(("pystack core --native", [pystack, "core", core, args.python, "--native"]))
+        commands.append(("gdb thread apply all bt", gdb + ["-ex", "thread apply all bt"]))
+        load_before = os.getloadavg()[0]
+        rows = measure_all(commands, args.repeat)
+        load_after = os.getloadavg()[0]
         snap = json.loads(dump.read_text())
         threads = snap["processes"][0]["threads"]
         py = sum(1 for t in threads for f in t["frames"] if f["kind"] == "python")
@@ -118,11 +152,15 @@ def main() -> int:
         merged = sum(1 for t in threads if t.get("merge") == "merged")
         print("core: %.0f MB, %d threads (%d merged), %d Python + %d native frames; Python %s"
               % (size_mb, len(threads), merged, py, nat, snap["processes"][0].get("python", {}).get("version")))
+        print("load average (1 min): %.2f before, %.2f after the measured rounds" % (load_before, load_after))
         base = dict(rows)["pystack core --native"][0]
         print("| command | wall s (median of %d) | peak RSS MB | wall / pystack |" % args.repeat)
         print("|---|---|---|---|")
         for name, (wall, rss) in rows:
             print("| %s | %.2f | %.0f | %.2fx |" % (name, wall, rss, wall / base))
+        if first is not None:
+            print("| hanganalyze, first run (empty signature cache) | %.2f | %.0f | %.2fx |"
+                  % (first[0], first[1], first[0] / base))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

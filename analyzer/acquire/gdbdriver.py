@@ -379,12 +379,19 @@ def _signame(signo: int) -> str:
 
 
 def snapshot_from_core(
-    core, info: Optional[CoreInfo] = None, exe=None, gdb: str = "gdb", timeout: float = 120.0, progress: Progress = None
+    core,
+    info: Optional[CoreInfo] = None,
+    exe=None,
+    gdb: str = "gdb",
+    timeout: float = 120.0,
+    progress: Progress = None,
+    gdb_busy: Optional[Callable[[], None]] = None,
 ) -> Snapshot:
     """Snapshot of a core: gdb unwinds, the notes give argv, signal, build-ids.
 
     gdb starts first and loads gdbext while the core's notes are read here (``info`` is read
-    here when not given); then the executable, the core and ``hang-dump`` are queued at once.
+    here when not given); then the executable, the core and ``hang-dump`` are queued at once,
+    and ``gdb_busy`` is called: the caller's chance to work while we only wait for gdb.
     """
     from hanganalyze.acquire.corefile import read_core
 
@@ -402,6 +409,8 @@ def snapshot_from_core(
             # core-file takes the rest of the line as the file name (spaces included, no quoting)
             t_core = session.send_console("core-file %s" % core.resolve())
             t_dump, out = session.send_dump(tmp)
+            if gdb_busy is not None:
+                gdb_busy()
             session.started()
             session.wait("loading gdbext", t_ext)
             session.wait("loading the executable %s" % exe_path, t_exe)
@@ -512,7 +521,13 @@ def _live_argv(pid: int) -> Optional[List[str]]:
     return [p.decode("utf-8", "surrogateescape") for p in parts] or None
 
 
-def snapshot_from_pid(pid: int, gdb: str = "gdb", timeout: float = 120.0, progress: Progress = None) -> Snapshot:
+def snapshot_from_pid(
+    pid: int,
+    gdb: str = "gdb",
+    timeout: float = 120.0,
+    progress: Progress = None,
+    gdb_busy: Optional[Callable[[], None]] = None,
+) -> Snapshot:
     """Snapshot of a live process: attach, read, detach.  The process is never left stopped."""
     _check_pid(pid)
     state_before = _state_letter(pid)
@@ -539,6 +554,8 @@ def snapshot_from_pid(pid: int, gdb: str = "gdb", timeout: float = 120.0, progre
         attached = True
         with tempfile.TemporaryDirectory(prefix="hanganalyze-") as tmp:
             t_dump, out = session.send_dump(tmp)
+            if gdb_busy is not None:
+                gdb_busy()
             session.wait("collecting threads (hang-dump)", t_dump)
             snap = read_dump(out)
         gdb_warnings = session.warnings()
