@@ -413,7 +413,7 @@ def _resolve_pylock(ctx: _Ctx, t: Thread, natives: list, frames: List["gdb.Frame
     name, spelled = _lock_name(ctx, t, obj)
     res = _resolve_pylock_object(ctx, t, obj, tname, name)
     if spelled and res.get("kind") in ("rlock", "pylock"):
-        res["detail"] += " (%s in the waiting frame)" % spelled
+        res["detail"] += " (%s)" % spelled
     return res
 
 
@@ -462,12 +462,13 @@ def _lock_name(ctx: _Ctx, t: Thread, obj: int) -> Tuple[Optional[str], Optional[
         frames = py.frames(t.tid)
         found = py.attribute_name(frames[:1], obj)
         if found:
-            return found
+            return found[0], "%s in the waiting frame" % found[1]
         g = py.innermost_globals(t.tid)
         name = py.global_name(g, obj) if g else None
         if name:
             return name, None
-        return py.attribute_name(frames[1:], obj) or (None, None)
+        outer = py.attribute_name(frames[1:], obj)
+        return (outer[0], "%s in a calling frame" % outer[1]) if outer else (None, None)
     except Exception:  # noqa: BLE001 - bad memory must not cost the wait itself
         return None, None
 

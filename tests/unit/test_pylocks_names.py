@@ -92,7 +92,17 @@ def shard(store, i, cls, sl):
 class Holder:
     shared = threading.Lock()
 
+def helper(lock):  # a lock passed down: only the caller's locals know whose it is
+    inner = frame_addr(sys._getframe())
+    outer = id(sys._getframe(1)) if sys.version_info < (3, 11) else mem.u64(id(sys._getframe(1)) + 24)
+    assert py.attribute_name([inner], id(lock)) is None
+    assert py.attribute_name([inner, outer], id(lock)) == ("Account._lock", "acct._lock")
+
+def withdraw(acct):
+    helper(acct._lock)
+
 transfer(a, b, 10)
+withdraw(b)
 shard(store, 1, Holder, slotted)
 shard(store, 0, Holder, slotted)
 fresh()
