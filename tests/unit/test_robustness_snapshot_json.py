@@ -1,0 +1,136 @@
+"""A hanganalyze/1 JSON file is untrusted input: wrong types, nothing to analyse, deep nesting and
+megabyte messages end in one InputError line (or a normal report), never a traceback or a stall."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import time
+
+import pytest
+from hanganalyze import pipeline
+from hanganalyze.acquire.snapshot_json import read_snapshot
+from hanganalyze.errors import InputError
+from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
+from hanganalyze.render import render
+
+
+def base_doc() -> dict:
+    t1 = Thread(tid=11, name="poster", frames=[
+        Frame(kind="native", function="__lll_lock_wait", library="/lib/libc.so.6", address=0x10),
+        Frame(kind="native", function="pthread_mutex_lock", library="/lib/libc.so.6"),
+        Frame(kind="python", function="post", file="/app/x.py", line=3),
+    ], waits={"kind": "mutex", "resource": "0x1000", "owner_tid": 12, "frame": 1})
+    t2 = Thread(tid=12, name="audit", frames=[Frame(kind="native", function="__lll_lock_wait")],
+                waits={"kind": "mutex", "resource": "0x2000", "owner_tid": 11, "frame": 0})
+    p = Process(source="core", pid=11, executable="/bin/app", argv=["app"], python={"version": "3.11.7"},
+                threads=[t1, t2], messages=["terminate called without an active exception"])
+    return Snapshot(processes=[p]).to_dict()
+
+
+@pytest.fixture(scope="module")
+def db():
+    return pipeline.load_signature_db([])
+
+
+def run_all(text: str, db) -> None:
+    snap = pipeline.analyse(read_snapshot(text), db)
+    for fmt in ("text", "md", "html", "json"):
+        render(snap, fmt)
+
+
+def test_base_document_is_analysed(db):
+    snap = pipeline.analyse(read_snapshot(json.dumps(base_doc())), db)
+    assert [f.signature for f in snap.findings if f.signature == "deadlock-cycle"]
+
+
+VALUES = [None, 0, -1, 2**70, 1.5, float("nan"), "x", "", [], {}, [1], {"a": 1}, True, [None], [{}], "<b>"]
+
+
+def _paths(o, p=()):
+    yield p
+    if isinstance(o, dict):
+        for k, v in o.items():
+            yield from _paths(v, p + (k,))
+    elif isinstance(o, list):
+        for i, v in enumerate(o):
+            yield from _paths(v, p + (i,))
+
+
+def test_type_confused_documents_never_crash(db):
+    """300 documents with 1-3 fields replaced by values of other types: each is either rejected
+    with an InputError or analysed and rendered in every format."""
+    base = base_doc()
+    paths = [p for p in _paths(base) if p]
+    rng = random.Random(1234)
+    rejected = 0
+    for _ in range(300):
+        d = copy.deepcopy(base)
+        for _ in range(rng.randint(1, 3)):
+            p = rng.choice(paths)
+            o = d
+            try:
+                for k in p[:-1]:
+                    o = o[k]
+                o[p[-1]] = rng.choice(VALUES)
+            except (KeyError, IndexError, TypeError):
+                pass
+        try:
+            run_all(json.dumps(d), db)
+        except InputError as e:
+            assert "\n" not in str(e)
+            rejected += 1
+    assert 0 < rejected < 300
+
+
+@pytest.mark.parametrize(
+    "doc, match",
+    [
+        ({"schema": "hanganalyze/1", "processes": []}, "no thread to analyze"),
+        ({"schema": "hanganalyze/1", "processes": [{"source": "core", "threads": []}]}, "no thread to analyze"),
+        ({"schema": "hanganalyze/1", "processes": [{"threads": [{"tid": "1"}]}]}, "threads[0].tid: expected int"),
+        ({"schema": "hanganalyze/1", "processes": [{"threads": [{"frames": [{"function": 7}]}]}]},
+         "frames[0].function: expected str"),
+        ({"schema": "hanganalyze/1", "processes": [{"threads": [{"waits": {"kind": {}}}]}]}, "waits.kind"),
+        ({"schema": "hanganalyze/1", "processes": [{"python": {"version": 3.11}, "threads": [{}]}]},
+         "python.version"),
+        ({"schema": "hanganalyze/2"}, "not a usable"),
+        ([1, 2], "is not an object"),
+    ],
+)
+def test_unusable_documents_are_one_line(doc, match):
+    with pytest.raises(InputError, match=match.replace("[", r"\[").replace("]", r"\]")):
+        read_snapshot(json.dumps(doc))
+
+
+def test_deep_nesting_is_an_input_error():
+    text = '{"schema": "hanganalyze/1", "processes": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(InputError, match="nested too deeply"):
+        read_snapshot(text)
+
+
+def test_recomputed_parts_are_ignored(db):
+    """Findings, wait-for graphs, bucket and tool in the file are garbage here: not used, not fatal."""
+    d = base_doc()
+    d["findings"] = [{"signature": 5, "process": [1]}]
+    d["bucket"] = {"x": 1}
+    d["tool"] = 7
+    d["processes"][0]["waitgraph"] = {"cycles": [[1.5]], "edges": "x"}
+    snap = pipeline.analyse(read_snapshot(json.dumps(d)), db)
+    assert any(f.signature == "deadlock-cycle" for f in snap.findings)
+    assert isinstance(snap.bucket, str)
+
+
+def test_megabyte_message_does_not_stall_matching(db):
+    """A 1.2 MB log line that many built-in message regexes scan with `.*` (quadratic): capped like
+    pasted text, so matching stays fast (27 s for 600 KB before the cap)."""
+    d = base_doc()
+    d["processes"][0]["messages"] = ["error " * 200_000] + ["x"] * 30_000
+    t0 = time.monotonic()
+    snap = read_snapshot(json.dumps(d))
+    pipeline.analyse(snap, db)
+    assert time.monotonic() - t0 < 10
+    assert len(snap.processes[0].messages) <= 10_000
+    assert max(len(m) for m in snap.processes[0].messages) <= 20_000
+    assert any("left out" in n for n in snap.processes[0].notes)
