@@ -236,6 +236,8 @@ def render_view_markdown(view: ReportView, limit: int = LIMIT) -> str:
         meta.append("bucket `%s`" % view.bucket)
     meta.append(md(view.tool.strip()))
     b.add("## hanganalyze: %s\n\n%s\n\n" % (md(view.headline), " · ".join(meta)))
+    for d in view.doubts[:5]:
+        b.add("> **Warning:** %s\n\n" % md(d))
 
     cap = b.left - int(limit * PROCESS_SHARE)
     dropped = 0

@@ -77,6 +77,8 @@ def render_view_text(view: ReportView) -> str:
     out: List[str] = [RULE, "hanganalyze: " + clean(view.headline)]
     if view.bucket:
         out.append("bucket: %s" % view.bucket)
+    for d in view.doubts:
+        out.append("WARNING: " + clean(d))
     out.append(RULE)
     if view.findings:
         out.append("")

@@ -180,6 +180,18 @@ class ReportView:
     processes: List[ProcessView]
     warnings: List[str]
     tool: str
+    #: Warnings that put the stacks themselves in doubt (another build of the executable or a
+    #: library than the one that ran): shown first, so the report is never read as sound without them.
+    doubts: List[str] = field(default_factory=list)
+
+
+#: Our own wording (acquire.corefile, gdb's warning) for "these stacks may not be the real ones".
+_DOUBT = re.compile(r"may be wrong|may not match|does not match", re.I)
+
+
+def doubts(warnings: List[str]) -> List[str]:
+    """The warnings that question the stacks' correctness, in order."""
+    return [w for w in warnings if _DOUBT.search(str(w))]
 
 
 def thread_label(t: Thread, default_os_name: Optional[str] = None) -> str:
@@ -372,12 +384,14 @@ def build_view(snapshot: Snapshot) -> ReportView:
             FindingView(f, links, others, evs, process_title(f.process, proc) if proc is not None else "")
         )
     tool = snapshot.tool or {}
+    warnings = list(snapshot.warnings) + [n for p in snapshot.processes for n in p.notes]
     return ReportView(
         snapshot=snapshot,
         headline=headline(snapshot),
         bucket=snapshot.bucket,
         findings=findings,
         processes=procs,
-        warnings=list(snapshot.warnings) + [n for p in snapshot.processes for n in p.notes],
+        warnings=warnings,
         tool="%s %s" % (tool.get("name", "hanganalyze"), tool.get("version", "")),
+        doubts=doubts(warnings),
     )

@@ -181,6 +181,16 @@ def test_exe_is_a_directory(core, tmp_path):
     one_line(run([core, "--exe", tmp_path]), EXIT_INPUT, "--exe")
 
 
+def test_exe_of_another_program_is_flagged_at_the_top(core):
+    """--exe naming an unrelated binary: gdb's stacks are garbage, so the report's first lines say
+    so (not only a note at the bottom of a report that otherwise reads as sound)."""
+    res = run([core, "--exe", "/bin/ls"], timeout=120)
+    assert res.returncode in (0, 3), res.stderr
+    head = res.stdout.decode().splitlines()[:6]
+    assert any(ln.startswith("WARNING: executable /bin/ls has build-id") and "stacks may be wrong" in ln
+               for ln in head), head
+
+
 @pytest.mark.parametrize("body, match", [
     ("exit 1\n", "exited with status 1"),
     ("exit 0\n", "exited with status 0"),
