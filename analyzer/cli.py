@@ -314,13 +314,15 @@ def run(argv: Sequence[str]) -> int:
     argv = list(argv)
     try:
         if argv and argv[0] == "signatures":
-            if len(argv) < 2 or argv[1] in ("-h", "--help"):
+            if len(argv) < 2:
+                raise UsageError("missing command (signatures list|validate)")
+            if argv[1] in ("-h", "--help"):
                 sys.stdout.write(
                     "usage: hanganalyze signatures {list,validate} [--signatures DIR]\n\n"
                     "  list      %s\n  validate  %s\n"
                     % (_signatures_parser("list").description, _signatures_parser("validate").description)
                 )
-                return EXIT_OK if len(argv) >= 2 else EXIT_INPUT
+                return EXIT_OK
             if argv[1] not in ("list", "validate"):
                 raise UsageError("No such command '%s' (signatures list|validate)" % argv[1])
             parser = _signatures_parser(argv[1])
