@@ -11,14 +11,13 @@ pystack needs for a whole 200-thread core (``bench/bench_stacks.py``).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
 from hanganalyze import __version__
 from hanganalyze.errors import EXIT_FINDING, EXIT_INPUT, EXIT_OK, EXIT_TOOL, HangAnalyzeError, InputError
+from hanganalyze.output import check_output, read_stdin, write_output
 
 ELF_MAGIC = b"\x7fELF"
 SERIOUS = ("crash", "deadlock", "hang", "error")
@@ -78,7 +77,7 @@ def acquire(
     if not target:
         raise InputError("nothing to analyze: give a core file, a text file ('-' for stdin) or --pid PID")
     if target == "-":
-        return _from_text(sys.stdin.read(), input_format)
+        return _from_text(read_stdin(), input_format)
     path = Path(target)
     if not path.exists():
         raise InputError("%s: no such file" % path)
@@ -122,29 +121,6 @@ def _from_text(text: str, input_format: Optional[str]):
     from hanganalyze.acquire.text import parse_text
 
     return parse_text(text, input_format)
-
-
-def write_output(data: str, output: Optional[Path]) -> None:
-    """Write atomically: a report that failed half-way never appears under its final name."""
-    if output is None:
-        sys.stdout.write(data)
-        if not data.endswith("\n"):
-            sys.stdout.write("\n")
-        sys.stdout.flush()
-        return
-    output = output.resolve()
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % output.name, dir=str(output.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would surprise whoever shares the report
-        os.replace(tmp, output)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 class BackgroundLoad:
@@ -269,6 +245,7 @@ def analyze(args: argparse.Namespace) -> int:
 
     fmt = args.fmt or default_format(args.output)
     try:
+        check_output(args.output, args.target)
         db_load = BackgroundLoad(args.signatures)
         snapshot = acquire(args.target, args.pid, args.exe, args.gdb, args.timeout, args.input_format, db_load.start)
         db = db_load.result()

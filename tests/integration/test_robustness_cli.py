@@ -247,18 +247,12 @@ def _pids_with_arg(arg: str):
 # ------------------------------------------------------------------------------ -o
 
 
-@pytest.mark.xfail(strict=True, reason="cli.write_output: mkstemp/os.replace errors (missing folder, a folder, "
-                   "/proc) are not caught: wrap in OSError -> InputError('cannot write OUTPUT: strerror'), and "
-                   "check the output folder before acquiring (gdb may run for minutes first); today a traceback")
 @pytest.mark.parametrize("where", ["missing/dir/report.html", ".", "/proc/self/report.html", "/proc/version"])
 def test_unwritable_output_is_one_line(core, tmp_path, where):
     out = where if where.startswith("/") else str(tmp_path / where)
     one_line(run([core, "-o", out]), EXIT_INPUT)
 
 
-@pytest.mark.xfail(strict=True, reason="cli.write_output: -o naming the input (same st_dev/st_ino, e.g. "
-                   "`hanganalyze core -o core`) replaces the core by the report; refuse with InputError "
-                   "('-o X is the input file') before acquiring; today the core is destroyed")
 def test_output_equal_to_input_keeps_the_core(core, tmp_path):
     copy = tmp_path / "core.copy"
     shutil.copy2(core, copy)
@@ -269,10 +263,6 @@ def test_output_equal_to_input_keeps_the_core(core, tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
-@pytest.mark.xfail(strict=True, reason="cli.write_output: -o on a non-regular file (/dev/null, a FIFO, a tty) "
-                   "is replaced by a regular file via mkstemp+os.replace (as root, `-o /dev/null` destroys the "
-                   "system's /dev/null); write non-regular outputs directly (open(out, 'w')), rename only for "
-                   "regular files or new paths")
 def test_output_to_a_device_keeps_the_device(core, tmp_path):
     null = tmp_path / "null"
     os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a private copy of /dev/null
@@ -355,9 +345,6 @@ def _limit_memory():
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
 
-@pytest.mark.xfail(strict=True, reason="cli.acquire: sys.stdin.read() is unbounded (`hanganalyze - < /dev/zero` "
-                   "eats all memory); read at most N MiB (e.g. 256) and refuse more with one line; here "
-                   "memory is capped at 1 GiB so today it ends in a MemoryError traceback")
 def test_endless_stdin_is_bounded():
     with open("/dev/zero", "rb") as zero:
         try:
@@ -368,10 +355,6 @@ def test_endless_stdin_is_bounded():
     one_line(res, EXIT_INPUT)
 
 
-@pytest.mark.xfail(strict=True, reason="cli.write_output: sys.stdout.write fails on a non-UTF-8 stdout "
-                   "(PYTHONIOENCODING=ascii, LANG=POSIX on old systems): write "
-                   "data.encode(sys.stdout.encoding or 'utf-8', 'backslashreplace') to sys.stdout.buffer; "
-                   "today a UnicodeEncodeError traceback")
 def test_ascii_stdout(core):
     res = subprocess.run([HANGANALYZE, str(core)], capture_output=True, timeout=120,
                          env=dict(os.environ, PYTHONIOENCODING="ascii"))
