@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from hanganalyze.analyse.regex_guard import risky_regex
 from hanganalyze.errors import SignatureError
 
 if TYPE_CHECKING:  # imported where used: both cost ~0.07 s, and a cached run needs neither
@@ -37,6 +38,8 @@ if TYPE_CHECKING:  # imported where used: both cost ~0.07 s, and a cached run ne
     import yaml
 
 SCHEMA_FILE = "schema.json"
+#: A schema error quotes the offending value; keep the one-line message readable.
+MAX_ERROR_CHARS = 300
 
 # --------------------------------------------------------------------------------------------
 # Function-name normalisation: one place that decides which spellings of a symbol are "the same".
@@ -403,6 +406,7 @@ def _node_at(node: yaml.Node, path: Sequence[Any]) -> yaml.Node:
 
 def _read_yaml(path: Path) -> Tuple[Any, Optional[yaml.Node]]:
     import yaml
+    from hanganalyze.analyse.yaml_guard import check_node
 
     disp = _display(path)
     try:
@@ -412,7 +416,12 @@ def _read_yaml(path: Path) -> Tuple[Any, Optional[yaml.Node]]:
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
+        unsafe = check_node(node)  # alias bombs, recursive aliases, absurd nesting: before walking it
+        if unsafe:
+            raise SignatureError("%s: refused: %s" % (disp, unsafe))
         data = loader.construct_document(node) if node is not None else None
+    except RecursionError:
+        raise SignatureError("%s: refused: nested too deeply to read" % disp) from None
     except yaml.MarkedYAMLError as e:
         line = e.problem_mark.line + 1 if e.problem_mark else 0
         raise SignatureError("%s:%d: invalid YAML: %s" % (disp, line, e.problem)) from None
@@ -426,7 +435,10 @@ def _read_yaml(path: Path) -> Tuple[Any, Optional[yaml.Node]]:
 def _err(disp: str, node: Optional[yaml.Node], path: Sequence[Any], msg: str) -> SignatureError:
     line = _node_at(node, path).start_mark.line + 1 if node is not None else 0
     where = path_label(path)
-    return SignatureError("%s:%d: %s%s" % (disp, line, (where + ": ") if where else "", " ".join(msg.split())))
+    msg = " ".join(msg.split())
+    if len(msg) > MAX_ERROR_CHARS:  # jsonschema quotes the whole offending value
+        msg = msg[: MAX_ERROR_CHARS - 3] + "..."
+    return SignatureError("%s:%d: %s%s" % (disp, line, (where + ": ") if where else "", msg))
 
 
 def path_label(path: Sequence[Any]) -> str:
@@ -450,9 +462,13 @@ def _compile_signature(d: Dict[str, Any], disp: str, node: yaml.Node, base: List
 
     def regex(path: List[Any], text: str) -> re.Pattern:
         try:
-            return re.compile(text)
+            compiled = re.compile(text)
         except re.error as e:
             raise bad(path, "bad regex %r: %s" % (text, e)) from None
+        why = risky_regex(text)  # Python's re cannot be interrupted: refuse exponential shapes up front
+        if why:
+            raise bad(path, "unsafe regex %r: %s" % (text[:80], why))
+        return compiled
 
     def check_fn(path: List[Any], spec: Any) -> None:
         for i, item in enumerate(spec if isinstance(spec, list) else [spec]):

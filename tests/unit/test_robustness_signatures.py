@@ -1,9 +1,7 @@
 """Hostile user signature folders (--signatures): every one ends in a SignatureError line, quickly.
 
-Some fixes belong in analyze/signatures.py (owned elsewhere right now); those tests are strict
-xfails naming the fix: call ``yaml_guard.check_node`` on the composed node and catch
-RecursionError in ``_read_yaml``; call ``regex_guard.risky_regex`` in ``_compile_signature``'s
-``regex()`` helper.
+The loader refuses each: yaml_guard.check_node on the composed node, RecursionError caught in
+``_read_yaml``, regex_guard.risky_regex in ``_compile_signature``, schema messages shortened.
 """
 
 from __future__ import annotations
@@ -126,9 +124,6 @@ def test_binary_file_and_bad_folders(tmp_path):
 # ---------------------------------------------------------- fixes pending in signatures.py
 
 
-@pytest.mark.xfail(strict=True, reason="signatures.py: _read_yaml must call yaml_guard.check_node(node) before "
-                   "construct_document and raise SignatureError(file:line: why); today jsonschema's errors repr "
-                   "9^8-element lists (9^8: 5 s and a 25 MB error line; 9^9: minutes; killed here at 10 s)")
 def test_alias_bomb_is_refused_quickly(tmp_path):
     d = folder(tmp_path, "bomb", BOMB)
     code = ("from hanganalyze.analyse.signatures import load_signatures\n"
@@ -141,8 +136,6 @@ def test_alias_bomb_is_refused_quickly(tmp_path):
     assert res.stdout.startswith(b"REFUSED"), res.stderr[-500:]
 
 
-@pytest.mark.xfail(strict=True, reason="signatures.py: _err must shorten the schema message (jsonschema puts "
-                   "the whole offending value in it): today a 50 KB value gives a 50 KB error line")
 def test_schema_error_line_is_short(tmp_path):
     d = folder(tmp_path, "long", one_sig('messages: [{rule: r, regex: "x"}]\n').replace(
         "severity: hang", "severity: " + "h" * 50_000))
@@ -151,17 +144,12 @@ def test_schema_error_line_is_short(tmp_path):
     assert len(str(e.value)) < 1000
 
 
-@pytest.mark.xfail(strict=True, reason="signatures.py: _read_yaml must catch RecursionError from "
-                   "get_single_node/construct_document (PyYAML composes recursively) and raise SignatureError")
 def test_deeply_nested_yaml_is_a_signature_error(tmp_path):
     d = folder(tmp_path, "deep", "signatures: " + "[" * 5000 + "]" * 5000 + "\n")
     with pytest.raises(SignatureError):
         load_signatures([d])
 
 
-@pytest.mark.xfail(strict=True, reason="signatures.py: regex() in _compile_signature must refuse "
-                   "regex_guard.risky_regex(text) with bad(path, 'unsafe regex %r: why'); today (a+)+ loads and "
-                   "a 35-character log line then hangs matching for minutes")
 @pytest.mark.parametrize("match", [
     'messages: [{rule: r, regex: "^(a+)+$"}]\n',
     'threads:\n  - rule: t\n    stack: [{function: "re:^(\\\\w+\\\\s?)*$"}]\n',
