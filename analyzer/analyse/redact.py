@@ -33,7 +33,7 @@ import getpass
 import ipaddress
 import re
 import socket
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from hanganalyze.gdbext.model import Snapshot
 
@@ -45,14 +45,58 @@ UNTOUCHED_KEYS = frozenset({"schema", "bucket", "tool", "references", "signature
 _SECRET_WORD = r"(?:token|passw(?:or)?d|pwd|secret|api[-_]?key|access[-_]?key|private[-_]?key|auth|credentials?)"
 #: An argv element that is only a secret flag: the next element is the secret.
 SECRET_FLAG = re.compile(r"^--?[\w.-]*%s[\w.-]*$" % _SECRET_WORD, re.IGNORECASE)
-#: ``--token=V`` / ``--password V`` inside one string.
-SECRET_INLINE_FLAG = re.compile(r"(--?[\w.-]*%s[\w.-]*)(=|\s+)([^\s'\"]+)" % _SECRET_WORD, re.IGNORECASE)
-#: ``HF_TOKEN=V``, ``aws_secret_access_key=V``, ``DB_PASSWORD=V``, ``MY_KEY=V``.
-SECRET_SETTING = re.compile(
-    r"(?<![\w-])([A-Za-z0-9_.]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)[A-Za-z0-9_.]*)=([^\s'\"]+)",
-    re.IGNORECASE,
-)
-URL_CREDENTIALS = re.compile(r"([a-z][a-z0-9+.-]*://)([^\s/:@'\"]+):([^\s/@'\"]+)@", re.IGNORECASE)
+# These patterns run on untrusted core strings (a 100 KB thread name, argv), so each must be linear.
+# "A flag or setting name containing a secret word" as one regex backtracks over every word
+# occurrence from every start inside a run of name characters: 50 KB of ``a-a-a-`` in a thread name
+# took 125 s.  So runs of name characters are found once (a look-behind keeps a match from starting
+# inside a run), and the word and the value are checked on each run in code, with the same result.
+_FLAG_RUN = re.compile(r"(?<![\w.-])[\w.-]+")
+#: After a secret flag: ``=`` or spaces, then the value (``--token=V`` / ``--password V``).
+FLAG_VALUE = re.compile(r"(=|\s+)([^\s'\"]+)")
+_SETTING_RUN = re.compile(r"(?<![A-Za-z0-9_.])[A-Za-z0-9_.]+(?==)")
+_NOT_SETTING_START = re.compile(r"[\w-]")
+#: After a secret setting name: ``=`` and the value (``HF_TOKEN=V``, ``DB_PASSWORD=V``, ``MY_KEY=V``).
+SETTING_VALUE = re.compile(r"=([^\s'\"]+)")
+SECRET_WORD = re.compile(_SECRET_WORD, re.IGNORECASE)
+SETTING_WORD = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+
+def inline_flag_secrets(s: str) -> Iterator[str]:
+    """Values of ``--token=V`` / ``--password V`` (a flag: a dash and the rest of its run of
+    ``[\\w.-]``, holding a secret word, then ``=`` or spaces)."""
+    pos = 0
+    for m in _FLAG_RUN.finditer(s):
+        if m.start() < pos:
+            continue  # inside the previous value
+        dash = m.group(0).find("-")
+        if dash < 0 or not SECRET_WORD.search(m.group(0), dash):
+            continue
+        v = FLAG_VALUE.match(s, m.end())
+        if v:
+            pos = v.end()
+            yield v.group(2)
+
+
+def setting_secrets(s: str) -> Iterator[str]:
+    """Values of ``NAME=V`` settings whose name holds KEY/TOKEN/SECRET/PASSWORD/CREDENTIAL (a name:
+    ``[A-Za-z0-9_.]`` not preceded by a word character or a dash, or starting after a dot)."""
+    pos = 0
+    for m in _SETTING_RUN.finditer(s):
+        if m.start() < pos:
+            continue
+        start = m.start()
+        if start > 0 and _NOT_SETTING_START.match(s[start - 1]):
+            dot = s.find(".", start, m.end())
+            if dot < 0:
+                continue
+            start = dot + 1
+        if start >= m.end() or not SETTING_WORD.search(s, start, m.end()):
+            continue
+        v = SETTING_VALUE.match(s, m.end())
+        if v:
+            pos = v.end()
+            yield v.group(1)
+URL_CREDENTIALS = re.compile(r"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://)([^\s/:@'\"]+):([^\s/@'\"]+)@", re.IGNORECASE)
 BEARER = re.compile(r"\b(Bearer|Basic|token)\s+([A-Za-z0-9._~+/=-]{8,})")
 TOKEN_SHAPES = re.compile(
     r"(?<![\w-])(hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|"
@@ -145,10 +189,10 @@ class Redactor:
             self.add_user(m.group(1))
         for m in EMAIL.finditer(s):
             self.add("user", m.group(0))
-        for m in SECRET_INLINE_FLAG.finditer(s):
-            self.add_secret(m.group(3))
-        for m in SECRET_SETTING.finditer(s):
-            self.add_secret(m.group(2))
+        for value in inline_flag_secrets(s):
+            self.add_secret(value)
+        for value in setting_secrets(s):
+            self.add_secret(value)
         for m in URL_CREDENTIALS.finditer(s):
             self.add_user(m.group(2))
             self.add_secret(m.group(3))
