@@ -587,14 +587,16 @@ def _private(path: Path) -> bool:
 
 
 def _code_key() -> bytes:
-    """What every cached entry depends on besides its file: this module's code, the schema and the
-    package version (a development tree keeps one version number across code changes)."""
+    """What every cached entry depends on besides its file: the code that validates and compiles
+    (every module of this folder: this one and the guards it calls), the schema, the Python and
+    package versions (a development tree keeps one version number across code changes)."""
     import sys
 
     from hanganalyze import __version__
 
     h = hashlib.sha256(("%s %d.%d" % (__version__, sys.version_info[0], sys.version_info[1])).encode())
-    for p in (Path(__file__), builtin_dir() / SCHEMA_FILE):
+    for p in sorted(Path(__file__).resolve().parent.glob("*.py")) + [builtin_dir() / SCHEMA_FILE]:
+        h.update(p.name.encode() + b"\0")
         try:
             h.update(p.read_bytes())
         except OSError:
