@@ -165,6 +165,7 @@ class GdbSession:
         self._results: Dict[int, Tuple[str, bytes]] = {}
         self._out = b""
         self._write_error: Optional[str] = None
+        self._closed: set = set()  # gdb's output streams that reached end of file
         self.responsive = True  # False after a timeout: close() then kills without asking
         argv = [self.path, "--interpreter=mi3", "-nx", "-q"]
         for s in GDB_SETTINGS:
@@ -221,8 +222,16 @@ class GdbSession:
             if left <= 0:
                 self.responsive = False
                 raise GdbError("%s timed out after %g s while %s" % (os.path.basename(self.path), limit, step))
+            if self.proc.stdout in self._closed:
+                # No result can come any more: let it exit (for its status), else say so.
+                try:
+                    self.proc.wait(timeout=min(2.0, left))
+                except subprocess.TimeoutExpired:
+                    pass
+                self._raise_dead(step, "it closed its output")
+            streams = [f for f in (self.proc.stdout, self.proc.stderr) if f not in self._closed]
             try:
-                ready, _, _ = select.select([self.proc.stdout, self.proc.stderr], [], [], min(0.5, left))
+                ready, _, _ = select.select(streams, [], [], min(0.5, left))
             except (OSError, ValueError) as e:
                 self._raise_dead(step, str(e))
             if ready:
@@ -240,7 +249,7 @@ class GdbSession:
     def _drain(self) -> None:
         """Read whatever gdb has written (never blocks) and file its records."""
         for stream, is_out in ((self.proc.stdout, True), (self.proc.stderr, False)):
-            while True:
+            while stream not in self._closed:
                 try:
                     chunk = os.read(stream.fileno(), 1 << 16)
                 except BlockingIOError:
@@ -248,6 +257,7 @@ class GdbSession:
                 except OSError:
                     chunk = b""
                 if not chunk:
+                    self._closed.add(stream)  # end of file: never select it again (it would spin)
                     break
                 if not is_out:
                     self.messages.append(chunk.decode("utf-8", "replace"))

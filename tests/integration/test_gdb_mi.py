@@ -36,3 +36,39 @@ def test_queued_commands_answer_in_order_with_their_own_errors(tmp_path):
     finally:
         s.close()
     assert s.proc is None
+
+
+def _fake(tmp_path, body):
+    p = tmp_path / "fake-gdb"
+    p.write_text("#!/bin/sh\n" + body)
+    p.chmod(0o755)
+    return str(p)
+
+
+def test_gdb_that_closes_its_output_but_lives_is_an_error_not_a_wait(tmp_path):
+    import time
+
+    s = GdbSession(_fake(tmp_path, "exec >&-\nsleep 30\n"), 20)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(GdbError, match="stopped answering while starting gdb.*closed its output"):
+            s.started()
+    finally:
+        s.close(graceful=False)
+    assert time.monotonic() - t0 < 10
+
+
+def test_closed_stderr_does_not_spin(tmp_path):
+    """A wrapper that closes gdb's stderr: stderr is at end of file for the whole session, and
+    waiting must not turn into a busy loop on it."""
+    import time
+
+    s = GdbSession(_fake(tmp_path, 'exec 2>&-\nsleep 1\nexec %s "$@"\n' % shutil.which("gdb")), 30)
+    cpu0 = time.process_time()
+    try:
+        s.started()
+        kind, _ = s.mi("version", "-gdb-version")
+        assert kind == "done"
+    finally:
+        s.close()
+    assert time.process_time() - cpu0 < 0.5  # about a second of waiting, not of spinning
