@@ -209,6 +209,24 @@ def _open_elf(path: Path, fh: BinaryIO):
         raise InputError("%s is not a readable ELF file: %s" % (path, e)) from None
 
 
+_ELF64_EHDR = 64  # bytes of an ELF64 file header
+
+
+def _check_headers_present(path: Path, head: bytes, size: int) -> None:
+    """A core cut inside its ELF header or program header table: say "truncated" before
+    pyelftools parses what is not there (it would report a puzzling struct error)."""
+    if size < _ELF64_EHDR:
+        raise InputError("truncated core %s: expected at least %d bytes, file has %d" % (path, _ELF64_EHDR, size))
+    if head[4] != 2 or head[5] != 1:  # not ELF64 little-endian: read_core says so after parsing
+        return
+    e_type, = struct.unpack_from("<H", head, 16)
+    e_phoff, = struct.unpack_from("<Q", head, 32)
+    e_phentsize, e_phnum = struct.unpack_from("<HH", head, 54)
+    expected = e_phoff + e_phentsize * e_phnum
+    if e_type == 4 and expected > size:  # ET_CORE
+        raise InputError("truncated core %s: expected %d bytes, file has %d" % (path, expected, size))
+
+
 def _check_size(path: Path, elf, segs: List[Dict[str, int]], size: int) -> None:
     """A core cut short (disk full, copy interrupted) gives gdb garbage: say so up front."""
     expected = elf.header["e_phoff"] + elf.header["e_phnum"] * elf.header["e_phentsize"]
@@ -506,8 +524,10 @@ def read_core(path) -> CoreInfo:
         raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
     with fh:
         size = os.fstat(fh.fileno()).st_size
-        if fh.read(4) != b"\x7fELF":
+        head = fh.read(_ELF64_EHDR)
+        if head[:4] != b"\x7fELF":
             raise InputError("%s is not an ELF core file" % path)
+        _check_headers_present(path, head, size)
         fh.seek(0)
         elf = _open_elf(path, fh)
         try:

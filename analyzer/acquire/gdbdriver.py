@@ -13,6 +13,7 @@ SIGCONT so that it is left in the state we found it in.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import select
@@ -155,7 +156,11 @@ class GdbSession:
     """
 
     def __init__(self, gdb: str, timeout: float, progress: Progress = None) -> None:
-        if not timeout or timeout <= 0:
+        try:
+            usable = float(timeout) > 0 and math.isfinite(float(timeout))
+        except (TypeError, ValueError):
+            usable = False
+        if not usable:  # NaN would make every deadline comparison false: an endless wait
             raise InputError("--timeout must be a positive number of seconds (got %s)" % timeout)
         self.timeout = float(timeout)
         self.progress = progress
@@ -478,9 +483,16 @@ def _state_letter(pid: int) -> Optional[str]:
     return st[:1] if st else None
 
 
+#: Largest pid Linux can give (pid_t is 32-bit signed; the kernel's limit is 2**22).
+_PID_MAX = 2**31 - 1
+
+
 def _check_pid(pid: int) -> None:
-    if pid <= 0:
+    if pid <= 0 or pid > _PID_MAX:
         raise InputError("--pid %d: not a process id" % pid)
+    if pid == os.getpid() or _proc_status(pid).get("Tgid") == str(os.getpid()):
+        # gdb would stop this very process while it waits for gdb: nothing could end the wait
+        raise InputError("--pid %d is hanganalyze itself" % pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -555,6 +567,8 @@ def snapshot_from_pid(
         try:
             session.mi("attaching to pid %d" % pid, "-target-attach %d" % pid)
         except GdbError as e:
+            if _state_letter(pid) in (None, "Z", "X"):
+                raise InputError("pid %d exited before it could be attached" % pid) from None
             if "not permitted" in str(e):
                 raise InputError(
                     "not allowed to attach to pid %d (ptrace: Operation not permitted): run as its user or root, "
