@@ -11,6 +11,9 @@ pystack needs for a whole 200-thread core (``bench/bench_stacks.py``).
 from __future__ import annotations
 
 import argparse
+import math
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
@@ -83,6 +86,8 @@ def acquire(
         raise InputError("%s: no such file" % path)
     if path.is_dir():
         raise InputError("%s is a directory, not a core or text file" % path)
+    if stat.S_ISFIFO(path.stat().st_mode):
+        return _from_text(_read_fifo(path, timeout), input_format)
     if path.stat().st_size == 0:
         raise InputError("%s is empty" % path)
     if _is_elf(path) and input_format is None:
@@ -108,6 +113,57 @@ def acquire(
     except OSError as e:
         raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
     return _from_text(text, input_format)
+
+
+def _read_fifo(path: Path, timeout: float) -> str:
+    """A named pipe (``hanganalyze <(kubectl logs pod)`` passes ``/dev/fd/63``): read as text like
+    stdin, bounded, never blocking on the open, and ending when no writer has sent anything for
+    ``timeout`` seconds, so a pipe nobody writes to ends in one line instead of a hang."""
+    import select
+    import time
+
+    from hanganalyze.output import MAX_STDIN_BYTES
+
+    try:
+        fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
+    chunks: List[bytes] = []
+    total = 0
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if chunks:
+                    break  # the writer went quiet: analyse what came
+                raise InputError("%s: nothing was written to the pipe within %g s" % (path, timeout))
+            select.select([fd], [], [], min(left, 0.5))
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue  # a writer is there, nothing to read yet
+            except OSError as e:
+                raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
+            if chunk:
+                chunks.append(chunk)
+                total += len(chunk)
+                if total > MAX_STDIN_BYTES:
+                    raise InputError("%s holds more than %d MiB: save it to a file and trim it"
+                                     % (path, MAX_STDIN_BYTES // (1024 * 1024)))
+                deadline = time.monotonic() + timeout
+            elif chunks:
+                break  # end of file after data: the writer closed the pipe
+            else:
+                time.sleep(0.05)  # no writer yet (end of file without one): wait for it
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if data.startswith(ELF_MAGIC):
+        raise InputError("%s is a pipe: give an ELF core as a file (gdb reads it by offset)" % path)
+    if b"\0" in data[:8192]:
+        raise InputError("%s is neither an ELF core nor a text file (binary data)" % path)
+    return data.decode("utf-8", errors="replace")
 
 
 def _from_text(text: str, input_format: Optional[str]):
@@ -245,6 +301,8 @@ def analyze(args: argparse.Namespace) -> int:
 
     fmt = args.fmt or default_format(args.output)
     try:
+        if not (args.timeout > 0 and math.isfinite(args.timeout)):  # NaN would never time out
+            raise InputError("--timeout must be a positive number of seconds (got %s)" % args.timeout)
         check_output(args.output, args.target)
         db_load = BackgroundLoad(args.signatures)
         snapshot = acquire(args.target, args.pid, args.exe, args.gdb, args.timeout, args.input_format, db_load.start)

@@ -85,10 +85,6 @@ def test_fifo_without_writer_does_not_block(tmp_path):
     one_line(run([fifo, "--timeout", "3"], timeout=20), EXIT_INPUT)
 
 
-@pytest.mark.xfail(strict=True, reason="cli.acquire: a FIFO (bash process substitution `hanganalyze <(kubectl logs "
-                   "pod)` passes /dev/fd/63) is refused as 'is empty' (st_size 0); read non-regular files as a "
-                   "bounded text stream like stdin (open with O_NONBLOCK and wait up to --timeout for a writer, so "
-                   "a FIFO nobody writes still ends in one line)")
 def test_fifo_with_a_writer_is_read_as_text(tmp_path):
     paste = tmp_path / "paste.txt"
     paste.write_bytes(GDB_PASTE)
