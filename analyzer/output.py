@@ -10,10 +10,12 @@ device node with a regular file.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -72,6 +74,10 @@ def write_output(data: str, output: Optional[Path]) -> None:
         return
     try:
         mode = output.stat().st_mode if output.exists() else None
+        if mode is not None and stat.S_ISFIFO(mode):
+            with os.fdopen(_open_fifo_for_writing(output), "w", encoding="utf-8", errors="backslashreplace") as f:
+                f.write(data)
+            return
         if mode is not None and not stat.S_ISREG(mode):
             with open(output, "w", encoding="utf-8", errors="backslashreplace") as f:
                 f.write(data)
@@ -79,6 +85,28 @@ def write_output(data: str, output: Optional[Path]) -> None:
         _write_atomically(data, output.resolve())
     except OSError as e:
         raise InputError("cannot write %s: %s" % (output, e.strerror or e)) from None
+
+
+#: How long ``-o FIFO`` waits for a reader: a plain open() of a FIFO nobody reads blocks forever.
+FIFO_READER_WAIT = 10.0
+
+
+def _open_fifo_for_writing(path: Path) -> int:
+    """A blocking write descriptor on the FIFO once it has a reader; InputError after FIFO_READER_WAIT s."""
+    wait = FIFO_READER_WAIT
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fd = os.open(str(path), os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: no reader yet
+                raise
+            if time.monotonic() >= deadline:
+                raise InputError("cannot write %s: nobody reads this FIFO (waited %g s)" % (path, wait)) from None
+            time.sleep(0.05)
+    os.set_blocking(fd, True)  # the reader sets the pace from here on
+    return fd
 
 
 def _write_atomically(data: str, output: Path) -> None:
