@@ -174,3 +174,19 @@ def test_normalize_function_is_linear(name):
     t0 = time.monotonic()
     normalize_function(name)
     assert time.monotonic() - t0 < 0.2
+
+
+@pytest.mark.xfail(strict=True, reason="cli.signatures_command ('signatures list'): titles from user YAML are "
+                   "printed raw, so an ESC/OSC sequence in a shared signature folder reaches the terminal; print "
+                   "them through hanganalyze.render.text.clean (as the report does)")
+def test_signatures_list_escapes_terminal_controls(tmp_path):
+    import shutil
+
+    d = folder(tmp_path, "esc", one_sig('messages: [{rule: r, regex: "zzz-never"}]\n').replace(
+        "title: a user signature", 'title: "evil \\e]0;pwned\\a\\e[2J title"'))
+    exe = shutil.which("hanganalyze")
+    cmd = [exe] if exe else [sys.executable, "-m", "hanganalyze"]
+    res = subprocess.run(cmd + ["signatures", "list", "--signatures", str(d)], capture_output=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    line = [ln for ln in res.stdout.decode().splitlines() if ln.startswith("user-sig")]
+    assert line and "\x1b" not in line[0] and "\x07" not in line[0]
