@@ -337,8 +337,10 @@ def signatures_command(command: str, dirs: List[Path]) -> int:
     except HangAnalyzeError as e:
         return fail(str(e), e.exit_code)
     if command == "list":
+        from hanganalyze.render.text import clean  # user YAML may hold terminal escape sequences
+
         for sig in db.signatures:
-            sys.stdout.write("%-45s %-9s %s\n" % (sig.id, sig.severity, sig.title))
+            sys.stdout.write("%-45s %-9s %s\n" % (clean(sig.id), clean(sig.severity), clean(sig.title)))
     else:
         sys.stdout.write("%d signatures valid\n" % len(db.signatures))
     return EXIT_OK

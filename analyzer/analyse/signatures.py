@@ -45,11 +45,22 @@ MAX_ERROR_CHARS = 300
 # Function-name normalisation: one place that decides which spellings of a symbol are "the same".
 # --------------------------------------------------------------------------------------------
 
-_CLONE_BRACKET = re.compile(r"\s*\[clone [^\]]*\]")
+# Names come from cores and pasted text, so every pattern must stay linear on hostile input: a
+# match may only start where a whitespace run starts ((?<!\s)), else each of 20,000 spaces
+# would start a new scan of the run; the clone-suffix chain is searched in the name's tail only.
+_CLONE_BRACKET = re.compile(r"(?<!\s)\s*\[clone [^\]]*\]")
 _ABI_TAG = re.compile(r"\[abi:[^\]]*\]")
 _CLONE_SUFFIX = re.compile(r"(?:\.(?:isra|constprop|part|cold|lto_priv|localalias|clone)(?:\.\d+)?)+$")
+_CLONE_SUFFIX_TAIL = 256  # longest suffix chain looked at (real ones are a few dozen characters)
 _SYMVER = re.compile(r"@{1,2}[A-Za-z0-9_.]+$")
-_TRAILING_QUALS = re.compile(r"(?:\s*(?:const|volatile|noexcept|&&|&))+$")
+_TRAILING_QUALS = re.compile(r"(?<!\s)(?:\s*(?:const|volatile|noexcept|&&|&))+$")
+
+
+def _strip_clone_suffix(n: str) -> str:
+    """``f.isra.0.cold`` -> ``f``, looking at the last _CLONE_SUFFIX_TAIL characters only."""
+    tail = n[-_CLONE_SUFFIX_TAIL:]
+    m = _CLONE_SUFFIX.search(tail)
+    return n[: len(n) - len(tail) + m.start()] if m else n
 
 
 def normalize_function(name: Optional[str]) -> str:
@@ -71,7 +82,7 @@ def normalize_function(name: Optional[str]) -> str:
             # the common case: one flat parameter list at the end, e.g. "f(int, char const*)"
             n = n[:open_at].rstrip()
             n = _TRAILING_QUALS.sub("", n).rstrip()
-            return _CLONE_SUFFIX.sub("", n) or "??"
+            return _strip_clone_suffix(n) or "??"
         depth = 0
         for i in range(len(n) - 1, -1, -1):
             c = n[i]
@@ -88,7 +99,7 @@ def normalize_function(name: Optional[str]) -> str:
                         n = n[:i + 2] if n[i:i + 2] == "()" else head
                     break
         n = _TRAILING_QUALS.sub("", n).rstrip()
-    n = _CLONE_SUFFIX.sub("", n)
+    n = _strip_clone_suffix(n)
     return n or "??"
 
 
