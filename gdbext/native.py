@@ -58,7 +58,9 @@ class LibraryMap:
         rows = []
         try:
             out = gdb.execute("info sharedlibrary", to_string=True)
-        except gdb.error:
+        except (gdb.error, UnicodeDecodeError):
+            # gdb 13 decodes to_string output as strict UTF-8: one library name in the core that is
+            # not UTF-8 fails the whole listing; lookup() then asks gdb.solib_name per pc.
             out = ""
         for line in out.splitlines():
             parts = line.split()

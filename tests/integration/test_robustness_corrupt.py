@@ -123,12 +123,6 @@ def test_undecodable_library_name_is_one_line_at_worst(core_with_undecodable_lib
     assert_report_or_one_line(res)
 
 
-@pytest.mark.xfail(strict=True, reason="gdbext/native.py LibraryMap.refresh (also pyframes/runtime.py 'info files', "
-                   "collect.py 'info target', locks.py 'info symbol'): gdb.execute(..., to_string=True) raises "
-                   "UnicodeDecodeError (not gdb.error) when the inferior's strings are not UTF-8, and one corrupt "
-                   "library name fails the whole dump; catch UnicodeDecodeError there (gdb 13 decodes to_string "
-                   "output as strict UTF-8 whatever host-charset says) and degrade: LibraryMap falls back to "
-                   "gdb.solib_name per pc, the others to 'unknown'")
 def test_undecodable_library_name_still_gives_a_report(core_with_undecodable_library_name):
     res, _took = analyse(core_with_undecodable_library_name)
     assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-500:]
