@@ -1,9 +1,7 @@
 """The command line under hostile or unlucky input, with real files, real cores and real gdb.
 
 Promise: one ``hanganalyze: error:`` line on stderr, a non-zero exit, nothing on stdout, never a
-traceback, never a hang past the timeout, never a destroyed input.  Cases whose fix belongs in a
-file owned elsewhere right now (cli.py, gdbdriver.py, corefile.py) are strict xfails whose
-reason names the fix.
+traceback, never a hang past the timeout, never a destroyed input.
 """
 
 from __future__ import annotations
