@@ -584,6 +584,11 @@ def check_executable(info: CoreInfo, exe: Optional[Path]) -> Tuple[str, List[str
             raise InputError("%s: the core does not name its executable; pass --exe PATH" % info.path)
         deleted = recorded.endswith(" (deleted)")
         chosen = recorded[: -len(" (deleted)")] if deleted else recorded
+        if not os.path.isfile(chosen) and "\\012" in chosen:
+            # gcore copies names from /proc/PID/maps, where the kernel writes a newline as \012
+            unescaped = chosen.replace("\\012", "\n")
+            if os.path.isfile(unescaped):
+                chosen = unescaped
         if not os.path.isfile(chosen):
             if deleted:
                 raise InputError(

@@ -110,6 +110,20 @@ def normalise_frame_libraries(proc: Process, files: List[MappedFile]) -> None:
             fr.library = cache[lib]
 
 
+#: File names gdb's MI and CLI argument parsing take as they are.
+_GDB_SAFE_PATH = re.compile(r"[\w./+-]+", re.ASCII)
+
+
+def gdb_safe_path(path: str, folder: str, name: str) -> str:
+    """``path``, or a symlink to it named ``name`` in our private ``folder`` when gdb would mangle it
+    (its argument parsing turns a newline into 'n' and treats quotes and backslashes as escapes)."""
+    if _GDB_SAFE_PATH.fullmatch(path):
+        return path
+    link = os.path.join(folder, name)
+    os.symlink(os.path.abspath(path), link)
+    return link
+
+
 def _mi_quote(s: str) -> str:
     return '"%s"' % s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -420,9 +434,10 @@ def snapshot_from_core(
                     progress("reading core notes of %s" % core)
                 info = read_core(core)
             exe_path, warnings = check_executable(info, Path(exe) if exe is not None else None)
-            t_exe = session.send("-file-exec-and-symbols %s" % _mi_quote(exe_path))
+            gdb_exe = gdb_safe_path(exe_path, tmp, "exe")
+            t_exe = session.send("-file-exec-and-symbols %s" % _mi_quote(gdb_exe))
             # core-file takes the rest of the line as the file name (spaces included, no quoting)
-            t_core = session.send_console("core-file %s" % core.resolve())
+            t_core = session.send_console("core-file %s" % gdb_safe_path(str(core.resolve()), tmp, "core"))
             t_dump, out = session.send_dump(tmp)
             if gdb_busy is not None:
                 gdb_busy()
@@ -442,6 +457,11 @@ def snapshot_from_core(
     if not snap.processes:
         raise GdbError("hang-dump found no process in %s" % core)
     proc = snap.processes[0]
+    if gdb_exe != exe_path:  # gdb named the executable's frames after our symlink
+        for t in proc.threads:
+            for fr in list(t.frames) + list(t.python_frames):
+                if fr.library == gdb_exe:
+                    fr.library = exe_path
     _complete_from_core(proc, info, exe_path)
     snap.warnings = warnings + gdb_warnings + snap.warnings
     if len(proc.threads) != info.nthreads:

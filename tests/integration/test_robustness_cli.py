@@ -393,19 +393,12 @@ def newline_exe_core(tmp_path_factory):
         h.kill()
 
 
-@pytest.mark.xfail(strict=True, reason="corefile: gcore writes NT_FILE names from /proc/PID/maps, where the kernel "
-                   "escapes a newline as '\\012'; when the recorded path does not exist, try it with '\\012' "
-                   "turned back into a newline (gdb then needs the symlink fix below); today 'the executable ... is "
-                   "gone'")
 def test_core_of_an_executable_with_a_newline_in_its_path(newline_exe_core):
     _app, core = newline_exe_core
     res = run([core], timeout=120)
     assert res.returncode in (0, 3), res.stderr[-500:]
 
 
-@pytest.mark.xfail(strict=True, reason="gdbdriver: gdb's MI/CLI argument parsing cannot take a newline in a file "
-                   "name ('\\n' arrives as 'n'); hand gdb a symlink in a private temporary folder for any exe or "
-                   "core path holding characters other than [\\w./+-] (newline, quote, backslash)")
 def test_exe_option_with_a_newline_in_its_path(newline_exe_core):
     app, core = newline_exe_core
     res = run([core, "--exe", app], timeout=120)
