@@ -3,9 +3,10 @@
 Kept thin on purpose (as pystack's ``__main__``): every step lives in its own module, and this
 file only turns options into calls and errors into one-line messages with documented exit codes.
 
-The options are parsed with argparse, not typer: typer 0.29 builds a pydantic adapter for every
-parameter on each run, 0.15-0.25 s of start-up on a 2-core machine, which is a fifth of what
-pystack needs for a whole 200-thread core (``bench/bench_stacks.py``).
+The options are declared with typer (pinned below 0.20: from 0.20 on, typer imports pydantic and
+rich to parse a command line, 0.1-0.2 s of start-up per run, a sixth of what pystack needs for a
+whole 200-thread core in ``bench/bench_stacks.py``; 0.19 parses in 0.05 s).  Typer runs with
+``standalone_mode=False`` so that every usage error becomes one line and an exit code here.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import stat
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
@@ -217,69 +220,104 @@ class UsageError(Exception):
     """A bad command line; shown as one line, exit 2."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of printing usage and exiting: a bad command line is one line,
-    like any other bad input."""
-
-    def error(self, message: str):  # type: ignore[override]
-        raise UsageError(message)
-
-
-def _analyze_parser() -> _Parser:
-    ap = _Parser(
-        prog="hanganalyze",
-        description="Analyze a core, a live process or pasted text and report the known bugs it matches.",
-        epilog="hanganalyze signatures list|validate [--signatures DIR]: list or validate signature databases.",
-    )
-    ap.add_argument(
-        "target",
-        nargs="?",
-        metavar="TARGET",
-        help="A core file, or a text file of gdb/py-spy/pystack/faulthandler output ('-' = stdin).",
-    )
-    ap.add_argument("--pid", "-p", type=int, help="Analyze a live process (read-only, then detached).")
-    ap.add_argument("--exe", type=Path, help="Executable of the core (default: found from the core).")
-    ap.add_argument(
-        "--format", "-f", dest="fmt", choices=FORMATS, help="Output format (default: html with -o, else text)."
-    )
-    ap.add_argument("--output", "-o", type=Path, help="Write the report to this file.")
-    ap.add_argument("--gdb", default="gdb", help="gdb to use (e.g. cuda-gdb).")
-    ap.add_argument("--timeout", type=float, default=120.0, help="Seconds allowed for each gdb step.")
-    ap.add_argument(
-        "--signatures", type=Path, action="append", default=[], help="Extra signature folder (repeatable)."
-    )
-    ap.add_argument(
-        "--input-format",
-        help="Force the text format: auto, gdb, pybt, pyspy, pyspy-json, pystack, faulthandler, traceback, "
-        "log (any text as log lines), snapshot-json (a hang-dump JSON file).",
-    )
-    ap.add_argument("--redact", action="store_true", help="Replace user names, hosts, IPs and secrets.")
-    ap.add_argument("--version", action="store_true", help="Print the version and exit.")
-    return ap
+class OutputFormat(str, Enum):
+    html = "html"
+    md = "md"
+    json = "json"
+    text = "text"
 
 
-def _signatures_parser(command: str) -> _Parser:
-    helps = {
-        "list": "List every signature (built-in and from --signatures folders).",
-        "validate": "Validate signature files against the schema; exit 2 with file:line on the first error.",
-    }
-    ap = _Parser(prog="hanganalyze signatures %s" % command, description=helps[command])
-    ap.add_argument(
-        "--signatures", type=Path, action="append", default=[], help="Extra signature folder (repeatable)."
+def _analyze_app():
+    """The analysis command; calls ``analyze`` with the parsed options (a Namespace)."""
+    import typer
+
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+    @app.command(
+        name="hanganalyze",
+        help="Analyze a core, a live process or pasted text and report the known bugs it matches.",
+        epilog="Also: hanganalyze signatures list|validate [--signatures DIR]",
     )
-    return ap
+    def _command(
+        target: Optional[str] = typer.Argument(
+            None,
+            metavar="[TARGET]",
+            help="A core file, or a text file of gdb/py-spy/pystack/faulthandler output ('-' = stdin).",
+        ),
+        pid: Optional[int] = typer.Option(
+            None, "--pid", "-p", help="Analyze a live process (read-only, then detached)."
+        ),
+        exe: Optional[Path] = typer.Option(
+            None, "--exe", help="Executable of the core (default: found from the core)."
+        ),
+        fmt: Optional[OutputFormat] = typer.Option(
+            None, "--format", "-f", help="Output format (default: html with -o x.html, json/md likewise, else text)."
+        ),
+        output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+        gdb: str = typer.Option("gdb", "--gdb", help="gdb to use (e.g. cuda-gdb)."),
+        timeout: float = typer.Option(120.0, "--timeout", help="Seconds allowed for each gdb step."),
+        signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature folder (repeatable)."),
+        input_format: Optional[str] = typer.Option(
+            None,
+            "--input-format",
+            help="Force the text format: auto, gdb, pybt, pyspy, pyspy-json, pystack, faulthandler, traceback, "
+            "log (any text as log lines), snapshot-json (a hang-dump JSON file).",
+        ),
+        redact: bool = typer.Option(False, "--redact", help="Replace user names, hosts, IPs and secrets."),
+        version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+    ) -> int:
+        if version:
+            sys.stdout.write("hanganalyze %s\n" % __version__)
+            return EXIT_OK
+        args = argparse.Namespace(
+            target=target, pid=pid, exe=exe, fmt=fmt.value if fmt is not None else None, output=output, gdb=gdb,
+            timeout=timeout, signatures=list(signatures), input_format=input_format, redact=redact,
+        )
+        return analyze(args)
+
+    return app
+
+
+SIGNATURE_COMMANDS = {
+    "list": "List every signature (built-in and from --signatures folders).",
+    "validate": "Validate signature files against the schema; exit 2 with file:line on the first error.",
+}
+
+
+def _signatures_app(command: str):
+    import typer
+
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+    @app.command(name=command, help=SIGNATURE_COMMANDS[command])
+    def _command(
+        signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature folder (repeatable)."),
+    ) -> int:
+        return signatures_command(command, list(signatures))
+
+    return app
+
+
+def _invoke(app, argv: List[str], prog: str) -> int:
+    """Run a typer app without letting click print usage blocks or exit: errors become UsageError."""
+    import click
+
+    try:
+        rc = app(args=argv, prog_name=prog, standalone_mode=False)
+    except click.exceptions.UsageError as e:
+        raise UsageError(e.format_message()) from None
+    except click.exceptions.Abort:
+        raise KeyboardInterrupt from None
+    return EXIT_OK if rc is None else int(rc)
+
+
+_NO_SUCH_OPTION = re.compile(r"No such option '([^']*)'\.?")
 
 
 def _usage_message(message: str) -> str:
-    """argparse's wording, made to say what is wrong in the words the docs use."""
-    prefix = "unrecognized arguments: "
-    if message.startswith(prefix):
-        extra = message[len(prefix) :].split()
-        options = [a for a in extra if a.startswith("-") and a != "-"]
-        if options:
-            return "No such option: %s" % options[0]
-        return "unexpected extra argument (%s)" % " ".join(extra)
-    return message
+    """click's wording, on one line and the same whichever click version typer brings."""
+    message = " ".join(message.split()).replace("Got unexpected extra argument", "unexpected extra argument")
+    return _NO_SUCH_OPTION.sub(r"No such option: \1", message)
 
 
 def default_format(output: Optional[Path]) -> str:
@@ -356,24 +394,17 @@ def run(argv: Sequence[str]) -> int:
             if argv[1] in ("-h", "--help"):
                 sys.stdout.write(
                     "usage: hanganalyze signatures {list,validate} [--signatures DIR]\n\n"
-                    "  list      %s\n  validate  %s\n"
-                    % (_signatures_parser("list").description, _signatures_parser("validate").description)
+                    "  list      %s\n  validate  %s\n" % (SIGNATURE_COMMANDS["list"], SIGNATURE_COMMANDS["validate"])
                 )
                 return EXIT_OK
-            if argv[1] not in ("list", "validate"):
+            if argv[1] not in SIGNATURE_COMMANDS:
                 raise UsageError("No such command '%s' (signatures list|validate)" % argv[1])
-            parser = _signatures_parser(argv[1])
-            args = parser.parse_args(argv[2:])
-            return signatures_command(argv[1], args.signatures)
-        args = _analyze_parser().parse_args(argv)
+            return _invoke(_signatures_app(argv[1]), argv[2:], "hanganalyze signatures %s" % argv[1])
+        return _invoke(_analyze_app(), argv, "hanganalyze")
     except UsageError as e:
-        msg = " ".join(_usage_message(str(e)).split())
+        msg = _usage_message(str(e))
         sys.stderr.write("hanganalyze: error: %s (see hanganalyze --help)\n" % msg)
         return EXIT_INPUT
-    if args.version:
-        sys.stdout.write("hanganalyze %s\n" % __version__)
-        return EXIT_OK
-    return analyze(args)
 
 
 def main() -> None:
