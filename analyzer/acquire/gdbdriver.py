@@ -24,11 +24,12 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from hanganalyze.acquire.corefile import CoreInfo, MappedFile, build_id_of_file, check_executable
 from hanganalyze.errors import GdbError, InputError
 from hanganalyze.gdbext.model import Library, Process, Snapshot
+from pygdbmi.gdbmiparser import parse_response
 
 Progress = Optional[Callable[[str], None]]
 
@@ -137,25 +138,10 @@ def _which_gdb(gdb: str) -> str:
     return found
 
 
-#: One MI output line: an optional numeric token, then the record's class character.
-_RESULT = re.compile(rb"^(\d+)\^([a-z-]+),?(.*)$", re.S)
-_MSG = re.compile(rb'msg="((?:[^"\\]|\\.)*)"', re.S)
-_ESCAPE = re.compile(rb"\\(?:([0-7]{1,3})|(.))", re.S)
-_SIMPLE_ESCAPES = {b"n": b"\n", b"t": b"\t", b"r": b"\r", b"a": b"\a", b"b": b"\b", b"f": b"\f", b"v": b"\v",
-                   b"e": b"\x1b"}
-
-
-def c_string(raw: bytes) -> str:
-    """An MI c-string (``"text\\n"``, octal escapes for other bytes) as text."""
-    if len(raw) >= 2 and raw[:1] == b'"' and raw[-1:] == b'"':
-        raw = raw[1:-1]
-
-    def unescape(m: re.Match[bytes]) -> bytes:
-        if m.group(1) is not None:
-            return bytes([int(m.group(1), 8) & 0xFF])
-        return _SIMPLE_ESCAPES.get(m.group(2), m.group(2))
-
-    return _ESCAPE.sub(unescape, raw).decode("utf-8", "replace")
+#: MI lines the driver parses (with pygdbmi): stream output (~ & @) and results ("12^done,...").
+#: Async notifications (=thread-created, *stopped...) are skipped unparsed: a 200-thread core
+#: emits hundreds, and parsing each in Python cost more than gdb took to print them.
+_PARSED_HEADS = frozenset(b"~&@0123456789^")
 
 
 class GdbSession:
@@ -164,9 +150,9 @@ class GdbSession:
     Commands can be sent ahead (``send``) and their results awaited later (``wait``): gdb runs
     them in order while we do other work (reading the core's notes), and each result still
     carries its step's name and its own deadline, counted from when the previous one arrived.
-    The MI output is read here, line by line, without pygdbmi: only result records (by token)
-    and stream records (kept for error messages) matter, and parsing every ``=thread-created``
-    notification of a 200-thread core in Python cost more than gdb took to emit them.
+    The MI output is read here, line by line, without blocking; pygdbmi's parser turns the lines
+    that matter, result records (by token) and stream records (kept for error messages), into
+    dicts.  Every ``=thread-created`` notification of a 200-thread core is skipped unparsed.
     """
 
     def __init__(self, gdb: str, timeout: float, progress: Progress = None) -> None:
@@ -181,7 +167,7 @@ class GdbSession:
         self.path = _which_gdb(gdb)
         self.messages: List[str] = []  # gdb's console/log output, kept for error messages
         self._token = 0
-        self._results: Dict[int, Tuple[str, bytes]] = {}
+        self._results: Dict[int, Tuple[str, Any]] = {}
         self._out = b""
         self._write_error: Optional[str] = None
         self._closed: set = set()  # gdb's output streams that reached end of file
@@ -225,7 +211,7 @@ class GdbSession:
                 self._write_error = "cannot write to gdb: %s" % e
         return self._token
 
-    def wait(self, step: str, token: int, timeout: Optional[float] = None) -> Tuple[str, bytes]:
+    def wait(self, step: str, token: int, timeout: Optional[float] = None) -> Tuple[str, Any]:
         """Wait for the result record of ``token``; GdbError names `step` on failure."""
         if self.progress:
             self.progress(step)
@@ -255,13 +241,13 @@ class GdbSession:
                 self._raise_dead(step, str(e))
             if ready:
                 self._drain()
-        kind, rest = self._results.pop(token)
+        kind, payload = self._results.pop(token)
         if kind == "error":
-            m = _MSG.search(rest)
-            raise GdbError("gdb failed while %s: %s" % (step, c_string(b'"' + m.group(1) + b'"') if m else "error"))
-        return kind, rest
+            msg = payload.get("msg") if isinstance(payload, dict) else None
+            raise GdbError("gdb failed while %s: %s" % (step, msg or "error"))
+        return kind, payload
 
-    def mi(self, step: str, command: str, timeout: Optional[float] = None) -> Tuple[str, bytes]:
+    def mi(self, step: str, command: str, timeout: Optional[float] = None) -> Tuple[str, Any]:
         """Run one MI command and wait for its result record; GdbError names `step` on failure."""
         return self.wait(step, self.send(command), timeout)
 
@@ -287,16 +273,20 @@ class GdbSession:
                     self._record(line.rstrip(b"\r"))
 
     def _record(self, line: bytes) -> None:
-        head = line[:1]
-        if head in (b"~", b"&", b"@"):
-            self.messages.append(c_string(line[1:]))
+        if not line or line[0] not in _PARSED_HEADS:
             return
-        if head.isdigit():
-            m = _RESULT.match(line)
-            if m:
-                self._results[int(m.group(1))] = (m.group(2).decode("ascii"), m.group(3))
+        try:
+            rec = parse_response(line.decode("utf-8", "replace"))
+        except Exception:  # noqa: BLE001 - a line pygdbmi cannot parse is noise, not a result
+            return
+        rtype = rec.get("type")
+        if rtype in ("console", "log", "target", "output"):
+            if isinstance(rec.get("payload"), str):
+                self.messages.append(rec["payload"])
+        elif rtype == "result" and rec.get("token") is not None:
+            self._results[int(rec["token"])] = (rec.get("message") or "", rec.get("payload"))
 
-    def console(self, step: str, command: str, timeout: Optional[float] = None) -> Tuple[str, bytes]:
+    def console(self, step: str, command: str, timeout: Optional[float] = None) -> Tuple[str, Any]:
         return self.wait(step, self.send_console(command), timeout)
 
     def send_console(self, command: str) -> int:

@@ -1,22 +1,29 @@
 """The MI reader of the gdb driver, against a real gdb: result records by token (also when
-commands are queued ahead), gdb's own error text, and c-string unescaping."""
+commands are queued ahead), gdb's own error text, and stream records unescaped by pygdbmi."""
 
 from __future__ import annotations
 
 import shutil
 
 import pytest
-from hanganalyze.acquire.gdbdriver import GdbSession, c_string
+from hanganalyze.acquire.gdbdriver import GdbSession
 from hanganalyze.errors import GdbError
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 
 
-def test_c_string_escapes():
-    assert c_string(b'"a\\tb\\n"') == "a\tb\n"
-    assert c_string(b'"say \\"hi\\" \\\\ done"') == 'say "hi" \\ done'
-    assert c_string(b'"caf\\303\\251"') == "caf\u00e9"  # UTF-8 bytes as octal escapes
-    assert c_string(b'"\\377"') == "\ufffd"
+def test_records_are_parsed_by_pygdbmi_and_notifications_skipped():
+    s = GdbSession.__new__(GdbSession)  # the record filing only: no gdb process needed
+    s.messages, s._results = [], {}
+    s._record(b'~"a\\tb\\n"')
+    s._record(b'&"say \\"hi\\" \\\\ done"')
+    s._record(b'~"caf\\303\\251"')  # UTF-8 bytes as octal escapes
+    s._record(b'=thread-created,id="7",group-id="i1"')  # async: skipped, never a result
+    s._record(b'12^error,msg="No symbol \\"x\\" in current context."')
+    s._record(b"13^done")
+    s._record(b"")
+    assert s.messages == ["a\tb\n", 'say "hi" \\ done', "caf\u00e9"]
+    assert s._results == {12: ("error", {"msg": 'No symbol "x" in current context.'}), 13: ("done", None)}
 
 
 def test_queued_commands_answer_in_order_with_their_own_errors(tmp_path):
