@@ -23,7 +23,7 @@ def target_kind() -> str:
     if ctype is None:
         try:
             out = gdb.execute("info target", to_string=True)
-        except gdb.error:
+        except (gdb.error, UnicodeDecodeError):  # non-UTF-8 file names in the output
             out = ""
         return "core" if "core file" in out.lower() else "live"
     return "core" if ctype == "core" else "live"

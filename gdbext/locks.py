@@ -133,7 +133,7 @@ class _Ctx:
         """The ELF/DWARF symbol at addr ("ledger", "ring_locks+40"), None when stripped."""
         try:
             out = gdb.execute("info symbol 0x%x" % addr, to_string=True).strip()
-        except gdb.error:
+        except (gdb.error, UnicodeDecodeError):
             return None
         m = re.match(r"^(\S+)(?: \+ (\d+))? in section", out)
         if not m:

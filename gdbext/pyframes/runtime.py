@@ -47,7 +47,7 @@ def section_address(section: str) -> Optional[int]:
     """Relocated start of an ELF section, parsed from ``info files`` (works for cores too)."""
     try:
         out = gdb.execute("info files", to_string=True)
-    except gdb.error:
+    except (gdb.error, UnicodeDecodeError):  # gdb 13 raises the latter for non-UTF-8 file names
         return None
     for line in out.splitlines():
         parts = line.split()
@@ -64,7 +64,7 @@ def sections(names: Tuple[str, ...]) -> List[Tuple[int, int, str, str]]:
     ``info files`` (objfile "" = the main executable)."""
     try:
         out = gdb.execute("info files", to_string=True)
-    except gdb.error:
+    except (gdb.error, UnicodeDecodeError):
         return []
     rows = []
     for line in out.splitlines():
