@@ -157,14 +157,14 @@ class _Matcher:
             idx: List[int] = []
             anchors = pat.anchors()
             if anchors is None or not anchors.isdisjoint(tv.names):
-                cache = self._frame_cache.get(id(pat))
-                if cache is None:
-                    cache = self._frame_cache[id(pat)] = {}
                 if tv.key_positions is None:
                     tv.key_positions = {}
                     for i, key in enumerate(tv.keys):
                         if key is not None:
                             tv.key_positions.setdefault(key, []).append(i)
+                cache = self._frame_cache.get(id(pat))
+                if cache is None:
+                    cache = self._frame_cache[id(pat)] = {}
                 for key, where in tv.key_positions.items():
                     ok = cache.get(key)
                     if ok is None:
@@ -196,10 +196,29 @@ class _Matcher:
         is scanned once per pattern, not once per placement tried."""
         n = len(tv.frames)
         failed: Set[Tuple[int, int]] = set()
-        per_step = [self._step_positions(st, tv, allow_stripped) for st in steps]
-        # the first required step absent: no placement (optional steps may be skipped)
-        for st, (order, _s, _v) in zip(steps, per_step):
-            if not order and not st.optional:
+        per_step: List[Optional[Tuple[List[int], Set[int], Set[int]]]] = [None] * len(steps)
+
+        def at(si: int) -> Tuple[List[int], Set[int], Set[int]]:
+            ps = per_step[si]
+            if ps is None:
+                ps = per_step[si] = self._step_positions(steps[si], tv, allow_stripped)
+            return ps
+
+        # Fail fast, step by step (most threads fail the innermost step, often within a few
+        # frames): a depth-limited first step is tried on its few frames before any full scan,
+        # then a required step with no match, or the first one beyond its depth limit.
+        st0 = steps[0] if steps else None
+        if st0 is not None and not st0.optional and st0.within is not None:
+            head = tv.keys[: st0.within]
+            if not any(self.frame_ok(st0, k) for k in head) and not (
+                allow_stripped and st0.stripped is not None and any(self.frame_ok(st0.stripped, k) for k in head)
+            ):
+                return None
+        for si, st in enumerate(steps):
+            if st.optional:
+                continue
+            order = at(si)[0]
+            if not order or (si == 0 and st.within is not None and order[0] >= st.within):
                 return None
 
         def rec(si: int, prev: int) -> Optional[List[Tuple[int, int, bool]]]:
@@ -208,7 +227,7 @@ class _Matcher:
             if (si, prev) in failed:
                 return None
             st = steps[si]
-            order, members, via = per_step[si]
+            order, members, via = at(si)
             hi = n - 1
             if st.within is not None and prev < 0:
                 hi = min(hi, st.within - 1)
