@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyse.regex_guard import risky_regex
+from hanganalyze.cnames import last_group_start
 from hanganalyze.errors import SignatureError
 
 if TYPE_CHECKING:  # imported where used: both cost ~0.07 s, and a cached run needs neither
@@ -83,21 +84,14 @@ def normalize_function(name: Optional[str]) -> str:
             n = n[:open_at].rstrip()
             n = _TRAILING_QUALS.sub("", n).rstrip()
             return _strip_clone_suffix(n) or "??"
-        depth = 0
-        for i in range(len(n) - 1, -1, -1):
-            c = n[i]
-            if c == ")":
-                depth += 1
-            elif c == "(":
-                depth -= 1
-                if depth == 0:
-                    head = n[:i].rstrip()
-                    # "(anonymous namespace)" alone or "operator()" are names, not parameter lists
-                    if head and not head.endswith("operator"):
-                        n = head
-                    elif head.endswith("operator") and i + 2 < len(n):
-                        n = n[:i + 2] if n[i:i + 2] == "()" else head
-                    break
+        i = last_group_start(n)
+        if i is not None:
+            head = n[:i].rstrip()
+            # "(anonymous namespace)" alone or "operator()" are names, not parameter lists
+            if head and not head.endswith("operator"):
+                n = head
+            elif head.endswith("operator") and i + 2 < len(n):
+                n = n[:i + 2] if n[i:i + 2] == "()" else head
         n = _TRAILING_QUALS.sub("", n).rstrip()
     n = _strip_clone_suffix(n)
     return n or "??"
@@ -599,14 +593,16 @@ def _private(path: Path) -> bool:
 
 def _code_key() -> bytes:
     """What every cached entry depends on besides its file: the code that validates and compiles
-    (every module of this folder: this one and the guards it calls), the schema, the Python and
-    package versions (a development tree keeps one version number across code changes)."""
+    (every module of this folder: this one and the guards it calls; ``cnames``, which normalises
+    names), the schema, the Python and package versions (a development tree keeps one version
+    number across code changes)."""
     import sys
 
-    from hanganalyze import __version__
+    from hanganalyze import __version__, cnames
 
     h = hashlib.sha256(("%s %d.%d" % (__version__, sys.version_info[0], sys.version_info[1])).encode())
-    for p in sorted(Path(__file__).resolve().parent.glob("*.py")) + [builtin_dir() / SCHEMA_FILE]:
+    here = Path(__file__).resolve().parent
+    for p in sorted(here.glob("*.py")) + [Path(cnames.__file__).resolve(), builtin_dir() / SCHEMA_FILE]:
         h.update(p.name.encode() + b"\0")
         try:
             h.update(p.read_bytes())

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from hanganalyze.cnames import last_group_start
 from hanganalyze.gdbext.model import Frame
 
 #: CSI sequences (colours, cursor moves) and OSC sequences (terminal titles, hyperlinks).
@@ -146,21 +147,13 @@ def split_call(text: str) -> Tuple[str, Optional[str]]:
     balanced group is the argument list.  Walks back once from the end, so it is linear.
     """
     text = text.rstrip()
-    if not text.endswith(")"):
+    i = last_group_start(text)
+    if i is None:
         return text, None
-    depth = 0
-    for i in range(len(text) - 1, -1, -1):
-        c = text[i]
-        if c == ")":
-            depth += 1
-        elif c == "(":
-            depth -= 1
-            if depth == 0:
-                name = text[:i].rstrip()
-                if not name:
-                    return text, None
-                return name, text[i:]
-    return text, None
+    name = text[:i].rstrip()
+    if not name:
+        return text, None
+    return name, text[i:]
 
 
 def balanced(text: str) -> bool:
