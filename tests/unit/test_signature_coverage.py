@@ -1,0 +1,42 @@
+"""Every built-in signature has a positive test on a real stack and a near-miss test.
+
+The real stacks are cores of fixture programs (``tests/integration/test_signatures_cores.py``:
+each case there is run both as a positive and as a near miss), or real captured text
+(``tests/unit/test_signatures_text.py``: each case matched whole, then with its key phrase
+removed or broken).  A signature added without either fails here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from hanganalyze.analyse.signatures import load_signatures
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def _module(path: Path):
+    spec = importlib.util.spec_from_file_location("_cov_" + path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(TESTS))  # the integration module imports tests/helpers.py
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(TESTS))
+    return mod
+
+
+def test_every_builtin_signature_has_a_positive_and_a_near_miss_test():
+    cores = _module(TESTS / "integration" / "test_signatures_cores.py")
+    text = _module(TESTS / "unit" / "test_signatures_text.py")
+    by_core = {case[0] for case in cores.CASES}
+    by_text = {text.read(name)[1] for name, _key in text.CASES}
+    covered = by_core | by_text
+    ids = {s.id for s in load_signatures().signatures}
+    missing = sorted(ids - covered)
+    assert not missing, "signatures with no real-stack positive + near-miss test: %s" % missing
+    assert len(ids) >= 30
+    # a test case naming a signature that does not exist would be testing nothing
+    assert not (covered - ids - {None}), covered - ids
