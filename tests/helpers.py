@@ -199,3 +199,19 @@ def fixture_binary(name: str) -> Path:
         subprocess.run(["make", "-s", "fixtures"], cwd=str(REPO), check=True, timeout=600)
     assert p.exists(), "fixture %s was not built" % p
     return p
+
+
+def assert_one_line_error(res, code: Optional[int] = None, match: Optional[str] = None) -> str:
+    """The promise for bad input: exactly one stderr line "hanganalyze: error: ...", a non-zero exit
+    (``code`` when given), nothing on stdout.  Returns the line."""
+    err = res.stderr.decode("utf-8", "replace")
+    lines = err.splitlines()
+    assert len(lines) == 1, "expected one stderr line, got:\n%s" % err[-3000:]
+    assert lines[0].startswith("hanganalyze: error: "), lines[0]
+    assert res.returncode != 0
+    if code is not None:
+        assert res.returncode == code, (res.returncode, lines[0])
+    if match is not None:
+        assert match in lines[0], lines[0]
+    assert res.stdout == b""
+    return lines[0]

@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers import fixture_binary, gcore, run_hanganalyze, start_hung  # noqa: E402
+from helpers import assert_one_line_error, fixture_binary, gcore, run_hanganalyze, start_hung  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 
@@ -26,18 +26,9 @@ EXIT_INPUT, EXIT_TOOL = 2, 4
 def one_line_error(args, code=None, match=None, timeout=60.0) -> str:
     t0 = time.monotonic()
     res = run_hanganalyze([str(a) for a in args], timeout=timeout)
-    err = res.stderr.decode("utf-8", "replace")
-    lines = err.splitlines()
-    assert len(lines) == 1, "expected one stderr line, got:\n%s" % err
-    assert lines[0].startswith("hanganalyze: error: "), lines[0]
-    assert res.returncode != 0
-    if code is not None:
-        assert res.returncode == code, (res.returncode, lines[0])
-    if match is not None:
-        assert match in lines[0], lines[0]
-    assert res.stdout == b""
+    line = assert_one_line_error(res, code, match)
     assert time.monotonic() - t0 < timeout
-    return lines[0]
+    return line
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers import fixture_binary, gcore, run_hanganalyze, start_hung  # noqa: E402
+from helpers import assert_one_line_error, fixture_binary, gcore, run_hanganalyze, start_hung  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 
@@ -40,18 +40,7 @@ Thread 1 (Thread 0x7f3 (LWP 11)):
 """
 
 
-def one_line(res, code=None, match=None) -> str:
-    err = res.stderr.decode("utf-8", "replace")
-    lines = err.splitlines()
-    assert len(lines) == 1, "expected one stderr line, got:\n%s" % err[-3000:]
-    assert lines[0].startswith("hanganalyze: error: "), lines[0]
-    assert res.returncode != 0
-    if code is not None:
-        assert res.returncode == code, (res.returncode, lines[0])
-    if match is not None:
-        assert match in lines[0], lines[0]
-    assert res.stdout == b""
-    return lines[0]
+one_line = assert_one_line_error
 
 
 def run(args, timeout=60.0, **kw):
