@@ -215,3 +215,21 @@ def assert_one_line_error(res, code: Optional[int] = None, match: Optional[str] 
         assert match in lines[0], lines[0]
     assert res.stdout == b""
     return lines[0]
+
+
+#: A small valid user signature; tests derive broken or renamed variants from it by replacement.
+GOOD_SIGNATURE_YAML = """\
+signatures:
+  - id: my-hang
+    title: My own hang
+    severity: hang
+    cause: The worker waits for a reply that never comes.
+    fix:
+      - {kind: code, text: Add a timeout.}
+    references: [https://example.org/bug/1]
+    match:
+      threads:
+        - rule: worker
+          stack:
+            - {function: my_wait}
+"""

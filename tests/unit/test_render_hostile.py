@@ -189,33 +189,47 @@ def tag_sequence(doc: str):
 BASELINE_HTML = tag_sequence(render_html(one_thread_snapshot("x")))
 
 
+#: Markup a core string could try to smuggle into a report (headings, rules, lists, quotes, HTML,
+#: code, links, autolinks, tables, escapes, comments, fences, emphasis, images, link definitions).
+MARKUP_EXAMPLES = [
+    '# h',
+    '---',
+    '===',
+    '1. x',
+    '* x',
+    '> q',
+    '<b>x</b>',
+    '`x`',
+    '[a](https://b.org)',
+    '| a | b |',
+    '\\\\',
+    '&amp;',
+    '    indented',
+    'x\\n# h',
+    '<!--',
+    ']]>',
+    '~~~',
+    '***',
+    '_a_',
+    '<https://evil.org>',
+    'www.evil.org',
+    'https://evil.org/x',
+    'a@b.org',
+    '![i](x.png)',
+    '[x]: https://evil.org',
+]
+
+
+def with_markup_examples(test):
+    """Hypothesis ``@example`` for every markup string above, on top of the generated ones."""
+    for value in reversed(MARKUP_EXAMPLES):
+        test = example(value)(test)
+    return test
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(core_text)
-@example('# h')
-@example('---')
-@example('===')
-@example('1. x')
-@example('* x')
-@example('> q')
-@example('<b>x</b>')
-@example('`x`')
-@example('[a](https://b.org)')
-@example('| a | b |')
-@example('\\\\')
-@example('&amp;')
-@example('    indented')
-@example('x\\n# h')
-@example('<!--')
-@example(']]>')
-@example('~~~')
-@example('***')
-@example('_a_')
-@example('<https://evil.org>')
-@example('www.evil.org')
-@example('https://evil.org/x')
-@example('a@b.org')
-@example('![i](x.png)')
-@example('[x]: https://evil.org')
+@with_markup_examples
 def test_html_structure_is_independent_of_core_strings(value):
     assert tag_sequence(render_html(one_thread_snapshot(value))) == BASELINE_HTML
 
@@ -228,31 +242,7 @@ def commonmark_tags(doc: str):
 
 @settings(max_examples=80, deadline=None)
 @given(core_text)
-@example('# h')
-@example('---')
-@example('===')
-@example('1. x')
-@example('* x')
-@example('> q')
-@example('<b>x</b>')
-@example('`x`')
-@example('[a](https://b.org)')
-@example('| a | b |')
-@example('\\\\')
-@example('&amp;')
-@example('    indented')
-@example('x\\n# h')
-@example('<!--')
-@example(']]>')
-@example('~~~')
-@example('***')
-@example('_a_')
-@example('<https://evil.org>')
-@example('www.evil.org')
-@example('https://evil.org/x')
-@example('a@b.org')
-@example('![i](x.png)')
-@example('[x]: https://evil.org')
+@with_markup_examples
 def test_markdown_structure_is_independent_of_core_strings(value):
     out = render_markdown(one_thread_snapshot(value))
     fence, depth, stray = fences_and_details(out)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import pickle
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,23 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hanganalyze.analyse import signatures as sigmod  # noqa: E402
 from hanganalyze.analyse.signatures import load_signatures  # noqa: E402
 from hanganalyze.errors import SignatureError  # noqa: E402
-from helpers import run_hanganalyze  # noqa: E402
+from helpers import GOOD_SIGNATURE_YAML, run_hanganalyze  # noqa: E402
 
-GOOD = textwrap.dedent("""\
-    signatures:
-      - id: my-hang
-        title: My own hang
-        severity: hang
-        cause: The worker waits for a reply that never comes.
-        fix:
-          - {kind: code, text: Add a timeout.}
-        references: [https://example.org/bug/1]
-        match:
-          threads:
-            - rule: worker
-              stack:
-                - {function: my_wait}
-    """)
+GOOD = GOOD_SIGNATURE_YAML
 
 
 @pytest.fixture

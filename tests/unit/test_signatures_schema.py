@@ -13,23 +13,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hanganalyze.analyse.signatures import builtin_dir, load_file, load_signatures  # noqa: E402
 from hanganalyze.errors import SignatureError  # noqa: E402
-from helpers import run_hanganalyze  # noqa: E402
+from helpers import GOOD_SIGNATURE_YAML, run_hanganalyze  # noqa: E402
 
-GOOD = """\
-signatures:
-  - id: my-hang
-    title: My own hang
-    severity: hang
-    cause: The worker waits for a reply that never comes.
-    fix:
-      - {kind: code, text: Add a timeout.}
-    references: [https://example.org/bug/1]
-    match:
-      threads:
-        - rule: worker
-          stack:
-            - {function: my_wait}
-"""
+GOOD = GOOD_SIGNATURE_YAML
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
