@@ -195,6 +195,18 @@ class Process:
     waitgraph: Optional[Dict[str, Any]] = None
     label: Optional[str] = None  # e.g. "rank3" for multi-process pastes
     notes: List[str] = field(default_factory=list)
+    #: Distributed rank (torch.distributed / MPI RANK), when known: the job view's key.
+    rank: Optional[int] = None
+    #: The rest of the distributed identity: {"local_rank", "world_size", "group_rank",
+    #: "local_world_size", "host", "master_addr", "master_port", "from": where it was read}.
+    dist: Optional[Dict[str, Any]] = None
+    #: The acquisition of this process failed (gdb timed out, pid gone ...): one line, no threads.
+    error: Optional[str] = None
+    #: Collective progress from PyTorch's flight recorder (or watchdog lines):
+    #: {"source", "file", "version", "comm_lib_version", "groups": {pg: {"last_enqueued",
+    #:  "last_started", "last_completed", "ranks", "desc"}}, "entries": [{"seq", "pg", "op",
+    #:  "state", "sizes", "call_site": [frame dicts, innermost first]}]}
+    collectives: Optional[Dict[str, Any]] = None
 
     CONTRACT = ("source", "pid", "executable", "argv", "signal", "python", "threads")
 
@@ -212,6 +224,10 @@ class Process:
             "waitgraph": self.waitgraph,
             "label": self.label,
             "notes": self.notes,
+            "rank": self.rank,
+            "dist": self.dist,
+            "error": self.error,
+            "collectives": self.collectives,
         }
         return _drop_empty(d, self.CONTRACT)
 
@@ -230,6 +246,10 @@ class Process:
             waitgraph=d.get("waitgraph"),
             label=d.get("label"),
             notes=list(d.get("notes") or []),
+            rank=d.get("rank"),
+            dist=d.get("dist"),
+            error=d.get("error"),
+            collectives=d.get("collectives"),
         )
 
     def thread_by_tid(self, tid: Optional[int]) -> Optional[Thread]:
@@ -254,6 +274,10 @@ class Finding:
     # extras
     confidence: Optional[float] = None
     cause: Optional[str] = None
+    #: Job view: the ranks at fault (cross-rank findings), or the ranks a per-rank finding holds for.
+    ranks: List[int] = field(default_factory=list)
+    #: Job view: every process index the finding holds for (``process`` is the first of them).
+    processes: List[int] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
         d = {
@@ -268,6 +292,8 @@ class Finding:
             "evidence": self.evidence,
             "confidence": self.confidence,
             "cause": self.cause,
+            "ranks": self.ranks,
+            "processes": self.processes,
         }
         keep = ("signature", "title", "severity", "process", "threads", "summary", "fix", "references", "evidence")
         return _drop_empty(d, keep)
@@ -286,6 +312,8 @@ class Finding:
             evidence=list(d.get("evidence") or []),
             confidence=d.get("confidence"),
             cause=d.get("cause"),
+            ranks=list(d.get("ranks") or []),
+            processes=list(d.get("processes") or []),
         )
 
 
@@ -297,6 +325,9 @@ class Snapshot:
     # extras
     tool: Optional[Dict[str, Any]] = None  # {"name": "hanganalyze", "version": "..."}
     warnings: List[str] = field(default_factory=list)
+    #: The job view, when several processes came in: {"world_size", "ranks", "missing",
+    #: "classes": [{"ranks", "processes", "where"}], "tree": call tree (analyse/calltree.py)}.
+    job: Optional[Dict[str, Any]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d = {
@@ -306,6 +337,7 @@ class Snapshot:
             "bucket": self.bucket,
             "tool": self.tool,
             "warnings": self.warnings,
+            "job": self.job,
         }
         return _drop_empty(d, ("schema", "processes", "findings", "bucket"))
 
@@ -319,4 +351,5 @@ class Snapshot:
             bucket=d.get("bucket"),
             tool=d.get("tool"),
             warnings=list(d.get("warnings") or []),
+            job=d.get("job"),
         )
