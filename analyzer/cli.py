@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
-import stat
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from hanganalyze import __version__
 from hanganalyze.errors import EXIT_FINDING, EXIT_INPUT, EXIT_OK, EXIT_TOOL, HangAnalyzeError, InputError
-from hanganalyze.output import check_output, read_stdin, write_output
+from hanganalyze.output import check_output, write_output
 
 ELF_MAGIC = b"\x7fELF"
 SERIOUS = ("crash", "deadlock", "hang", "error")
@@ -43,143 +41,6 @@ def fail(msg: str, code: int) -> int:
     """Print the one-line error; return the exit code for the caller to return."""
     sys.stderr.write("hanganalyze: error: %s\n" % " ".join(str(msg).split()))
     return code
-
-
-def _is_elf(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == ELF_MAGIC
-    except OSError as e:
-        raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
-
-
-def _is_binary(path: Path) -> bool:
-    """NUL bytes in the first 8 KiB: not text (stack dumps never have them), so not for the parsers."""
-    try:
-        with open(path, "rb") as f:
-            return b"\0" in f.read(8192)
-    except OSError as e:
-        raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
-
-
-def acquire(
-    target: Optional[str],
-    pid: Optional[int],
-    exe: Optional[Path],
-    gdb: str,
-    timeout: float,
-    input_format: Optional[str],
-    gdb_busy: Optional[Callable[[], None]] = None,
-):
-    """Turn the user's input (core, pid or text) into a Snapshot.  ``gdb_busy`` is called once
-    gdb has its work queued (a moment to do other work)."""
-    from hanganalyze.acquire import gdbdriver
-
-    if pid is not None:
-        if target:
-            raise InputError("give either a core/text file or --pid, not both")
-        progress("attaching to pid %d with %s" % (pid, gdb))
-        return gdbdriver.snapshot_from_pid(pid, gdb=gdb, timeout=timeout, progress=progress, gdb_busy=gdb_busy)
-    if not target:
-        raise InputError("nothing to analyze: give a core file, a text file ('-' for stdin) or --pid PID")
-    if target == "-":
-        return _from_text(read_stdin(), input_format)
-    path = Path(target)
-    if not path.exists():
-        raise InputError("%s: no such file" % path)
-    if path.is_dir():
-        raise InputError("%s is a directory, not a core or text file" % path)
-    if stat.S_ISFIFO(path.stat().st_mode):
-        return _from_text(_read_fifo(path, timeout), input_format)
-    if path.stat().st_size == 0:
-        raise InputError("%s is empty" % path)
-    if _is_elf(path) and input_format is None:
-        # gdb starts first; the core's notes are read while it starts (snapshot_from_core)
-        progress("running %s on %s" % (gdb, path))
-        return gdbdriver.snapshot_from_core(
-            path, None, exe=exe, gdb=gdb, timeout=timeout, progress=progress, gdb_busy=gdb_busy
-        )
-    if input_format is None:
-        from hanganalyze.acquire.corefile import compressed_kind
-
-        with open(path, "rb") as f:
-            packed = compressed_kind(f.read(8))
-        if packed:
-            raise InputError(
-                "%s is %s-compressed: decompress it first (%s FILE, or coredumpctl dump PID -o core)"
-                % (path, packed[0], packed[1])
-            )
-        if _is_binary(path):
-            raise InputError("%s is neither an ELF core nor a text file (binary data)" % path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
-    return _from_text(text, input_format)
-
-
-def _read_fifo(path: Path, timeout: float) -> str:
-    """A named pipe (``hanganalyze <(kubectl logs pod)`` passes ``/dev/fd/63``): read as text like
-    stdin, bounded, never blocking on the open, and ending when no writer has sent anything for
-    ``timeout`` seconds, so a pipe nobody writes to ends in one line instead of a hang."""
-    import select
-    import time
-
-    from hanganalyze.output import MAX_STDIN_BYTES
-
-    try:
-        fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as e:
-        raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
-    chunks: List[bytes] = []
-    total = 0
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                if chunks:
-                    break  # the writer went quiet: analyse what came
-                raise InputError("%s: nothing was written to the pipe within %g s" % (path, timeout))
-            select.select([fd], [], [], min(left, 0.5))
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except BlockingIOError:
-                continue  # a writer is there, nothing to read yet
-            except OSError as e:
-                raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
-            if chunk:
-                chunks.append(chunk)
-                total += len(chunk)
-                if total > MAX_STDIN_BYTES:
-                    raise InputError("%s holds more than %d MiB: save it to a file and trim it"
-                                     % (path, MAX_STDIN_BYTES // (1024 * 1024)))
-                deadline = time.monotonic() + timeout
-            elif chunks:
-                break  # end of file after data: the writer closed the pipe
-            else:
-                time.sleep(0.05)  # no writer yet (end of file without one): wait for it
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if data.startswith(ELF_MAGIC):
-        raise InputError("%s is a pipe: give an ELF core as a file (gdb reads it by offset)" % path)
-    if b"\0" in data[:8192]:
-        raise InputError("%s is neither an ELF core nor a text file (binary data)" % path)
-    return data.decode("utf-8", errors="replace")
-
-
-def _from_text(text: str, input_format: Optional[str]):
-    """A hanganalyze/1 JSON snapshot (hang-dump, hang-analyze) as is; anything else to the parsers."""
-    from hanganalyze.acquire import snapshot_json
-
-    if input_format == snapshot_json.FORMAT_NAME or (
-        input_format in (None, "auto") and snapshot_json.looks_like_snapshot(text)
-    ):
-        return snapshot_json.read_snapshot(text)
-    from hanganalyze.acquire.text import parse_text
-
-    return parse_text(text, input_format)
 
 
 class BackgroundLoad:
@@ -239,13 +100,20 @@ def _analyze_app():
         epilog="Also: hanganalyze signatures list|validate [--signatures DIR]",
     )
     def _command(
-        target: Optional[str] = typer.Argument(
+        targets: Optional[List[str]] = typer.Argument(
             None,
-            metavar="[TARGET]",
-            help="A core file, or a text file of gdb/py-spy/pystack/faulthandler output ('-' = stdin).",
+            metavar="[TARGET]...",
+            help="Core files, text files of gdb/py-spy/pystack/faulthandler output ('-' = stdin), hanganalyze JSON "
+            "snapshots, PyTorch flight-recorder dumps, or a folder of them. Several make one job report.",
         ),
-        pid: Optional[int] = typer.Option(
-            None, "--pid", "-p", help="Analyze a live process (read-only, then detached)."
+        pid: List[int] = typer.Option(
+            [], "--pid", "-p", help="Analyze a live process (read-only, then detached); repeatable."
+        ),
+        job: Optional[int] = typer.Option(
+            None, "--job", help="Analyze every worker of this launcher (torchrun, mpirun, srun, multiprocessing)."
+        ),
+        parallel: Optional[int] = typer.Option(
+            None, "--parallel", help="Inputs acquired at once (default: one gdb per CPU, within free memory)."
         ),
         exe: Optional[Path] = typer.Option(
             None, "--exe", help="Executable of the core (default: found from the core)."
@@ -270,8 +138,9 @@ def _analyze_app():
             sys.stdout.write("hanganalyze %s\n" % __version__)
             return EXIT_OK
         args = argparse.Namespace(
-            target=target, pid=pid, exe=exe, fmt=fmt.value if fmt is not None else None, output=output, gdb=gdb,
-            timeout=timeout, signatures=list(signatures), input_format=input_format, redact=redact,
+            targets=list(targets or []), pid=list(pid), job=job, parallel=parallel, exe=exe,
+            fmt=fmt.value if fmt is not None else None, output=output, gdb=gdb, timeout=timeout,
+            signatures=list(signatures), input_format=input_format, redact=redact,
         )
         return analyze(args)
 
@@ -333,17 +202,37 @@ def default_format(output: Optional[Path]) -> str:
     return "text"
 
 
+def _acquire_one(args: argparse.Namespace):
+    """How one input (a pid or a path) becomes a Snapshot, with this run's options."""
+    from hanganalyze.acquire.inputs import acquire
+
+    def one(inp, gdb_busy):
+        return acquire(inp.path, inp.pid, args.exe, args.gdb, args.timeout, args.input_format, gdb_busy, progress)
+
+    return one
+
+
 def analyze(args: argparse.Namespace) -> int:
-    """Analyze a core, a live process or pasted text and report the known bugs it matches."""
+    """Analyze cores, live processes or pasted text and report the known bugs they match."""
     from hanganalyze import pipeline
+    from hanganalyze.acquire.many import acquire_all, plan_inputs
 
     fmt = args.fmt or default_format(args.output)
     try:
         if not (args.timeout > 0 and math.isfinite(args.timeout)):  # NaN would never time out
             raise InputError("--timeout must be a positive number of seconds (got %s)" % args.timeout)
-        check_output(args.output, args.target)
+        if args.parallel is not None and not 1 <= args.parallel <= 1024:
+            raise InputError("--parallel must be between 1 and 1024 (got %s)" % args.parallel)
+        for t in args.targets:
+            check_output(args.output, t)
+        if args.output is not None and not args.targets:
+            check_output(args.output, None)
+        inputs, notes = plan_inputs(args.targets, args.pid, args.job)
+        if args.exe is not None and len(inputs) > 1 and any(i.path for i in inputs):
+            progress("--exe applies to every core given")
         db_load = BackgroundLoad(args.signatures)
-        snapshot = acquire(args.target, args.pid, args.exe, args.gdb, args.timeout, args.input_format, db_load.start)
+        snapshot = acquire_all(inputs, _acquire_one(args), args.parallel, progress, db_load.start)
+        snapshot.warnings.extend(notes)
         db = db_load.result()
         progress("matching %d thread(s) against signatures" % sum(len(p.threads) for p in snapshot.processes))
         snapshot = pipeline.analyse(snapshot, db)
@@ -363,6 +252,8 @@ def analyze(args: argparse.Namespace) -> int:
         progress("wrote %s" % args.output)
     if any(f.severity in SERIOUS for f in snapshot.findings):
         return EXIT_FINDING
+    if any(p.error for p in snapshot.processes):
+        return EXIT_TOOL  # a rank could not be analyzed and nothing serious was found in the others
     return EXIT_OK
 
 

@@ -6,7 +6,7 @@ acquire (elsewhere) -> wait-for graph -> signature matching -> bucket id -> rend
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, List
 
 from hanganalyze import __version__
 from hanganalyze.gdbext.model import SEVERITIES, Snapshot
@@ -23,14 +23,27 @@ def load_signature_db(extra_dirs: Iterable[Path] = (), use_cache: bool = True):
 def analyse(snapshot: Snapshot, db) -> Snapshot:
     """Fill findings, wait-for graphs and the bucket id of a freshly acquired snapshot."""
     from hanganalyze.analyse.bucket import bucket_id
+    from hanganalyze.analyse.job import CROSS_RANK, analyse_job, join_flight_recorder
     from hanganalyze.analyse.match import match_snapshot
     from hanganalyze.analyse.waitfor import annotate_waitgraphs, cycle_findings
 
+    join_flight_recorder(snapshot)  # changes process indices: before anything refers to them
     annotate_waitgraphs(snapshot)
-    findings = cycle_findings(snapshot) + match_snapshot(snapshot, db)
+    snapshot.findings = cycle_findings(snapshot) + match_snapshot(snapshot, db)
+    analyse_job(snapshot)  # several ranks: cross-rank findings, per-rank ones grouped
     order = {s: i for i, s in enumerate(SEVERITIES)}
-    findings.sort(key=lambda f: (order.get(f.severity, len(order)), -(f.confidence or 0.0)))
-    snapshot.findings = findings
+    # within a severity, the cross-rank diagnosis (who is at fault) comes before what each rank shows
+    snapshot.findings.sort(key=lambda f: (order.get(f.severity, len(order)), f.signature not in CROSS_RANK,
+                                          -(f.confidence or 0.0)))
     snapshot.bucket = bucket_id(snapshot)
     snapshot.tool = {"name": "hanganalyze", "version": __version__}
     return snapshot
+
+
+def analyse_many(snapshots: List[Snapshot], db) -> Snapshot:
+    """Several acquired snapshots (one per rank, say) analysed as one job."""
+    merged = Snapshot()
+    for snap in snapshots:
+        merged.processes.extend(snap.processes)
+        merged.warnings.extend(snap.warnings)
+    return analyse(merged, db)

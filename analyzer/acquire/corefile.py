@@ -47,6 +47,8 @@ _NOT_FATAL = {"SIGSTOP", "SIGTRAP", "SIGTSTP"}
 
 #: Upper bound on bytes read from the initial stack to find argv (argv+envp strings live there).
 _STACK_READ_MAX = 8 << 20
+#: Environment variables read from a core's initial stack (a real one has a few hundred).
+_MAX_ENV = 4096
 #: Upper bound on mapped files whose build-id we read from disk (GPU processes map thousands).
 _MAX_BUILD_ID_FILES = 2000
 #: Libraries whose build-id differs that we name one by one (a core from another host: hundreds).
@@ -95,6 +97,8 @@ class CoreInfo:
     mappings: List[Mapping] = field(default_factory=list)
     auxv: Dict[int, int] = field(default_factory=dict)
     warnings: List[str] = field(default_factory=list)
+    #: The environment the process started with (initial stack); only read, never shown whole.
+    environ: Dict[str, str] = field(default_factory=dict)
 
     def file(self, path: Optional[str]) -> Optional[MappedFile]:
         for f in self.files:
@@ -430,11 +434,21 @@ def build_id_in_memory(mem: CoreMemory, base: int) -> Optional[str]:
 
 
 def argv_from_stack(mem: CoreMemory, auxv_bytes: bytes, execfn: Optional[int]) -> Optional[List[str]]:
-    """argv from the process's initial stack: ``argc, argv[], NULL, envp[], NULL, auxv[]``.
+    """argv from the process's initial stack (see ``initial_stack``)."""
+    found = initial_stack(mem, auxv_bytes, execfn)
+    return found[0] if found else None
+
+
+def initial_stack(
+    mem: CoreMemory, auxv_bytes: bytes, execfn: Optional[int]
+) -> Optional[Tuple[List[str], Dict[str, str]]]:
+    """argv and the environment from the initial stack: ``argc, argv[], NULL, envp[], NULL, auxv[]``.
 
     NT_PRPSINFO only has the first 80 characters of the command line, and gdb's gcore writes just
-    argv[0] there; the stack has all of it.  We find the auxv vector (its bytes equal NT_AUXV) in
-    the stack mapping that holds AT_EXECFN, then walk backwards over envp and argv.
+    argv[0] there; the stack has all of it, and the environment the process was started with
+    (where a launcher such as torchrun put RANK and WORLD_SIZE).  We find the auxv vector (its
+    bytes equal NT_AUXV) in the stack mapping that holds AT_EXECFN, then walk backwards over envp
+    and argv.  Environment strings that cannot be read are skipped, never guessed.
     """
     if not execfn or len(auxv_bytes) < 32:
         return None
@@ -457,7 +471,9 @@ def argv_from_stack(mem: CoreMemory, auxv_bytes: bytes, execfn: Optional[int]) -
     if i < 0 or word(i) != 0:  # NULL ending envp
         return None
     i -= 8
+    env_ptrs: List[int] = []
     while i >= 0 and word(i) != 0:  # envp pointers
+        env_ptrs.append(word(i))
         i -= 8
     i -= 8  # skip the NULL ending argv
     ptrs: List[int] = []
@@ -477,7 +493,15 @@ def argv_from_stack(mem: CoreMemory, auxv_bytes: bytes, execfn: Optional[int]) -
         if s is None:
             return None
         argv.append(s)
-    return argv or None
+    env: Dict[str, str] = {}
+    for p in reversed(env_ptrs[:_MAX_ENV]):
+        if not (vaddr <= p < vaddr + filesz):
+            continue
+        s = mem.read_cstring(p, limit=32 * 1024)
+        if s and "=" in s:
+            key, _, value = s.partition("=")
+            env.setdefault(key, value)
+    return (argv, env) if argv else None
 
 
 # --------------------------------------------------------------------------------------- main
@@ -557,7 +581,9 @@ def read_core(path) -> CoreInfo:
         execfn_addr = info.auxv.get(AT_EXECFN)
         execfn = mem.read_cstring(execfn_addr) if execfn_addr else None
         info.executable = _choose_executable(info, execfn, psargs)
-        info.argv = argv_from_stack(mem, auxv_bytes, execfn_addr)
+        found = initial_stack(mem, auxv_bytes, execfn_addr)
+        if found:
+            info.argv, info.environ = found
         if not info.argv and psargs:
             info.argv = psargs.split()  # best effort: the kernel joined argv with spaces
         _collect_files(info, mem)

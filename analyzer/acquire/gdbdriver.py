@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from hanganalyze.acquire.corefile import CoreInfo, MappedFile, build_id_of_file, check_executable
+from hanganalyze.acquire.ranks import identity_from_environ, read_proc_environ
 from hanganalyze.errors import GdbError, InputError
 from hanganalyze.gdbext.model import Library, Process, Snapshot
 from pygdbmi.gdbmiparser import parse_response
@@ -471,6 +472,7 @@ def _complete_from_core(proc: Process, info: CoreInfo, exe_path: str) -> None:
     if not proc.libraries:
         proc.libraries = libraries_from_files(info.files)
     normalise_frame_libraries(proc, info.files)
+    proc.rank, proc.dist = identity_from_environ(info.environ, "core environment")
 
 
 # ------------------------------------------------------------------------------------ live
@@ -564,6 +566,7 @@ def snapshot_from_pid(
     _check_pid(pid)
     state_before = _state_letter(pid)
     argv = _live_argv(pid)
+    environ = read_proc_environ(pid)
     try:
         exe = os.readlink("/proc/%d/exe" % pid)
     except OSError:
@@ -610,6 +613,7 @@ def snapshot_from_pid(
     proc.executable = (exe or proc.executable or "").replace(" (deleted)", "") or None
     proc.argv = argv or proc.argv
     proc.signal = None
+    proc.rank, proc.dist = identity_from_environ(environ, "environ")
     files = _live_files(pid)
     if not proc.libraries:
         proc.libraries = libraries_from_files(files)

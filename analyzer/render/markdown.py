@@ -228,6 +228,44 @@ NOTE_ROOM = 900
 FULL_TABLES = 8
 
 
+#: Share of the limit the job section (rank classes and call tree) may take.
+JOB_MAX = 16000
+
+
+def _job_block(view: ReportView) -> str:
+    """Rank classes as a table, failed inputs, and the call tree as text in a details block."""
+    job = view.job
+    if job is None:
+        return ""
+    parts = ["\n### Job\n\n", " · ".join("%s **%s**" % (k, md(v, 200)) for k, v in job.facts), "\n\n"]
+    if job.classes:
+        parts.append("| ranks | count | where |\n|---|---|---|\n")
+        for c in job.classes[:40]:
+            parts.append("| %s | %d | %s |\n" % (md(c.ranks, 300).replace("|", "\\|"), c.size,
+                                                 md(c.state, 400).replace("|", "\\|")))
+        if len(job.classes) > 40:
+            parts.append("\n%d more classes in the JSON report.\n" % (len(job.classes) - 40))
+    for title, err in job.failed[:20]:
+        parts.append("\n- **not analyzed** %s: %s" % (md(title, 200), md(err, 400)))
+    if job.failed:
+        parts.append("\n")
+    if job.tree_lines:
+        lines = []
+        size = 0
+        for line in job.tree_lines:
+            size += len(line) + 1
+            if size > JOB_MAX - 2000:
+                lines.append("… (cut to stay under the size limit; the JSON report has the whole tree)")
+                break
+            lines.append(line)
+        parts.append("\n<details><summary>Merged call tree (outermost frame first, ranks on each branch)"
+                     "</summary>\n\n" + fence(lines) + "\n</details>\n")
+    if view.hidden_processes:
+        parts.append("\n%d processes are not shown below: each is like the process shown for its rank class.\n"
+                     % view.hidden_processes)
+    return "".join(parts)
+
+
 def render_view_markdown(view: ReportView, limit: int = LIMIT) -> str:
     """Assemble whole blocks in reading order, each section within its share of ``limit``."""
     b = _Budget(limit - NOTE_ROOM)
@@ -260,6 +298,10 @@ def render_view_markdown(view: ReportView, limit: int = LIMIT) -> str:
     if dropped:
         b.parts.append("\n> %d more finding%s omitted to stay under the size limit (see the JSON report).\n"
                        % (dropped, "s" * (dropped != 1)))
+
+    job_block = _job_block(view)
+    if job_block:
+        b.add(job_block)
 
     cycles = [c for p in view.processes for c in p.waitgraph_cycles]
     if cycles:

@@ -73,6 +73,30 @@ def _group_lines(g: GroupView) -> List[str]:
     return lines
 
 
+def _job_lines(view: ReportView) -> List[str]:
+    """The job section: facts, who is where (rank classes), failed inputs, the merged call tree."""
+    job = view.job
+    if job is None:
+        return []
+    out = ["", RULE, "JOB: " + ", ".join("%s %s" % (k, clean(v)) for k, v in job.facts), RULE]
+    if job.classes:
+        out.append("")
+        out.append("RANK CLASSES (processes with the same stacks)")
+        for c in job.classes:
+            out.append("  [%s] (%d) %s" % (clean(c.ranks), c.size, clean(c.state)))
+    for title, err in job.failed:
+        out.append("  NOT ANALYZED %s: %s" % (clean(title), clean(err)))
+    if job.tree_lines:
+        out.append("")
+        out.append("MERGED CALL TREE (outermost frame first; [ranks] (count) on each branch)")
+        out.extend("  " + clean(line) for line in job.tree_lines)
+    if view.hidden_processes:
+        out.append("")
+        out.append("(%d processes not shown below: each is like the process shown for its rank class)"
+                   % view.hidden_processes)
+    return out
+
+
 def render_view_text(view: ReportView) -> str:
     out: List[str] = [RULE, "hanganalyze: " + clean(view.headline)]
     if view.bucket:
@@ -89,6 +113,8 @@ def render_view_text(view: ReportView) -> str:
             out.append("[%d] %s  (%s, signature %s)" % (n, clean(f.title), clean(f.severity), clean(f.signature)))
             if f.confidence is not None:
                 out[-1] += "  confidence %.2f" % f.confidence
+            if fv.process_label and len(view.snapshot.processes) > 1:
+                out.append("    where: " + clean(fv.process_label))
             if f.summary:
                 out.append("    " + clean(f.summary))
             if f.cause:
@@ -111,6 +137,7 @@ def render_view_text(view: ReportView) -> str:
     else:
         out.append("")
         out.append("No finding: no signature in the database matched these stacks.")
+    out.extend(_job_lines(view))
     for p in view.processes:
         out.append("")
         out.append(clean(p.title))

@@ -172,6 +172,25 @@ class ProcessView:
 
 
 @dataclass
+class JobClassView:
+    ranks: str  # "0-2,4"
+    size: int
+    state: str  # "waits in all_reduce called from train_step (train.py:12)" / "in load_next_batch (...)"
+    process: int  # the process shown for the class
+
+
+@dataclass
+class JobView:
+    """The job section: who is where, the rank classes and the merged call tree."""
+
+    facts: List[Tuple[str, str]]
+    classes: List[JobClassView]
+    tree: Optional[Dict[str, Any]]
+    tree_lines: List[str]
+    failed: List[Tuple[str, str]]  # (process title, error)
+
+
+@dataclass
 class ReportView:
     snapshot: Snapshot
     headline: str
@@ -183,6 +202,9 @@ class ReportView:
     #: Warnings that put the stacks themselves in doubt (another build of the executable or a
     #: library than the one that ran): shown first, so the report is never read as sound without them.
     doubts: List[str] = field(default_factory=list)
+    job: Optional[JobView] = None
+    #: Processes not shown because another of the same rank class is (large jobs).
+    hidden_processes: int = 0
 
 
 #: Our own wording (acquire.corefile, gdb's warning) for "these stacks may not be the real ones".
@@ -262,7 +284,8 @@ def key_libraries(p: Process) -> List[Tuple[str, str]]:
 
 def process_title(i: int, p: Process) -> str:
     exe = _base(p.executable)
-    bits = ["%s" % (p.label or "Process %d" % i)]
+    label = p.label or ("rank %d" % p.rank if p.rank is not None else "Process %d" % i)
+    bits = ["%s" % label]
     if exe:
         bits.append(exe)
     if p.pid is not None:
@@ -272,6 +295,18 @@ def process_title(i: int, p: Process) -> str:
 
 def process_facts(p: Process) -> List[Tuple[str, str]]:
     facts = [("source", p.source)]
+    if p.rank is not None:
+        dist = p.dist if isinstance(p.dist, dict) else {}
+        bits = ["%s" % p.rank]
+        if isinstance(dist.get("world_size"), int):
+            bits.append("of %s" % dist["world_size"])
+        if isinstance(dist.get("local_rank"), int):
+            bits.append("(local %s)" % dist["local_rank"])
+        if dist.get("host"):
+            bits.append("on %s" % dist["host"])
+        facts.append(("rank", " ".join(bits)))
+    if p.error:
+        facts.append(("error", p.error))
     if p.pid is not None:
         facts.append(("pid", str(p.pid)))
     if p.executable:
@@ -304,6 +339,73 @@ def _cycles(p: Process) -> List[str]:
     return out
 
 
+#: Jobs up to this many processes show every process; larger ones one process per rank class.
+SHOW_ALL_PROCESSES = 16
+
+
+def shown_processes(snapshot: Snapshot) -> Set[int]:
+    """Every process, or for a large job the first of each rank class plus those that failed."""
+    n = len(snapshot.processes)
+    job = snapshot.job if isinstance(snapshot.job, dict) else None
+    if n <= SHOW_ALL_PROCESSES or not job or not job.get("classes"):
+        return set(range(n))
+    keep = {i for i, p in enumerate(snapshot.processes) if not p.threads}
+    for c in job.get("classes") or []:
+        members = c.get("processes") if isinstance(c, dict) else None
+        if isinstance(members, list) and members and isinstance(members[0], int):
+            keep.add(members[0])
+    for f in snapshot.findings:
+        keep.add(f.process)
+    return {i for i in keep if 0 <= i < n}
+
+
+def _state_text(st: Dict[str, Any]) -> str:
+    state = st.get("state")
+    if state in ("collective", "rendezvous", "device-sync"):
+        what = st.get("op") or ("a device sync after a collective" if state == "device-sync" else state)
+        if state == "device-sync" and st.get("op"):
+            what = "the device sync after %s" % st["op"]
+        text = "waits in %s" % what
+        if st.get("seq") is not None:
+            text += " (#%s)" % st["seq"]
+        if st.get("call_site"):
+            text += " called from %s" % st["call_site"]
+        return text
+    if state == "elsewhere":
+        return "in %s" % (st.get("where") or "an unknown place")
+    if state == "no-stack":
+        return "no stack (flight-recorder dump only)"
+    return str(state or "")
+
+
+def job_view(snapshot: Snapshot) -> Optional[JobView]:
+    job = snapshot.job if isinstance(snapshot.job, dict) else None
+    if not job:
+        return None
+    from hanganalyze.analyse.calltree import render_tree_lines
+
+    facts = [("processes", str(job.get("processes", len(snapshot.processes))))]
+    if job.get("world_size") is not None:
+        facts.append(("world size", str(job["world_size"])))
+    if job.get("ranks"):
+        facts.append(("ranks", str(job["ranks"])))
+    if job.get("missing"):
+        facts.append(("missing ranks", str(job["missing"])))
+    states = {s.get("process"): s for s in job.get("states") or [] if isinstance(s, dict)}
+    classes = []
+    for c in job.get("classes") or []:
+        members = c.get("processes") or []
+        first = members[0] if members else 0
+        label = str(c.get("ranks", ""))
+        if job.get("key") != "rank":
+            label = "process%s %s" % ("es" if len(members) > 1 else "", label)
+        classes.append(JobClassView(label, int(c.get("size", len(members))),
+                                    _state_text(states.get(first, {})) or str(c.get("where") or ""), first))
+    failed = [(process_title(i, p), p.error) for i, p in enumerate(snapshot.processes) if p.error]
+    tree = job.get("tree") if isinstance(job.get("tree"), dict) else None
+    return JobView(facts, classes, tree, render_tree_lines(tree) if tree else [], failed)
+
+
 def headline(snapshot: Snapshot) -> str:
     if snapshot.findings:
         f = snapshot.findings[0]
@@ -320,7 +422,10 @@ def build_view(snapshot: Snapshot) -> ReportView:
     matched = matched_frames(snapshot)
     procs: List[ProcessView] = []
     anchors: Dict[Tuple[int, Optional[int]], str] = {}
+    shown = shown_processes(snapshot)
     for i, p in enumerate(snapshot.processes):
+        if i not in shown:
+            continue
         groups = []
         for gi, g in enumerate(group_threads(snapshot, i, p)):
             anchor = "p%d-g%d" % (i, gi)
@@ -353,8 +458,13 @@ def build_view(snapshot: Snapshot) -> ReportView:
             if not isinstance(e, dict):
                 continue
             tid = e.get("thread")
+            pi = e.get("process", f.process)
+            if isinstance(pi, int) and not isinstance(pi, bool) and 0 <= pi < len(snapshot.processes):
+                eproc: Optional[Process] = snapshot.processes[pi]
+            else:
+                pi, eproc = f.process, proc
             # evidence without a tid is process-level (a log line): never pin it on a tid-less thread
-            t = proc.thread_by_tid(tid) if proc is not None and tid is not None else None
+            t = eproc.thread_by_tid(tid) if eproc is not None and tid is not None else None
             frame_str = None
             if t is not None and e.get("frame") is not None:
                 try:
@@ -364,10 +474,12 @@ def build_view(snapshot: Snapshot) -> ReportView:
                         frame_str = frame_text(frames[idx], idx)
                 except (TypeError, ValueError):
                     pass
-            if t is not None and proc is not None:
-                who = thread_label(t, default_os_name(proc))
+            if t is not None and eproc is not None:
+                who = thread_label(t, default_os_name(eproc))
             else:
                 who = "Thread %s" % tid if tid is not None else "process"
+            if len(snapshot.processes) > 1 and eproc is not None:
+                who = "%s: %s" % (process_title(pi, eproc).split(" · ")[0], who)
             evs.append(
                 EvidenceView(
                     tid=tid,
@@ -375,17 +487,24 @@ def build_view(snapshot: Snapshot) -> ReportView:
                     frame=frame_str,
                     rule=str(e.get("rule") or ""),
                     text=str(e.get("text") or ""),
-                    anchor=anchors.get((f.process, tid)),
+                    anchor=anchors.get((pi, tid)),
                 )
             )
         links = [u for u in (safe_url(r) for r in f.references) if u]
         others = [str(r) for r in f.references if not safe_url(r)]
-        findings.append(
-            FindingView(f, links, others, evs, process_title(f.process, proc) if proc is not None else "")
-        )
+        label = process_title(f.process, proc) if proc is not None else ""
+        if f.ranks:
+            from hanganalyze.analyse.calltree import compress_ranks
+
+            label = "rank%s %s" % ("s" if len(f.ranks) > 1 else "", compress_ranks(f.ranks))
+        elif len(f.processes) > 1:
+            label = "%d processes" % len(f.processes)
+        findings.append(FindingView(f, links, others, evs, label))
     tool = snapshot.tool or {}
     warnings = list(snapshot.warnings) + [n for p in snapshot.processes for n in p.notes]
     return ReportView(
+        job=job_view(snapshot),
+        hidden_processes=len(snapshot.processes) - len(shown),
         snapshot=snapshot,
         headline=headline(snapshot),
         bucket=snapshot.bucket,

@@ -152,7 +152,7 @@ def test_exe_option_rescues_core_whose_executable_is_gone(core_of_deleted_exe):
 @pytest.mark.parametrize(
     "args, match",
     [
-        (["a", "b"], "unexpected extra argument"),
+        (["a", "b"], "a: no such file"),
         (["--no-such-option"], "No such option"),
         (["--format", "xml", "core"], "--format"),
         (["signatures", "frobnicate"], "No such command"),

@@ -18,7 +18,7 @@ def _run(capsys, argv):
 @pytest.mark.parametrize(
     "argv, needle",
     [
-        (["a", "b"], "unexpected extra argument (b)"),
+        (["a", "b", "c", "--pid"], "--pid"),
         (["--no-such-option"], "No such option: --no-such-option"),
         (["core", "--format", "xml"], "--format"),
         (["core", "--timeout", "soon"], "--timeout"),
@@ -63,12 +63,15 @@ def test_options_are_typed_and_repeatable(monkeypatch, capsys):
     rc = cli.run(["core.1", "-p", "12", "--timeout", "2.5", "--signatures", "a", "--signatures", "b", "-f", "md",
                   "--redact", "-o", "x.html", "--exe", "/bin/true", "--input-format", "gdb", "--gdb", "cuda-gdb"])
     assert rc == 0
-    assert seen["target"] == "core.1" and seen["pid"] == 12 and seen["timeout"] == 2.5
+    assert seen["targets"] == ["core.1"] and seen["pid"] == [12] and seen["timeout"] == 2.5
     assert seen["signatures"] == [Path("a"), Path("b")] and seen["fmt"] == "md" and seen["redact"] is True
     assert seen["output"] == Path("x.html") and seen["exe"] == Path("/bin/true")
     assert seen["input_format"] == "gdb" and seen["gdb"] == "cuda-gdb"
     rc = cli.run(["-"])  # stdin is a positional argument, not an option
-    assert rc == 0 and seen["target"] == "-"
+    assert rc == 0 and seen["targets"] == ["-"]
+    rc = cli.run(["a", "b", "-p", "1", "--pid", "2", "--job", "3", "--parallel", "4"])  # several inputs: one job
+    assert rc == 0 and seen["targets"] == ["a", "b"] and seen["pid"] == [1, 2] and seen["job"] == 3
+    assert seen["parallel"] == 4
 
 
 @pytest.mark.parametrize("name, fmt", [(None, "text"), ("r.html", "html"), ("r.HTM", "html"), ("r.json", "json"),

@@ -1,0 +1,148 @@
+"""``--job PID``: the worker processes of a launcher, read from /proc.
+
+A launcher (torchrun, ``python -m torch.distributed.run``, mpirun, an srun step's slurmstepd, a
+``multiprocessing`` parent) starts the processes that do the work; when the job hangs, those are
+the ones to look at, and the user knows only the launcher's pid.  The rules, in order:
+
+1. Every descendant of PID (children, grandchildren ...) that runs Python (its executable is
+   ``python*``, or it maps a ``libpython``).
+2. If some of them have a rank in their environment (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK,
+   SLURM_PROCID), only those are workers; a process whose parent has the same rank is that
+   rank's helper (a DataLoader worker, a compile worker: they inherit RANK) and is left out.
+3. Otherwise (a ``multiprocessing`` job) the Python descendants are the workers, and PID itself
+   too when it runs Python: the parent waiting for a result is part of the story.
+   multiprocessing's own helpers (resource tracker, fork server) are left out.
+
+What is left out is said in a note, never silently.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from hanganalyze.acquire.ranks import identity_from_environ, read_proc_environ
+from hanganalyze.errors import InputError
+
+_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver", "multiprocessing.semaphore_tracker")
+
+
+@dataclass
+class JobProcesses:
+    launcher: int
+    pids: List[int]
+    notes: List[str] = field(default_factory=list)
+
+
+def _ppid_and_name(pid: int) -> Optional[tuple]:
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    # comm may hold spaces and parentheses: the state and ppid follow the last ')'
+    close = raw.rfind(b")")
+    if close < 0:
+        return None
+    rest = raw[close + 2:].split()
+    try:
+        return int(rest[1]), raw[raw.find(b"(") + 1:close].decode("utf-8", "replace"), rest[0].decode()
+    except (IndexError, ValueError):
+        return None
+
+
+def _children_map() -> Dict[int, List[int]]:
+    children: Dict[int, List[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        info = _ppid_and_name(int(entry))
+        if info is not None:
+            children.setdefault(info[0], []).append(int(entry))
+    return children
+
+
+def descendants(pid: int) -> List[int]:
+    """All descendants of ``pid``, parents before children, each level by pid."""
+    children = _children_map()
+    out: List[int] = []
+    todo = sorted(children.get(pid, []))
+    seen = {pid}
+    while todo:
+        p = todo.pop(0)
+        if p in seen:
+            continue
+        seen.add(p)
+        out.append(p)
+        todo.extend(sorted(children.get(p, [])))
+    return out
+
+
+def _cmdline(pid: int) -> List[str]:
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return [a.decode("utf-8", "replace") for a in f.read(1 << 16).split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def runs_python(pid: int) -> bool:
+    """Its executable is python*, or it maps libpython (an embedding launcher, a static python)."""
+    try:
+        exe = os.path.basename(os.readlink("/proc/%d/exe" % pid))
+    except OSError:
+        return False
+    if exe.startswith("python"):
+        return True
+    try:
+        with open("/proc/%d/maps" % pid, "rb") as f:
+            return b"/libpython3" in f.read(4 << 20)
+    except OSError:
+        return False
+
+
+def _state(pid: int) -> Optional[str]:
+    info = _ppid_and_name(pid)
+    return info[2] if info else None
+
+
+def job_processes(launcher: int) -> JobProcesses:
+    """The workers of the job started by ``launcher`` (see the module's rules)."""
+    if launcher <= 0 or _ppid_and_name(launcher) is None:
+        raise InputError("--job %d: no such process" % launcher)
+    if launcher == os.getpid():
+        raise InputError("--job %d is hanganalyze itself" % launcher)
+    own = os.getpid()
+    desc = [p for p in descendants(launcher) if p != own and _state(p) not in ("Z", "X", None)]
+    python = [p for p in desc if runs_python(p)]
+    ranks: Dict[int, Optional[int]] = {p: identity_from_environ(read_proc_environ(p), "environ")[0] for p in python}
+    notes: List[str] = []
+    if any(r is not None for r in ranks.values()):
+        parents = {p: (_ppid_and_name(p) or (None,))[0] for p in python}
+        workers = []
+        helpers = []
+        for p in python:
+            r = ranks[p]
+            if r is None:
+                continue
+            if parents.get(p) in ranks and ranks.get(parents[p]) == r:
+                helpers.append(p)
+            else:
+                workers.append(p)
+        if helpers:
+            notes.append("left out %d helper process(es) of ranks (DataLoader workers and the like): pid %s"
+                         % (len(helpers), ", ".join(map(str, helpers[:20]))))
+        others = [p for p in python if ranks[p] is None]
+        if others:
+            notes.append("left out %d Python process(es) without a rank: pid %s"
+                         % (len(others), ", ".join(map(str, others[:20]))))
+    else:
+        workers = [p for p in python if not any(h in " ".join(_cmdline(p)) for h in _HELPERS)]
+        if len(workers) < len(python):
+            notes.append("left out multiprocessing's helper process(es) (resource tracker, fork server)")
+        if runs_python(launcher):
+            workers.insert(0, launcher)
+    if not workers:
+        raise InputError("--job %d: found no Python worker process among its %d descendant(s)" % (launcher, len(desc)))
+    return JobProcesses(launcher=launcher, pids=workers, notes=notes)

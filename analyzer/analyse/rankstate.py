@@ -1,0 +1,253 @@
+"""Where is each rank: waiting in a collective (which one, called from where), in a device sync
+after one, in the rendezvous, or elsewhere (and where).
+
+This is the per-process half of the job view: a pure function of one Process.  The cross-rank
+half (``job.py``) compares these states.  The rules, innermost frame first, main thread first:
+
+* **collective**: a Python frame of ``torch/distributed/distributed_c10d.py`` whose function is a
+  collective (``all_reduce``, ``broadcast`` ...; the op), or a native frame of a collective wait
+  (gloo's ``UnboundBuffer::waitRecv``, ``ProcessGroupNCCL::WorkNCCL::wait``, ``MPI_Allreduce`` ...).
+  The *call site* is the first Python frame outwards that is not in ``torch/``: the user's line.
+* **rendezvous**: ``init_process_group`` / the store (``TCPStore::wait``/``get``): waiting for
+  ranks to join.
+* **device-sync**: a CUDA synchronisation (``cudaStreamSynchronize``, ``.item()``'s
+  ``_local_scalar_dense_cuda`` ...) in a process of a job: with NCCL, collectives are queued on
+  the device, so the host blocks at the next sync: it waits for its peers.
+* **ipc-wait**: a ``multiprocessing`` wait: a worker reading its task queue, a parent in
+  ``Pool.map`` / ``AsyncResult.get`` / ``Queue.get`` / ``Connection.recv``: it waits for another
+  process of the job (a plain multiprocessing job has no collectives, but the same shape).
+* **elsewhere**: none of these; *where* is the innermost Python frame of the main thread (else
+  its innermost native frame outside libc and the interpreter).
+
+Flight-recorder facts (``Process.collectives``) add the sequence number and op of the last
+collective this rank enqueued and whether it completed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+from hanganalyze.analyse.bucket import is_interpreter_frame, is_runtime_frame
+from hanganalyze.gdbext.model import Frame, Process, Thread
+
+#: torch.distributed's Python API: function name -> op (the name users call).
+COLLECTIVES = frozenset({
+    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_object",
+    "all_gather_coalesced", "_all_gather_base", "all_to_all", "all_to_all_single", "broadcast",
+    "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base",
+    "gather", "gather_object", "scatter", "scatter_object_list", "barrier", "monitored_barrier", "send", "recv",
+    "isend", "irecv", "batch_isend_irecv", "wait",
+})
+RENDEZVOUS = frozenset({"init_process_group", "_store_based_barrier", "rendezvous", "_create_c10d_store",
+                        "new_group", "init_device_mesh"})
+_C10D_FILE = re.compile(r"(^|/)torch/distributed/(distributed_c10d|c10d_logger|rendezvous)\.py$")
+_MP_FILE = re.compile(r"(^|/)multiprocessing/(pool|queues|connection|synchronize|managers|popen_\w+)\.py$")
+_MP_WAITS = frozenset({"get", "wait", "recv", "recv_bytes", "_recv_bytes", "_recv", "poll", "_poll", "map",
+                       "starmap", "join", "acquire", "worker", "__enter__"})
+_TORCH_FILE = re.compile(r"(^|/)(torch|torchelastic|deepspeed|accelerate|lightning|pytorch_lightning)/")
+
+#: Native frames of a rank blocked in a collective (gloo, NCCL, MPI).
+NATIVE_COLLECTIVE = re.compile(
+    r"^(gloo::transport::\w+::UnboundBuffer::wait(Recv|Send)|gloo::transport::\w+::Pair::wait\w*"
+    r"|c10d::ProcessGroupGloo::\w*Work\w*::(wait|synchronize)|c10d::ProcessGroupNCCL::WorkNCCL::(wait|synchronize)\w*"
+    r"|c10d::ProcessGroupNCCL::barrier|c10d::ProcessGroupMPI::\w*Work\w*::wait"
+    r"|P?MPI_(Allreduce|Reduce|Bcast|Barrier|Allgather\w*|Alltoall\w*|Gather\w*|Scatter\w*|Wait\w*|Recv|Send)"
+    r"|ncclGroupEnd|ncclAllReduce|ncclBroadcast|ncclAllGather|ncclReduceScatter)$"
+)
+NATIVE_RENDEZVOUS = re.compile(r"^c10d::(TCPStore::(get|wait|doWait|doGet)|detail::TCPClient::receive\w*"
+                               r"|PrefixStore::(get|wait)|FileStore::(get|wait))$")
+DEVICE_SYNC = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+                         "cuStreamSynchronize", "cuEventSynchronize", "cuCtxSynchronize",
+                         "at::native::_local_scalar_dense_cuda", "c10::cuda::stream_synchronize",
+                         "hipStreamSynchronize", "hipDeviceSynchronize"})
+_NATIVE_OP = re.compile(r"(?:ProcessGroup\w*::|ncclAll|ncclReduce|ncclBroad|MPI_)(allreduce|AllReduce|Allreduce|"
+                        r"broadcast|Broadcast|Bcast|barrier|Barrier|allgather|AllGather|Allgather|"
+                        r"reduce_scatter|ReduceScatter|alltoall|Alltoall)")
+
+WAITING = ("collective", "rendezvous", "device-sync", "ipc-wait")
+
+
+@dataclass
+class RankState:
+    """One process's place in the job."""
+
+    process: int
+    rank: Optional[int]
+    state: str  # "collective" | "rendezvous" | "device-sync" | "ipc-wait" | "elsewhere" | "no-stack" | "error"
+    op: Optional[str] = None  # "all_reduce" ...
+    call_site: Optional[str] = None  # "train_step (train.py:12)": the user's line that called it
+    where: Optional[str] = None  # innermost frame that says where the rank is
+    thread: Optional[int] = None  # tid of the thread that says it
+    frame: Optional[int] = None  # index in that thread's all_frames()
+    seq: Optional[int] = None  # flight recorder: the collective's sequence id
+    pg: Optional[str] = None
+    fr_completed: Optional[bool] = None  # flight recorder: the last enqueued collective completed
+    last_enqueued: Optional[int] = None
+    last_completed: Optional[int] = None
+    pid: Optional[int] = None
+
+    @property
+    def waiting(self) -> bool:
+        return self.state in WAITING
+
+    def collective_key(self) -> Tuple[Optional[str], Optional[str]]:
+        return (self.op, self.call_site)
+
+
+def _base(path: Optional[str]) -> str:
+    return (path or "").replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def frame_where(f: Frame) -> str:
+    """``load_next_batch (train.py:22)`` / ``ncclGroupEnd (libnccl.so.2)``."""
+    name = f.function or "??"
+    if f.kind == "python":
+        name = name.rsplit(".", 1)[-1] if "<" not in name else name
+        loc = _base(f.file)
+        if loc and f.line is not None:
+            loc = "%s:%s" % (loc, f.line)
+        return "%s (%s)" % (name, loc) if loc else name
+    from hanganalyze.analyse.bucket import normalise_native_name
+
+    short = normalise_native_name(name) if f.function else "??"
+    lib = _base(f.library)
+    return "%s (%s)" % (short, lib) if lib else short
+
+
+def main_thread(p: Process) -> Optional[Thread]:
+    for t in p.threads:
+        if p.pid is not None and t.tid == p.pid:
+            return t
+    for t in p.threads:
+        if (t.python_name or t.name) == "MainThread":
+            return t
+    return p.threads[0] if p.threads else None
+
+
+def _threads_main_first(p: Process) -> List[Thread]:
+    m = main_thread(p)
+    return ([m] if m is not None else []) + [t for t in p.threads if t is not m]
+
+
+def _call_site(frames: List[Frame], start: int) -> Optional[str]:
+    """The first Python frame outwards of ``start`` that is the user's (not torch's)."""
+    for f in frames[start + 1:]:
+        if f.kind == "python" and not f.marker and not _TORCH_FILE.search((f.file or "").replace("\\", "/")):
+            return frame_where(f)
+    return None
+
+
+def _native_name(f: Frame) -> str:
+    from hanganalyze.analyse.bucket import normalise_native_name
+
+    return normalise_native_name(f.function) if f.function else ""
+
+
+def _scan_thread(frames: List[Frame]) -> Optional[Tuple[str, Optional[str], int]]:
+    """(state, op, frame index) of the first collective / rendezvous / sync frame, innermost first.
+
+    A Python frame in torch.distributed wins over the native wait below it (it names the op);
+    the innermost match decides the state, the outermost torch.distributed frame names the op.
+    """
+    found: Optional[Tuple[str, Optional[str], int]] = None
+    user_seen = False  # a Python frame of the program's own code, inside any multiprocessing wait
+    for i, f in enumerate(frames):
+        if f.marker:
+            continue
+        if f.kind == "python":
+            file = (f.file or "").replace("\\", "/")
+            func = (f.function or "").rsplit(".", 1)[-1]
+            if _MP_FILE.search(file) and func in _MP_WAITS and not user_seen and found is None:
+                return ("ipc-wait", "multiprocessing %s" % func, i)
+            if not _MP_FILE.search(file) and not file.endswith("/threading.py") and not file.endswith("/queue.py"):
+                user_seen = True
+            if _C10D_FILE.search(file):
+                if func in RENDEZVOUS:
+                    return ("rendezvous", "init_process_group" if func != "new_group" else "new_group", i)
+                if func in COLLECTIVES:
+                    state = found[0] if found and found[0] == "device-sync" else "collective"
+                    return (state, func, i)
+            continue
+        name = _native_name(f)
+        if found is None:
+            if NATIVE_RENDEZVOUS.match(name):
+                found = ("rendezvous", None, i)
+            elif NATIVE_COLLECTIVE.match(name):
+                m = _NATIVE_OP.search(name)
+                found = ("collective", m.group(1).lower().replace("bcast", "broadcast") if m else None, i)
+            elif name in DEVICE_SYNC or (f.function or "") in DEVICE_SYNC:
+                found = ("device-sync", None, i)
+    return found
+
+
+def _innermost_where(t: Thread) -> Tuple[Optional[str], Optional[int]]:
+    frames = t.all_frames()
+    for i, f in enumerate(frames):
+        if f.kind == "python" and not f.marker:
+            return frame_where(f), i
+    for i, f in enumerate(frames):
+        if f.kind == "native" and f.function and not f.marker and not is_runtime_frame(f) \
+                and not is_interpreter_frame(f):
+            return frame_where(f), i
+    return None, None
+
+
+def _fr_facts(st: RankState, coll: Optional[Dict[str, Any]]) -> None:
+    """Sequence facts from the flight recorder / watchdog lines, type-checked (untrusted input)."""
+    if not isinstance(coll, dict):
+        return
+    groups = coll.get("groups")
+    if isinstance(groups, dict) and groups:
+        pg = "0" if "0" in groups else sorted(groups, key=str)[0]
+        g = groups.get(pg)
+        if isinstance(g, dict):
+            st.pg = str(pg)
+            enq, comp = g.get("last_enqueued"), g.get("last_completed")
+            st.last_enqueued = enq if isinstance(enq, int) and not isinstance(enq, bool) else None
+            st.last_completed = comp if isinstance(comp, int) and not isinstance(comp, bool) else None
+            if st.last_enqueued is not None and st.last_completed is not None:
+                st.fr_completed = st.last_completed >= st.last_enqueued
+    entries = coll.get("entries")
+    if isinstance(entries, list):
+        pending = [e for e in entries if isinstance(e, dict) and e.get("state") != "completed"
+                   and isinstance(e.get("seq"), int) and (st.pg is None or str(e.get("pg", st.pg)) == st.pg)]
+        if pending:
+            last = max(pending, key=lambda e: e["seq"])
+            st.seq = last["seq"]
+            if isinstance(last.get("op"), str) and st.op is None and st.waiting:
+                st.op = last["op"]
+            if st.call_site is None and st.waiting and isinstance(last.get("user_frame"), str):
+                st.call_site = last["user_frame"]
+    if st.seq is None and st.fr_completed is False:
+        st.seq = st.last_enqueued
+
+
+def rank_state(index: int, p: Process) -> RankState:
+    """Where process ``index`` of a job is (see the module's rules)."""
+    st = RankState(process=index, rank=p.rank, state="elsewhere", pid=p.pid)
+    if p.error:
+        st.state = "error"
+        return st
+    if not p.threads:
+        st.state = "no-stack"
+        _fr_facts(st, p.collectives)
+        return st
+    for t in _threads_main_first(p):
+        frames = t.all_frames()
+        hit = _scan_thread(frames)
+        if hit is None:
+            continue
+        st.state, st.op, st.frame = hit
+        st.thread = t.tid
+        st.where = frame_where(frames[hit[2]])
+        st.call_site = _call_site(frames, hit[2])
+        break
+    if st.state == "elsewhere":
+        m = main_thread(p)
+        if m is not None:
+            st.thread = m.tid
+            st.where, st.frame = _innermost_where(m)
+    _fr_facts(st, p.collectives)
+    return st
