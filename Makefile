@@ -1,5 +1,8 @@
 # `make demo` and `make test` do all set-up on a fresh machine (see README.md).
 PYTHON ?= python3
+# The job-view tests run real distributed PyTorch (CPU, gloo). 2.13.0 is the CPU build this
+# workplace's machines carry on disk; any CPU build with gloo works (TORCH_SPEC="torch==2.9.1" ...).
+TORCH_SPEC ?= torch==2.13.0
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 BUILD   = tests/fixtures/build
@@ -21,6 +24,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q '$(TORCH_SPEC)'
 	touch $@
 
 install: $(VENV)/.installed

@@ -89,8 +89,9 @@ class _Refused(Exception):
 # Sniffing
 # --------------------------------------------------------------------------------------------
 
-#: Top-level keys only a flight-recorder dump has (``nccl_version`` before 2.8; vendors' forks
-#: rename ``nccl_comm_state`` to ``hccl_comm_state`` and the like).
+#: Top-level keys only a flight-recorder dump has (``nccl_version`` in older versions such as 2.7,
+#: where 2.10 says ``comm_lib_version``; vendors' forks rename ``nccl_comm_state`` to
+#: ``hccl_comm_state`` and the like).
 _FR_KEYS = frozenset({"pg_config", "pg_status", "comm_lib_version", "nccl_version", "nccl_comm_state"})
 _FR_GENERIC_KEYS = frozenset({"entries", "version"})
 _SNIFF_BYTES = 1 << 16
@@ -760,7 +761,7 @@ def _strings(value: Any, where: str) -> List[Optional[str]]:
     """``input_dtypes``: a list of names."""
     out: List[Optional[str]] = []
     for i, d in enumerate(_seq(value, where, MAX_TENSORS)):
-        out.append(d if type(d) is str and len(d) <= 64 else _str(d, "%s[%d]" % (where, i)))
+        out.append(d if type(d) is str and len(d) <= 64 and d.isprintable() else _str(d, "%s[%d]" % (where, i)))
     return out
 
 
@@ -898,8 +899,9 @@ def _extract(doc: Any, notes: List[str]) -> Tuple[Dict[str, Any], Optional[int]]
         return _dict(pg_config[name], "pg_config[%s]" % where)
 
     for key, st in pg_status.items():
-        k = str(_int(key, "pg_status key", numeric_str=True)) if type(key) is not str else key
-        k = _one_line(k, 256)
+        if type(key) is not str and type(key) is not int:
+            raise _Refused("pg_status has a %s key, expected a string" % _tname(key))
+        k = _one_line(str(key), 256)
         where = "pg_status[%s]" % k
         st = _dict(st, where)
         name, desc = names.get(k, (None, None))

@@ -175,6 +175,12 @@ def _elsewhere_text(states: Sequence[RankState]) -> str:
     return "; ".join(parts)
 
 
+def _source_name(states: Sequence[RankState]) -> str:
+    """Where sequence numbers came from, as a user would name it."""
+    sources = {s.fr_source for s in states}
+    return "PyTorch watchdog log" if sources == {"watchdog-log"} else "flight recorder"
+
+
 def _evidence(states: Sequence[RankState], rule: str) -> List[Dict[str, Any]]:
     out = []
     for s in states[:64]:
@@ -299,16 +305,17 @@ def cross_rank_findings(snapshot: Snapshot, states: List[RankState], world: Opti
         fr_note = [s for s in stragglers if s.last_enqueued is not None]
         if fr_note and first.seq is not None:
             lasts = sorted({s.last_enqueued for s in fr_note if s.last_enqueued is not None})
-            summary += " (flight recorder: %s last enqueued #%s, the others #%d)" % (
-                _who(fr_note), compress_ranks(lasts), first.seq)
+            summary += " (%s: %s last enqueued #%s, the others #%d)" % (
+                _source_name(fr_note), _who(fr_note), compress_ranks(lasts), first.seq)
         conf = 0.9 if len(stragglers) <= len(waiting) else 0.7
         out.append(_finding("collective-straggler", stragglers, summary,
                             _evidence(stragglers, "elsewhere") + _evidence(waiting, "waiting"), conf))
     elif behind and not waiting:
         ahead = [s for s in fr if s not in behind]
-        summary = "%s enqueued collective #%s; %s stopped at #%s (flight recorder)" % (
+        summary = "%s enqueued collective #%s; %s stopped at #%s (%s)" % (
             _who(ahead), ahead[0].last_enqueued if ahead else "?", _who(behind),
-            compress_ranks(sorted({s.last_enqueued for s in behind if s.last_enqueued is not None})))
+            compress_ranks(sorted({s.last_enqueued for s in behind if s.last_enqueued is not None})),
+            _source_name(behind))
         out.append(_finding("collective-straggler", behind, summary, _evidence(behind, "behind"), 0.7))
 
     # different collectives among the waiting ranks (device syncs with no op are no evidence either way)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
 
 from hanganalyze.analyse.bucket import is_interpreter_frame, is_runtime_frame
@@ -87,6 +88,7 @@ class RankState:
     last_enqueued: Optional[int] = None
     last_completed: Optional[int] = None
     pid: Optional[int] = None
+    fr_source: Optional[str] = None  # "flight-recorder" | "watchdog-log"
 
     @property
     def waiting(self) -> bool:
@@ -109,9 +111,7 @@ def frame_where(f: Frame) -> str:
         if loc and f.line is not None:
             loc = "%s:%s" % (loc, f.line)
         return "%s (%s)" % (name, loc) if loc else name
-    from hanganalyze.analyse.bucket import normalise_native_name
-
-    short = normalise_native_name(name) if f.function else "??"
+    short = _normalised(name) if f.function else "??"
     lib = _base(f.library)
     return "%s (%s)" % (short, lib) if lib else short
 
@@ -139,10 +139,16 @@ def _call_site(frames: List[Frame], start: int) -> Optional[str]:
     return None
 
 
-def _native_name(f: Frame) -> str:
+@lru_cache(maxsize=65536)
+def _normalised(name: str) -> str:
+    """A 4,096-rank job repeats the same few hundred native names: normalise each once."""
     from hanganalyze.analyse.bucket import normalise_native_name
 
-    return normalise_native_name(f.function) if f.function else ""
+    return normalise_native_name(name)
+
+
+def _native_name(f: Frame) -> str:
+    return _normalised(f.function) if f.function else ""
 
 
 def _scan_thread(frames: List[Frame]) -> Optional[Tuple[str, Optional[str], int]]:
@@ -198,6 +204,7 @@ def _fr_facts(st: RankState, coll: Optional[Dict[str, Any]]) -> None:
     """Sequence facts from the flight recorder / watchdog lines, type-checked (untrusted input)."""
     if not isinstance(coll, dict):
         return
+    st.fr_source = coll.get("source") if isinstance(coll.get("source"), str) else None
     groups = coll.get("groups")
     if isinstance(groups, dict) and groups:
         pg = "0" if "0" in groups else sorted(groups, key=str)[0]

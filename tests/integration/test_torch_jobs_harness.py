@@ -28,8 +28,16 @@ from jobs import (  # noqa: E402
 )
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
-needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
-needs_gdb = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
+
+
+@pytest.fixture
+def require_torch_and_gdb():
+    """Never a silent skip: `make install` installs PyTorch (CPU) and .ci/run installs gdb."""
+    assert HAS_TORCH, "torch is not installed in this environment: run `make install`"
+    assert shutil.which("gdb"), "gdb is not installed"
+
+
+needs_torch = needs_gdb = pytest.mark.usefixtures("require_torch_and_gdb")
 
 straggler_job = torch_job_fixture("straggler", name="straggler_job")
 

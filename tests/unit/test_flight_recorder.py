@@ -176,7 +176,8 @@ def test_rank_sources(tmp_path):
 
 
 def test_older_versions(tmp_path):
-    """2.7-2.9 call comm_lib_version nccl_version; dumps before pg_status get progress from entries."""
+    """Older versions (2.7) say nccl_version for comm_lib_version; a dump without pg_status gets
+    each group's progress from its entries."""
     doc = {k: v for k, v in RANK0_DOC.items() if k not in ("comm_lib_version", "pg_status")}
     doc["nccl_version"] = "2.21.5"
     doc["version"] = "2.2"
@@ -277,7 +278,7 @@ def hostile_pickles(marker: Path):
     return {
         "global_proto0": b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR.",
         "global_proto2": b"\x80\x02}cos\nsystem\n" + s + b"\x85R.",
-        "global_in_entries": b"\x80\x02}X\x07\x00\x00\x00entries]cos\nsystem\n" + s + b"\x85Rasu.",
+        "global_in_entries": b"\x80\x02}X\x07\x00\x00\x00entries]cos\nsystem\n" + s + b"\x85Ras.",
         "stack_global": b"\x80\x04\x95\x00\x00\x00\x00\x00\x00\x00\x00\x8c\x02os\x94\x8c\x06system\x94\x93"
                         + s + b"\x85R.",
         "inst": b"(S'touch " + str(marker).encode() + b"'\nios\nsystem\n.",
@@ -331,6 +332,18 @@ def test_hostile_pickles(tmp_path, marker):
     assert "recursive" in msgs["recursive_list"] and "recursive" in msgs["recursive_dict"]
     assert "top level is a list" in msgs["top_level_list"]
     assert "memo entry" in msgs["memo_bomb"] and "memo entry" in msgs["memo_bomb_text"]
+
+
+def test_the_payloads_are_live(tmp_path):
+    """The hostile pickles above do run code under a plain pickle.loads (in a child process, on a
+    marker of its own): so the marker's absence above means the reader refused them."""
+    names = ["global_proto0", "global_proto2", "global_in_entries", "stack_global", "inst", "obj"]
+    for name in names:
+        write(tmp_path, name, hostile_pickles(tmp_path / ("live_" + name))[name])
+    code = "import pickle, sys\nfor p in sys.argv[1:]:\n    try:\n        pickle.loads(open(p, 'rb').read())\n" \
+           "    except Exception:\n        pass\n"
+    subprocess.run([sys.executable, "-c", code] + [str(tmp_path / n) for n in names], timeout=60, check=True)
+    assert all((tmp_path / ("live_" + name)).exists() for name in names)
 
 
 def test_registered_extension_code_is_refused(tmp_path, marker):
