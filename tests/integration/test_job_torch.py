@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Dict, List
@@ -100,7 +101,11 @@ def test_straggler_several_pids(straggler_job, tmp_path):
 
 @pytest.fixture(scope="module")
 def straggler_cores(straggler_job, tmp_path_factory):
-    return gcore_ranks(straggler_job, tmp_path_factory.mktemp("straggler_cores"))
+    folder = tmp_path_factory.mktemp("straggler_cores")
+    try:
+        yield gcore_ranks(straggler_job, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # 700 MB a rank: never left for the next run
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +148,11 @@ def test_mismatch_per_rank_snapshots_merged_from_a_folder(mismatch_job, tmp_path
 
 
 def test_mismatch_from_cores(mismatch_job, tmp_path):
-    cores = gcore_ranks(mismatch_job, tmp_path / "cores")
-    _check_mismatch(_analyze([cores[r] for r in sorted(cores)], tmp_path), mismatch_job)
+    try:
+        cores = gcore_ranks(mismatch_job, tmp_path / "cores")
+        _check_mismatch(_analyze([cores[r] for r in sorted(cores)], tmp_path), mismatch_job)
+    finally:
+        shutil.rmtree(tmp_path / "cores", ignore_errors=True)
 
 
 def _check_exit(snap: Dict, job) -> None:
@@ -161,12 +169,15 @@ def test_exited_rank_live_job(exit_job, tmp_path):
 
 
 def test_exited_rank_from_a_folder_of_cores(exit_job, tmp_path):
-    cores = gcore_ranks(exit_job, tmp_path / "cores")
-    folder = tmp_path / "all"
-    folder.mkdir()
-    for r, core in cores.items():
-        (folder / ("core.rank%d" % r)).symlink_to(core)
-    _check_exit(_analyze([folder], tmp_path), exit_job)
+    try:
+        cores = gcore_ranks(exit_job, tmp_path / "cores")
+        folder = tmp_path / "all"
+        folder.mkdir()
+        for r, core in cores.items():
+            (folder / ("core.rank%d" % r)).symlink_to(core)
+        _check_exit(_analyze([folder], tmp_path), exit_job)
+    finally:
+        shutil.rmtree(tmp_path / "cores", ignore_errors=True)
 
 
 def test_multiprocessing_worker_never_answers(mp_job, tmp_path):
