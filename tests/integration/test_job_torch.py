@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
-from helpers import run_hanganalyze
+from helpers import REPO, run_hanganalyze
 from jobs import gcore_ranks, mp_job_fixture, torch_job_fixture
 
 straggler_job = torch_job_fixture("straggler", name="straggler_job", bad_rank=1)
@@ -136,14 +136,20 @@ def test_mismatch_live_job(mismatch_job, tmp_path):
 
 
 def test_mismatch_per_rank_snapshots_merged_from_a_folder(mismatch_job, tmp_path):
-    """What each node of a cluster does (docs/job.md): one snapshot JSON per rank, then one merge."""
+    """What each node of a cluster does (docs/job.md): scripts/capture-node.sh writes one snapshot
+    JSON per rank of the node's torchrun agent; then one `hanganalyze FOLDER` merges them."""
+    import subprocess
+
     folder = tmp_path / "snaps"
-    folder.mkdir()
-    for r, pid in mismatch_job.rank_pids.items():
-        res = run_hanganalyze(["--pid", pid, "--format", "json", "-o", folder / ("rank%d.json" % r)], timeout=TIMEOUT)
-        assert res.returncode in (0, 3), res.stderr.decode()[-2000:]
-        one = json.loads((folder / ("rank%d.json" % r)).read_text())
-        assert one["processes"][0]["rank"] == r and "job" not in one  # one process: no job view
+    res = subprocess.run(["bash", str(REPO / "scripts" / "capture-node.sh"), str(folder),
+                          str(mismatch_job.launcher_pid)], capture_output=True, timeout=TIMEOUT)
+    assert res.returncode == 0, res.stderr.decode()[-2000:]
+    files = sorted(p.name for p in folder.iterdir())
+    assert len(files) == 4 and all(re.match(r".+\.rank[0-3]\.json$", f) for f in files), files
+    for f in folder.iterdir():
+        one = json.loads(f.read_text())
+        assert len(one["processes"]) == 1 and "job" not in one  # one process each: no job view yet
+        assert f.name.endswith(".rank%d.json" % one["processes"][0]["rank"])
     _check_mismatch(_analyze([folder], tmp_path), mismatch_job)
 
 

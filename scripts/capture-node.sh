@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Capture every rank of this node into one snapshot JSON per rank, for `hanganalyze FOLDER` later.
+#
+#   scripts/capture-node.sh OUTDIR [AGENT_PID ...]
+#
+# Without AGENT_PID, every torchrun / torch.distributed.run agent of this node is used.  Each worker
+# (a child of an agent) is analysed live with `hanganalyze --pid` (read-only, detached afterwards),
+# at most HANGANALYZE_PARALLEL (default: number of CPUs) at a time, into OUTDIR/<host>.rank<R>.json
+# (R from the worker's RANK; the pid when it has none).  Run it on every node through the job's own
+# launcher (srun --overlap, pdsh, kubectl exec: see docs/job.md), then merge: hanganalyze OUTDIR.
+# Exit status: 0 when every rank was captured, 1 otherwise (the other ranks' files are still written).
+set -u
+out=${1:?usage: capture-node.sh OUTDIR [AGENT_PID ...]}
+shift
+mkdir -p "$out" || exit 1
+hanganalyze=${HANGANALYZE:-hanganalyze}
+parallel=${HANGANALYZE_PARALLEL:-$(nproc)}
+host=$(hostname -s 2>/dev/null || echo node)
+agents=("$@")
+if [ ${#agents[@]} -eq 0 ]; then
+  mapfile -t agents < <(pgrep -f 'torch\.distributed\.run|torchrun' || true)
+fi
+if [ ${#agents[@]} -eq 0 ]; then
+  echo "capture-node: no torchrun agent on $host" >&2
+  exit 1
+fi
+status=0
+running=0
+for agent in "${agents[@]}"; do
+  for w in $(pgrep -P "$agent"); do
+    r=$(tr '\0' '\n' < "/proc/$w/environ" 2>/dev/null | sed -n 's/^RANK=//p')
+    [ -n "$r" ] || continue  # not a worker (no RANK)
+    "$hanganalyze" --pid "$w" --format json -o "$out/$host.rank$r.json" 2>"$out/.$host.rank$r.err" &
+    running=$((running + 1))
+    if [ "$running" -ge "$parallel" ]; then
+      wait -n || true
+      running=$((running - 1))
+    fi
+  done
+done
+wait
+for err in "$out"/.*.err; do
+  [ -e "$err" ] || continue
+  if [ -s "$err" ]; then
+    json="$out/$(basename "${err%.err}" | sed 's/^\.//').json"
+    [ -s "$json" ] || { echo "capture-node: $(cat "$err")" >&2; status=1; }
+  fi
+  rm -f "$err"
+done
+exit $status
