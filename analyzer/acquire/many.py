@@ -207,8 +207,15 @@ def acquire_all(
         except Exception as e:  # noqa: BLE001 - one broken input must not end a job's analysis
             return e
 
-    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="acquire") as pool:
+    pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="acquire")
+    try:
         results = list(pool.map(work, inputs))
+    except BaseException:
+        # Ctrl-C: start no further input; the ones under way finish their step and detach (the
+        # driver's finally), so no live rank is left stopped or traced.
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     out = Snapshot()
     errors: List[BaseException] = []
     for inp, res in zip(inputs, results):

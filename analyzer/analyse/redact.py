@@ -314,6 +314,12 @@ def redact(snapshot: Snapshot, hostnames: Optional[Iterable[str]] = None, users:
         users = mu if users is None else users
     r = Redactor(hostnames, users)
     data = snapshot.to_dict()
+    for p in snapshot.processes:  # the job view's host names are hosts even when they are short ("node07")
+        dist = p.dist if isinstance(p.dist, dict) else {}
+        for key in ("host", "master_addr"):
+            value = dist.get(key)
+            if isinstance(value, str) and len(value) >= 2 and value.lower() not in ("localhost", "127.0.0.1", "::1"):
+                r.add("host", value)
 
     def seen(s: str) -> str:
         r.discover(s)

@@ -224,3 +224,26 @@ def test_job_reports_show_the_diagnosis(straggler_json, tmp_path, fmt):
     text = out.read_text()
     assert "collective-straggler" in text and "load_next_batch" in text
     assert "0,2-3" in text  # the rank class and the tree's branch
+
+
+def test_ctrl_c_during_a_job_leaves_every_rank_running_untraced(straggler_job):
+    """Interrupted while gdb is attached to some ranks: one line, exit 4, no further rank is attached,
+    and every rank is detached and running (not stopped, not traced) afterwards."""
+    import signal
+    import subprocess
+    import sys
+
+    from helpers import assert_one_line_error
+
+    p = subprocess.Popen([sys.executable, "-m", "hanganalyze", "--job", str(straggler_job.launcher_pid),
+                          "--parallel", "1", "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(4)  # the first rank is being read
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=300)
+    res = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    assert_one_line_error(res, 4, "interrupted")
+    for pid in straggler_job.rank_pids.values():
+        status = Path("/proc/%d/status" % pid).read_text()
+        assert "TracerPid:\t0" in status, status
+        state = re.search(r"State:\s+(\w)", status).group(1)
+        assert state in ("S", "R"), (pid, state)

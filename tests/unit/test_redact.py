@@ -94,3 +94,20 @@ def test_root_and_model_shape_kept():
     assert r.findings[0].signature == "sig-a"
     assert any(w.startswith("redacted:") for w in r.warnings)
     assert s.processes[0].argv[2] == "--token=abc123xyz"  # input not mutated
+
+
+def test_job_view_hosts_and_addresses_are_redacted():
+    """Rank identity carries node names that are no FQDN ("gpu-node07") and the rendezvous address."""
+    import json
+
+    from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
+
+    procs = []
+    for r in (0, 1):
+        t = Thread(tid=100 + r, frames=[Frame(kind="python", function="step", file="/home/alice/train.py", line=3)])
+        procs.append(Process(source="live", pid=100 + r, threads=[t], rank=r,
+                             dist={"host": "gpu-node07", "master_addr": "10.20.30.40", "world_size": 2}))
+    out = json.dumps(redact(Snapshot(processes=procs), hostnames=[], users=[]).to_dict())
+    for secret in ("gpu-node07", "10.20.30.40", "alice"):
+        assert secret not in out, secret
+    assert '"rank": 1' in out
