@@ -276,6 +276,15 @@ def _refuse_op(data: bytes, pos: int, why: str, strings: List[Tuple[int, int]]) 
     return _Refused("it asks for %s at byte %d (only plain data is loaded)" % (why, pos))
 
 
+def _memo_store(memo: dict, idx: int, stack: list, fence: int, start: int) -> None:
+    """PUT / MEMOIZE: a bounded index (the C unpickler grows its memo array to it) of a real object."""
+    if idx >= MAX_MEMO_INDEX:
+        raise _Refused("it stores memo entry %d (at most %d; byte %d)" % (idx, MAX_MEMO_INDEX, start))
+    if len(stack) <= fence:
+        raise _Refused("it is malformed: memo store with an empty stack (byte %d)" % start)
+    memo[idx] = stack[-1]
+
+
 def _scan_pickle(data: bytes) -> None:
     """Refuse, before anything is built, a pickle that is more than plain data (see the module doc).
 
@@ -321,11 +330,7 @@ def _scan_pickle(data: bytes) -> None:
                 pos += arg
             else:
                 idx = len(memo)
-            if idx >= MAX_MEMO_INDEX:
-                raise _Refused("it stores memo entry %d (at most %d; byte %d)" % (idx, MAX_MEMO_INDEX, start))
-            if len(stack) <= fence:
-                raise _Refused("it is malformed: memo store with an empty stack (byte %d)" % start)
-            memo[idx] = stack[-1]
+            _memo_store(memo, idx, stack, fence, start)
             continue
         elif kind == _K_COUNTED:
             width, is_string, is_int = arg
@@ -432,11 +437,7 @@ def _scan_pickle(data: bytes) -> None:
                     raise _Refused("it refers to memo entry %d, never stored (byte %d)" % (idx, start))
                 stack.append(memo[idx])
             else:
-                if idx >= MAX_MEMO_INDEX:
-                    raise _Refused("it stores memo entry %d (at most %d; byte %d)" % (idx, MAX_MEMO_INDEX, start))
-                if len(stack) <= fence:
-                    raise _Refused("it is malformed: memo store with an empty stack (byte %d)" % start)
-                memo[idx] = stack[-1]
+                _memo_store(memo, idx, stack, fence, start)
             continue
         elif kind == _K_PROTO:
             if pos >= n:

@@ -543,7 +543,7 @@ def _live_files(pid: int) -> List[MappedFile]:
     return out
 
 
-def _live_argv(pid: int) -> Optional[List[str]]:
+def live_argv(pid: int) -> Optional[List[str]]:
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
             raw = f.read()
@@ -565,7 +565,7 @@ def snapshot_from_pid(
     """Snapshot of a live process: attach, read, detach.  The process is never left stopped."""
     _check_pid(pid)
     state_before = _state_letter(pid)
-    argv = _live_argv(pid)
+    argv = live_argv(pid)
     environ = read_proc_environ(pid)
     try:
         exe = os.readlink("/proc/%d/exe" % pid)

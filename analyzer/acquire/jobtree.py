@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from hanganalyze.acquire.gdbdriver import live_argv
 from hanganalyze.acquire.ranks import identity_from_environ, read_proc_environ
 from hanganalyze.errors import InputError
 
@@ -79,14 +80,6 @@ def descendants(pid: int) -> List[int]:
     return out
 
 
-def _cmdline(pid: int) -> List[str]:
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            return [a.decode("utf-8", "replace") for a in f.read(1 << 16).split(b"\0") if a]
-    except OSError:
-        return []
-
-
 def runs_python(pid: int) -> bool:
     """Its executable is python*, or it maps libpython (an embedding launcher, a static python)."""
     try:
@@ -138,7 +131,7 @@ def job_processes(launcher: int) -> JobProcesses:
             notes.append("left out %d Python process(es) without a rank: pid %s"
                          % (len(others), ", ".join(map(str, others[:20]))))
     else:
-        workers = [p for p in python if not any(h in " ".join(_cmdline(p)) for h in _HELPERS)]
+        workers = [p for p in python if not any(h in " ".join(live_argv(p) or []) for h in _HELPERS)]
         if len(workers) < len(python):
             notes.append("left out multiprocessing's helper process(es) (resource tracker, fork server)")
         if runs_python(launcher):
