@@ -3,6 +3,9 @@
 #
 #   OUT=DIR bash scripts/gpu_job_capture.sh [--install]
 #
+# On a machine with fewer GPUs than ranks the ranks share the GPUs (the fixture gives each rank its own
+# NCCL_HOSTID, so NCCL uses its socket transport).
+#
 # For each scenario of tests/fixtures/gpu/nccl_job.py (straggler, mismatch; rank BAD_RANK=1 at fault):
 #   1. start `torchrun --nproc_per_node=2` with the flight recorder on (TORCH_FR_BUFFER_SIZE=2000
 #      TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_DUMP_TEMP_FILE=<dir>/fr.rank_) and a process-group
@@ -242,6 +245,7 @@ for sc in $SCENARIOS; do
         cp "$d/torchrun.log" "$EXTRA/$sc.torchrun.log"; continue
     fi
     ps -o pid,ppid,stat,pcpu,rss,cmd -p "$(IFS=,; echo "${JOB_PIDS[*]}")" 2>&1
+    grep -v "^\*\*\*\|^W.*run.py\|OMP_NUM_THREADS" "$d/torchrun.log" | cut -c1-300 | head -12
     sleep 3
     ls "$d/ready"
 

@@ -255,15 +255,21 @@ def _peer_wait(snapshot: Snapshot, states: List[RankState]) -> List[Finding]:
     syncs = [s for s in states if s.state == "device-sync"]
     if not syncs:
         return []
-    who = _who(syncs)
-    summary = "%s %s blocked in %s: waiting for the peers to complete the collective" % (
-        who, "is" if len(syncs) == 1 else "are", _coll_text(syncs[0]))
+    parts = []
+    for members in list(_classes_of(syncs, lambda s: (s.op, s.call_site, s.seq)).values())[:MAX_NAMED]:
+        parts.append("%s %s blocked in %s" % (_who(members), "is" if len(members) == 1 else "are",
+                                              _coll_text(members[0])))
+    summary = "; ".join(parts) + ": waiting for the peers to complete the collective"
     return [_finding("collective-peer-wait", syncs, summary, _evidence(syncs, "device sync after a collective"),
                      0.8 if any(s.seq is not None for s in syncs) else 0.6)]
 
 
 def cross_rank_findings(snapshot: Snapshot, states: List[RankState], world: Optional[int]) -> List[Finding]:
     out: List[Finding] = []
+    if any(s.rank is not None for s in states):
+        # ranks are known: a process without one (the launcher's own log lines, a helper) is context,
+        # never a rank at fault
+        states = [s for s in states if s.rank is not None]
     ranked = [s for s in states if s.rank is not None]
     waiting = [s for s in states if s.waiting]
     elsewhere = [s for s in states if s.state == "elsewhere"]
@@ -318,25 +324,53 @@ def cross_rank_findings(snapshot: Snapshot, states: List[RankState], world: Opti
             _source_name(behind))
         out.append(_finding("collective-straggler", behind, summary, _evidence(behind, "behind"), 0.7))
 
-    # different collectives among the waiting ranks (device syncs with no op are no evidence either way)
-    named = [s for s in waiting if s.state != "device-sync" or s.op]
-    groups = _classes_of(named, lambda s: s.collective_key())
-    seqs = {s.seq for s in named if s.seq is not None}
-    if len(groups) > 1 or len(seqs) > 1:
-        if len(groups) <= 1:
-            groups = _classes_of(named, lambda s: s.seq)
-        ordered = sorted(groups.values(), key=lambda g: (-len(g), min(s.process for s in g)))
+    # different collectives among the waiting ranks
+    groups = collective_groups(waiting)
+    if len(groups) > 1:
+        ordered = sorted(groups, key=lambda g: (-len(g), min(s.process for s in g)))
         major, minors = ordered[0], [s for g in ordered[1:] for s in g]
         parts = ["%s wait%s in %s" % (_who(g), "s" if len(g) == 1 else "", _coll_text(g[0]))
                  for g in ordered[:MAX_NAMED]]
         summary = "; ".join(parts) + ": the calls do not match"
+        known = all(s.op is not None for s in waiting)
         out.append(_finding("collective-mismatch", minors, summary,
-                            _evidence(minors, "different collective") + _evidence(major, "majority"), 0.85))
-    if waiting and not stragglers and not missing and len(groups) <= 1 and len(seqs) <= 1 and len(states) > 1 \
+                            _evidence(minors, "different collective") + _evidence(major, "majority"),
+                            0.85 if known else 0.6))
+    if waiting and not stragglers and not missing and len(groups) <= 1 and len(states) > 1 \
             and all(s.waiting and s.state != "ipc-wait" for s in states):
         summary = "all %d ranks wait in %s; none is missing or elsewhere" % (len(waiting), _coll_text(waiting[0]))
         out.append(_finding("collective-hang", waiting, summary, _evidence(waiting, "waiting"), 0.6))
     return out
+
+
+def _compatible(a: RankState, b: RankState) -> bool:
+    """Could these two ranks be in the same collective?  An unknown op (an NCCL device sync with no
+    flight recorder) matches any op, but the call site and a known sequence number must agree."""
+    if a.call_site != b.call_site:
+        return False
+    if a.op is not None and b.op is not None and a.op != b.op:
+        return False
+    return a.seq is None or b.seq is None or a.seq == b.seq
+
+
+def collective_groups(waiting: Sequence[RankState]) -> List[List[RankState]]:
+    """Waiting ranks grouped by the collective they are in; more than one group is a mismatch.
+
+    Each group is checked against its first member and its first member with a known op (so a
+    4,096-rank job costs a few comparisons per rank, not one per pair)."""
+    groups: List[List[RankState]] = []
+    reps: List[List[RankState]] = []
+    for s in waiting:
+        for g, rep in zip(groups, reps):
+            if all(_compatible(s, r) for r in rep):
+                g.append(s)
+                if s.op is not None and all(r.op is None for r in rep):
+                    rep.append(s)
+                break
+        else:
+            groups.append([s])
+            reps.append([s])
+    return groups
 
 
 def _rank_suffix(ranks: List[int], procs: List[int]) -> str:

@@ -223,10 +223,15 @@ def _fr_facts(st: RankState, coll: Optional[Dict[str, Any]]) -> None:
         if pending:
             last = max(pending, key=lambda e: e["seq"])
             st.seq = last["seq"]
+            if st.state == "no-stack":
+                # a dump alone: the rank enqueued this collective and it never completed, so it waits in it
+                st.state = "collective"
             if isinstance(last.get("op"), str) and st.op is None and st.waiting:
                 st.op = last["op"]
-            if st.call_site is None and st.waiting and isinstance(last.get("user_frame"), str):
-                st.call_site = last["user_frame"]
+            user_frame = last.get("user_frame")
+            if isinstance(user_frame, str) and st.waiting and (st.call_site is None or st.state == "device-sync"):
+                # the dump recorded where the collective was called; the stack only where the host syncs
+                st.call_site = user_frame
     if st.seq is None and st.fr_completed is False:
         st.seq = st.last_enqueued
 

@@ -35,7 +35,9 @@ def test_flight_recorder_dumps_alone_name_the_rank_behind():
     assert [(p["rank"], p["source"]) for p in snap["processes"]] == [(0, "flight-recorder"), (1, "flight-recorder")]
     f = _finding(snap, "collective-straggler")
     assert f["ranks"] == [1]
-    assert f["summary"] == "rank 0 enqueued collective #3; rank 1 stopped at #2 (flight recorder)"
+    assert f["summary"] == ("rank 0 waits in all_reduce (collective #3) called from train_step (fr_strag.py:8); "
+                            "rank 1 never reached it: no stack in the input "
+                            "(flight recorder: rank 1 last enqueued #2, the others #3)")
 
 
 def test_stacks_and_dumps_are_joined_by_rank(tmp_path):
@@ -46,7 +48,8 @@ def test_stacks_and_dumps_are_joined_by_rank(tmp_path):
     f = snap["findings"][0]
     assert f["signature"] == "collective-straggler" and f["ranks"] == [1]
     assert f["summary"] == (
-        "rank 0 waits in the device sync after all_reduce (collective #3) called from train_step (fr_strag.py:9); "
+        # line 8 calls all_reduce (the dump says so); line 9's .item() is where the host waits
+        "rank 0 waits in the device sync after all_reduce (collective #3) called from train_step (fr_strag.py:8); "
         "rank 1 never reached it: it is in load_next_batch (fr_strag.py:6) "
         "(flight recorder: rank 1 last enqueued #2, the others #3)")
     peer = _finding(snap, "collective-peer-wait")
@@ -72,7 +75,7 @@ def test_torchrun_log_watchdog_lines_give_sequence_numbers():
     assert by_rank[0]["collectives"]["groups"]["0"]["last_enqueued"] == 3
     assert by_rank[1]["collectives"]["groups"]["0"]["last_enqueued"] == 2
     f = _finding(snap, "collective-straggler")
-    assert f["ranks"] == [1] and "(PyTorch watchdog log)" in f["summary"], f
+    assert f["ranks"] == [1] and "(PyTorch watchdog log: rank 1 last enqueued #2, the others #3)" in f["summary"], f
 
 
 def test_a_folder_of_mixed_inputs(tmp_path):
