@@ -81,7 +81,7 @@ def _job_lines(view: ReportView) -> List[str]:
     out = ["", RULE, "JOB: " + ", ".join("%s %s" % (k, clean(v)) for k, v in job.facts), RULE]
     if job.classes:
         out.append("")
-        out.append("RANK CLASSES (processes with the same stacks)")
+        out.append("RANK CLASSES (ranks in the same place: state, collective, call site, innermost frame)")
         for c in job.classes:
             out.append("  [%s] (%d) %s" % (clean(c.ranks), c.size, clean(c.state)))
     for title, err in job.failed:

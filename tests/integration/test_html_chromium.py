@@ -11,6 +11,7 @@ The DevTools client is a minimal WebSocket client on the standard library (no ne
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
 import os
@@ -191,8 +192,9 @@ def report_html(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def page(report_html):
+@contextlib.contextmanager
+def chromium_page(html: Path):
+    """A headless Chromium tab showing ``html``, driven over DevTools (used by the job report test too)."""
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
     proc = subprocess.Popen(
         [CHROMIUM, *FLAGS, "--user-data-dir=%s" % profile, "about:blank"],
@@ -218,7 +220,7 @@ def page(report_html):
         for domain in ("Runtime.enable", "Log.enable", "Page.enable"):
             pg.call(domain)
         pg.call("Emulation.setDeviceMetricsOverride", width=1280, height=900, deviceScaleFactor=1, mobile=False)
-        pg.call("Page.navigate", url=report_html.resolve().as_uri())
+        pg.call("Page.navigate", url=html.resolve().as_uri())
         pg.wait_event("Page.loadEventFired")
         yield pg
     finally:
@@ -228,6 +230,12 @@ def page(report_html):
         except subprocess.TimeoutExpired:
             proc.kill()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def page(report_html):
+    with chromium_page(report_html) as pg:
+        yield pg
 
 
 def test_loads_without_console_errors(page):
