@@ -70,6 +70,8 @@ CASES = [
     ("busy_spin_returnn_1811.txt", "cudaStreamSynchronize"),
     ("busy_spin_traccc_569.txt", "cudaStreamSynchronize"),
     ("tf_nccl_reduce_30100.txt", "NcclReduce"),
+    ("gil_missing_allocator_pytorch_26475.txt", "without holding the GIL"),
+    ("gil_missing_pybytes_pytorch_72086.txt", "pybind11::bytes"),
 ]
 
 
