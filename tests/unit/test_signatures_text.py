@@ -72,6 +72,7 @@ CASES = [
     ("tf_nccl_reduce_30100.txt", "NcclReduce"),
     ("gil_missing_allocator_pytorch_26475.txt", "without holding the GIL"),
     ("gil_missing_pybytes_pytorch_72086.txt", "pybind11::bytes"),
+    ("collective_mismatch_lightning_19045.txt", "Detected mismatch between collectives"),
 ]
 
 
