@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from hanganalyze.acquire.corefile import CoreInfo, MappedFile, build_id_of_file, check_executable
+from hanganalyze.acquire.embedded_versions import add_embedded_versions, mentions_nccl
 from hanganalyze.acquire.ranks import identity_from_environ, read_proc_environ
 from hanganalyze.errors import GdbError, InputError
 from hanganalyze.gdbext.model import Library, Process, Snapshot
@@ -471,6 +472,10 @@ def _complete_from_core(proc: Process, info: CoreInfo, exe_path: str) -> None:
         proc.notes.append("core written by gdb (gcore) of a running process: no fatal signal")
     if not proc.libraries:
         proc.libraries = libraries_from_files(info.files)
+    # NCCL linked into the executable or a framework library: its embedded version string
+    if mentions_nccl(proc):
+        add_embedded_versions(proc.libraries, [f.path for f in info.files], exe_path or proc.executable,
+                              core=info.path, mappings=[(m.start, m.end, m.path) for m in info.mappings])
     normalise_frame_libraries(proc, info.files)
     proc.rank, proc.dist = identity_from_environ(info.environ, "core environment")
 
@@ -617,6 +622,8 @@ def snapshot_from_pid(
     files = _live_files(pid)
     if not proc.libraries:
         proc.libraries = libraries_from_files(files)
+    if mentions_nccl(proc):
+        add_embedded_versions(proc.libraries, [f.path for f in files], proc.executable)
     normalise_frame_libraries(proc, files)
     snap.warnings = gdb_warnings + snap.warnings
     return snap

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+from hanganalyze.acquire.embedded_versions import static_name, versions_from_messages
 from hanganalyze.analyse.signatures import (
     Clause,
     FramePattern,
@@ -39,8 +40,12 @@ from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
 STRIPPED_FACTOR = 0.75
 #: Confidence factor when a rule needs a GIL state the snapshot does not know.
 UNKNOWN_GIL_FACTOR = 0.8
-#: Confidence factor when a version condition could not be checked (version or library unknown).
+#: Confidence factor when a version condition could not be checked: the library is loaded but its
+#: version is unreadable (``libnccl.so.2``), or the Python version is unknown.
 UNKNOWN_VERSION_FACTOR = 0.9
+#: ... and when the library was not found at all (not mapped, no embedded version string, not in
+#: the log): linked statically where we could not read it, or an input that lists no libraries.
+MISSING_LIBRARY_FACTOR = 0.7
 
 _NEEDS_NORMALISING = re.compile(r"[(\[.@ ]")
 
@@ -132,7 +137,7 @@ class _Matcher:
         self.all_names = set(self.by_name)
         self._frame_cache: Dict[int, Dict[FrameKey, bool]] = {}
         self._pos_cache: Dict[Tuple[int, int], Tuple[List[int], Set[int]]] = {}
-        self._lib_names: Optional[List[Tuple[str, Optional[str]]]] = None
+        self._lib_names: Optional[List[Tuple[str, Optional[str], str]]] = None
 
     # ----- frames ---------------------------------------------------------------------------
     def frame_ok(self, pat: FramePattern, key: Optional[FrameKey]) -> bool:
@@ -421,55 +426,85 @@ class _Matcher:
         return "%s%s is in %s%s" % (who, more, chain, note)
 
     # ----- conditions -----------------------------------------------------------------------
-    def libraries(self) -> List[Tuple[str, Optional[str]]]:
-        """(basename, version) of every library known: process.libraries plus frame libraries."""
+    def libraries(self) -> List[Tuple[str, Optional[str], str]]:
+        """(name, version, where) of every library known: process.libraries (a statically linked
+        one, ``"FILE (static libnccl.so)"``, under its library name), versions NCCL printed in the
+        log (text inputs), plus frame libraries (no version)."""
         if self._lib_names is None:
-            seen: Dict[str, Optional[str]] = {}
+            seen: Dict[str, Tuple[str, Optional[str], str]] = {}
             for lib in self.process.libraries:
-                seen[os.path.basename(lib.path)] = lib.version
+                static = static_name(lib.path)
+                name = static or os.path.basename(lib.path)
+                key = lib.path if static else name
+                where = "%s linked into %s" % (static, lib.path[: lib.path.rfind(" (static ")]) if static else name
+                seen[key] = (name, lib.version, where)
+            for name, v in versions_from_messages(self.process.messages):
+                seen.setdefault("log:" + name, (name, v, "%s (version printed in the log)" % name))
             for tv in self.views:
                 for f in tv.frames:
                     if f.library:
-                        seen.setdefault(os.path.basename(f.library), None)
-            self._lib_names = list(seen.items())
+                        base = os.path.basename(f.library)
+                        seen.setdefault(base, (base, None, base))
+            self._lib_names = list(seen.values())
         return self._lib_names
 
-    def conditions(self, sig: Signature) -> Optional[Tuple[float, List[dict]]]:
+    def conditions(self, sig: Signature) -> Optional[Tuple[float, List[dict], List[str]]]:
+        """(confidence factor, evidence, notes) when the conditions hold or cannot be checked;
+        None only when a KNOWN fact fails them (a known version outside the range, a known signal
+        or Python version, a presence-only library absent from a known library list)."""
         c = sig.conditions
-        factor, ev = 1.0, []
+        factor, ev, notes = 1.0, [], []
         if c.signal is not None and self.process.signal not in c.signal:
             return None
         if c.python is not None:
             v = parse_version((self.process.python or {}).get("version"))
             if v is None:
                 factor *= UNKNOWN_VERSION_FACTOR
+                notes.append("Python version unknown: this applies to Python %s" % c.python.text)
             elif not c.python.contains(v):
                 return None
         for lc in c.libraries:
-            found = [(n, v) for n, v in self.libraries() if lc.name.search(n)]
-            if not found:
-                if self.process.libraries:  # full list known and the library is not loaded
-                    return None
-                if lc.version is not None:
-                    factor *= UNKNOWN_VERSION_FACTOR
-                continue
+            found = [(n, v, w) for n, v, w in self.libraries() if lc.name.search(n)]
             if lc.version is None:
+                if not found and self.process.libraries:  # full list known and the library is not loaded
+                    return None
                 continue
             versions = []
-            for n, v in found:
+            for n, v, w in found:
                 pv = parse_version(v) if v else _version_from_name(n)
                 # a bare soname major ("libnccl.so.2", the pip wheels' name) says nothing useful
                 if pv is not None and len(pv) >= 2:
-                    versions.append((n, pv))
+                    versions.append((w, pv))
             if not versions:
-                factor *= UNKNOWN_VERSION_FACTOR
+                # Unknown is not "no": NCCL may be linked statically, or the input (a paste) does
+                # not list libraries.  Keep the finding, lower, and say why.
+                factor *= UNKNOWN_VERSION_FACTOR if found else MISSING_LIBRARY_FACTOR
+                what = _display_name(lc.name_text)
+                why = ("%s is loaded but its version could not be read" % found[0][2] if found
+                       else "%s is not mapped as a file and no embedded version string was found" % lc.name_text)
+                note = "%s version unknown: the fix applies from %s (%s)" % (
+                    what, lc.version.text.lstrip(">="), why) if lc.version.text.startswith(">=") else (
+                    "%s version unknown: this applies to %s %s (%s)" % (what, what, lc.version.text, why))
+                notes.append(note)
+                ev.append({"thread": None, "frame": None, "rule": "library %s %s" % (lc.name_text, lc.version.text),
+                           "text": note})
                 continue
-            ok = [(n, pv) for n, pv in versions if lc.version.contains(pv)]
+            ok = [(w, pv) for w, pv in versions if lc.version.contains(pv)]
             if not ok:
                 return None
             ev.append({"thread": None, "frame": None, "rule": "library %s %s" % (lc.name_text, lc.version.text),
                        "text": "%s (version %s)" % (ok[0][0], ".".join(map(str, ok[0][1])))})
-        return factor, ev
+        return factor, ev, notes
+
+
+def _display_name(glob: str) -> str:
+    """"NCCL" from "libnccl.so*"."""
+    base = re.sub(r"\.so.*$", "", glob)
+    base = base[3:] if base.startswith("lib") else base
+    return _DISPLAY.get(base.lower(), base)
+
+
+_DISPLAY = {"nccl": "NCCL", "rccl": "RCCL", "cudart": "CUDA runtime", "cuda": "CUDA driver", "cudnn": "cuDNN"}
 
 
 def _version_from_name(basename: str) -> Optional[Tuple[int, ...]]:
@@ -487,7 +522,7 @@ def match_process(process: Process, index: int, db: SignatureDB) -> List[Finding
         cond = m.conditions(sig)
         if cond is None:
             continue
-        factor, cond_ev = cond
+        factor, cond_ev, cond_notes = cond
         best = None
         for clause in sig.clauses:
             r = m.clause(clause)
@@ -499,6 +534,8 @@ def match_process(process: Process, index: int, db: SignatureDB) -> List[Finding
             continue
         conf, evidence, tids, parts = best
         summary = "%s: %s." % (sig.title, "; ".join(parts)) if parts else sig.title + "."
+        if cond_notes:
+            summary += " " + " ".join("%s." % n for n in cond_notes)
         findings.append(Finding(
             signature=sig.id, title=sig.title, severity=sig.severity, process=index, threads=tids,
             summary=summary, fix=sig.fix_lines(), references=list(sig.references),

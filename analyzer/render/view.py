@@ -270,12 +270,18 @@ def library_version(base: str, version: Optional[str]) -> str:
 def key_libraries(p: Process) -> List[Tuple[str, str]]:
     seen = set()
     out = []
+    from hanganalyze.acquire.embedded_versions import static_name
+
     for lib in p.libraries:
-        base = _base(lib.path)
+        static = static_name(lib.path)
+        base = _base(lib.path) if static is None else static
         if not KEY_LIBRARIES.match(base) or base in seen:
             continue
         seen.add(base)
         version = library_version(base, lib.version)
+        if static is not None:  # linked into another file: "libnccl.so 2.27.3 (static)"
+            out.append((base, "%s (static)" % (version or "").strip()))
+            continue
         if version and base.endswith(".so." + version):
             base = base[: -len(version) - 1]  # "libnccl.so 2.26.5", not "libnccl.so.2.26.5 2.26.5"
         out.append((base, version))

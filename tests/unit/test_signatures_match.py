@@ -252,9 +252,11 @@ conditions:
     ([("/x/libnccl.so.2.28.9", "2.28.9")], None, True, 1.0),
     ([("/x/libnccl.so.2.21.5", "2.21.5")], None, False, None),
     ([("/x/libnccl.so.2", "2")], None, True, 0.9),  # pip wheel soname: version unknown
-    ([("/x/libc.so.6", "6")], None, False, None),  # full library list known, no NCCL
+    # full library list known, no NCCL file: NCCL may be linked statically where no version
+    # string was read; unknown is not "no" (issue 15): kept, lower
+    ([("/x/libc.so.6", "6")], None, True, 0.7),
     ([], "/x/libnccl.so.2.26.0", True, 1.0),  # from a frame's library path
-    ([], None, True, 0.9),  # nothing known at all (text input)
+    ([], None, True, 0.7),  # nothing known at all (text input): library not found, kept lower
 ])
 def test_library_version_condition(tmp_path, libs, frames_lib, expect, conf):
     db = sigdb(tmp_path, "threads:\n  - rule: r\n    stack: [{function: commDestroySync}]\n", VERSIONED)
