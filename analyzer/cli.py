@@ -129,6 +129,7 @@ def _analyze_app():
             None,
             "--input-format",
             help="Force the text format: auto, gdb, pybt, pyspy, pyspy-json, pystack, faulthandler, traceback, "
+            "lldb, pytest-timeout, abseil, cxxframes (PyTorch C++ frame #N lists), "
             "log (any text as log lines), snapshot-json (a hang-dump JSON file).",
         ),
         redact: bool = typer.Option(False, "--redact", help="Replace user names, hosts, IPs and secrets."),

@@ -23,3 +23,20 @@ def hung():
     yield _start
     for h in started:
         h.kill()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The real-world corpus score (tests/integration/test_realworld_corpus.py), when it ran."""
+    mod = sys.modules.get("test_realworld_corpus") or sys.modules.get("tests.integration.test_realworld_corpus")
+    score = getattr(mod, "SCORE", None)
+    if not score:
+        return
+    from collections import Counter, defaultdict
+
+    groups = defaultdict(Counter)
+    for value in score.values():
+        kind, _, verdict = value.partition(": ")
+        groups[kind][verdict] += 1
+    parts = ["%s: %s" % (kind, ", ".join("%s %d" % kv for kv in sorted(c.items())))
+             for kind, c in sorted(groups.items())]
+    terminalreporter.write_line("real-world corpus: %d dumps; %s" % (len(score), "; ".join(parts)))

@@ -160,7 +160,7 @@ def test_forced_format_and_unknown_text():
     with pytest.raises(InputError, match="could not recognise the text"):
         parse_text("hello\nworld\n")
     with pytest.raises(InputError, match="unknown --input-format"):
-        parse_text(load("gdb_live_one_bt.txt"), "lldb")
+        parse_text(load("gdb_live_one_bt.txt"), "windbg")
     proc = only_process("gdb_live_one_bt.txt", "gdb")
     assert len(proc.threads) == 1
 

@@ -1,13 +1,19 @@
-"""Pasted text -> Snapshot: gdb backtraces, py-bt, py-spy, pystack, faulthandler, tracebacks.
+"""Pasted text -> Snapshot: gdb backtraces, py-bt, py-spy, pystack, faulthandler, tracebacks,
+lldb, pytest-timeout, abseil deadlock reports, PyTorch's C++ frame lists.
 
-One module per format (``gdb``, ``pybt``, ``pyspy``, ``pyspy_json``, ``pystack``,
-``faulthandler``, ``traceback``), each with ``score(lines)`` and ``parse(lines, process)``;
+One module per format (``gdb``, ``pybt``, ``pyspy`` (with py-spy < 0.3 and ``ray stack``),
+``pyspy_json``, ``pystack``, ``faulthandler``, ``lldb``, ``pytest_timeout``, ``abseil``,
+``cxxframes``, ``traceback``), each with ``score(lines)`` and ``parse(lines, process)``;
 ``detect`` picks one; ``common`` cleans the text and splits it per process.
 
-The steps: clean the text (ANSI, CRLF, control bytes); split it per rank (``[rank3]:``
-prefixes) and per ``Process N:`` section; parse each part with the forced or best-scoring
-format; pick Python tracebacks out of the leftover log lines of any other format.  Lines that
-are not part of a dump stay in ``Process.messages`` for message-level signatures.
+The steps: clean the text (ANSI, CRLF, control bytes, zero-width characters; a chat's or an
+issue's ``> `` quotes, shared indentation, Markdown fences and ``<details>`` tags); split it per
+rank (``[rank3]:`` prefixes) and per ``Process N:`` / ``Stack dump for`` section; parse each part
+with the forced or best-scoring format; pick Python tracebacks out of the leftover log lines of
+any other format.  Lines that are not part of a dump stay in ``Process.messages`` for
+message-level signatures.  A paste cut at the top or the bottom is parsed for the frames it has
+(frames above the first thread header form a thread of their own); only text with no frame at all
+is refused.
 
 Decisions (the same for every format, so signatures need not care where a stack came from):
 
@@ -51,6 +57,10 @@ DESCRIPTIONS = {
     "pyspy-json": "py-spy dump --json",
     "pystack": "pystack",
     "faulthandler": "faulthandler dump",
+    "lldb-bt": "lldb backtrace",
+    "pytest-timeout": "pytest-timeout stacks",
+    "abseil": "abseil stack report",
+    "cxxframes": "C++ frame list (PyTorch c10, backtrace_symbols)",
     "traceback": "Python traceback",
 }
 
@@ -85,13 +95,44 @@ def _has_text(lines: List[str]) -> bool:
     return any(line.strip() for line in lines)
 
 
-def _traceback_from_messages(proc: Process, mod) -> None:
-    """Log lines around a dump often hold the exception that started it all: parse them too."""
-    if mod is not _traceback and proc.messages and _traceback.score(proc.messages) > 0:
+#: Formats looked for in the lines left over by the first one (py-spy --json and ``log`` are
+#: never left over as lines).
+_SECOND_PASS = ("gdb", "pystack", "pyspy", "pybt", "faulthandler", "lldb-bt", "pytest-timeout", "abseil",
+                "cxxframes", "traceback")
+
+
+def _dumps_from_messages(proc: Process, mod, auto: bool) -> None:
+    """Log lines around a dump often hold the exception that started it all (any format), or,
+    when the format was detected, a second dump of another kind (abseil's failure report above
+    faulthandler's Python stacks, a traceback under a C++ frame list): parse them too.  Each
+    format at most once, a bounded number of passes."""
+    used = {mod}
+    for _ in range(3):
+        if not proc.messages:
+            return
+        best, best_score = None, 0.0
+        for name in _SECOND_PASS if auto else ("traceback",):
+            other = PARSERS[name]
+            if other in used:
+                continue
+            sc = other.score(proc.messages)
+            if sc > best_score:
+                best, best_score = other, sc
+        if best is None:
+            return
+        used.add(best)
         extra = Process(source="text")
-        _traceback.parse(proc.messages, extra)
+        best.parse(proc.messages, extra)
+        if not extra.threads:
+            return
+        if best is not _traceback:
+            what = DESCRIPTIONS.get(best.NAME, best.NAME)
+            for t in extra.threads:
+                t.notes.append("parsed as %s, from the lines around the main dump" % what)
         proc.threads.extend(extra.threads)
         proc.messages = extra.messages
+        proc.signal = proc.signal or extra.signal
+        proc.pid = proc.pid or extra.pid
 
 
 def _parse_segment(seg: Segment, forced) -> List[Process]:
@@ -107,7 +148,7 @@ def _parse_segment(seg: Segment, forced) -> List[Process]:
         for p in procs:
             p.pid = p.pid or seg.pid
             p.notes.append("parsed as %s" % DESCRIPTIONS.get(mod.NAME, mod.NAME))
-            _traceback_from_messages(p, mod)
+            _dumps_from_messages(p, mod, forced is None)
         return procs
     proc = Process(source="text", pid=seg.pid, label=seg.label)
     if mod is None:
@@ -115,7 +156,7 @@ def _parse_segment(seg: Segment, forced) -> List[Process]:
     else:
         mod.parse(seg.lines, proc)
         proc.notes.append("parsed as %s" % DESCRIPTIONS.get(mod.NAME, mod.NAME))
-    _traceback_from_messages(proc, mod)
+    _dumps_from_messages(proc, mod, forced is None)
     if not proc.threads and not proc.messages:
         return []
     return [proc]

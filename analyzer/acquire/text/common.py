@@ -31,13 +31,140 @@ _RANK_PREFIX = re.compile(r"^\[(rank|default)(\d{1,6})\]:\s?|^\[\d{1,6},(\d{1,6}
 MAX_LINE = 20000
 
 
+#: Zero-width characters (and GitHub's ``&#8203;``, which it puts after a ``#`` so that ``#3`` is no
+#: issue link) that a copy from a web page leaves inside ``frame #3``.
+_ZERO_WIDTH = re.compile(r"[\u200b\u200c\u200d\u2060\ufeff]|&#8203;|&#x200[bB];")
+
+
 def clean_lines(text: str) -> List[str]:
-    """Text -> lines without ANSI escapes, carriage returns, control characters or trailing blanks."""
+    """Text -> lines without ANSI escapes, carriage returns, control characters, zero-width
+    characters, a terminal multiplexer's scroll position or trailing blanks, and without the
+    wrapping a chat or an issue added (see ``strip_wrappers``)."""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", text)
-    return [line[:MAX_LINE].rstrip() for line in text.split("\n")]
+    if "&#" in text or any(c in text for c in "\u200b\u200c\u200d\u2060\ufeff"):
+        text = _ZERO_WIDTH.sub("", text)
+    lines = strip_wrappers([_strip_scroll_marker(line[:MAX_LINE].rstrip()) for line in text.split("\n")])
+    if "--Type <RET> for more" in text:
+        lines = _join_pager_prompts(lines)
+    return lines
+
+
+_PAGER = "--Type <RET> for more, q to quit, c to continue without paging--"
+
+
+def _join_pager_prompts(lines: List[str]) -> List[str]:
+    """gdb's pager prompt in the middle of a line (``... private=--Type <RET> for more, q to quit,
+    c to continue without paging--`` / ``private@entry=0) at x.c:139``): the line goes on below the
+    prompt, so the prompt goes and the two pieces are one line again."""
+    out: List[str] = []
+    join: Optional[str] = None  # the indentation of the line the prompt cut, when the next line continues it
+    for line in lines:
+        if join is not None:
+            if join and line.startswith(join):  # an indent the whole paste carries (prose kept it)
+                line = line[len(join):]
+            out[-1] += line if len(out[-1]) < MAX_LINE else ""
+            join = None
+        else:
+            out.append(line)
+        i = out[-1].find(_PAGER)
+        if i >= 0:
+            rest = out[-1][i + len(_PAGER):]
+            out[-1] = out[-1][:i] + rest
+            if i > 0 and not rest.strip():
+                join = out[-1][: len(out[-1]) - len(out[-1].lstrip(" \t"))]
+    return out
+
+
+def _strip_scroll_marker(line: str) -> str:
+    """tmux's / screen's copy-mode position (``   [390/7275]``) copied at the right edge of a line."""
+    if not line.endswith("]"):
+        return line
+    i = line.rfind("[")
+    a, sep, b = line[i + 1:-1].partition("/")
+    if i > 2 and sep and a.isdigit() and b.isdigit() and len(a) + len(b) <= 14 and line[i - 2:i] == "  ":
+        return line[:i].rstrip()
+    return line
+
+
+#: Markdown fences (```text, ~~~) and the HTML tags GitHub issues fold dumps in.
+_FENCE = re.compile(r"^(?:`{3,}|~{3,})[\w+.-]{0,40}$")
+#: Tags with at most a few plain attributes (``<details open>``, ``<pre lang="text">``): never
+#: ``<code object at 0x..>`` or ``<module>``, which dumps print themselves.
+_HTML_TAG = re.compile(
+    r'</?(?:details|summary|p|pre|code|br|blockquote|b|i|em|strong|tt)(?: [\w-]{1,20}(?:="[^"<>]{0,100}")?){0,5} ?/?>',
+    re.IGNORECASE,
+)
+_HTML_LINE_START = ("<details", "</details", "<summary", "</summary", "<p>", "</p>", "<p ", "<pre>", "<pre ",
+                    "</pre>", "<code>", "</code>", "<br", "<blockquote", "</blockquote")
+#: ``> `` quote markers, nested ones too (``> > ``), after at most 3 spaces.
+_QUOTE = re.compile(r"^ {0,3}(?:> ?){1,20}")
+
+
+def _unwrap_line(line: str) -> str:
+    s = line.strip()
+    if s.startswith(("```", "~~~")) and _FENCE.match(s):
+        return ""
+    if s.startswith("<") and s.lower().startswith(_HTML_LINE_START):
+        low = s.lower()
+        if low.startswith(("<details", "<summary", "</details", "</summary")) and "</summary>" in low:
+            return ""  # "<details><summary>the title</summary>": the title is no part of the dump
+        rest = _HTML_TAG.sub("", line)
+        return rest if rest.strip() else ""
+    return line
+
+
+def strip_wrappers(lines: List[str]) -> List[str]:
+    """Undo what a chat window or an issue template did to a pasted dump.
+
+    * ``> `` quote prefixes, when at least half of the non-blank lines carry one (an email or
+      GitHub quote of the dump; pytest's few ``>`` source lines do not qualify);
+    * Markdown fences and ``<details>`` / ``<summary>`` / ``<p>`` / ``<pre>`` lines;
+    * an indentation shared by every non-blank line (a Markdown code block indented by 4 spaces,
+      a chat client's indent), so that each format sees its own indentation again.
+
+    Linear: each line is looked at a bounded number of times.
+    """
+    nonblank = [line for line in lines if line.strip()]
+    if not nonblank:
+        return lines
+    quoted = sum(1 for line in nonblank if line.lstrip(" ")[:1] == ">")
+    if quoted * 2 >= len(nonblank):
+        out = []
+        for line in lines:
+            m = _QUOTE.match(line)
+            out.append(line[m.end():] if m else line)
+        lines = out
+    if any(("```" in line or "~~~" in line or "<" in line) for line in nonblank):
+        lines = [_unwrap_line(line) if ("`" in line or "~" in line or "<" in line) else line for line in lines]
+    return dedent(lines)
+
+
+def dedent(lines: List[str]) -> List[str]:
+    """Remove the leading whitespace every non-blank line shares (none when one line has none)."""
+    prefix: Optional[str] = None
+    for line in lines:
+        if not line.strip():
+            continue
+        lead = line[: len(line) - len(line.lstrip(" \t"))]
+        if not lead:
+            return lines
+        if prefix is None:
+            prefix = lead
+        elif not lead.startswith(prefix):
+            n = 0
+            limit = min(len(prefix), len(lead))
+            while n < limit and prefix[n] == lead[n]:
+                n += 1
+            prefix = prefix[:n]
+            if not prefix:
+                return lines
+    if not prefix:
+        return lines
+    n = len(prefix)
+    return [line[n:] if line.startswith(prefix) else line.lstrip(" \t") for line in lines]
 
 
 @dataclass
@@ -89,21 +216,62 @@ def _file_label(name: str) -> str:
     return "rank%s" % m.group(1) if m else name.rsplit("/", 1)[-1]
 
 
+#: ``ray stack``: ``Stack dump for USER PID %CPU %MEM VSZ RSS TTY STAT START TIME COMMAND`` (a
+#: ``ps aux`` line) above each worker's py-spy dump.
+STACK_DUMP_FOR = "Stack dump for "
+
+
+def stack_dump_header(line: str) -> Optional[Tuple[int, List[str]]]:
+    """(pid, command words) of a ``ray stack`` header line, else None."""
+    s = line.strip()
+    if not s.startswith(STACK_DUMP_FOR):
+        return None
+    words = s[len(STACK_DUMP_FOR):].split()
+    if len(words) < 2 or not words[1].isdigit() or len(words[1]) > 10:
+        return None
+    return int(words[1]), words[10:]
+
+
+def _prose_only(lines: List[str]) -> bool:
+    """Lines above a first header that hold no dump: a shell prompt, a sentence (nothing indented)."""
+    return all(not x.strip() or (x[:1] not in (" ", "\t") and not x.startswith("Thread ")) for x in lines)
+
+
 def split_processes(seg: Segment) -> List[Segment]:
-    """Split a segment at ``Process N:`` header lines (one segment per pid) and at the
-    ``==> FILE <==`` lines with which ``tail``/``head`` separate files (labelled by file)."""
+    """Split a segment at ``Process N:`` header lines (one segment per pid), at the
+    ``==> FILE <==`` lines with which ``tail``/``head`` separate files (labelled by file), and at
+    ``ray stack``'s ``Stack dump for ...`` lines (the ``Process N:`` line py-spy prints under
+    one of those names the same process: no second split)."""
     out: List[Segment] = []
     cur = Segment(label=seg.label, pid=seg.pid)
+    ray_pid: Optional[int] = None  # the pid of the ``Stack dump for`` line that opened ``cur``
+    leading = True  # ``cur`` holds the lines above the first header
     for line in seg.lines:
         m = _PROCESS_HEADER.match(line)
+        if m and ray_pid is not None and to_int(m.group(1)) == ray_pid:
+            ray_pid = None
+            cur.lines.append(line)
+            continue
         f = _FILE_HEADER.match(line) if m is None and line.startswith("==> ") else None
-        if m or f:
+        sd = stack_dump_header(line) if m is None and f is None and "Stack dump for " in line[:40] else None
+        if sd is not None and leading and cur.pid is None and _prose_only(cur.lines):
+            # "$ ray stack" (or a sentence) above the first dump: part of that dump's paste
+            cur.pid, ray_pid, leading = sd[0], sd[0], False
+            cur.lines.append(line)
+            continue
+        if m or f or sd is not None:
+            leading = False
             if any(x.strip() for x in cur.lines) or cur.pid is not None:
                 out.append(cur)
             if m:
                 cur = Segment(label=cur.label, pid=int(m.group(1)))  # keeps a file's label
+                ray_pid = None
+            elif sd is not None:
+                cur = Segment(label=cur.label, pid=sd[0])
+                ray_pid = sd[0]
             else:
                 cur = Segment(label=_file_label(f.group(1)), pid=None)
+                ray_pid = None
                 continue
         cur.lines.append(line)
     out.append(cur)
@@ -195,7 +363,8 @@ def cap_messages(messages: List[str], notes: List[str]) -> List[str]:
 
 #: A line that starts one of these is a new record, never the tail of a wrapped line.
 _RECORD_START = re.compile(
-    r"^(?:#\d|Thread |Current thread |Traceback |Process |\[(?:rank|default)\d|\s*File \"|\s*\((?:Python|C)\) )"
+    r"^(?:#\d|Thread |Current thread |Traceback |Process |\[(?:rank|default)\d|\s*File \"|\s*\((?:Python|C)\) "
+    r"|\s*(?:\* )?(?:frame|thread) #|\s*frame_#_|\s*@ |~~~|Stack (?:dump for|of) |Exception raised from )"
 )
 
 

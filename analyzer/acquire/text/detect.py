@@ -12,7 +12,20 @@ from typing import Dict, List, Optional, Tuple
 
 from hanganalyze.errors import InputError
 
-from . import faulthandler, gdb, log, pybt, pyspy, pyspy_json, pystack, traceback
+from . import (
+    abseil,
+    cxxframes,
+    faulthandler,
+    gdb,
+    lldb,
+    log,
+    pybt,
+    pyspy,
+    pyspy_json,
+    pystack,
+    pytest_timeout,
+    traceback,
+)
 
 #: --input-format value -> parser module, in the order ties are broken.
 PARSERS: Dict[str, ModuleType] = {
@@ -22,6 +35,10 @@ PARSERS: Dict[str, ModuleType] = {
     "pyspy": pyspy,
     "pybt": pybt,
     "faulthandler": faulthandler,
+    "lldb-bt": lldb,
+    "pytest-timeout": pytest_timeout,
+    "abseil": abseil,
+    "cxxframes": cxxframes,
     "traceback": traceback,
     "log": log,  # scores 0: only ever used when asked for with --input-format log
 }
@@ -30,7 +47,8 @@ FORMAT_NAMES = tuple(PARSERS) + ("auto",)
 
 UNRECOGNISED = (
     "could not recognise the text as any known dump format (gdb backtrace, py-bt, py-spy dump, "
-    "py-spy --json, pystack, faulthandler, Python traceback); use --input-format, or "
+    "py-spy --json, pystack, faulthandler, Python traceback, lldb bt, pytest-timeout, abseil "
+    "deadlock report, PyTorch C++ frames, backtrace_symbols): no stack frame found; use --input-format, or "
     "--input-format log for a plain log"
 )
 
@@ -41,7 +59,9 @@ def parser_for(input_format: Optional[str]) -> Optional[ModuleType]:
         return None
     key = input_format.strip().lower().replace("_", "-")
     key = {"py-bt": "pybt", "py-spy": "pyspy", "pyspy-json": "pyspy-json", "py-spy-json": "pyspy-json",
-           "json": "pyspy-json", "gdb-bt": "gdb", "cuda-gdb": "gdb", "tb": "traceback"}.get(key, key)
+           "json": "pyspy-json", "gdb-bt": "gdb", "cuda-gdb": "gdb", "tb": "traceback", "ray-stack": "pyspy",
+           "absl": "abseil", "glog": "abseil", "c10": "cxxframes", "torch-cpp": "cxxframes",
+           "pytorch-cpp": "cxxframes", "pytest": "pytest-timeout", "lldb": "lldb-bt"}.get(key, key)
     if key not in PARSERS:
         raise InputError(
             "unknown --input-format %r; use one of: %s" % (input_format, ", ".join(FORMAT_NAMES))

@@ -12,7 +12,8 @@
       Binary file "/lib/libc.so.6", at abort+0x1c [0x7f..]         -> native frame
 
 faulthandler prints innermost first already.  The hex number is the pthread id (``pthread_self``),
-not the LWP: it goes to ``Thread.pthread_id`` and ``tid`` stays unknown.
+not the LWP: it goes to ``Thread.pthread_id`` and ``tid`` stays unknown.  ``File`` lines above
+the first header (a paste cut at the top) form a thread of their own.
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ def score(lines: List[str]) -> float:
             headers += 1
         elif s.startswith("File ") and ", line " in s and ", in " not in s and " in " in s:
             frames += 1
-    if headers == 0 or frames == 0:
+    if frames == 0:
         return 0.0
+    if headers == 0:
+        return 0.5 * frames  # cut at the top: the "File .., line N in f" lines (no comma) are faulthandler's
     return 5.0 * headers + 1.5 * frames
 
 
@@ -82,7 +85,12 @@ def parse(lines: List[str], proc: Process) -> None:
         if s.startswith("C stack trace") or s.startswith("Current thread's C stack"):
             continue
         parsed = parse_py_file_line(s)
-        if parsed is not None and cur is not None and line[:1] in (" ", "\t"):
+        if parsed is not None and cur is None and not threads and not parsed[1]:
+            # frames before any header: the paste starts inside a thread's stack
+            cur = Thread(merge="python-only")
+            cur.notes.append("the thread header is not in the text (the paste starts inside its stack)")
+            threads.append(cur)
+        if parsed is not None and cur is not None and (line[:1] in (" ", "\t") or not parsed[1]):
             cur.frames.append(parsed[0])
             continue
         if s.startswith("Binary file ") and cur is not None:

@@ -10,6 +10,12 @@
         0x7f76faaa3f16 (libc.so.6)                     -> native frame without a symbol
 
 py-spy prints innermost first.  Without ``--native`` all frames are Python.
+
+py-spy before 0.3 (``py-spy --dump``) printed no ``Process``/``Python`` lines, no thread name,
+and indented frames by a tab (``Thread 0x7F41B8301700 (active)`` / ``\t run (threading.py:864)``).
+``ray stack`` runs py-spy on every worker and prints ``Stack dump for <ps aux line>`` above each
+(``common.split_processes`` cuts there): its pid and command are the process's.  Frames above
+the first thread header (a paste cut at the top) form a thread of their own.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import List, Optional
 
 from hanganalyze.gdbext.model import Frame, Process, Thread
 
-from .common import cap_messages, python_frame, to_int, unknown_function
+from .common import cap_messages, python_frame, stack_dump_header, to_int, unknown_function
 
 NAME = "pyspy"
 
@@ -33,18 +39,37 @@ _PY_SUFFIXES = (".py", ".pyx", ".pyi", ".pyw")
 
 
 def score(lines: List[str]) -> float:
-    heads = frames = 0
+    heads = frames = strong = 0
     for line in lines:
         s = line.strip()
         if s.startswith("Thread ") and _THREAD.match(s):
             heads += 1
         elif s.startswith(("Process ", "Python v")) and (_PROCESS.match(s) or _PYTHON.match(s)):
             heads += 1
-        elif line.startswith("    ") and s.endswith(")") and _FRAME.match(s):
-            frames += 1
-    if heads == 0 or frames == 0:
+        elif s.startswith("Stack dump for ") and stack_dump_header(s):
+            heads += 1
+        elif s.endswith(")") and _FRAME.match(s):
+            if line[:1] in (" ", "\t"):
+                frames += 1
+            if _strong(_frame(s)):
+                strong += 1
+    if heads == 0:
+        # no header at all: a paste cut at the top, inside a thread's frames (weak: any format
+        # with a header of its own wins)
+        return 0.5 * strong if strong >= 2 else 0.0
+    if frames == 0:
         return 0.0
     return 6.0 * heads + frames
+
+
+def _strong(f: Optional[Frame]) -> bool:
+    """A frame no sentence looks like: ``f (x.py:12)``, ``f (libc.so.6)``."""
+    if f is None:
+        return False
+    if f.kind == "python":
+        return bool(f.file and f.file.endswith(_PY_SUFFIXES) and f.line is not None)
+    lib = f.library or ""
+    return ".so" in lib or lib.endswith((".dylib", ".dll", ".pyd"))
 
 
 def _frame(s: str) -> Optional[Frame]:
@@ -87,6 +112,15 @@ def parse(lines: List[str], proc: Process) -> None:
             proc.python = {"version": m.group(1)}
             proc.executable = m.group(2) or proc.executable
             continue
+        if s.startswith("Stack dump for "):
+            sd = stack_dump_header(s)
+            if sd is not None:
+                proc.pid = proc.pid or sd[0]
+                if sd[1] and not proc.argv:
+                    proc.argv = sd[1]
+                    proc.executable = proc.executable or sd[1][0]
+                proc.notes.append("ray stack: %s" % s[len("Stack dump for "):].strip()[:300])
+                continue
         if s.startswith("Thread "):
             m = _THREAD.match(s)
             if m:
@@ -105,6 +139,16 @@ def parse(lines: List[str], proc: Process) -> None:
                     cur.name = cur.python_name = m.group(3)
                 proc.threads.append(cur)
                 frame_indent = None
+                continue
+        if cur is None and not proc.threads and s.endswith(")"):
+            f = _frame(s)
+            if f is not None and (line[:1] in (" ", "\t") or _strong(f)):
+                # the paste starts inside a thread's frames: its header was cut
+                cur = Thread()
+                cur.notes.append("the thread header is not in the text (the paste starts inside its frames)")
+                proc.threads.append(cur)
+                frame_indent = len(line) - len(line.lstrip())
+                cur.frames.append(f)
                 continue
         if cur is not None and line[:1] in (" ", "\t"):
             ind = len(line) - len(line.lstrip())

@@ -11,7 +11,8 @@ Chains are kept in order, each block noting how it relates to the next:
     Traceback ...  RuntimeError
 
 ``Exception in thread NAME:`` before a block (threading.excepthook) names the thread.
-Every other line is a log line and stays in ``Process.messages``.
+Every other line is a log line and stays in ``Process.messages``.  ``File ..., in f`` lines
+before any header (a paste cut at the top) form a block too, taken as printed outermost first.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ def score(lines: List[str]) -> float:
         elif s.startswith("File ") and ", line " in s and ", in " in s:
             frames += 1
     if headers == 0:
-        return 0.0
+        # No header: a paste cut at the top, inside the frames.  Any format with a header of its
+        # own outscores this.
+        return 0.5 * frames
     return 4.0 * headers + frames
 
 
@@ -90,6 +93,17 @@ def parse(lines: List[str], proc: Process) -> None:
             state = "frames"
             frames_indent = -1
             continue
+        if state == "log" and not blocks and s.startswith("File ") and ", in " in s:
+            parsed = parse_py_file_line(s)
+            if parsed is not None and parsed[1]:
+                # frames before any header: the paste starts inside a traceback
+                cur = Thread(name=pending_name, python_name=pending_name)
+                cur.notes.append("Python traceback (its header is not in the text: the paste starts inside it; "
+                                 "frames taken as printed outermost first)")
+                blocks.append(cur)
+                pending_name = None
+                state = "frames"
+                frames_indent = -1
         if state == "frames" and cur is not None:
             parsed = parse_py_file_line(s)
             if parsed is not None:

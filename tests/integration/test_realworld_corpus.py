@@ -1,0 +1,100 @@
+"""Signatures against real dumps pasted into public bug trackers (tests/data/realworld/).
+
+Each manifest entry (``manifest-*.yaml``) names a dump exactly as pasted, its source URL, the tool
+that made it, the cause the thread established, and what hanganalyze must answer:
+
+* ``expect: SIG``: the finding the thread's cause supports must be among the findings (right),
+  else the answer is wrong (another hang-class finding) or "no finding";
+* ``hang: false``: the cause was unrelated to a hang: no ``hang``/``deadlock`` finding may appear;
+* ``input_format: log``: a paste with no stack frame (refused by auto-detection, as it should be),
+  analysed the way the refusal tells users to;
+* ``known_miss: "why"``: a known wrong or missing answer, explained (a paste cut before the frames
+  the signature needs, say); the test asserts it is still not right (so a fix shows up as a failure
+  to update the manifest), and it counts as what it is (wrong / no finding) in the score.
+
+The score (right / wrong / no finding) is printed at the end of the test run (conftest.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+import yaml
+from helpers import REPO
+
+CORPUS = REPO / "tests" / "data" / "realworld"
+HANG_CLASS = ("hang", "deadlock")
+#: file -> "right" | "wrong" | "no finding" | "refused" | "no expectation", for conftest's summary
+SCORE: Dict[str, str] = {}
+
+
+def _entries() -> List[dict]:
+    out = []
+    for manifest in sorted(CORPUS.glob("manifest-*.yaml")):
+        for e in yaml.safe_load(manifest.read_text()) or []:
+            e["_manifest"] = manifest.name
+            out.append(e)
+    return out
+
+
+ENTRIES = _entries()
+
+
+@pytest.fixture(scope="module")
+def db():
+    from hanganalyze import pipeline
+
+    return pipeline.load_signature_db()
+
+
+def _analyse(path: Path, db, input_format=None):
+    from hanganalyze import pipeline
+    from hanganalyze.acquire.inputs import acquire
+    from hanganalyze.acquire.many import Input, fill_identity
+
+    snap = acquire(str(path), None, None, "gdb", 60.0, input_format)
+    for p in snap.processes:
+        fill_identity(p, Input(path=str(path)), len(snap.processes) == 1)
+    return pipeline.analyse(snap, db)
+
+
+def test_the_corpus_is_real_and_spread():
+    assert len(ENTRIES) >= 50, len(ENTRIES)
+    assert len({e["project"] for e in ENTRIES}) >= 6
+    for e in ENTRIES:
+        assert (CORPUS / e["file"]).is_file(), e["file"]
+        assert str(e.get("url", "")).startswith("https://"), e
+        assert e.get("tool") and e.get("cause"), e
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"] for e in ENTRIES])
+def test_dump(entry, db):
+    from hanganalyze.errors import InputError
+
+    path = CORPUS / entry["file"]
+    try:
+        snap = _analyse(path, db, entry.get("input_format"))
+    except InputError as e:
+        SCORE[entry["file"]] = "refused: refused"
+        pytest.fail("refused: %s" % e)
+    found = [f.signature for f in snap.findings]
+    hangs = [f.signature for f in snap.findings if f.severity in HANG_CLASS]
+    expect = entry.get("expect")
+    if expect:
+        verdict = "right" if expect in found else ("wrong" if hangs else "no finding")
+    elif entry.get("hang") is False:
+        verdict = "wrong" if hangs else "right"
+    else:  # the cause is unknown, or no signature fits it yet: only "parsed, nothing crashed"
+        verdict = "no expectation"
+    kind = "expected a signature" if expect else ("unrelated to a hang" if entry.get("hang") is False
+                                                   else "cause unknown or no signature yet")
+    SCORE[entry["file"]] = "%s: %s" % (kind, verdict)
+    if entry.get("known_miss"):
+        assert verdict != "right", "%s is now answered right: remove its known_miss note (%s)" % (entry["file"], found)
+        return
+    if expect:
+        assert expect in found, "expected %s, got %s (%s)" % (expect, found, entry.get("cause"))
+    if entry.get("hang") is False:
+        assert not hangs, "unrelated cause (%s), but hang-class findings %s" % (entry.get("cause"), hangs)
