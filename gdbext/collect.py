@@ -123,6 +123,7 @@ def collect_process(with_python: bool = True, with_locks: bool = True) -> Proces
             th.switch()
             lwp = th.ptid[1] or th.ptid[0]
             natives = native.unwind(libs)
+            stopped = native.stop_marker(natives)
             natives_by_tid[lwp] = natives
             t = Thread(tid=lwp, os_name=th.name, current=(selected is not None and th.num == selected.num))
             t.name = t.os_name
@@ -131,6 +132,9 @@ def collect_process(with_python: bool = True, with_locks: bool = True) -> Proces
             else:
                 t.frames = [n.frame for n in natives]
                 t.merge = "native-only"
+            if stopped is not None:  # the stack could not be read further: say so where it ends
+                t.frames.append(stopped)
+                t.notes.append(stopped.note or "")
             proc.threads.append(t)
     finally:
         if selected is not None and selected.is_valid():

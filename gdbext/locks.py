@@ -301,6 +301,8 @@ def _resolve_mutex(ctx: _Ctx, natives: list, frames: List["gdb.Frame"], idx: int
         detail += (" held by TID %d, which is not a thread of this process: it exited while holding it, "
                    "or the mutex was copied by fork() while held" % owner)
         owner = None
+    elif ctx.read(addr, 16) is None:
+        detail += " (its memory cannot be read: owner unknown)"
     else:
         detail += " (no owner recorded)"
     return {"kind": "mutex", "resource": "0x%x" % addr, "name": ctx.symbol_name(addr), "owner_tid": owner,

@@ -14,6 +14,9 @@ from .model import Frame
 
 MAX_FRAMES = 1024
 
+#: Function name of the marker frame that ends a stack gdb could not read further.
+UNREADABLE_MARKER = "<stack unreadable>"
+
 
 class NativeFrame:
     """A native frame plus the unwinder facts that never reach the JSON (stack pointer, gdb type).
@@ -214,3 +217,40 @@ def unwind(libs: LibraryMap, max_frames: int = MAX_FRAMES) -> List[NativeFrame]:
     for i in range(len(out) - 1):
         out[i].cfa = out[i + 1].sp
     return out
+
+
+def _unreadable_at(frame: "gdb.Frame") -> Optional[str]:
+    """gdb's "Cannot access memory at address 0x..." for the first unreadable stack word at or
+    above the frame's SP (the word itself, then each page start up to 16 KiB above: the caller's
+    frame lies there), if any."""
+    try:
+        sp = int(frame.read_register("sp"))
+    except (gdb.error, ValueError, RuntimeError):
+        return None
+    inf = gdb.selected_inferior()
+    for addr in [sp] + [(sp & ~0xFFF) + k * 0x1000 for k in range(1, 5)]:
+        try:
+            inf.read_memory(addr, 8)
+        except gdb.MemoryError as e:
+            return str(e)
+        except (gdb.error, ValueError, RuntimeError):
+            return None
+    return None
+
+
+def stop_marker(natives: List[NativeFrame]) -> Optional[Frame]:
+    """A marker frame when gdb stopped the unwind because it could not read the stack (a core cut
+    short, a stack page not dumped), else None.  Call right after ``unwind``, before another
+    thread is selected.  Its note names the address (the analyzer says more for truncated cores).
+    """
+    if not natives or natives[-1].gdb_frame is None:
+        return None
+    last = natives[-1].gdb_frame
+    try:
+        if last.unwind_stop_reason() != gdb.FRAME_UNWIND_MEMORY_ERROR:
+            return None
+    except (gdb.error, AttributeError, RuntimeError):
+        return None
+    why = _unreadable_at(last) or "Cannot access memory"
+    return Frame(kind="native", function=UNREADABLE_MARKER, marker=True,
+                 note="unwind stopped: %s" % why)

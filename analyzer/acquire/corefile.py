@@ -99,12 +99,70 @@ class CoreInfo:
     warnings: List[str] = field(default_factory=list)
     #: The environment the process started with (initial stack); only read, never shown whole.
     environ: Dict[str, str] = field(default_factory=dict)
+    #: Bytes in the file, and bytes its headers say it should have (the end of its last segment):
+    #: ``file_size < expected_size`` for a core cut short (systemd's ProcessSizeMax, a full disk).
+    file_size: int = 0
+    expected_size: int = 0
+    #: PT_LOAD segments (vaddr, memsz, file offset, filesz), sorted by vaddr.
+    loads: List[Tuple[int, int, int, int]] = field(default_factory=list)
 
     def file(self, path: Optional[str]) -> Optional[MappedFile]:
         for f in self.files:
             if f.path == path:
                 return f
         return None
+
+    @property
+    def truncated(self) -> bool:
+        """True when memory the core should hold lies beyond the end of the file."""
+        return self.expected_size > self.file_size
+
+    def missing(self, addr: int) -> bool:
+        """True when the core should hold the byte at `addr` but the file ends before it."""
+        if not self.truncated:
+            return False
+        i = bisect.bisect_right(self.loads, (addr, 1 << 64)) - 1
+        if i < 0:
+            return False
+        vaddr, _memsz, off, filesz = self.loads[i]
+        return addr < vaddr + filesz and off + (addr - vaddr) >= self.file_size
+
+    def missing_ranges(self) -> List[Tuple[int, int]]:
+        """[lo, hi) address ranges the core should hold but the file ends before, merged across
+        unmapped gaps (not across memory that is there), sorted."""
+        out: List[Tuple[int, int]] = []
+        run_open = False  # the last segment seen was missing up to its end
+        for vaddr, memsz, off, filesz in self.loads:
+            if not filesz or off + filesz <= self.file_size:
+                if memsz:
+                    run_open = False
+                continue
+            lo = vaddr + max(0, self.file_size - off)
+            if run_open and lo == vaddr and out:
+                out[-1] = (out[-1][0], vaddr + filesz)
+            else:
+                out.append((lo, vaddr + filesz))
+            run_open = filesz == memsz
+        return out
+
+    def truncation_warning(self) -> Optional[str]:
+        """The report's first line for a truncated core: how much of it is there."""
+        if not self.truncated:
+            return None
+        return "core truncated: %s of %s present (%d%%); memory beyond that is missing" % (
+            human_size(self.file_size), human_size(self.expected_size), 100 * self.file_size // self.expected_size)
+
+
+def human_size(n: int) -> str:
+    """``1.2 GB``, ``512 kB``, ``300 B`` (decimal units, one decimal from kB on)."""
+    if n < 1000:
+        return "%d B" % n
+    value = float(n)
+    for unit in ("kB", "MB", "GB"):
+        value /= 1000.0
+        if value < 999.95:
+            return "%.1f %s" % (value, unit)
+    return "%.1f TB" % (value / 1000.0)
 
 
 class CoreMemory:
@@ -113,7 +171,7 @@ class CoreMemory:
     def __init__(self, fh: BinaryIO, loads: List[Tuple[int, int, int, int]]) -> None:
         # (vaddr, memsz, offset, filesz), sorted by vaddr
         self._fh = fh
-        self._loads = sorted(loads)
+        self._loads = self.loads = sorted(loads)
         self._starts = [seg[0] for seg in self._loads]
 
     def segment(self, addr: int) -> Optional[Tuple[int, int, int, int]]:
@@ -216,11 +274,15 @@ def _open_elf(path: Path, fh: BinaryIO):
 _ELF64_EHDR = 64  # bytes of an ELF64 file header
 
 
+#: How an unfinished core is explained (it is still being written, or the disk filled up).
+_INCOMPLETE = "%s is incomplete: cut %s (%s; still being written, or the disk filled up)"
+
+
 def _check_headers_present(path: Path, head: bytes, size: int) -> None:
-    """A core cut inside its ELF header or program header table: say "truncated" before
+    """A core cut inside its ELF header or program header table is unfinished: say so before
     pyelftools parses what is not there (it would report a puzzling struct error)."""
     if size < _ELF64_EHDR:
-        raise InputError("truncated core %s: expected at least %d bytes, file has %d" % (path, _ELF64_EHDR, size))
+        raise InputError(_INCOMPLETE % (path, "inside its ELF header", "%d of %d bytes" % (size, _ELF64_EHDR)))
     if head[4] != 2 or head[5] != 1:  # not ELF64 little-endian: read_core says so after parsing
         return
     e_type, = struct.unpack_from("<H", head, 16)
@@ -228,17 +290,28 @@ def _check_headers_present(path: Path, head: bytes, size: int) -> None:
     e_phentsize, e_phnum = struct.unpack_from("<HH", head, 54)
     expected = e_phoff + e_phentsize * e_phnum
     if e_type == 4 and expected > size:  # ET_CORE
-        raise InputError("truncated core %s: expected %d bytes, file has %d" % (path, expected, size))
+        raise InputError(_INCOMPLETE % (path, "inside its program headers", "the file has %d bytes, they end at %d"
+                                        % (size, expected)))
 
 
-def _check_size(path: Path, elf, segs: List[Dict[str, int]], size: int) -> None:
-    """A core cut short (disk full, copy interrupted) gives gdb garbage: say so up front."""
-    expected = elf.header["e_phoff"] + elf.header["e_phnum"] * elf.header["e_phentsize"]
+def _check_size(path: Path, segs: List[Dict[str, int]], size: int) -> int:
+    """The size the core should have (the end of its last segment).  Memory may be missing (the
+    core is cut short but usable: every thread's registers are in the notes), the notes may not:
+    a core cut inside its notes is unfinished, one error."""
+    expected = 0
     for seg in segs:
-        if seg["p_filesz"]:
-            expected = max(expected, seg["p_offset"] + seg["p_filesz"])
-    if expected > size:
-        raise InputError("truncated core %s: expected %d bytes, file has %d" % (path, expected, size))
+        if not seg["p_filesz"]:
+            continue
+        end = seg["p_offset"] + seg["p_filesz"]
+        expected = max(expected, end)
+        if seg["p_type"] == 4 and end > size:  # PT_NOTE
+            if seg["p_offset"] < size:
+                where, what = "inside its notes", "the file has %d bytes, the notes end at %d" % (size, end)
+            else:  # gdb's gcore writes the notes after the memory
+                where = "before its notes"
+                what = "the file has %d bytes, the notes start at %d" % (size, seg["p_offset"])
+            raise InputError(_INCOMPLETE % (path, where, what))
+    return expected
 
 
 # ------------------------------------------------------------------------------------- notes
@@ -539,7 +612,9 @@ def _collect_files(info: CoreInfo, mem: CoreMemory) -> None:
 def read_core(path) -> CoreInfo:
     """Parse a core's notes (and a few pages of its memory) into a CoreInfo.
 
-    Raises InputError with one line for anything that is not a complete ELF core.
+    Raises InputError with one line for anything that is not an ELF core, and for a core cut
+    inside its headers or notes (unfinished).  A core cut inside its memory is read: the
+    CoreInfo says so (``truncated``, ``truncation_warning``); gdb reads the rest.
     """
     path = Path(path)
     try:
@@ -564,8 +639,8 @@ def read_core(path) -> CoreInfo:
             segs = [dict(seg.header) for seg in elf.iter_segments()]  # program headers, once
             for seg in segs:
                 seg["p_type"] = _P_TYPES.get(seg["p_type"], seg["p_type"])
-            _check_size(path, elf, segs, size)
-            info = CoreInfo(path=str(path))
+            expected = _check_size(path, segs, size)
+            info = CoreInfo(path=str(path), file_size=size, expected_size=max(expected, size))
             psargs, cursigs, siginfo, auxv_bytes = _read_notes(fh, segs, info)
             loads = [(s["p_vaddr"], s["p_memsz"], s["p_offset"], s["p_filesz"]) for s in segs if s["p_type"] == 1]
         except InputError:
@@ -578,6 +653,7 @@ def read_core(path) -> CoreInfo:
         info.pid = info.pid or info.tids[0]
         _decide_signal(info, cursigs, siginfo)
         mem = CoreMemory(fh, loads)
+        info.loads = mem.loads
         execfn_addr = info.auxv.get(AT_EXECFN)
         execfn = mem.read_cstring(execfn_addr) if execfn_addr else None
         info.executable = _choose_executable(info, execfn, psargs)

@@ -21,6 +21,7 @@ with a frame naming NCCL (``mentions_nccl``), the only library a version conditi
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import re
@@ -103,6 +104,15 @@ def version_in_file(path: str, budget: List[int]) -> Optional[str]:
     return None
 
 
+def _next_data(fd: int, pos: int, end: int) -> int:
+    """The first offset >= pos that is not in a hole of the file (``end`` when none before it)."""
+    try:
+        return min(os.lseek(fd, pos, os.SEEK_DATA), end)
+    except OSError as e:
+        # ENXIO: nothing but a hole up to the end of the file; else the file system cannot say
+        return end if e.errno == errno.ENXIO else pos
+
+
 def version_in_core(core: str, mappings: Iterable[Tuple[int, int, str]] = ()) -> Optional[Tuple[str, str]]:
     """(version, where) from a bounded scan of the core's PT_LOAD segments; ``where`` is the mapped
     file holding the address (from NT_FILE ``mappings``: (start, end, path)) or "memory of CORE"."""
@@ -119,6 +129,9 @@ def version_in_core(core: str, mappings: Iterable[Tuple[int, int, str]] = ()) ->
                     end = min(off + filesz, len(mm))
                     pos = off
                     while pos < end and left > 0:
+                        pos = _next_data(fh.fileno(), pos, end)  # holes (sparse GPU mappings) cost nothing
+                        if pos >= end:
+                            break
                         stop = min(end, pos + _CHUNK, pos + left)
                         v = _first_match(mm, pos, min(end, stop + 64))
                         if v:

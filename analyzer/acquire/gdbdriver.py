@@ -12,6 +12,7 @@ SIGCONT so that it is left in the state we found it in.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -20,6 +21,7 @@ import select
 import shlex
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
 import time
@@ -428,15 +430,24 @@ def snapshot_from_core(
             exe_path, warnings = check_executable(info, Path(exe) if exe is not None else None)
             gdb_exe = gdb_safe_path(exe_path, tmp, "exe")
             t_exe = session.send("-file-exec-and-symbols %s" % _mi_quote(gdb_exe))
+            t_mem = _send_missing_memory(session, info, tmp) if info.truncated else None
             # core-file takes the rest of the line as the file name (spaces included, no quoting)
             t_core = session.send_console("core-file %s" % gdb_safe_path(str(core.resolve()), tmp, "core"))
+            added: Dict[str, str] = {}  # libraries added by hand: gdb's name -> the mapped path
+            if info.truncated:
+                # gdb learns the shared libraries from the dynamic linker's list in the process's
+                # memory, most often beyond the end of a truncated core: the notes say where each
+                # library was mapped, so the missing ones are added there, before the dump.
+                if gdb_busy is not None:
+                    gdb_busy()
+                    gdb_busy = None
+                _wait_loaded(session, exe_path, t_ext, t_exe, t_core, t_mem)
+                added = _add_unlisted_libraries(session, info, tmp)
             t_dump, out = session.send_dump(tmp)
             if gdb_busy is not None:
                 gdb_busy()
-            session.started()
-            session.wait("loading gdbext", t_ext)
-            session.wait("loading the executable %s" % exe_path, t_exe)
-            session.wait("loading the core", t_core)
+            if not info.truncated:
+                _wait_loaded(session, exe_path, t_ext, t_exe, t_core)
             session.wait("collecting threads (hang-dump)", t_dump)
             gdb_warnings = session.warnings()
             # A core has no target to detach from: once the snapshot is written, gdb's orderly
@@ -449,16 +460,173 @@ def snapshot_from_core(
     if not snap.processes:
         raise GdbError("hang-dump found no process in %s" % core)
     proc = snap.processes[0]
+    renamed = {link: path for link, path in added.items() if link != path}
     if gdb_exe != exe_path:  # gdb named the executable's frames after our symlink
+        renamed[gdb_exe] = exe_path
+    if renamed:
         for t in proc.threads:
             for fr in list(t.frames) + list(t.python_frames):
-                if fr.library == gdb_exe:
-                    fr.library = exe_path
+                if fr.library in renamed:
+                    fr.library = renamed[fr.library]
+    if info.truncated:
+        gdb_warnings = _truncated_core_facts(proc, info, gdb_warnings, len(added))
     _complete_from_core(proc, info, exe_path)
-    snap.warnings = warnings + gdb_warnings + snap.warnings
+    first = [info.truncation_warning()] if info.truncated else []
+    snap.warnings = first + warnings + gdb_warnings + snap.warnings
     if len(proc.threads) != info.nthreads:
         snap.warnings.append("gdb saw %d thread(s), the core has %d" % (len(proc.threads), info.nthreads))
     return snap
+
+
+def _wait_loaded(session: GdbSession, exe_path: str, t_ext: int, t_exe: int, t_core: int,
+                 t_mem: Optional[int] = None) -> None:
+    session.started()
+    session.wait("loading gdbext", t_ext)
+    session.wait("loading the executable %s" % exe_path, t_exe)
+    if t_mem is not None:
+        session.wait("marking the memory beyond the end of the truncated core", t_mem)
+    session.wait("loading the core", t_core)
+
+
+def _send_missing_memory(session: GdbSession, info: CoreInfo, tmp: str) -> int:
+    """Make gdb refuse to read what a truncated core lacks.  Without this, gdb reads a missing
+    page of a mapped file (a library's .data, the dynamic linker's list, a mutex in the
+    executable) from the file on disk: its contents at start-up, not what the process had.
+    Write-only memory regions (``mem LO HI wo``) turn every such read into "Cannot access
+    memory", as for any stack page the core does not have.  Sent as one script."""
+    script = os.path.join(tmp, "missing-memory.gdb")
+    with open(script, "w") as f:
+        f.write("set mem inaccessible-by-default off\n")  # the rest stays readable (default: on)
+        for lo, hi in info.missing_ranges():
+            f.write("mem %#x %#x wo\n" % (lo, hi))
+    return session.send_console("source %s" % script)
+
+
+def _load_vaddr(path: str) -> Optional[int]:
+    """The link-time address of a shared object's first PT_LOAD, page-aligned (0 for ordinary
+    libraries), from its program headers; None when it is no 64-bit ELF file."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+                return None
+            e = "<" if head[5] == 1 else ">"
+            phoff = struct.unpack_from(e + "Q", head, 32)[0]
+            phentsize, phnum = struct.unpack_from(e + "HH", head, 54)
+            if phentsize < 56 or phnum > 4096:
+                return None
+            fh.seek(phoff)
+            table = fh.read(phentsize * phnum)
+    except OSError:
+        return None
+    for k in range(len(table) // phentsize):
+        p_type, _flags, p_offset, p_vaddr = struct.unpack_from(e + "IIQQ", table, k * phentsize)
+        if p_type == 1:  # PT_LOAD
+            return (p_vaddr - p_offset) & ~0xFFF
+    return None
+
+
+def _add_unlisted_libraries(session: GdbSession, info: CoreInfo, tmp: str) -> Dict[str, str]:
+    """``add-symbol-file`` every library the core's NT_FILE note maps that gdb did not find in the
+    dynamic linker's list (beyond the end of a truncated core), at the address it was mapped.
+    Returns {name given to gdb: mapped path}.  A library gdb refuses is skipped."""
+    try:
+        _, payload = session.mi("listing shared libraries", "-file-list-shared-libraries")
+        rows = (payload or {}).get("shared-libraries") or []
+    except GdbError:
+        if not session.responsive or session.proc.poll() is not None:
+            raise
+        rows = []
+    listed = set()
+    for row in rows:
+        if isinstance(row, dict):
+            for key in ("host-name", "target-name", "id"):
+                if isinstance(row.get(key), str):
+                    listed.add(os.path.realpath(row[key]))
+    starts: Dict[str, int] = {}
+    for m in info.mappings:
+        if m.offset == 0 and m.path not in starts:
+            starts[m.path] = m.start
+    sent: List[Tuple[int, str, str]] = []
+    for f in info.files:
+        path = f.path[: -len(" (deleted)")] if f.path.endswith(" (deleted)") else f.path
+        if not (f.on_disk and is_library(path) and f.path in starts) or os.path.realpath(path) in listed:
+            continue
+        link_vaddr = _load_vaddr(path)
+        if link_vaddr is None:
+            continue
+        name = gdb_safe_path(path, tmp, "lib%d" % len(sent))
+        cmd = "add-symbol-file %s -o %#x" % (name, starts[f.path] - link_vaddr)
+        sent.append((session.send_console(cmd), name, f.path))
+    added: Dict[str, str] = {}
+    for token, name, mapped in sent:
+        try:
+            session.wait("adding the symbols of %s" % mapped, token)
+        except GdbError:
+            if not session.responsive or session.proc.poll() is not None:
+                raise
+            continue
+        added[name] = mapped
+    return added
+
+
+#: Our marker note for an unwind that stopped on unreadable memory (gdbext/native.py), and the
+#: address in gdb's message.
+_UNREADABLE = re.compile(r"Cannot access memory at address (0x[0-9a-fA-F]+)")
+
+
+def _libraries_by_mapping(proc: Process, info: CoreInfo) -> None:
+    """Name each native frame's library after the file the core's notes map at its address: gdb
+    names files it found in the dynamic linker's list only, not those added by hand."""
+    maps = sorted((m.start, m.end, m.path) for m in info.mappings)
+    starts = [m[0] for m in maps]
+    for t in proc.threads:
+        for fr in list(t.frames) + list(t.python_frames):
+            if fr.kind != "native" or fr.address is None or fr.marker:
+                continue
+            i = bisect.bisect_right(starts, fr.address) - 1
+            if i >= 0 and fr.address < maps[i][1]:
+                fr.library = maps[i][2].replace(" (deleted)", "")
+
+
+def _truncated_core_facts(proc: Process, info: CoreInfo, gdb_warnings: List[str], added: int) -> List[str]:
+    """Say per thread where its stack ran past the end of a truncated core, and which reads failed
+    for that reason; returns gdb's warnings less those the truncation explains."""
+
+    def beyond(text: Optional[str]) -> bool:
+        m = _UNREADABLE.search(text or "")
+        return m is not None and info.missing(int(m.group(1), 16))
+
+    for t in proc.threads:
+        for fr in list(t.frames) + list(t.python_frames):
+            if not (fr.marker and beyond(fr.note)):
+                continue
+            old = fr.note
+            m = _UNREADABLE.search(old or "")
+            if fr.kind == "native":
+                fr.note = "stack beyond the end of the truncated core (cannot read %s)" % m.group(1)
+            else:
+                fr.note = "%s: beyond the end of the truncated core" % old
+            t.notes = [fr.note if n == old else n for n in t.notes]
+        t.notes = [n + " (beyond the end of the truncated core)" if beyond(n) and "truncated core" not in n else n
+                   for n in t.notes]
+        res = (t.waits or {}).get("resource")
+        if isinstance(res, str) and res.startswith("0x") and info.missing(int(res, 16)):
+            t.waits["detail"] = "%s [its memory is beyond the end of the truncated core]" % t.waits.get("detail", "")
+    proc.notes = [n + " (beyond the end of the truncated core)" if beyond(n) else n for n in proc.notes]
+    if added:
+        _libraries_by_mapping(proc, info)
+        proc.notes.append("the core's list of shared libraries is beyond its end: %d libraries were loaded at "
+                          "the addresses its notes give" % added)
+        # gdb's thread debugging needs that list too: its complaint says nothing more
+        gdb_warnings = [w for w in gdb_warnings if "libthread_db" not in w]
+    mf = info.file(info.executable)
+    if mf is not None and mf.build_id is None and info.missing(mf.base):
+        # gdb compares the executable with the build-id in the core's memory, which is not there
+        gdb_warnings = [w for w in gdb_warnings if "core file may not match" not in w]
+        proc.notes.append("the executable's build-id could not be checked: its first page is beyond the end "
+                          "of the truncated core")
+    return gdb_warnings
 
 
 def _complete_from_core(proc: Process, info: CoreInfo, exe_path: str) -> None:

@@ -3,8 +3,9 @@ a flight-recorder dump.
 
 Deciding what a file is happens here, from its first bytes (never its name): an ELF core goes to
 gdb, a flight-recorder pickle to its restricted reader, a ``hanganalyze/1`` JSON is read as is,
-and anything else that is text goes to the text parsers.  Compressed cores and binary data are
-refused with one line that says what to do.
+and anything else that is text goes to the text parsers.  A compressed file (zstd, lz4, xz, gzip,
+bzip2) is decompressed first (``compressed.py``): a core to a sparse temporary file, text in
+memory.  Binary data is refused with one line.
 """
 
 from __future__ import annotations
@@ -82,22 +83,33 @@ def acquire(
         return gdbdriver.snapshot_from_core(
             path, None, exe=exe, gdb=gdb, timeout=timeout, progress=progress, gdb_busy=gdb_busy
         )
-    if input_format is None:
-        from hanganalyze.acquire.corefile import compressed_kind
-        from hanganalyze.acquire.flight_recorder import looks_like_flight_recorder, read_flight_recorder
+    from hanganalyze.acquire.corefile import compressed_kind
 
+    try:
         with open(path, "rb") as f:
             head = f.read(4096)
+    except OSError as e:
+        raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
+    packed = compressed_kind(head[:8])
+    if packed:
+        # systemd-coredump's .zst, a .gz log: decompressed (a core to a sparse temporary file)
+        from hanganalyze.acquire.compressed import acquire_compressed
+
+        def core(decompressed: Path):
+            progress("running %s on %s" % (gdb, path))
+            return gdbdriver.snapshot_from_core(
+                decompressed, None, exe=exe, gdb=gdb, timeout=timeout, progress=progress, gdb_busy=gdb_busy
+            )
+
+        return acquire_compressed(path, packed[0], input_format, core, lambda text: _from_text(text, input_format),
+                                  progress=progress)
+    if input_format is None:
+        from hanganalyze.acquire.flight_recorder import looks_like_flight_recorder, read_flight_recorder
+
         if looks_like_flight_recorder(head):
             from hanganalyze.gdbext.model import Snapshot
 
             return Snapshot(processes=[read_flight_recorder(path)])
-        packed = compressed_kind(head[:8])
-        if packed:
-            raise InputError(
-                "%s is %s-compressed: decompress it first (%s FILE, or coredumpctl dump PID -o core)"
-                % (path, packed[0], packed[1])
-            )
         if _is_binary(path):
             raise InputError("%s is neither an ELF core nor a text file (binary data)" % path)
     try:

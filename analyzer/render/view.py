@@ -207,8 +207,9 @@ class ReportView:
     hidden_processes: int = 0
 
 
-#: Our own wording (acquire.corefile, gdb's warning) for "these stacks may not be the real ones".
-_DOUBT = re.compile(r"may be wrong|may not match|does not match", re.I)
+#: Our own wording (acquire.corefile, gdb's warning) for "these stacks may not be the real ones"
+#: or "part of them is missing" (a truncated core).
+_DOUBT = re.compile(r"may be wrong|may not match|does not match|core truncated:", re.I)
 
 
 def doubts(warnings: List[str]) -> List[str]:

@@ -62,14 +62,17 @@ def test_random_binary_is_not_sent_to_the_text_parsers(tmp_path):
 
 
 @pytest.mark.parametrize("tool, kind", [("gzip", "gzip"), ("xz", "xz"), ("zstd", "zstd")])
-def test_compressed_core_says_decompress_first(real_core, tmp_path, tool, kind):
+def test_compressed_part_of_a_core_is_a_truncated_core(real_core, tmp_path, tool, kind):
+    """Compressed cores are decompressed (tests/integration/test_compressed_cores.py); a complete
+    stream of the first MiB of a core is then a truncated core, named by the compressed file."""
     if shutil.which(tool) is None:
         pytest.skip("%s not installed" % tool)
     packed = tmp_path / "core.packed"
     with open(real_core, "rb") as src, open(packed, "wb") as dst:
-        head = src.read(1 << 20)  # the first MiB is enough to be recognised
+        head = src.read(1 << 20)
         subprocess.run([tool, "-c"], input=head, stdout=dst, check=True)
-    one_line_error([packed], EXIT_INPUT, "is %s-compressed: decompress it first" % kind)
+    line = one_line_error([packed], EXIT_INPUT, str(packed))
+    assert str(1 << 20) in line and "hanganalyze-core-" not in line  # the decompressed size
 
 
 def test_garbage_text(tmp_path):
@@ -78,15 +81,18 @@ def test_garbage_text(tmp_path):
     one_line_error([p], EXIT_INPUT)
 
 
-def test_truncated_core(real_core, tmp_path):
+def test_gcore_core_cut_in_half_is_incomplete(real_core, tmp_path):
+    """gcore writes the notes after the memory: half of such a core has no notes, it is unfinished.
+    (A core cut inside its memory, notes present, is analysed: test_truncated_cores.py.)"""
     size = real_core.stat().st_size
     p = tmp_path / "core.truncated"
     with open(real_core, "rb") as src, open(p, "wb") as dst:
         dst.write(src.read(size // 2))
-    line = one_line_error([p], EXIT_INPUT, "truncated core")
-    assert "file has %d" % (size // 2) in line
-    expected = int(line.split("expected ")[1].split()[0])
-    assert size // 2 < expected <= size  # the last segment's end (section headers may follow)
+    line = one_line_error([p], EXIT_INPUT, "%s is incomplete: cut before its notes" % p)
+    assert "the file has %d bytes" % (size // 2) in line
+    start = int(line.split("the notes start at ")[1].split(";")[0])
+    assert size // 2 < start < size
+    assert "still being written, or the disk filled up" in line
 
 
 def test_elf_executable_is_not_a_core():

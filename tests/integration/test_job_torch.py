@@ -199,7 +199,7 @@ def test_multiprocessing_worker_never_answers(mp_job, tmp_path):
 
 
 def test_a_failing_rank_is_reported_not_fatal(straggler_cores, tmp_path):
-    """One input that cannot be read (a truncated core) next to good ones: the others are analysed,
+    """One input that cannot be read (an incomplete core) next to good ones: the others are analysed,
     the broken one is named with its error, and the finding still names the straggler."""
     cores = straggler_cores
     bad = tmp_path / "core.rank2"
@@ -208,7 +208,7 @@ def test_a_failing_rank_is_reported_not_fatal(straggler_cores, tmp_path):
     args = [cores[0], cores[1], bad, cores[3]]
     snap = _analyze(args, tmp_path)
     failed = [p for p in snap["processes"] if p.get("error")]
-    assert len(failed) == 1 and failed[0]["rank"] == 2 and "truncated" in failed[0]["error"], failed
+    assert len(failed) == 1 and failed[0]["rank"] == 2 and "incomplete" in failed[0]["error"], failed
     assert snap["job"]["failed"][0]["rank"] == 2
     f = _finding(snap, "collective-straggler")
     assert f["ranks"] == [1]

@@ -134,8 +134,8 @@ def _phdrs(data: bytes):
 
 
 def test_core_truncated_at_each_boundary(core, tmp_path):
-    """Cut after the program headers, inside the first PT_LOAD, at and inside the notes: always
-    'truncated core' (these cuts are past the ELF header, so the size check sees them)."""
+    """Cut after the program headers, inside the first PT_LOAD, at and inside the notes of a gcore'd
+    core (notes last): always 'is incomplete' (the notes are not all there)."""
     data = core.read_bytes()
     phoff = struct.unpack_from("<Q", data, 32)[0]
     phentsize, phnum = struct.unpack_from("<HH", data, 54)
@@ -146,14 +146,14 @@ def test_core_truncated_at_each_boundary(core, tmp_path):
     p = tmp_path / "core.cut"
     for cut in sorted(cuts):
         p.write_bytes(data[:cut])
-        one_line(run([p]), EXIT_INPUT, "truncated core")
+        one_line(run([p]), EXIT_INPUT, "is incomplete: cut ")
 
 
 @pytest.mark.parametrize("cut", [16, 64, 1000])
-def test_core_truncated_in_the_headers_says_truncated(core, tmp_path, cut):
+def test_core_truncated_in_the_headers_says_incomplete(core, tmp_path, cut):
     p = tmp_path / "core.cut"
     p.write_bytes(core.read_bytes()[:cut])
-    one_line(run([p]), EXIT_INPUT, "truncated core")
+    one_line(run([p]), EXIT_INPUT, "is incomplete: cut ")
 
 
 def test_corrupt_notes_never_crash(core, tmp_path):

@@ -12,6 +12,7 @@ from hanganalyze.acquire.corefile import (
     AT_EXECFN,
     build_id_from_notes,
     check_executable,
+    human_size,
     read_core,
 )
 from hanganalyze.acquire.gdbdriver import is_library, soname_version
@@ -169,11 +170,35 @@ def test_exe_override_with_other_build_id_warns(tmp_path):
     assert any("build-id" in w and BUILD_ID.hex() in w for w in warnings), warnings
 
 
-def test_truncated_core(tmp_path):
+def test_core_cut_inside_its_memory_is_read(tmp_path):
+    """The notes are there: the core is read, and says how much of its memory is missing."""
     full = build_core(tmp_path / "full").stat().st_size
-    core = build_core(tmp_path / "core", truncate_by=100)
-    with pytest.raises(InputError, match=r"truncated core .*: expected %d bytes, file has %d" % (full, full - 100)):
-        read_core(core)
+    info = read_core(build_core(tmp_path / "core", truncate_by=100))
+    assert info.truncated and (info.file_size, info.expected_size) == (full - 100, full)
+    assert info.nthreads == 3 and info.signal == "SIGABRT"
+    assert info.argv == ["prog", "--flag", "two", "words"]  # the stack page is cut: psargs, split
+    assert info.missing(STACK + 4096 - 1) and not info.missing(STACK) and not info.missing(EXE_BASE)
+    assert info.missing_ranges() == [(STACK + 4096 - 100, STACK + 4096)]
+    assert info.truncation_warning() == (
+        "core truncated: %s of %s present (%d%%); memory beyond that is missing"
+        % (human_size(full - 100), human_size(full), 100 * (full - 100) // full))
+    assert not read_core(tmp_path / "full").truncated
+
+
+@pytest.mark.parametrize("cut, where", [(40, "inside its ELF header"), (64 + 56, "inside its program headers"),
+                                        (64 + 56 * 3 + 20, "inside its notes")])
+def test_core_cut_inside_its_headers_or_notes_is_incomplete(tmp_path, cut, where):
+    data = build_core(tmp_path / "full").read_bytes()
+    p = tmp_path / "core"
+    p.write_bytes(data[:cut])
+    with pytest.raises(InputError, match=r"is incomplete: cut %s \(.*still being written, or the disk filled up\)"
+                       % where):
+        read_core(p)
+
+
+def test_human_size():
+    assert [human_size(n) for n in (999, 1000, 1_234_567, 4 * 10**9, 322 * 10**9, 2 * 10**12)] == [
+        "999 B", "1.0 kB", "1.2 MB", "4.0 GB", "322.0 GB", "2.0 TB"]
 
 
 @pytest.mark.parametrize(
