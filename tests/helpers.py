@@ -10,6 +10,7 @@ import os
 import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -190,6 +191,22 @@ def run_hanganalyze(args: Sequence[str], timeout: float = 300.0, stdin: Optional
     return subprocess.run(
         cmd + list(map(str, args)), input=stdin, capture_output=True, timeout=timeout
     )
+
+
+#: One ELF64 program header: p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_align.
+PHDR = struct.Struct("<IIQQQQQQ")
+
+
+def program_headers(path: Path) -> List[tuple]:
+    """The program headers of a (little-endian ELF64) core, as PHDR tuples: for tests that cut or
+    corrupt cores at chosen segments."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        phoff = struct.unpack_from("<Q", head, 32)[0]
+        phentsize, phnum = struct.unpack_from("<HH", head, 54)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    return [PHDR.unpack_from(table, k * phentsize) for k in range(phnum)]
 
 
 def fixture_binary(name: str) -> Path:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import shutil
-import struct
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers import FIXTURES, fixture_binary, gcore, pyenv_pythons, start_hung  # noqa: E402
+from helpers import FIXTURES, fixture_binary, gcore, program_headers, pyenv_pythons, start_hung  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 HANGANALYZE = shutil.which("hanganalyze") or "hanganalyze"
@@ -25,18 +24,8 @@ HANGANALYZE = shutil.which("hanganalyze") or "hanganalyze"
 
 def writable_loads(path: Path):
     """(file offset, size) of each writable PT_LOAD with bytes in the file (heap, data, stacks)."""
-    with open(path, "rb") as f:
-        head = f.read(64)
-        phoff = struct.unpack_from("<Q", head, 32)[0]
-        phentsize, phnum = struct.unpack_from("<HH", head, 54)
-        f.seek(phoff)
-        table = f.read(phentsize * phnum)
-    out = []
-    for k in range(phnum):
-        p_type, flags, off, _va, _pa, filesz = struct.unpack_from("<IIQQQQ", table, k * phentsize)
-        if p_type == 1 and filesz and flags & 2:
-            out.append((off, filesz))
-    return out
+    return [(off, filesz) for p_type, flags, off, _va, _pa, filesz, _ms, _al in program_headers(path)
+            if p_type == 1 and filesz and flags & 2]
 
 
 def analyse(core: Path, timeout: float = 120.0):

@@ -30,10 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import (  # noqa: E402
     FIXTURES,
+    PHDR,
     all_pythons,
     assert_one_line_error,
     fixture_binary,
     gcore,
+    program_headers,
     run_hanganalyze,
     start_hung,
 )
@@ -42,7 +44,6 @@ pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not 
 
 EXIT_INPUT = 2
 PT_LOAD, PT_NOTE = 1, 4
-PHDR = struct.Struct("<IIQQQQQQ")  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_align
 GiB = 1 << 30
 #: The sparse core: three anonymous read-write mappings of 100 GiB each (GPU processes map device
 #: address ranges like these), stored as holes: 322 GB apparent, nothing more on disk.
@@ -88,16 +89,6 @@ def kernel_layout(src: Path, dst: Path, sparse: Sequence[Tuple[int, int]] = ()) 
                     left -= len(chunk)
             out.truncate(pos)
     return dst
-
-
-def phdrs(path: Path) -> List[Tuple[int, ...]]:
-    with open(path, "rb") as f:
-        head = f.read(64)
-        phoff = struct.unpack_from("<Q", head, 32)[0]
-        phentsize, phnum = struct.unpack_from("<HH", head, 54)
-        f.seek(phoff)
-        table = f.read(phentsize * phnum)
-    return [PHDR.unpack_from(table, k * phentsize) for k in range(phnum)]
 
 
 def cut(src: Path, dst: Path, size: int) -> Path:
@@ -158,7 +149,7 @@ def _native(frames: List[dict]) -> List[Tuple]:
 def _cut_at(core: Path, point: str) -> int:
     size = core.stat().st_size
     if point == "after notes":
-        note = next(p for p in phdrs(core) if p[0] == PT_NOTE)
+        note = next(p for p in program_headers(core) if p[0] == PT_NOTE)
         return note[2] + note[5]
     return size * int(point.rstrip("%")) // 100
 
@@ -203,7 +194,7 @@ def test_cut_inside_memory_keeps_what_is_there(cores, dense, tmp_path):
 @pytest.mark.parametrize("where", ["ELF header", "program headers", "notes"])
 def test_core_cut_inside_its_headers_or_notes_is_incomplete(cores, tmp_path, where):
     core = cores["cxx"]
-    note = next(p for p in phdrs(core) if p[0] == PT_NOTE)
+    note = next(p for p in program_headers(core) if p[0] == PT_NOTE)
     size = {"ELF header": 40, "program headers": 64 + 56 * 3, "notes": note[2] + note[5] // 2}[where]
     p = cut(core, tmp_path / "core.cut", size)
     line = assert_one_line_error(analyse(p), EXIT_INPUT)
