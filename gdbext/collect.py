@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Tuple
 import gdb
 
 from . import native
+from .gdbtarget import GdbTarget, frames_of_thread
 from .model import Process, Snapshot, Thread
 
 
@@ -140,10 +141,15 @@ def collect_process(with_python: bool = True, with_locks: bool = True) -> Proces
         if selected is not None and selected.is_valid():
             selected.switch()
     if locks is not None:
+        selected = gdb.selected_thread()
         try:
-            locks.annotate_waits(proc, natives_by_tid, pyproc)
+            locks.annotate_waits(proc, natives_by_tid, pyproc, getattr(pyproc, "target", None) or GdbTarget(inf),
+                                 frames_of_thread)
         except Exception as e:  # noqa: BLE001
             proc.notes.append("lock analysis failed: %s" % e)
+        finally:
+            if selected is not None and selected.is_valid():
+                selected.switch()
     return proc
 
 

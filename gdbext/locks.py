@@ -17,18 +17,21 @@ its owner:
     recorded, so none is claimed; ``Thread.join``: the joined thread owns its ``_tstate_lock``.
   * condition variables and plain futexes: a wait without an owner.
 
-Nothing here calls into the inferior; every read is ``read_memory`` or a frame register/variable.
+Nothing here calls into the inferior; every read goes through a ``ProcessTarget`` (memory, thread
+handles, symbols) or a ``FrameView`` (registers, debug-info arguments), which gdb and the
+analyzer's direct reader both provide.
 """
 
-import re
 import struct
-from typing import Any, Dict, List, Optional, Tuple
-
-import gdb
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .model import Process, Thread
 from .pylocks import LOCK_TYPE_NAMES, RLOCK_TYPE_NAMES, PyLocks
+from .target import FrameView, ProcessTarget
 from .waitkinds import BY_KIND, IMPL_FRAMES, RUNTIME_LIBS, bare, classify
+
+#: ``frames_of(lwp, count)``: that thread's innermost ``count`` frames as ``FrameView``s.
+FramesOf = Callable[[int, int], List[FrameView]]
 
 #: Debug-info argument names that hold the resource, per classifier frame.
 ARG_NAMES = {
@@ -47,19 +50,12 @@ STACK_SCAN_BYTES = 16384
 class _Ctx:
     """Per-process facts shared by all threads: memory, TIDs, pthread -> LWP, CPython reader."""
 
-    def __init__(self, process: Process, pyproc: Any):
-        self.inf = gdb.selected_inferior()
+    def __init__(self, process: Process, pyproc: Any, target: ProcessTarget):
+        self.target = target
         self.tids = {t.tid for t in process.threads if t.tid}
         self.pyproc = pyproc
         self._lwp_by_handle: Dict[int, Optional[int]] = {}
-        self._handle_by_lwp: Dict[int, int] = {}
-        for th in self.inf.threads():
-            try:
-                h = th.handle()
-            except Exception:  # noqa: BLE001
-                continue
-            if h and len(h) == 8:
-                self._handle_by_lwp[th.ptid[1]] = struct.unpack("<Q", h)[0]
+        self._handle_by_lwp: Dict[int, int] = dict(target.thread_handles())
         self.py: Optional[PyLocks] = None
         self._tstates: Optional[Dict[int, Optional[int]]] = None
         self._tstate_locks: Optional[Dict[int, int]] = None
@@ -70,8 +66,8 @@ class _Ctx:
         if not addr or addr < 0 or n <= 0:
             return None
         try:
-            return bytes(self.inf.read_memory(addr, n))
-        except (gdb.error, gdb.MemoryError, ValueError, OverflowError):
+            return bytes(self.target.read_memory(addr, n))
+        except Exception:  # noqa: BLE001 - gdb.MemoryError, OSError, ValueError: unreadable either way
             return None
 
     def i32(self, addr: int) -> Optional[int]:
@@ -98,11 +94,7 @@ class _Ctx:
                 if h == ident:
                     lwp = tid
             if lwp is None:
-                try:
-                    th = self.inf.thread_from_handle(struct.pack("<Q", ident))
-                    lwp = th.ptid[1] if th is not None else None
-                except (gdb.error, ValueError, TypeError, struct.error):
-                    lwp = None
+                lwp = self.target.lwp_of_handle(ident)
             self._lwp_by_handle[ident] = lwp
         return self._lwp_by_handle[ident]
 
@@ -131,89 +123,44 @@ class _Ctx:
 
     def symbol_name(self, addr: int) -> Optional[str]:
         """The ELF/DWARF symbol at addr ("ledger", "ring_locks+40"), None when stripped."""
-        try:
-            out = gdb.execute("info symbol 0x%x" % addr, to_string=True).strip()
-        except (gdb.error, UnicodeDecodeError):
-            return None
-        m = re.match(r"^(\S+)(?: \+ (\d+))? in section", out)
-        if not m:
-            return None
-        return m.group(1) + ("+%s" % m.group(2) if m.group(2) else "")
+        return self.target.symbol_at(addr)
 
 
 # ---------------------------------------------------------------------------------------------
-def annotate_waits(process: Process, natives_by_tid: Dict[int, list], pyproc: Any) -> None:
+def annotate_waits(process: Process, natives_by_tid: Dict[int, list], pyproc: Any, target: ProcessTarget,
+                   frames_of: FramesOf) -> None:
     """Fill ``Thread.waits`` for every thread blocked on something we can name."""
-    ctx = _Ctx(process, pyproc)
-    by_lwp = {}
-    for th in ctx.inf.threads():
-        by_lwp[th.ptid[1] or th.ptid[0]] = th
-    selected = gdb.selected_thread()
-    try:
-        for t in process.threads:
-            natives = natives_by_tid.get(t.tid) or []
-            names = [n.frame.function for n in natives]
-            kind, idx, eval_idx = classify(names)
-            if kind is None or t.tid not in by_lwp:
-                continue
-            by_lwp[t.tid].switch()
-            try:
-                w = _resolve(ctx, t, natives, kind, idx or 0, eval_idx)
-            except (gdb.error, RuntimeError, ValueError) as e:
-                w = {"kind": kind, "resource": None, "name": None, "owner_tid": None,
-                     "frame": None, "detail": "wait not resolved: %s" % e}
-            if w is not None:
-                w["frame"] = _wait_frame(t, natives, idx or 0, w)
-                t.waits = w
-                if kind == "gil":
-                    t.state.gil = "waiting"
-    finally:
-        if selected is not None and selected.is_valid():
-            selected.switch()
+    ctx = _Ctx(process, pyproc, target)
+    for t in process.threads:
+        natives = natives_by_tid.get(t.tid) or []
+        names = [n.frame.function for n in natives]
+        kind, idx, eval_idx = classify(names)
+        if kind is None or not t.tid:
+            continue
+        try:
+            frames = frames_of(t.tid, max(idx or 0, eval_idx or 0) + 3)
+            w = _resolve(ctx, t, natives, frames, kind, idx or 0, eval_idx)
+        except Exception as e:  # noqa: BLE001 - gdb.error, bad memory: the wait is still worth naming
+            w = {"kind": kind, "resource": None, "name": None, "owner_tid": None,
+                 "frame": None, "detail": "wait not resolved: %s" % e}
+        if w is not None:
+            w["frame"] = _wait_frame(t, natives, idx or 0, w)
+            t.waits = w
+            if kind == "gil":
+                t.state.gil = "waiting"
     _distinct_names(process)
 
 
-def _gdb_frames(count: int) -> List["gdb.Frame"]:
-    out = []
-    try:
-        f = gdb.newest_frame()
-    except gdb.error:
-        return out
-    while f is not None and len(out) < count:
-        out.append(f)
-        try:
-            f = f.older()
-        except gdb.error:
-            break
-    return out
+def _reg(frame: FrameView, name: str) -> Optional[int]:
+    v = frame.reg(name)
+    return v & 0xFFFFFFFFFFFFFFFF if v is not None else None
 
 
-def _reg(frame: "gdb.Frame", name: str) -> Optional[int]:
-    try:
-        v = frame.read_register(name)
-        return int(v) & 0xFFFFFFFFFFFFFFFF
-    except (gdb.error, ValueError, RuntimeError):
-        return None
+def _arg(frame: FrameView, names: Tuple[str, ...]) -> Optional[int]:
+    return frame.arg(names)
 
 
-def _arg(frame: "gdb.Frame", names: Tuple[str, ...]) -> Optional[int]:
-    for n in names:
-        try:
-            v = frame.read_var(n)
-        except (gdb.error, ValueError, RuntimeError):
-            continue
-        try:
-            if v.is_optimized_out:
-                continue
-            if v.type.strip_typedefs().code == gdb.TYPE_CODE_STRUCT:
-                v = v.address
-            return int(v) & 0xFFFFFFFFFFFFFFFF
-        except (gdb.error, ValueError, RuntimeError, TypeError):
-            continue
-    return None
-
-
-def _candidates(frames: List["gdb.Frame"], upto: int) -> List[int]:
+def _candidates(frames: List[FrameView], upto: int) -> List[int]:
     """Register values that may point at the resource: rdi of the innermost frame (the futex word
     of the syscall), then the callee-saved registers as unwound at each frame up to ``upto``."""
     seen: List[int] = []
@@ -226,8 +173,8 @@ def _candidates(frames: List["gdb.Frame"], upto: int) -> List[int]:
     return seen
 
 
-def _resolve(ctx: _Ctx, t: Thread, natives: list, kind: str, idx: int, eval_idx: Optional[int]):
-    frames = _gdb_frames(max(idx, eval_idx or 0) + 3)
+def _resolve(ctx: _Ctx, t: Thread, natives: list, frames: List[FrameView], kind: str, idx: int,
+             eval_idx: Optional[int]):
     if kind == "mutex":
         return _resolve_mutex(ctx, natives, frames, idx)
     if kind == "rwlock":
@@ -252,7 +199,7 @@ def _resolve(ctx: _Ctx, t: Thread, natives: list, kind: str, idx: int, eval_idx:
             "frame": None, "detail": "waiting on a %s (no owner is recorded)" % what}
 
 
-def _debug_arg(natives: list, frames: List["gdb.Frame"], idx: int, kind: str) -> Optional[int]:
+def _debug_arg(natives: list, frames: List[FrameView], idx: int, kind: str) -> Optional[int]:
     """The resource from debug-info arguments of the classifier frame or its neighbours."""
     names = ARG_NAMES.get(kind, ())
     for i in range(max(0, idx - 3), min(len(frames), idx + 4)):
@@ -281,7 +228,7 @@ def _mutex_owner(ctx: _Ctx, addr: int) -> Optional[int]:
     return owner & 0x3FFFFFFF if owner else None
 
 
-def _resolve_mutex(ctx: _Ctx, natives: list, frames: List["gdb.Frame"], idx: int):
+def _resolve_mutex(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int):
     addr = _debug_arg(natives, frames, idx, "mutex")
     how = "debug info"
     owner = _mutex_owner(ctx, addr) if addr else None
@@ -313,7 +260,7 @@ def _rwlock_writer(ctx: _Ctx, addr: int) -> Optional[int]:
     return ctx.i32(addr + RWLOCK_WRITER_OFF)
 
 
-def _resolve_rwlock(ctx: _Ctx, natives: list, frames: List["gdb.Frame"], idx: int):
+def _resolve_rwlock(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int):
     addr = _debug_arg(natives, frames, idx, "rwlock")
     writer = _rwlock_writer(ctx, addr) if addr else None
     if addr is None or writer not in ctx.tids:
@@ -335,7 +282,7 @@ def _resolve_rwlock(ctx: _Ctx, natives: list, frames: List["gdb.Frame"], idx: in
             "frame": None, "detail": detail}
 
 
-def _resolve_join(ctx: _Ctx, natives: list, frames: List["gdb.Frame"], idx: int):
+def _resolve_join(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int):
     handle = _debug_arg(natives, frames, idx, "join")
     target = ctx.pthread_to_lwp(handle) if handle else None
     if target is None and frames:
@@ -350,7 +297,7 @@ def _resolve_join(ctx: _Ctx, natives: list, frames: List["gdb.Frame"], idx: int)
             "frame": None, "detail": detail}
 
 
-def _python_objects(ctx: _Ctx, natives: list, frames: List["gdb.Frame"], idx: int,
+def _python_objects(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int,
                     eval_idx: Optional[int]) -> List[Tuple[int, str]]:
     """Lock objects referenced by the waiting frames: debug args, registers, then stack words."""
     py = ctx.py
@@ -385,13 +332,9 @@ def _python_objects(ctx: _Ctx, natives: list, frames: List["gdb.Frame"], idx: in
     return found
 
 
-def _resolve_thread_handle_join(ctx: _Ctx, frames: List["gdb.Frame"], idx: int):
+def _resolve_thread_handle_join(ctx: _Ctx, frames: List[FrameView], idx: int):
     """3.13+: ``ThreadHandle_join(self)``; ``self->ident`` is the joined thread (needs DWARF)."""
-    ident = None
-    try:
-        ident = int(frames[idx].read_var("self").dereference()["ident"])
-    except (gdb.error, ValueError, RuntimeError, IndexError):
-        pass
+    ident = frames[idx].var_field("self", "ident") if idx < len(frames) else None
     target = ctx.pthread_to_lwp(ident) if ident else None
     detail = "Thread.join() of the thread LWP %d" % target if target else \
         "Thread.join() of a thread that could not be identified (no debug info for the thread handle)"
@@ -403,7 +346,7 @@ def _python_frame_names(t: Thread) -> List[str]:
     return [f.function or "" for f in t.all_frames() if f.kind == "python"]
 
 
-def _resolve_pylock(ctx: _Ctx, t: Thread, natives: list, frames: List["gdb.Frame"], idx: int,
+def _resolve_pylock(ctx: _Ctx, t: Thread, natives: list, frames: List[FrameView], idx: int,
                     eval_idx: Optional[int]):
     objs = _python_objects(ctx, natives, frames, idx, eval_idx)
     if not objs:

@@ -1,8 +1,7 @@
 """Finding CPython's runtime in the inferior: ``_PyRuntime``, the version, DWARF cross-checks.
 
-Only gdb touches happen here, all cheap and cached per objfile set: minimal-symbol addresses via
-``parse_and_eval("(long)&NAME")`` (works without DWARF; ``lookup_global_symbol`` does not see
-ELF-only symbols), the ``.PyRuntime`` section from ``info files`` as a fallback (3.10+), and
+Everything is asked of a ``ProcessTarget`` (gdb's inferior or the analyzer's direct reader):
+the ``_PyRuntime`` symbol, the ``.PyRuntime`` section as a fallback (3.10+), and
 ``Py_Version`` / ``_Py_DebugOffsets`` / library file names for the version.  No inferior calls.
 """
 
@@ -10,86 +9,25 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
-import gdb
-
+from ..target import ProcessTarget
 from . import debug_offsets
 from .objects import Memory, ReadError
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SYM_CACHE: Dict[Tuple[str, str], Optional[int]] = {}
 
-
-def _objfiles_key() -> str:
-    try:
-        return "|".join(o.filename or "" for o in gdb.objfiles())
-    except Exception:  # noqa: BLE001
-        return ""
-
-
-def symbol_address(name: str) -> Optional[int]:
-    """Address of a data or function symbol (minimal symbols included), cached; None if absent."""
-    if not _IDENT.match(name):
-        raise ValueError("not a symbol name: %r" % name)
-    key = (_objfiles_key(), name)
-    if key in _SYM_CACHE:
-        return _SYM_CACHE[key]
-    try:
-        addr: Optional[int] = int(gdb.parse_and_eval("(long)&%s" % name))
-    except (gdb.error, RuntimeError, ValueError):
-        addr = None
-    if addr == 0:
-        addr = None
-    _SYM_CACHE[key] = addr
-    return addr
-
-
-def section_address(section: str) -> Optional[int]:
-    """Relocated start of an ELF section, parsed from ``info files`` (works for cores too)."""
-    try:
-        out = gdb.execute("info files", to_string=True)
-    except (gdb.error, UnicodeDecodeError):  # gdb 13 raises the latter for non-UTF-8 file names
-        return None
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) >= 5 and parts[1] == "-" and parts[3] == "is" and parts[4] == section:
-            try:
-                return int(parts[0], 16)
-            except ValueError:
-                continue
-    return None
-
-
-def sections(names: Tuple[str, ...]) -> List[Tuple[int, int, str, str]]:
-    """(start, end, objfile, section) for the named sections of every loaded object, from
-    ``info files`` (objfile "" = the main executable)."""
-    try:
-        out = gdb.execute("info files", to_string=True)
-    except (gdb.error, UnicodeDecodeError):
-        return []
-    rows = []
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) >= 5 and parts[1] == "-" and parts[3] == "is" and parts[4] in names:
-            try:
-                rows.append((int(parts[0], 16), int(parts[2], 16), parts[6] if len(parts) > 6 else "", parts[4]))
-            except ValueError:
-                continue
-    return rows
-
-
-def python_evidence() -> bool:
+def python_evidence(target: ProcessTarget) -> bool:
     """Cheap signs that this is a CPython process even though ``_PyRuntime`` was not found."""
-    return version_from_files() is not None or symbol_address("_PyEval_EvalFrameDefault") is not None
+    return version_from_files(target) is not None or target.symbol_address("_PyEval_EvalFrameDefault") is not None
 
 
-def scan_for_runtime(mem: Memory, table: Dict[str, int], max_bytes: int = 64 << 20) -> Optional[int]:
+def scan_for_runtime(target: ProcessTarget, mem: Memory, table: Dict[str, int],
+                     max_bytes: int = 64 << 20) -> Optional[int]:
     """Find ``_PyRuntime`` without symbols (3.8/3.9 have no ``.PyRuntime`` section): a word in
     the writable data of the executable or libpython that points to an interpreter whose first
     thread state points back to it.  Returns the address of ``_PyRuntime`` or None."""
     head_off = table["rt.interpreters_head"]
     th_off, ts_interp, next_off = table["is.threads_head"], table["ts.interp"], table["is.next"]
     scanned = 0
-    found = sections((".PyRuntime", ".data", ".bss"))
+    found = target.sections((".PyRuntime", ".data", ".bss"))
     found.sort(key=lambda r: r[3] != ".PyRuntime")  # the runtime's own section first (3.10+)
     for start, end, objfile, _name in found:
         if objfile and "python" not in os.path.basename(objfile):
@@ -144,12 +82,12 @@ def _plausible_runtime(mem: Memory, table: Dict[str, int], rt: int, interp: int)
     return ts == holder
 
 
-def find_runtime() -> Tuple[Optional[int], str]:
+def find_runtime(target: ProcessTarget) -> Tuple[Optional[int], str]:
     """(&_PyRuntime, how it was found) or (None, why not)."""
-    addr = symbol_address("_PyRuntime")
+    addr = target.symbol_address("_PyRuntime")
     if addr:
         return addr, "symbol"
-    addr = section_address(".PyRuntime")
+    addr = target.section_address(".PyRuntime")
     if addr:
         return addr, "section"
     return None, "no _PyRuntime symbol or .PyRuntime section: not a CPython process"
@@ -171,16 +109,9 @@ _LIB_RE = re.compile(r"(?:libpython|python)(3)\.(\d+)")
 _FULL_RE = re.compile(r"(?<![\d.])(3\.\d+\.\d+)(?![\d])")
 
 
-def version_from_files() -> Optional[Tuple[Tuple[int, int], str]]:
+def version_from_files(target: ProcessTarget) -> Optional[Tuple[Tuple[int, int], str]]:
     """Version from libpython3.X.so / python3.X file names (3.8-3.10 have no Py_Version)."""
-    names: List[str] = []
-    try:
-        names = [o.filename for o in gdb.objfiles() if o.filename]
-        prog = gdb.current_progspace().filename
-        if prog:
-            names.insert(0, prog)
-    except Exception:  # noqa: BLE001
-        pass
+    names: List[str] = list(target.object_files())
     for path in sorted(names, key=lambda p: "libpython" not in p):
         m = _LIB_RE.search(os.path.basename(path))
         if m:
@@ -196,15 +127,15 @@ def version_from_files() -> Optional[Tuple[Tuple[int, int], str]]:
 _FIRST_IN = (("PyIter_Send", (3, 10)), ("PyModule_AddType", (3, 9)), ("_PyEval_EvalFrameDefault", (3, 8)))
 
 
-def version_from_symbols() -> Optional[Tuple[int, int]]:
+def version_from_symbols(target: ProcessTarget) -> Optional[Tuple[int, int]]:
     """(3, minor) for 3.8-3.10 from which API functions exist; None if not CPython."""
     for name, minor in _FIRST_IN:
-        if symbol_address(name) is not None:
+        if target.symbol_address(name) is not None:
             return minor
     return None
 
 
-def detect_version(mem: Memory, runtime: int) -> Tuple[Optional[Tuple[int, int]], str, str]:
+def detect_version(target: ProcessTarget, mem: Memory, runtime: int) -> Tuple[Optional[Tuple[int, int]], str, str]:
     """((major, minor), version text, source).  Source says how sure we are."""
     try:
         h = debug_offsets.peek_version(mem.read(runtime, debug_offsets.HEADER.size))
@@ -213,10 +144,10 @@ def detect_version(mem: Memory, runtime: int) -> Tuple[Optional[Tuple[int, int]]
     if h:
         minor, text = hex_to_version(h)
         return minor, text, "_Py_DebugOffsets"
-    found = version_from_files()
+    found = version_from_files(target)
     if found and found[0] < (3, 11):
         return found[0], found[1], "file name"  # Py_Version only exists from 3.11 on: skip the lookup
-    addr = symbol_address("Py_Version")
+    addr = target.symbol_address("Py_Version")
     if addr:
         try:
             minor, text = hex_to_version(mem.u32(addr))
@@ -226,7 +157,7 @@ def detect_version(mem: Memory, runtime: int) -> Tuple[Optional[Tuple[int, int]]
             pass
     if found:
         return found[0], found[1], "file name"
-    minor = version_from_symbols()
+    minor = version_from_symbols(target)
     if minor is not None:
         return minor, "%d.%d" % minor, "exported symbols"
     return None, "", "unknown"
@@ -247,15 +178,14 @@ DWARF_CHECKS = {
 }
 
 
-def dwarf_check(table: Dict[str, int], minor: Tuple[int, int]) -> Tuple[Optional[bool], List[str]]:
+def dwarf_check(target: ProcessTarget, table: Dict[str, int],
+                minor: Tuple[int, int]) -> Tuple[Optional[bool], List[str]]:
     """Compare table offsets with DWARF when CPython's debug info is loaded.
 
     Returns (None, []) without DWARF, (True, []) when all checked fields agree, and
     (False, notes) on a mismatch; mismatching table entries are replaced by the DWARF value
     (DWARF describes the build actually running)."""
-    try:
-        gdb.lookup_type("PyThreadState")
-    except gdb.error:
+    if not target.has_type("PyThreadState"):
         return None, []
     notes: List[str] = []
     checked = 0
@@ -264,9 +194,8 @@ def dwarf_check(table: Dict[str, int], minor: Tuple[int, int]) -> Tuple[Optional
             continue
         if "%s" in expr:
             expr = expr % ("tstate_head" if minor < (3, 11) else "threads.head")
-        try:
-            val = int(gdb.parse_and_eval("(long)(%s)" % expr))
-        except (gdb.error, RuntimeError):
+        val = target.dwarf_offset(expr)
+        if val is None:
             continue
         checked += 1
         if val != table[key]:

@@ -30,9 +30,8 @@ no collection runs, None while one runs: the merge decides from native frames), 
 import struct
 from typing import Dict, List, Optional, Tuple
 
-import gdb
-
 from ..model import Frame
+from ..target import ProcessTarget
 from . import debug_offsets, linetable, runtime, tables
 from .objects import Memory, Objects, ReadError, i32_at, u64_at
 
@@ -90,7 +89,7 @@ class PyProcess:
         self.dwarf_checked: Optional[bool] = None
         self.runtime_found: Optional[str] = None  # how _PyRuntime was found
         self.notes: List[str] = []
-        self._inferior = None
+        self.target: Optional[ProcessTarget] = None
         self._lwp_map: Optional[_LwpMap] = None
 
     def read(self, addr: int, size: int) -> bytes:
@@ -111,7 +110,7 @@ class PyProcess:
         if ident in self.pthread_to_lwp:
             return self.pthread_to_lwp[ident]
         if self._lwp_map is None:
-            self._lwp_map = _LwpMap(self._inferior, self.mem)
+            self._lwp_map = _LwpMap(self.target, self.mem)
         lwp = self._lwp_map.lookup(ident)
         if lwp is not None:
             self.pthread_to_lwp[ident] = lwp
@@ -147,38 +146,33 @@ GLIBC_PTHREAD_TID = 0x2D0
 
 
 class _LwpMap:
-    """pthread_t -> LWP for every thread gdb knows, computed once per walk.
+    """pthread_t -> LWP for every thread the target knows, computed once per walk.
 
-    ``InferiorThread.handle()`` gives each thread's pthread_t (one call per thread, live and in
-    cores, needs libthread_db); ``thread_from_handle`` is the per-ident fallback; without
-    libthread_db (a core from another machine) the TID field of glibc's ``struct pthread`` is
-    read and accepted only if it names a thread of this process."""
+    The target's ``thread_handles`` (gdb: ``InferiorThread.handle()``, needs libthread_db; the
+    direct reader: each thread's ``fs_base``, which is its pthread_t on x86-64 glibc) first, its
+    ``lwp_of_handle`` as the per-ident fallback; without either (a core from another machine
+    under gdb) the TID field of glibc's ``struct pthread`` is read and accepted only if it names a
+    thread of this process."""
 
-    def __init__(self, inferior, mem: Memory):
-        self.inferior = inferior
+    def __init__(self, target: Optional[ProcessTarget], mem: Memory):
+        self.target = target
         self.mem = mem
         self.by_handle: Dict[int, int] = {}
         self.lwps = set()
-        try:
-            threads = inferior.threads() if inferior is not None else ()
-        except (gdb.error, RuntimeError):
-            threads = ()
-        for th in threads:
-            lwp = th.ptid[1] or th.ptid[0]
+        if target is None:
+            return
+        self.lwps = set(target.lwps())
+        for lwp, h in target.thread_handles().items():
             self.lwps.add(lwp)
-            try:
-                h = th.handle()
-            except (gdb.error, RuntimeError, AttributeError, TypeError):
-                h = None
             if h:
-                self.by_handle[int.from_bytes(bytes(h)[:8], "little")] = lwp
+                self.by_handle[h] = lwp
 
     def lookup(self, ident: int) -> Optional[int]:
         if not ident:
             return None
         if ident in self.by_handle:
             return self.by_handle[ident]
-        lwp = _thread_from_handle(self.inferior, ident)
+        lwp = self.target.lwp_of_handle(ident) if self.target is not None else None
         if lwp is None:
             try:
                 tid = self.mem.u32(ident + GLIBC_PTHREAD_TID)
@@ -188,18 +182,6 @@ class _LwpMap:
         if lwp is not None:
             self.by_handle[ident] = lwp
         return lwp
-
-
-def _thread_from_handle(inferior, ident: int) -> Optional[int]:
-    if inferior is None or not ident:
-        return None
-    try:
-        th = inferior.thread_from_handle(struct.pack("<Q", ident & 0xFFFFFFFFFFFFFFFF))
-    except (gdb.error, RuntimeError, ValueError, TypeError):
-        return None
-    if th is None:
-        return None
-    return th.ptid[1] or th.ptid[0]
 
 
 def _span(t: Dict[str, int], prefix: str, extra: int = 8) -> int:
@@ -393,9 +375,10 @@ class _Walker:
         return None
 
 
-def _load_offsets(mem: Memory, rt: int) -> Tuple[Optional[Dict[str, int]], Tuple[int, int], str, str, List[str]]:
+def _load_offsets(target: ProcessTarget, mem: Memory,
+                  rt: int) -> Tuple[Optional[Dict[str, int]], Tuple[int, int], str, str, List[str]]:
     notes: List[str] = []
-    minor, text, source = runtime.detect_version(mem, rt)
+    minor, text, source = runtime.detect_version(target, mem, rt)
     if minor is None:
         return None, (0, 0), "", source, ["CPython version could not be determined"]
     table = tables.table_for(minor)
@@ -427,36 +410,43 @@ def _load_offsets(mem: Memory, rt: int) -> Tuple[Optional[Dict[str, int]], Tuple
     return table, minor, text, source, notes
 
 
-def _scan(mem: Memory) -> Optional[int]:
+def _scan(target: ProcessTarget, mem: Memory) -> Optional[int]:
     """Last resort when neither the symbol nor the section exists (a 3.8/3.9 runtime linked
     into a stripped executable that does not export it): scan, only if this looks like Python."""
-    found = runtime.version_from_files()
-    if found is None and not runtime.python_evidence():
+    found = runtime.version_from_files(target)
+    if found is None and not runtime.python_evidence(target):
         return None
     candidates = [found[0]] if found else [(3, 9), (3, 8), (3, 10), (3, 11)]
     for minor in candidates:
         table = tables.table_for(minor)
         if table is not None and "is.threads_head" in table:
-            rt = runtime.scan_for_runtime(mem, table)
+            rt = runtime.scan_for_runtime(target, mem, table)
             if rt is not None:
                 return rt
     return None
 
 
 def describe_process(inferior) -> Optional[PyProcess]:
-    """All interpreters, threads and Python stacks of the inferior; None when not CPython."""
-    rt, how = runtime.find_runtime()
-    mem = Memory(inferior.read_memory)
+    """All interpreters, threads and Python stacks of gdb's inferior; None when not CPython."""
+    from ..gdbtarget import GdbTarget  # only inside gdb
+
+    return describe_target(GdbTarget(inferior))
+
+
+def describe_target(target: ProcessTarget) -> Optional[PyProcess]:
+    """All interpreters, threads and Python stacks of a process or core; None when not CPython."""
+    rt, how = runtime.find_runtime(target)
+    mem = Memory(target.read_memory)
     if rt is None:
-        rt = _scan(mem)
+        rt = _scan(target, mem)
         if rt is None:
             return None
         how = "scan"
-    table, minor, text, source, notes = _load_offsets(mem, rt)
+    table, minor, text, source, notes = _load_offsets(target, mem, rt)
     if table is None:
         raise RuntimeError("; ".join(notes) or "CPython runtime found but not understood")
     proc = PyProcess(mem, Objects(mem, table), table, minor, text, source, rt)
-    proc._inferior = inferior
+    proc.target = target
     proc.runtime_found = how  # "symbol" | "section" | "scan"
     proc.notes.extend(notes)
     if how == "section":
@@ -465,7 +455,7 @@ def describe_process(inferior) -> Optional[PyProcess]:
         proc.notes.append("_PyRuntime found by scanning the data segment (no symbol, no .PyRuntime section)")
     if source == "file name":
         proc.notes.append("CPython version taken from a file name")
-    checked, dnotes = runtime.dwarf_check(table, minor)
+    checked, dnotes = runtime.dwarf_check(target, table, minor)
     proc.dwarf_checked = checked
     proc.notes.extend(dnotes)
     walker = _Walker(proc)

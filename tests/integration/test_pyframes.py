@@ -78,12 +78,13 @@ def analysed(request, tmp_path_factory):
     fd, out = tempfile.mkstemp(suffix=".json")
     try:
         probe = ("python import gdb; from hanganalyze_gdbext.pyframes import runtime as R, tables as T, "
-                 "objects as O; m = O.Memory(gdb.selected_inferior().read_memory); "
-                 "print('PYRUNTIME', R.section_address('.PyRuntime'), R.symbol_address('_PyRuntime'), "
-                 "R.scan_for_runtime(m, T.table_for(R.version_from_files()[0]))); "
+                 "objects as O; from hanganalyze_gdbext.gdbtarget import GdbTarget; G = GdbTarget(); "
+                 "m = O.Memory(gdb.selected_inferior().read_memory); "
+                 "print('PYRUNTIME', G.section_address('.PyRuntime'), G.symbol_address('_PyRuntime'), "
+                 "R.scan_for_runtime(G, m, T.table_for(R.version_from_files(G)[0]))); "
                  "from hanganalyze_gdbext.pyframes.walker import GLIBC_PTHREAD_TID as O2; "
                  "print('TIDOFF', all(m.u32(int.from_bytes(t.handle(), 'little') + O2) == t.ptid[1] "
-                 "for t in gdb.selected_inferior().threads())); print('VSYM', R.version_from_symbols())")
+                 "for t in gdb.selected_inferior().threads())); print('VSYM', R.version_from_symbols(G))")
         text = gdb_batch(["hang-dump %s" % out, "hang-bt -a", "thread apply all bt", probe,
                           "disable frame-filter global hanganalyze-python", "echo FILTER-OFF-1\\n",
                           "thread apply all bt", "enable frame-filter global hanganalyze-python",
