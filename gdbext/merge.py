@@ -111,7 +111,9 @@ def _nameless_take_gil(natives) -> bool:
     return False
 
 
-def _gil_state(pyth, natives) -> Optional[str]:
+def _gil_state(pyth, natives, pyproc=None) -> Optional[str]:
+    if getattr(pyproc, "free_threading", False) and not getattr(pyproc, "gil_enabled", None):
+        return None  # free-threaded, GIL off (or unknown): nobody holds or waits for it, no guess
     if pyth.gil == "held":
         return "held"
     names = [nf.frame.function or "" for nf in natives]
@@ -158,7 +160,7 @@ def merge_thread(thread: Thread, natives: List, pyproc) -> None:
     thread.python_name = pyth.name
     thread.name = pyth.name or thread.os_name
     thread.pthread_id = pyth.pthread_id or None
-    thread.state.gil = _gil_state(pyth, natives)
+    thread.state.gil = _gil_state(pyth, natives, pyproc)
     thread.state.gc = _gc_state(pyth, natives, pyproc)
     thread.notes.extend(pyth.notes)
     groups = [g for g in pyth.groups if g.frames]

@@ -6,8 +6,13 @@ the walker (``pyframes``: its ``offsets`` table and ``objects`` readers); this m
 what the walker does not hold, as data:
 
   * ``rlockobject``: PyObject_HEAD, ``rlock_lock`` @16, ``rlock_owner`` (pthread ident) @24,
-    ``rlock_count`` @32 -- identical 3.8-3.13 (checked with ``ptype/o`` on the pyenv builds).
-  * ``lockobject``: PyObject_HEAD, ``lock_lock`` @16; CPython records no owner.
+    ``rlock_count`` @32 -- identical 3.8-3.13 (checked with ``ptype/o`` on the pyenv builds); 3.14
+    holds a ``_PyRecursiveMutex`` there instead (``mutex`` @16, ``thread`` @24, ``level`` @32), so the
+    owner and count stay where they were.  Free-threaded builds (3.13t/3.14t) have a 32-byte object
+    header: everything after it moves by 16 (owner @40, count @48 on 3.13.15t).
+  * ``lockobject``: PyObject_HEAD, then ``lock_lock`` (a pointer) or, from 3.13 on, a ``PyMutex``
+    (one byte: locked, has-parked) right after the header.  CPython records no owner; a waiter
+    parks on the mutex's address, which is how its lock object is found from the waiter's stack.
   * ``PyWeakReference.wr_object`` @16.  3.8-3.12 hang a weakref to each thread's
     ``_tstate_lock`` off ``tstate->on_delete_data``: that is how Thread.join() finds its target.
   * ``f_globals`` of a frame (PyFrameObject 3.8-3.10, _PyInterpreterFrame 3.11+), to name a lock
@@ -22,9 +27,11 @@ Raw memory only, no DWARF: Debian's stripped ``python3.11`` works like a pyenv b
 
 from typing import Any, Dict, List, Optional, Tuple
 
-RLOCK_OWNER_OFF = 24
-RLOCK_COUNT_OFF = 32
-WEAKREF_OBJECT_OFF = 16
+#: Offsets after the object header (16 bytes; 32 in free-threaded builds: ``offsets["ob.head"]``).
+RLOCK_OWNER_OFF = 8
+RLOCK_COUNT_OFF = 16
+WEAKREF_OBJECT_OFF = 0
+OB_HEAD = 16
 
 RLOCK_TYPE_NAMES = ("_thread.RLock",)
 LOCK_TYPE_NAMES = ("_thread.lock",)
@@ -43,7 +50,16 @@ EXTRA: Dict[Tuple[int, int], Dict[str, Optional[int]]] = {
     (3, 11): dict(_IFR, **{"ts.on_delete_data": 192, "frame.f_globals": 8, "code.nlocals": 76}),
     (3, 12): dict(_IFR, **{"ts.on_delete_data": 176, "frame.f_globals": 24}),
     (3, 13): dict(_IFR, **{"ts.on_delete_data": None, "frame.f_globals": 24}),
+    # 3.14: owner/return_offset/visited grew the frame: localsplus @80 (DWARF of Debian's 3.14.10)
+    # 3.14: owner/return_offset/visited grew the frame: localsplus @80 (DWARF of Debian's 3.14.10);
+    # RLock is a _PyRecursiveMutex whose ``level`` does not count the first acquisition.
+    (3, 14): dict(_IFR, **{"ts.on_delete_data": None, "frame.f_globals": 24, "frame.localsplus": 80,
+                           "rlock.count_extra": 1}),
 }
+#: Walker table keys that, when present (3.13+: from _Py_DebugOffsets; free-threaded builds:
+#: moved by the larger object header), replace the ``EXTRA`` numbers above.
+FROM_WALKER = {"frame.localsplus": "ifr.localsplus", "code.localnames": "co.localsplusnames",
+               "code.nlocals": "co.nlocalsplus"}
 
 #: Bounds of the attribute search (a wait is named from a handful of reads, never a heap walk):
 #: the innermost Python frames of the waiter, their first locals, the objects among them, the
@@ -53,8 +69,8 @@ NAME_LOCALS = 32
 NAME_OWNERS = 16
 NAME_ATTRS = 64
 NAME_ITEMS = 64
-CELL_REF_OFF = 16
-TYPE_DICT_OFF = 264  # PyTypeObject.tp_dict (3.8-3.13): a class held in a local
+CELL_REF_OFF = 0  # PyCellObject.ob_ref, after the object header
+TYPE_DICT_OFF = 264  # PyTypeObject.tp_dict (3.8-3.14; ``offsets["tp.dict"]``): a class held in a local
 #: Locals whose attributes are not where a program keeps its locks (or are named otherwise:
 #: module attributes are the module globals the fallback already finds).
 _NOT_OWNERS = ("module", "function", "builtin_function_or_method", "method", "frame", "code", "cell",
@@ -69,7 +85,12 @@ class PyLocks:
         self.o = pyproc.objects
         self.t: Dict[str, int] = pyproc.offsets
         vi = tuple(getattr(pyproc, "version_info", ()) or ())[:2]
-        self.extra = EXTRA.get(vi, {})  # type: ignore[arg-type]
+        self.extra = dict(EXTRA.get(vi, {}))  # type: ignore[arg-type]
+        if self.t.get("model.frames") == 1:
+            for k, key in FROM_WALKER.items():
+                if key in self.t:
+                    self.extra[k] = self.t[key]
+        self.head = self.t.get("ob.head", OB_HEAD)
         self._type_names: Dict[int, Optional[str]] = {}
 
     # -- primitive reads -------------------------------------------------------------------
@@ -98,11 +119,24 @@ class PyLocks:
     # -- locks -----------------------------------------------------------------------------
     def rlock_owner(self, obj: int) -> Tuple[Optional[int], int]:
         """(owner pthread ident or None, recursion count) of a ``_thread.RLock``."""
-        owner = self.u64(obj + RLOCK_OWNER_OFF)
-        count = self.u64(obj + RLOCK_COUNT_OFF) or 0
-        if not owner or not count:
+        owner = self.u64(obj + self.head + RLOCK_OWNER_OFF)
+        count = self.u64(obj + self.head + RLOCK_COUNT_OFF) or 0
+        extra = self.extra.get("rlock.count_extra") or 0
+        if not owner or not (count + extra):
             return None, count
-        return owner, count
+        return owner, count + extra
+
+    def lock_object(self, v: Optional[int], names: Tuple[str, ...]) -> Optional[Tuple[int, str]]:
+        """(lock object, type name) for a word found in a waiter's registers or stack: the object
+        itself, or (3.13+) the address of the ``PyMutex`` right after its header, which is what
+        ``_PyMutex_LockTimed`` and the parking lot are handed."""
+        if not v:
+            return None
+        for obj in (v, v - self.head):
+            name = self.type_name(obj)
+            if name in names:
+                return obj, name
+        return None
 
     def tstates(self) -> Dict[int, Optional[int]]:
         """{tstate: lwp} from the walker."""
@@ -121,7 +155,7 @@ class PyLocks:
             return out
         for ts in self.tstates():
             wr = self.u64(ts + off)
-            target = self.u64(wr + WEAKREF_OBJECT_OFF) if wr else None
+            target = self.u64(wr + self.head + WEAKREF_OBJECT_OFF) if wr else None
             if target and "weakref" in (self.type_name(wr) or ""):
                 out[target] = ts
         return out
@@ -186,6 +220,8 @@ class PyLocks:
         if code_off is None or x.get("frame.localsplus") is None or x.get("code.nlocals") is None:
             return []
         code = self.u64(frame + code_off)
+        if code and self.t.get("model.tagged_executable") and self.t.get("model.frames") == 1:
+            code &= ~3  # 3.14: f_executable is a _PyStackRef
         if not code or self.type_name(code) != "code":
             return []
         try:
@@ -200,13 +236,33 @@ class PyLocks:
         except Exception:  # noqa: BLE001 - values without names still name by type
             names = []
         out: List[Tuple[Optional[str], int]] = []
+        tagged = self.t.get("model.tagged_executable") and self.t.get("model.frames") == 1
         for i in range(n):
             v = int.from_bytes(raw[8 * i:8 * i + 8], "little")
+            if tagged:
+                v &= ~3  # 3.14: fast locals are _PyStackRefs (low bits tag deferred references)
             if v and self.type_name(v) == "cell":
-                v = self.u64(v + CELL_REF_OFF) or 0
+                v = self.u64(v + self.head + CELL_REF_OFF) or 0
             if v:
                 out.append((names[i] if i < len(names) else None, v))
         return out
+
+    def join_target_ident(self, lwp: int) -> Optional[int]:
+        """3.13+ ``Thread.join()`` without DWARF for the C thread handle: the ``threading`` ident
+        (pthread_t) of the thread being joined, from ``self._ident`` of the innermost Python frame
+        whose ``self`` has one (``Thread.join``'s own ``self`` is the thread joined)."""
+        for frame in self.frames(lwp):
+            for name, obj in self.frame_locals(frame):
+                if name != "self":
+                    continue
+                try:
+                    v = self.o.instance_attr(obj, "_ident")
+                    ident = self.o.int(v) if v else None
+                except Exception:  # noqa: BLE001 - unreadable: not identified
+                    ident = None
+                if ident:
+                    return ident
+        return None
 
     def _owner_items(self, obj: int, tname: str) -> Tuple[str, List[Tuple[int, int]]]:
         """(owner label, attribute items): an instance is labelled by its class name, a class
@@ -214,7 +270,7 @@ class PyLocks:
         if tname == "type":
             try:
                 label = self.o.type_name(obj) or "type"
-                d = self.u64(obj + TYPE_DICT_OFF)
+                d = self.u64(obj + self.t.get("tp.dict", TYPE_DICT_OFF))
                 return label.rsplit(".", 1)[-1], (self.o.dict_items(d)[:NAME_ATTRS] if d else [])
             except Exception:  # noqa: BLE001
                 return tname, []

@@ -16,6 +16,7 @@ CLASSIFIERS: Tuple[Tuple[str, str], ...] = (
             r"|_PyThreadState_Attach)$"),
     ("pyjoin", r"^(ThreadHandle_join|PyThreadHandleObject_join)$"),  # 3.13+ Thread.join
     ("pylock", r"^(rlock_acquire|lock_PyThread_acquire_lock|acquire_timed|PyThread_acquire_lock_timed"
+               r"|PyThread_acquire_lock_timed_with_retries"
                r"|PyThread_acquire_lock|_PyMutex_LockTimed|_PyMutex_LockSlow|PyMutex_Lock|lock_acquire_parse_args)$"),
     ("mutex", r"(^|_)(lll_lock_wait|lll_robust_lock_wait|lll_mutex_lock_optimized)(64)?$"
               r"|pthread_mutex_(timed|clock)?lock|^std::(recursive_|timed_)?mutex::lock"
@@ -24,10 +25,14 @@ CLASSIFIERS: Tuple[Tuple[str, str], ...] = (
     ("join", r"pthread_(clock|timed)?join|^std::thread::join"),
     ("condvar", r"pthread_cond_(timed|clock)?wait|^std::condition_variable::wait|^std::_V2::condition_variable"),
     ("futex", r"futex|sem_(timed|clock)?wait|__new_sem_wait"),
+    # 3.13+: CPython's parking lot (PyMutex: threading.Lock, 3.14's RLock; PyEvent: Thread.join).
+    # Exported, so named in stripped builds where the callers (rlock_acquire...) are not.
+    ("parked", r"^(_PySemaphore_Wait|_PyParkingLot_Park)$"),
 )
 _COMPILED = [(kind, re.compile(rx)) for kind, rx in CLASSIFIERS]
 BY_KIND = dict(_COMPILED)
-GENERIC = ("condvar", "futex")
+#: Kinds that decide only when nothing specific is found before the eval frames, best first.
+GENERIC = ("parked", "condvar", "futex")
 #: Frames that execute Python: the wait belongs to native code called from here, not above it.
 EVAL_FRAMES = re.compile(r"^(_PyEval_EvalFrameDefault|_PyEval_EvalFrame|PyEval_EvalFrameEx|_PyEval_Vector)$")
 #: Frames that implement the wait itself; the "frame where it waits" is the first frame outside.
@@ -55,7 +60,7 @@ def classify(names: List[Optional[str]]) -> Tuple[Optional[str], Optional[int], 
             if rx.search(name):
                 if kind not in GENERIC:
                     return kind, i, _first_eval(names, i)
-                if generic[0] is None or (generic[0] == "futex" and kind == "condvar"):
+                if generic[0] is None or GENERIC.index(kind) < GENERIC.index(generic[0]):
                     generic = (kind, i)  # a condition variable explains a futex wait better
                 break
     return generic[0], generic[1], None

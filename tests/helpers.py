@@ -44,11 +44,64 @@ def pyenv_pythons() -> Dict[str, Path]:
     return found
 
 
+#: Interpreters ``scripts/pythons.sh`` builds once per machine into this cache (tests never build).
+PYTHONS_CACHE = Path(os.environ.get("HANGANALYZE_PYTHONS", str(Path.home() / ".cache" / "hanganalyze" / "pythons")))
+BUILT_NAMES = ("3.14", "3.14t", "3.13t")
+
+
+def built_pythons() -> Dict[str, Path]:
+    """{"3.14": exe, "nodebug-3.14": its copy without debug info, "3.13t": ..., ...} for every
+    interpreter scripts/pythons.sh finished (CACHE/NAME/.done).  All link libpython statically;
+    a name ending in "t" is a free-threaded build."""
+    found: Dict[str, Path] = {}
+    for name in BUILT_NAMES:
+        exe = PYTHONS_CACHE / name / "bin" / ("python%s" % name)
+        if (PYTHONS_CACHE / name / ".done").is_file() and exe.exists():
+            found[name] = exe
+            stripped = exe.with_name(exe.name + "-stripped")
+            if stripped.exists():
+                found["nodebug-%s" % name] = stripped
+    return found
+
+
+def unavailable_pythons() -> Dict[str, str]:
+    """{name: why} for the builds scripts/pythons.sh could not get here (CACHE/unavailable)."""
+    out: Dict[str, str] = {}
+    f = PYTHONS_CACHE / "unavailable"
+    if f.is_file():
+        for line in f.read_text().splitlines():
+            name, _, why = line.partition(" ")
+            if name:
+                out[name] = why
+    return out
+
+
+def py_version(key: str) -> str:
+    """"3.14" for "3.14", "3.14t", "nodebug-3.14t", "system-3.11", "stripped-3.9"."""
+    return key.split("-", 1)[-1].rstrip("t")
+
+
+def py_free_threaded(key: str) -> bool:
+    return key.endswith("t")
+
+
+def py_static(key: str) -> bool:
+    """libpython linked into the executable (Debian's, and the scripts/pythons.sh builds)."""
+    return key.startswith("system-") or key.split("-", 1)[-1] in BUILT_NAMES
+
+
+def py_debug_info(key: str) -> bool:
+    """CPython's DWARF is there (``stripped-*`` strips only libpython: the executable keeps its DWARF)."""
+    return not key.startswith(("system-", "nodebug-"))
+
+
 def all_pythons() -> Dict[str, Path]:
-    """pyenv versions plus Debian's stripped system python3.11 under the key "system-3.11"."""
+    """pyenv versions plus Debian's stripped system python3.11 under the key "system-3.11", plus the
+    scripts/pythons.sh builds (``built_pythons``)."""
     found = pyenv_pythons()
     if SYSTEM_PY311.exists():
         found["system-3.11"] = SYSTEM_PY311
+    found.update(built_pythons())
     return found
 
 

@@ -49,7 +49,8 @@ _DEBUGGER: Layout = [("debugger_support", ["eval_breaker", "remote_debugger_supp
                                            "debugger_script_path_size"])]
 
 #: Candidate layouts per minor version, most likely first.  3.13 is measured (the real build's
-#: bytes parse and match DWARF).  3.14 is from CPython sources only, and the header changed
+#: bytes parse and match DWARF); so is 3.14.0's layout (Debian's 3.14.10: ``ptype/o struct
+#: _Py_DebugOffsets`` of its DWARF equals the first 3.14 layout field for field).  The header changed
 #: during the 3.14 cycle (``threads_main``, ``stackpointer``, ``set_object``, ``gen_object``,
 #: ``debugger_support`` early; ``code_object_generation``, ``tlbc_generation``, ``tlbc_index``,
 #: ``co_tlbc``, ``llist_node`` later), so each variant is tried and the first whose values pass
@@ -148,7 +149,8 @@ def sane(d: DebugOffsets) -> bool:
         ok = (
             head in (16, 32)  # 32: free-threaded header
             and g["pyobject"]["ob_type"] == head - 8
-            and g["tuple_object"]["ob_size"] == head and g["tuple_object"]["ob_item"] == head + 8
+            # 3.14 caches the hash in the tuple (ob_hash) before the items
+            and g["tuple_object"]["ob_size"] == head and g["tuple_object"]["ob_item"] in (head + 8, head + 16)
             and g["list_object"]["ob_size"] == head and g["list_object"]["ob_item"] == head + 8
             and g["bytes_object"]["ob_size"] == head and g["long_object"]["lv_tag"] == head
             and g["unicode_object"]["length"] == head
@@ -211,6 +213,20 @@ def to_table(d: DebugOffsets) -> Dict[str, int]:
         "str.length": g["unicode_object"]["length"],
         "str.ascii_size": g["unicode_object"]["asciiobject_size"],
     }
+    t.update({
+        "var.ob_size": g["tuple_object"]["ob_size"],
+        "tuple.ob_item": g["tuple_object"]["ob_item"],
+        "list.ob_item": g["list_object"]["ob_item"],
+        "ob.head": g["pyobject"]["size"],
+        "ifr.localsplus": fr["localsplus"],
+        "co.localsplusnames": co["localsplusnames"],
+    })
     if d.free_threaded:
         t["model.free_threaded"] = 1
+        enabled = isg["gil_runtime_state_enabled"]
+        t["gil.enabled"] = enabled - gil_base if enabled >= gil_base else enabled
+        # 3.14t: thread-local bytecode; instr_ptr points into co_tlbc[tlbc_index]
+        if fr.get("tlbc_index") and co.get("co_tlbc"):
+            t["ifr.tlbc_index"] = fr["tlbc_index"]
+            t["co.tlbc"] = co["co_tlbc"]
     return t

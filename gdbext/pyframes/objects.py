@@ -116,10 +116,10 @@ class Objects:
         except ReadError:
             buf = self.mem.read(addr, head_size)
         length = i64_at(buf, t["str.length"])
-        state = _U32.unpack_from(buf, t["str.state"])[0]
-        kind = (state >> 2) & 7
-        compact = (state >> 5) & 1
-        ascii_ = (state >> 6) & 1
+        state = _U32.unpack_from(buf, t["str.state"])[0] >> t.get("str.kind_shift", 2)
+        kind = state & 7
+        compact = (state >> 3) & 1
+        ascii_ = (state >> 4) & 1
         if length < 0 or length > MAX_STR or kind not in (1, 2, 4):
             return None
         if compact and ascii_:
@@ -250,7 +250,7 @@ class Objects:
         flags, basic, dictoff, cached = self.type_info(self.type_of(obj))
         model = t.get("model.instdict", 0)
         if model >= 1 and flags & TPFLAGS_MANAGED_DICT:
-            slot = self.mem.u64(obj - 24)
+            slot = self.mem.u64(obj + t.get("ob.managed_dict", -24))
             if model == 1:
                 if slot:
                     return self.dict_get_str(slot, name)
@@ -312,7 +312,7 @@ class Objects:
         flags, basic, dictoff, cached = self.type_info(self.type_of(obj))
         model = t.get("model.instdict", 0)
         if model >= 1 and flags & TPFLAGS_MANAGED_DICT:
-            slot = self.mem.u64(obj - 24)
+            slot = self.mem.u64(obj + t.get("ob.managed_dict", -24))
             values = 0
             if model == 1:
                 if slot:

@@ -23,6 +23,7 @@ _COMMON: Table = {
     "tp.basicsize": 32,
     "tp.flags": 168,
     "tp.dictoffset": 288,
+    "tp.dict": 264,
     "mod.md_dict": 16,
     "dict.ma_used": 16,
     "dict.ma_keys": 32,
@@ -124,6 +125,7 @@ _V311.update({
     "co.name": 120,
     "co.qualname": 128,
     "co.linetable": 136,
+    "co.nlocalsplus": 76,  # int; the pylocks readers name locals with it
     "co.code_adaptive": 184,
     "ht.cached_keys": 872,
     "dk.log2_size": 8,
@@ -157,6 +159,7 @@ _V312.update({
     "ifr.instr": 56,  # prev_instr
     "ifr.owner": 70,
     "co.firstlineno": 68,
+    "co.nlocalsplus": 72,
     "co.code_adaptive": 192,
     "ht.cached_keys": 880,
     "str.ascii_size": 40,
@@ -185,11 +188,16 @@ _V313.update({
 del _V313["ts.cframe"], _V313["cf.current_frame"], _V313["cf.previous"]
 
 #: 3.14 has no fallback numbers for the runtime structs: they come from _Py_DebugOffsets.  The
-#: object-layout rows (dict, str, type) are assumed unchanged from 3.13 (not verified on a build).
+#: object-layout rows (dict, str, type) are those of 3.13, checked against the DWARF of Debian's
+#: 3.14.10 (tp_basicsize 32, tp_dictoffset 288, ht_cached_keys 880, md_dict 16, dk_* 8/9/10/24/32,
+#: PyDictValues.values 8, sizeof(PyCompactUnicodeObject) 56).  What 3.14 changed that the walker
+#: reads comes from _Py_DebugOffsets: _PyInterpreterFrame.owner 70 -> 74 and localsplus 72 -> 80
+#: (return_offset/visited moved), co_code_adaptive 200 -> 208, the tuple's items 24 -> 32 (ob_hash).
 _V314_OBJECTS: Table = {k: v for k, v in _V313.items() if k.split(".")[0] in (
     "model", "ob", "tp", "ht", "mod", "dict", "dk", "dv", "str", "bytes", "long")}
 _V314_OBJECTS["model.frames"] = 1
 _V314_OBJECTS["model.tagged_executable"] = 1  # f_executable is a _PyStackRef: mask the low bits
+_V314_OBJECTS["tuple.ob_item"] = 32  # PyTupleObject.ob_hash (3.14) sits before the items
 
 TABLES: Dict[Tuple[int, int], Table] = {
     (3, 8): _V38,
@@ -200,6 +208,41 @@ TABLES: Dict[Tuple[int, int], Table] = {
     (3, 13): _V313,
     (3, 14): _V314_OBJECTS,
 }
+
+#: Free-threaded builds (3.13t, 3.14t) put a larger header on every object (``ob_tid``,
+#: ``ob_flags``, ``ob_mutex``, ``ob_gc_bits``, ``ob_ref_local``, ``ob_ref_shared``: 32 bytes, not
+#: 16).  _Py_DebugOffsets gives the fields it covers; every other table key inside an object
+#: (a struct that starts with PyObject_HEAD) moves by the same amount.  Checked against the DWARF
+#: of the 3.13.15t build: tp_basicsize 48, tp_dictoffset 304, tp_dict 280, ht_cached_keys 896,
+#: md_dict 32, ma_used 32, sizeof(PyCompactUnicodeObject) 72.  Dict keys/values are not objects.
+FT_OBJECT_KEYS = ("tp.basicsize", "tp.dictoffset", "tp.dict", "ht.cached_keys", "mod.md_dict",
+                  "dict.ma_used", "str.compact_size", "co.nlocalsplus")
+
+#: Per (minor version, free-threaded) facts that are neither offsets nor in _Py_DebugOffsets:
+#:   ``ob.managed_dict``: where a managed ``__dict__`` pointer sits before the object
+#:     (MANAGED_DICT_OFFSET: -3 words; free-threaded builds have no PyGC_Head pre-header: -1 word);
+#:   ``str.kind_shift``: the bit of ``PyASCIIObject.state.kind`` (``interned`` takes 2 bits, a whole
+#:     byte in 3.14t where it is accessed atomically), ``compact`` and ``ascii`` follow it.
+BUILD_FACTS: Dict[Tuple[Tuple[int, int], bool], Table] = {
+    ((3, 13), True): {"ob.managed_dict": -8, "str.kind_shift": 2},
+    ((3, 14), True): {"ob.managed_dict": -8, "str.kind_shift": 8},  # from CPython 3.14 sources
+}
+DEFAULT_BUILD_FACTS: Table = {"ob.managed_dict": -24, "str.kind_shift": 2}
+
+
+def free_threaded_table(t: Table, version: Tuple[int, int]) -> Table:
+    """Adjust a table for a free-threaded build: object-relative keys move by the header growth,
+    plus that version's ``BUILD_FACTS``.  ``t["ob.head"]`` (from _Py_DebugOffsets) is the header
+    size; keys _Py_DebugOffsets already set (``shifted`` below excludes them) are not moved twice."""
+    out = dict(t)
+    delta = t.get("ob.head", 32) - 16
+    for k in FT_OBJECT_KEYS:
+        if k in out:
+            out[k] += delta
+    out.update(BUILD_FACTS.get((version, True), BUILD_FACTS[max(BUILD_FACTS)]))
+    out["model.free_threaded"] = 1
+    return out
+
 
 #: Frame owners (``_PyInterpreterFrame.owner``) at or above this value are C-stack entry/shim
 #: frames, not Python code: 3 = FRAME_OWNED_BY_CSTACK in 3.12/3.13; 3.14 renumbers (3 =

@@ -11,6 +11,8 @@ process is not CPython, else a ``PyProcess``:
     thread with a thread state; ``lwp_for_pthread(ident)`` maps any other ``threading`` ident
   * ``gil_holder_lwp``: LWP holding the main interpreter's GIL (None: nobody or unknown);
     threads holding a subinterpreter's own GIL (3.12+) have ``gil == "held"`` too
+  * ``free_threading``: a free-threaded build (3.13t/3.14t); there, while the GIL is off
+    (``gil_enabled`` False), every thread's ``gil`` is None and a note says why: no guess
   * ``read(addr, size) -> bytes`` (raises ``ReadError``), ``objects`` (``objects.Objects``:
     ``str``, ``int``, ``dict_items``, ``instance_attr``, ``type_name``...) for readers of Python
     objects such as RLock owners or Thread objects, and ``threading_active()``: the
@@ -91,6 +93,11 @@ class PyProcess:
         self.notes: List[str] = []
         self.target: Optional[ProcessTarget] = None
         self._lwp_map: Optional[_LwpMap] = None
+        #: a free-threaded build (3.13t/3.14t: ``Py_GIL_DISABLED``), from _Py_DebugOffsets
+        self.free_threading = bool(offsets.get("model.free_threaded"))
+        #: free-threaded only: whether the GIL was switched back on (PYTHON_GIL=1, or an extension
+        #: module that does not declare free-threading support); None when unreadable
+        self.gil_enabled: Optional[bool] = None
 
     def read(self, addr: int, size: int) -> bytes:
         return self.mem.read(addr, size)
@@ -100,7 +107,10 @@ class PyProcess:
         out: Dict[str, object] = {"version": self.version, "version_source": self.version_source,
                                   "interpreters": len(self.interpreters),
                                   "gil_holder": self.gil_holder_lwp, "gc_collecting": self.gc_collecting,
-                                  "offsets_checked_against_dwarf": self.dwarf_checked}
+                                  "offsets_checked_against_dwarf": self.dwarf_checked,
+                                  "free_threading": self.free_threading}
+        if self.free_threading:
+            out["gil_enabled"] = self.gil_enabled
         if self.notes:
             out["notes"] = list(self.notes)
         return {k: v for k, v in out.items() if v is not None}
@@ -209,6 +219,9 @@ class _Walker:
         self.model_frames = t.get("model.frames", 1)
         self.model_lines = t.get("model.lines", 2)
         self.tagged = bool(t.get("model.tagged_executable"))
+        # 3.14t: each thread may run its own copy of the bytecode (co_tlbc[tlbc_index])
+        self.tlbc = "ifr.tlbc_index" in t and "co.tlbc" in t
+        self._tlbc: Dict[Tuple[int, int], Optional[int]] = {}
 
     # --- code objects ---------------------------------------------------------------------------
     def code_info(self, code: int) -> Optional[Tuple[str, str, int, bytes]]:
@@ -251,6 +264,23 @@ class _Walker:
             line = linetable.location_line(table, first, pos)
         self._lines[key] = line
         return line
+
+    def _bytecode_base(self, code: int, index: int) -> Optional[int]:
+        """3.14t: the bytecode copy a frame runs, ``code->co_tlbc->entries[index]`` (a
+        ``_PyCodeArray``: ``size`` then ``entries``; entry 0 is ``co_code_adaptive`` itself)."""
+        if index <= 0:
+            return None
+        key = (code, index)
+        if key not in self._tlbc:
+            base = None
+            try:
+                arr = self.mem.u64(code + self.t["co.tlbc"])
+                if arr and index < min(self.mem.u64(arr), 1 << 16):
+                    base = self.mem.u64(arr + 8 + 8 * index) or None
+            except ReadError:
+                base = None
+            self._tlbc[key] = base
+        return self._tlbc[key]
 
     # --- frames ---------------------------------------------------------------------------------
     def walk(self, th: PyThreadInfo, tbuf: bytes) -> None:
@@ -359,7 +389,10 @@ class _Walker:
                 self._truncate(th, "frame 0x%x has no readable code object" % f)
                 break
             instr = u64_at(buf, t["ifr.instr"])
-            unit = (instr - (code + t["co.code_adaptive"])) // 2
+            base = code + t["co.code_adaptive"]
+            if self.tlbc:
+                base = self._bytecode_base(code, i32_at(buf, t["ifr.tlbc_index"])) or base
+            unit = (instr - base) // 2
             if unit > 1 << 24 or unit < -1:
                 unit = -1
             if g.first_addr is None:
@@ -393,14 +426,15 @@ def _load_offsets(target: ProcessTarget, mem: Memory,
             dyn = debug_offsets.to_table(parsed)
             if table is not None:
                 for k, v in dyn.items():
-                    if k in table and table[k] != v and minor in tables.TABLES and minor <= (3, 13):
+                    if (k in table and table[k] != v and minor in tables.TABLES and minor <= (3, 13)
+                            and not parsed.free_threaded):  # the tables are those of the default build
                         notes.append("_Py_DebugOffsets %s=%d differs from the %d.%d table (%d): using _Py_DebugOffsets"
                                      % (k, v, minor[0], minor[1], table[k]))
                 table.update(dyn)
             else:
                 table = dyn
             if parsed.free_threaded:
-                notes.append("free-threaded build: Python frames may be incomplete (not supported yet)")
+                table = tables.free_threaded_table(table, minor)
         else:
             notes.append("_Py_DebugOffsets not usable; using the built-in %d.%d table" % minor)
             if minor > (3, 13):
@@ -567,12 +601,40 @@ def _gil_holders(proc: PyProcess, rt: int) -> List[Tuple[bool, int]]:
     return out
 
 
+#: The note a free-threaded process gets while its GIL is off: each thread's ``gil`` is None.
+NO_GIL_NOTE = "free-threaded build: the GIL is disabled, so no thread holds or waits for it (gil: null)"
+
+
+def _gil_enabled(proc: PyProcess) -> Optional[bool]:
+    """Free-threaded builds: ``interp->ceval.gil->enabled`` of the main interpreter (the GIL can be
+    switched back on at run time); None when unreadable."""
+    t = proc.offsets
+    if not proc.interpreters or "gil.enabled" not in t:
+        return None
+    try:
+        gil = proc.mem.u64(proc.interpreters[0] + t["is.ceval_gil"])
+        return bool(proc.mem.i32(gil + t["gil.enabled"])) if gil else None
+    except ReadError:
+        return None
+
+
 def _gil_and_gc(proc: PyProcess, rt: int, by_tstate: Dict[int, PyThreadInfo]) -> None:
     t, mem = proc.offsets, proc.mem
     _main_first(proc, rt)
     holder_lwps: Optional[set] = set()
+    if proc.free_threading:
+        proc.gil_enabled = _gil_enabled(proc)
+        if proc.gil_enabled is None:
+            proc.notes.append("free-threaded build: whether the GIL was switched back on is unreadable (gil: null)")
+        elif not proc.gil_enabled:
+            proc.notes.append(NO_GIL_NOTE)
+        else:
+            proc.notes.append("free-threaded build with the GIL switched back on (PYTHON_GIL=1 or an extension "
+                              "module without free-threading support)")
     try:
-        for is_main, ts in _gil_holders(proc, rt):
+        if proc.free_threading and not proc.gil_enabled:
+            holder_lwps = None
+        for is_main, ts in (_gil_holders(proc, rt) if holder_lwps is not None else ()):
             info = by_tstate.get(ts)
             if info is not None and info.lwp is not None:
                 holder_lwps.add(info.lwp)

@@ -15,7 +15,22 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, all_pythons, gcore, gdb_batch, gdb_snapshot, start_hung
+from helpers import (
+    BUILT_NAMES,
+    FIXTURES,
+    PYTHONS_CACHE,
+    all_pythons,
+    built_pythons,
+    gcore,
+    gdb_batch,
+    gdb_snapshot,
+    py_debug_info,
+    py_free_threaded,
+    py_static,
+    py_version,
+    start_hung,
+    unavailable_pythons,
+)
 
 FIXTURE = FIXTURES / "py_named_threads.py"
 PYTHONS = all_pythons()
@@ -50,12 +65,18 @@ KEYS = sorted(PYTHONS) + STRIPPED
 
 
 def base(key: str) -> str:
-    """"3.9" for "3.9", "stripped-3.9" and "system-3.9"."""
-    return key.split("-", 1)[-1]
+    """"3.9" for "3.9", "stripped-3.9" and "system-3.9"; "3.14" for "3.14t" and "nodebug-3.14t"."""
+    return py_version(key)
+
+
+def minor(key: str) -> tuple:
+    return tuple(int(x) for x in base(key).split("."))
 
 
 def nosyms(key: str) -> bool:
-    return key.startswith(("system-", "stripped-"))
+    """No symbols for CPython's static functions: stripped libpython, Debian's python3.11, the
+    scripts/pythons.sh builds' copies without debug info."""
+    return key.startswith(("system-", "stripped-", "nodebug-"))
 
 
 @pytest.fixture(scope="module", params=KEYS)
@@ -80,11 +101,13 @@ def analysed(request, tmp_path_factory):
         probe = ("python import gdb; from hanganalyze_gdbext.pyframes import runtime as R, tables as T, "
                  "objects as O; from hanganalyze_gdbext.gdbtarget import GdbTarget; G = GdbTarget(); "
                  "m = O.Memory(gdb.selected_inferior().read_memory); "
+                 "t = T.table_for(R.version_from_files(G)[0]); "
                  "print('PYRUNTIME', G.section_address('.PyRuntime'), G.symbol_address('_PyRuntime'), "
-                 "R.scan_for_runtime(G, m, T.table_for(R.version_from_files(G)[0]))); "
+                 "R.scan_for_runtime(G, m, t) if 'is.threads_head' in t else 'no-table'); "
+                 "print('VSYM', R.version_from_symbols(G)); "
                  "from hanganalyze_gdbext.pyframes.walker import GLIBC_PTHREAD_TID as O2; "
                  "print('TIDOFF', all(m.u32(int.from_bytes(t.handle(), 'little') + O2) == t.ptid[1] "
-                 "for t in gdb.selected_inferior().threads())); print('VSYM', R.version_from_symbols(G))")
+                 "for t in gdb.selected_inferior().threads()))")
         text = gdb_batch(["hang-dump %s" % out, "hang-bt -a", "thread apply all bt", probe,
                           "disable frame-filter global hanganalyze-python", "echo FILTER-OFF-1\\n",
                           "thread apply all bt", "enable frame-filter global hanganalyze-python",
@@ -96,6 +119,20 @@ def analysed(request, tmp_path_factory):
     return key, live, core_snap, text
 
 
+def debian_binary(key: str) -> bool:
+    """The 3.14 of scripts/pythons.sh when it is Debian's binary build run on sid's glibc."""
+    name = key.split("-", 1)[-1]
+    done = PYTHONS_CACHE / name / ".done"
+    return name in BUILT_NAMES and done.is_file() and "debian-binary" in done.read_text()
+
+
+def _core_stacks_missing(key: str, source: str) -> None:
+    """gdb 13's gcore writes no thread stacks for a process on sid's glibc 2.42 (the threads'
+    native frames end at their first libc frame in the core; live is complete)."""
+    if source == "core" and debian_binary(key):
+        pytest.xfail("gcore (gdb 13) leaves the non-main thread stacks of a sid-glibc process out of the core")
+
+
 def _threads(snap):
     proc = snap["processes"][0]
     return proc, {t.get("python_name"): t for t in proc["threads"] if t.get("python_name")}
@@ -104,6 +141,7 @@ def _threads(snap):
 @pytest.mark.parametrize("source", ["live", "core"])
 def test_named_threads_and_frames(analysed, source):
     key, live, core, _ = analysed
+    _core_stacks_missing(key, source)
     proc, by_name = _threads(live if source == "live" else core)
     assert proc["python"]["version"].startswith(base(key))
     names = ("MainThread", "sorter", "waiter-1", "waiter-2", "spinner", "collector")
@@ -139,17 +177,21 @@ def test_python_frames_sit_on_their_eval_frame(analysed, source):
     """Every run of Python frames is followed directly by the native eval frame running it, and
     the Python -> sorted() (C) -> key-function chain keeps the C frames between the two."""
     key, live, core, _ = analysed
+    _core_stacks_missing(key, source)
     _, by_name = _threads(live if source == "live" else core)
     for t in by_name.values():
         frames = t["frames"]
         for i, f in enumerate(frames):
             if f["kind"] == "python" and i + 1 < len(frames) and frames[i + 1]["kind"] == "native":
-                assert frames[i + 1]["function"] == "_PyEval_EvalFrameDefault", (t["name"], i, frames[i + 1])
+                # 3.14 no longer exports _PyEval_EvalFrameDefault: nameless without debug info
+                want = ("_PyEval_EvalFrameDefault", None) if nosyms(key) and minor(key) >= (3, 14) else \
+                    ("_PyEval_EvalFrameDefault",)
+                assert frames[i + 1]["function"] in want, (t["name"], i, frames[i + 1])
     frames = by_name["sorter"]["frames"]
     idx = {f["function"]: i for i, f in enumerate(frames) if f["kind"] == "python"}
     between = frames[idx["sort_key"] + 1:idx["do_sort"]]
     natives = [f for f in between if f["kind"] == "native"]
-    assert natives and natives[0]["function"] == "_PyEval_EvalFrameDefault"
+    assert natives and natives[0]["function"] in ("_PyEval_EvalFrameDefault", None if nosyms(key) else "")
     if nosyms(key):  # stripped: the C frames are there, most of them nameless
         assert any("python3." in (f.get("library") or "").rsplit("/", 1)[-1] and f["function"] in (None, "??")
                    for f in natives)
@@ -161,6 +203,17 @@ def test_python_frames_sit_on_their_eval_frame(analysed, source):
 def test_gil_holder_and_waiter(analysed, source):
     key, live, core, _ = analysed
     proc, by_name = _threads(live if source == "live" else core)
+    if py_free_threaded(key):
+        # no GIL: nobody holds or waits for it, and the process says so (never a guess)
+        assert {t["state"]["gil"] for t in proc["threads"]} == {None}
+        assert proc["python"]["free_threading"] is True and proc["python"]["gil_enabled"] is False
+        assert "gil_holder" not in proc["python"]
+        assert any("GIL is disabled" in n for n in proc.get("notes", [])), proc.get("notes")
+        gc = {n: t["state"]["gc"] for n, t in by_name.items()}
+        if not nosyms(key):
+            assert gc.pop("collector") is True and set(gc.values()) == {False}, gc
+        return
+    _core_stacks_missing(key, source)
     holders = [t for t in proc["threads"] if t["state"]["gil"] == "held"]
     assert [t.get("python_name") for t in holders] == ["MainThread"]
     # stripped build: take_gil has no name there; the shape of the stack says it all the same
@@ -168,7 +221,9 @@ def test_gil_holder_and_waiter(analysed, source):
     # a collection is in progress (the collector's finalizer blocks): only the collector is in it
     # when symbols show it; without symbols nobody can be ruled out.
     gc = {n: t["state"]["gc"] for n, t in by_name.items()}
-    if nosyms(key):  # stripped: threads with nameless runtime frames are "unknown"
+    # stripped (Debian's 3.14: its extension modules such as _ctypes have no debug info either):
+    # threads with nameless runtime frames are "unknown"
+    if nosyms(key) or debian_binary(key):
         assert gc.pop("collector") in (True, None) and None in gc.values() and True not in gc.values()
     else:
         assert gc.pop("collector") is True and set(gc.values()) == {False}, gc
@@ -177,8 +232,12 @@ def test_gil_holder_and_waiter(analysed, source):
 
 def test_hang_bt_and_plain_bt_show_python_frames(analysed):
     key, _, _, text = analysed
-    assert re.search(r'Thread \d+ \(LWP \d+\) "sorter".*GIL: no\s+GC: (no|\?)\s+\[merged\]', text)
-    assert re.search(r'"MainThread".*GIL: held', text)
+    _core_stacks_missing(key, "core")  # the text is that of the core
+    if py_free_threaded(key):  # no GIL: no "GIL:" state claimed for anyone
+        assert re.search(r'Thread \d+ \(LWP \d+\) "sorter".*\[merged\]', text) and "GIL: held" not in text
+    else:
+        assert re.search(r'Thread \d+ \(LWP \d+\) "sorter".*GIL: no\s+GC: (no|\?)\s+\[merged\]', text)
+        assert re.search(r'"MainThread".*GIL: held', text)
     assert re.search(r"#\d+\s+\[py\] sort_key \(.*py_named_threads\.py:%d\)" % TAGS["key"], text)
     # plain `bt` through the frame filter: Python frames in place, no nameless "in  ()" lines.
     assert re.search(r"\[py\] sort_key \(\) at .*py_named_threads\.py:%d" % TAGS["key"], text)
@@ -264,7 +323,10 @@ def test_pyruntime_section_fallback_agrees_with_symbol(analysed):
     key, _, _, text = analysed
     section, symbol, scanned = re.search(r"PYRUNTIME (\S+) (\S+) (\S+)", text).groups()
     assert symbol != "None"
-    assert scanned == symbol  # the data-segment scan finds the same runtime
+    if minor(key) >= (3, 14):
+        assert scanned == "no-table"  # 3.14's runtime layout exists only as _Py_DebugOffsets
+    else:
+        assert scanned == symbol  # the data-segment scan finds the same runtime
     if base(key) in ("3.8", "3.9"):
         assert section == "None"
     else:
@@ -274,7 +336,9 @@ def test_pyruntime_section_fallback_agrees_with_symbol(analysed):
 def test_glibc_pthread_tid_fallback_offset(analysed):
     """The last-resort pthread_t -> LWP mapping (no libthread_db) reads glibc's struct pthread
     tid: on this glibc it must name every thread correctly."""
-    _, _, _, text = analysed
+    key, _, _, text = analysed
+    if debian_binary(key):
+        pytest.xfail("gdb 13 has no libthread_db for sid's glibc 2.42: no thread handles to compare with")
     assert "TIDOFF True" in text
 
 
@@ -330,13 +394,64 @@ def test_process_python_facts_and_notes(analysed, source):
     py = proc["python"]
     assert py["version"].startswith(base(key))
     assert py["runtime"] == "symbol" and py["interpreters"] == 1
-    assert py["build"] == ("static" if key.startswith("system-") else "shared")
-    assert py["debug_info"] is (not key.startswith("system-"))  # stripped-*: the executable's DWARF
+    assert py["build"] == ("static" if py_static(key) else "shared")
+    assert py["debug_info"] is py_debug_info(key)  # stripped-*: the executable's DWARF
     assert py["gc_collecting"] is True  # the collector thread's finalizer blocks inside a collection
+    assert py["free_threading"] is py_free_threaded(key)
     holder = [t["tid"] for t in proc["threads"] if t.get("python_name") == "MainThread"]
-    assert [py["gil_holder"]] == holder
+    if not py_free_threaded(key):
+        assert [py["gil_holder"]] == holder
     assert "notes" not in py
     from_name = "Python: CPython version taken from a file name"
     assert (from_name in proc.get("notes", [])) is (py["version_source"] == "file name"), (py, proc.get("notes"))
     if base(key) in ("3.8", "3.9", "3.10") and not nosyms(key):
         assert py["version_source"] == "file name"
+
+
+FT_BUSY = FIXTURES / "py_ft_busy.py"
+FREE_THREADED = [k for k in sorted(PYTHONS) if py_free_threaded(k)]
+
+
+@pytest.mark.parametrize("key", FREE_THREADED)
+def test_free_threaded_eight_threads_running_python(hung, tmp_path, key):
+    """A free-threaded build with 8 threads running Python at once (no GIL): every thread's
+    frames come from its own thread state, live and from a core, with names and lines."""
+    tags = {}
+    for i, line in enumerate(FT_BUSY.read_text().splitlines(), 1):
+        m = re.search(r"# L:(\w+)", line)
+        if m:
+            tags[m.group(1)] = i
+    proc = hung([PYTHONS[key], FT_BUSY], ready="READY", settle=0.5)
+    live = gdb_snapshot(pid=proc.pid)
+    core = gcore(proc.pid, tmp_path)
+    try:
+        from_core = gdb_snapshot(core=core, exe=PYTHONS[key])
+    finally:
+        core.unlink()
+    for source, snap in (("live", live), ("core", from_core)):
+        p = snap["processes"][0]
+        assert p["python"]["free_threading"] is True and p["python"]["gil_enabled"] is False, source
+        busy = {t["python_name"]: t for t in p["threads"] if (t.get("python_name") or "").startswith("busy-")}
+        assert sorted(busy) == ["busy-%d" % i for i in range(8)], (source, sorted(busy))
+        for name, t in busy.items():
+            mine = [(f["function"], f["line"]) for f in _py(t["frames"])
+                    if (f.get("file") or "").endswith(FT_BUSY.name)]
+            assert mine == [("spin_inner", tags["inner"]), ("spin_outer", tags["outer"]),
+                            ("worker", tags["worker"])] or (
+                mine[1:] == [("spin_outer", tags["outer"]), ("worker", tags["worker"])]
+                and mine[0][0] == "spin_inner" and tags["inner"] <= mine[0][1] <= tags["inner"] + 1), \
+                (source, name, mine)
+            assert t["merge"] == "merged", (source, name, t.get("notes"))
+            assert t["state"]["gil"] is None, (source, name)
+
+
+@pytest.mark.parametrize("name", BUILT_NAMES)
+def test_built_interpreters_present(name):
+    """scripts/pythons.sh (run by `make test`) built every interpreter, or said why it could not:
+    a build missing for any other reason fails here, never silently skips the tests above."""
+    if name in built_pythons():
+        return
+    why = unavailable_pythons().get(name)
+    if why:
+        pytest.skip("CPython %s is not available on this machine: %s" % (name, why))
+    pytest.fail("CPython %s is not built: run scripts/pythons.sh (cache %s)" % (name, PYTHONS_CACHE))

@@ -20,16 +20,20 @@ from hanganalyze.render.waitsvg import describe_cycles, render_svg
 from helpers import (
     FIXTURES,
     LOAD_PY,
+    PYTHONS_CACHE,
     all_pythons,
+    built_pythons,
     fixture_binary,
     gcore,
     gdb_batch,
     gdb_snapshot,
+    py_free_threaded,
     start_hung,
 )
 
 NATIVE_BUILDS = ["wf_native", "wf_native.stripped"]
-PYTHONS = ["3.8", "3.12", "3.13", "system-3.11"]
+#: plus the scripts/pythons.sh builds (3.14, 3.14t, 3.13t, each with and without debug info)
+PYTHONS = ["3.8", "3.12", "3.13", "system-3.11"] + sorted(built_pythons())
 
 
 def _snapshot_without_libc_debuginfo(core: Path, exe: Path) -> dict:
@@ -89,8 +93,16 @@ def python(request, tmp_path_factory):
         pytest.skip("python %s not installed" % request.param)
     fixture_binary("libwf_gil.so")
     exe = pys[request.param]
-    return _collect([exe, FIXTURES / "wf_python.py"], exe, tmp_path_factory.mktemp("py" + request.param), 1.0,
-                    extra_nodebug=request.param.startswith("system"))
+    snaps = _collect([exe, FIXTURES / "wf_python.py"], exe, tmp_path_factory.mktemp("py" + request.param), 1.0,
+                     extra_nodebug=request.param.startswith("system"))
+    snaps["free_threaded"] = py_free_threaded(request.param)  # type: ignore
+    done = PYTHONS_CACHE / request.param.split("-", 1)[-1] / ".done"
+    snaps["debian_binary"] = done.is_file() and "debian-binary" in done.read_text()  # type: ignore
+    if snaps["debian_binary"]:
+        # gdb 13's gcore writes no thread stacks for a process on sid's glibc 2.42 (Debian's
+        # 3.14 binary build): its core has no native frames to find the waits in; live only.
+        del snaps["core"]
+    return snaps
 
 
 def _sources(snaps):
@@ -173,12 +185,13 @@ def test_python_cycles(python):
     want = {
         frozenset({tids["poster"], tids["reconciler"]}),
         frozenset({tids["joiner"], tids["keeper"]}),
-        frozenset({tids["gatekeeper"], python["pid"]}),  # MainThread holds the GIL
         frozenset({tids["payer-ab"], tids["payer-ba"]}),
     }
+    if not python["free_threaded"]:
+        want.add(frozenset({tids["gatekeeper"], python["pid"]}))  # MainThread holds the GIL
     for source, snap in _sources(python):
         assert set(_cycles_by_tid(snap)) == want, (source, _cycles_by_tid(snap))
-        assert sum(f.signature == "deadlock-cycle" for f in snap.findings) == 4
+        assert sum(f.signature == "deadlock-cycle" for f in snap.findings) == len(want)
 
 
 def test_python_rlock_owners_and_names(python):
@@ -219,6 +232,13 @@ def test_python_attribute_lock_names(python):
 def test_python_gil_inversion(python):
     tids = python["tids"]
     main = python["pid"]
+    if python["free_threaded"]:
+        # no GIL: the callback runs, the gate is released, nothing waits for a GIL
+        for source, snap in _sources(python):
+            p = snap.processes[0]
+            assert all(t.state.gil is None for t in p.threads), source
+            assert not any((t.waits or {}).get("kind") == "gil" for t in p.threads), source
+        return
     for source, snap in _sources(python):
         g = _waits(snap, tids["gatekeeper"])
         assert (g["kind"], g["owner_tid"]) == ("gil", main), source
@@ -248,6 +268,8 @@ def test_python_chain_and_plain_lock(python):
 
 
 def test_hang_locks_command(python):
+    if python["debian_binary"]:
+        pytest.xfail("gcore (gdb 13) leaves the thread stacks of a sid-glibc process out of the core")
     out = gdb_batch(["hang-locks"], core=python["core_path"], exe=python["exe"])
     assert "Deadlock: thread poster" in out or "Deadlock: thread reconciler" in out, out[-3000:]
     assert "No deadlock cycle" not in out
