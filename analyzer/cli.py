@@ -122,7 +122,10 @@ def _analyze_app():
             None, "--format", "-f", help="Output format (default: html with -o x.html, json/md likewise, else text)."
         ),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
-        gdb: str = typer.Option("gdb", "--gdb", help="gdb to use (e.g. cuda-gdb)."),
+        gdb: str = typer.Option("gdb", "--gdb", help="gdb to use (e.g. cuda-gdb); naming one selects --engine gdb."),
+        engine: str = typer.Option(
+            "auto", "--engine", help="How processes and cores are read: direct (ptrace/core + .eh_frame, no gdb: "
+            "fast), gdb, or auto (direct unless --gdb/--sysroot/--debuginfod ask for gdb, or it cannot read it)."),
         timeout: float = typer.Option(120.0, "--timeout", help="Seconds allowed for each gdb step."),
         signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature folder (repeatable)."),
         input_format: Optional[str] = typer.Option(
@@ -133,6 +136,19 @@ def _analyze_app():
             "log (any text as log lines), snapshot-json (a hang-dump JSON file).",
         ),
         redact: bool = typer.Option(False, "--redact", help="Replace user names, hosts, IPs and secrets."),
+        sysroot: Optional[str] = typer.Option(
+            None, "--sysroot", help="Folder holding the core's machine's files (gdb's set sysroot): a copied tree, "
+            "an unpacked container image."),
+        solib_search_path: List[str] = typer.Option(
+            [], "--solib-search-path", help="Folders (':'-separated, repeatable) to look for the core's shared "
+            "libraries in (gdb's set solib-search-path)."),
+        debuginfod: bool = typer.Option(
+            False, "--debuginfod", help="Let gdb fetch missing debug info from the DEBUGINFOD_URLS servers "
+            "(off by default: no network)."),
+        coredumpctl: Optional[str] = typer.Option(
+            None, "--coredumpctl", metavar="[PID|latest|MATCH]",
+            help="Analyze a core stored by systemd-coredump, found with coredumpctl: the newest one, or the "
+            "newest matching a pid, a command name, an executable path or FIELD=VALUE (default: latest)."),
         version: bool = typer.Option(False, "--version", help="Print the version and exit."),
     ) -> int:
         if version:
@@ -142,6 +158,8 @@ def _analyze_app():
             targets=list(targets or []), pid=list(pid), job=job, parallel=parallel, exe=exe,
             fmt=fmt.value if fmt is not None else None, output=output, gdb=gdb, timeout=timeout,
             signatures=list(signatures), input_format=input_format, redact=redact,
+            sysroot=sysroot, solib_search_path=list(solib_search_path), debuginfod=debuginfod, coredumpctl=coredumpctl,
+            engine=engine,
         )
         return analyze(args)
 
@@ -207,9 +225,15 @@ def _acquire_one(args: argparse.Namespace):
     """How one input (a pid or a path) becomes a Snapshot, with this run's options."""
     from hanganalyze.acquire.inputs import acquire
 
-    def one(inp, gdb_busy):
-        return acquire(inp.path, inp.pid, args.exe, args.gdb, args.timeout, args.input_format, gdb_busy, progress)
+    options = getattr(args, "gdb_options", None)
 
+    def one(inp, gdb_busy):
+        return acquire(inp.path, inp.pid, args.exe, args.gdb, args.timeout, args.input_format, gdb_busy, progress,
+                       options=options, engine=getattr(args, "engine", "auto"))
+
+    stored = getattr(args, "stored_core", None)
+    if stored is not None:  # --coredumpctl: the stored core gets coredumpctl's metadata
+        return stored.wrap(one)
     return one
 
 
@@ -219,6 +243,7 @@ def analyze(args: argparse.Namespace) -> int:
     from hanganalyze.acquire.many import acquire_all, plan_inputs
 
     fmt = args.fmt or default_format(args.output)
+    stored = None
     try:
         if not (args.timeout > 0 and math.isfinite(args.timeout)):  # NaN would never time out
             raise InputError("--timeout must be a positive number of seconds (got %s)" % args.timeout)
@@ -228,6 +253,19 @@ def analyze(args: argparse.Namespace) -> int:
             check_output(args.output, t)
         if args.output is not None and not args.targets:
             check_output(args.output, None)
+        from hanganalyze.acquire.sysroot import GdbOptions
+
+        args.gdb_options = GdbOptions.from_cli(getattr(args, "sysroot", None), getattr(args, "solib_search_path", ()),
+                                               getattr(args, "debuginfod", False))
+        if getattr(args, "engine", "auto") == "direct" and (args.gdb_options.elsewhere or args.gdb_options.debuginfod):
+            raise InputError("--sysroot, --solib-search-path and --debuginfod are gdb's settings: "
+                             "use them without --engine direct")
+        if getattr(args, "coredumpctl", None) is not None:
+            from hanganalyze.acquire.coredumpctl import find_stored_core
+
+            stored = args.stored_core = find_stored_core(args.coredumpctl, args.timeout, progress)
+            args.targets = list(args.targets) + [str(stored.path)]
+            check_output(args.output, str(stored.path))
         inputs, notes = plan_inputs(args.targets, args.pid, args.job)
         if args.exe is not None and len(inputs) > 1 and any(i.path for i in inputs):
             progress("--exe applies to every core given")
@@ -249,6 +287,9 @@ def analyze(args: argparse.Namespace) -> int:
         return fail(str(e), e.exit_code)
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_TOOL)
+    finally:
+        if stored is not None:
+            stored.cleanup()  # a core coredumpctl dumped to a temporary file
     if args.output is not None:
         progress("wrote %s" % args.output)
     if any(f.severity in SERIOUS for f in snapshot.findings):
@@ -276,9 +317,22 @@ def signatures_command(command: str, dirs: List[Path]) -> int:
     return EXIT_OK
 
 
+def _optional_value(argv: List[str], option: str, default: str) -> List[str]:
+    """``--coredumpctl`` with no value (last, or followed by another option) means ``default``."""
+    out = []
+    for i, a in enumerate(argv):
+        out.append(a)
+        if a == "--":
+            out.extend(argv[i + 1:])
+            break
+        if a == option and (i + 1 == len(argv) or (argv[i + 1].startswith("-") and argv[i + 1] != "-")):
+            out.append(default)
+    return out
+
+
 def run(argv: Sequence[str]) -> int:
     """The whole command line; returns the exit code."""
-    argv = list(argv)
+    argv = _optional_value(list(argv), "--coredumpctl", "latest")
     try:
         if argv and argv[0] == "signatures":
             if len(argv) < 2:

@@ -88,14 +88,20 @@ def measure_all(commands, repeat: int):
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def ensure_pystack() -> Path:
-    exe = PYSTACK_VENV / "bin" / "pystack"
-    if not exe.exists():
-        print("installing pystack into %s ..." % PYSTACK_VENV, flush=True)
-        venv.EnvBuilder(with_pip=True, clear=True).create(str(PYSTACK_VENV))
-        subprocess.run([str(PYSTACK_VENV / "bin" / "python"), "-m", "pip", "install", "-q", "pystack"],
+def ensure_anchors():
+    """(py-spy, pystack) of ``bench/.venv-pystack``, installed there on first use."""
+    spy, exe = PYSTACK_VENV / "bin" / "py-spy", PYSTACK_VENV / "bin" / "pystack"
+    if not (exe.exists() and spy.exists()):
+        print("installing py-spy and pystack into %s ..." % PYSTACK_VENV, flush=True)
+        if not (PYSTACK_VENV / "bin" / "python").exists():
+            venv.EnvBuilder(with_pip=True, clear=True).create(str(PYSTACK_VENV))
+        subprocess.run([str(PYSTACK_VENV / "bin" / "python"), "-m", "pip", "install", "-q", "pystack", "py-spy"],
                        check=True, timeout=900)
-    return exe
+    return spy, exe
+
+
+def ensure_pystack() -> Path:
+    return ensure_anchors()[1]
 
 
 def main() -> int:

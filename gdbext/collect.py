@@ -7,11 +7,11 @@ The three feature seams are explicit so each lives in one module:
 """
 
 import signal as _signal
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import gdb
 
-from . import native
+from . import facts, native
 from .gdbtarget import GdbTarget, frames_of_thread
 from .model import Process, Snapshot, Thread
 
@@ -62,36 +62,6 @@ def _optional(mod: str):
         raise
 
 
-def _libpython_loaded() -> Optional[bool]:
-    """Whether a shared libpython is mapped (None when gdb cannot list the objfiles)."""
-    try:
-        names = [o.filename or "" for o in gdb.objfiles()]
-    except Exception:  # noqa: BLE001
-        return None
-    return any(n.rsplit("/", 1)[-1].startswith("libpython") for n in names)
-
-
-def python_facts(pyproc) -> Tuple[Dict[str, object], List[str]]:
-    """(``Process.python``, process notes) from the walker: its ``summary()`` plus how CPython is
-    built (``build``: "shared" when a libpython is mapped, else "static"; ``debug_info``: whether
-    gdb has CPython's DWARF).  The walker's notes (how ``_PyRuntime`` was found, table/DWARF
-    mismatches, a free-threaded build...) go to ``Process.notes``, where reports show them."""
-    try:
-        facts = dict(pyproc.summary())
-    except Exception as e:  # noqa: BLE001 - the version alone is still worth reporting
-        facts = {"version": pyproc.version, "summary_error": str(e)}
-    notes = [str(n) for n in facts.pop("notes", None) or []]
-    facts["version"] = pyproc.version
-    shared = _libpython_loaded()
-    if shared is not None:
-        facts["build"] = "shared" if shared else "static"
-    facts["debug_info"] = getattr(pyproc, "dwarf_checked", None) is not None
-    how = getattr(pyproc, "runtime_found", None)
-    if how:
-        facts["runtime"] = how
-    return facts, ["Python: %s" % n for n in notes]
-
-
 def collect_process(with_python: bool = True, with_locks: bool = True) -> Process:
     inf = gdb.selected_inferior()
     kind = target_kind()
@@ -114,7 +84,7 @@ def collect_process(with_python: bool = True, with_locks: bool = True) -> Proces
         except Exception as e:  # noqa: BLE001 - a broken runtime must not cost the native stacks
             proc.notes.append("Python runtime could not be read: %s" % e)
     if pyproc is not None and getattr(pyproc, "version", None):
-        proc.python, notes = python_facts(pyproc)
+        proc.python, notes = facts.python_facts(pyproc, getattr(pyproc, "target", None) or GdbTarget(inf))
         proc.notes.extend(notes)
 
     selected = gdb.selected_thread()

@@ -146,7 +146,7 @@ def annotate_waits(process: Process, natives_by_tid: Dict[int, list], pyproc: An
         if w is not None:
             w["frame"] = _wait_frame(t, natives, idx or 0, w)
             t.waits = w
-            if kind == "gil":
+            if kind == "gil" and w["kind"] == "gil":
                 t.state.gil = "waiting"
     _distinct_names(process)
 
@@ -181,6 +181,12 @@ def _resolve(ctx: _Ctx, t: Thread, natives: list, frames: List[FrameView], kind:
         return _resolve_rwlock(ctx, natives, frames, idx)
     if kind == "join":
         return _resolve_join(ctx, natives, frames, idx)
+    if kind == "gil" and getattr(ctx.pyproc, "free_threading", False) and not getattr(ctx.pyproc, "gil_enabled", None):
+        # Free-threaded with the GIL off: PyEval_RestoreThread/_PyThreadState_Attach wait for a
+        # stop-the-world pause to end (the GC, fork), never for a GIL.
+        return {"kind": "futex", "resource": None, "name": None, "owner_tid": None, "frame": None,
+                "detail": "waiting to re-attach its thread state (free-threaded build, no GIL: a "
+                          "stop-the-world pause such as a garbage collection)"}
     if kind == "gil":
         addr, holder = ctx.gil()
         if holder == t.tid:
@@ -191,7 +197,9 @@ def _resolve(ctx: _Ctx, t: Thread, natives: list, frames: List[FrameView], kind:
     if kind == "pylock":
         return _resolve_pylock(ctx, t, natives, frames, idx, eval_idx)
     if kind == "pyjoin":
-        return _resolve_thread_handle_join(ctx, frames, idx)
+        return _resolve_thread_handle_join(ctx, t, frames, idx)
+    if kind == "parked":
+        return _resolve_parked(ctx, t, natives, frames, idx, eval_idx)
     # condvar / futex: no owner
     futex = _reg(frames[0], "rdi") if frames else None
     what = "condition variable" if kind == "condvar" else "futex"
@@ -306,10 +314,9 @@ def _python_objects(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int,
     found: List[Tuple[int, str]] = []
 
     def consider(v: Optional[int]) -> None:
-        if v and all(v != f[0] for f in found):
-            name = py.type_name(v)
-            if name in RLOCK_TYPE_NAMES or name in LOCK_TYPE_NAMES:
-                found.append((v, name))
+        hit = py.lock_object(v, RLOCK_TYPE_NAMES + LOCK_TYPE_NAMES)
+        if hit and all(hit[0] != f[0] for f in found):
+            found.append(hit)
 
     consider(_debug_arg(natives, frames, idx, "pylock"))
     if found:
@@ -332,14 +339,49 @@ def _python_objects(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int,
     return found
 
 
-def _resolve_thread_handle_join(ctx: _Ctx, frames: List[FrameView], idx: int):
-    """3.13+: ``ThreadHandle_join(self)``; ``self->ident`` is the joined thread (needs DWARF)."""
+#: How far into a ``ThreadHandle`` its ``ident`` may lie (3.13: after two list nodes, at 32).
+THREAD_HANDLE_SCAN = 48
+
+
+def _resolve_thread_handle_join(ctx: _Ctx, t: Thread, frames: List[FrameView], idx: int):
+    """3.13+: ``ThreadHandle_join(self)``; ``self->ident`` is the joined thread.  With DWARF it is
+    read by name; without, a register of the join frames that points at a struct holding, in its
+    first words, the pthread_t of another thread of this process (never a guess: the value must
+    be one of the process's own pthread_t)."""
     ident = frames[idx].var_field("self", "ident") if idx < len(frames) else None
+    if not ident:
+        handles = {h: lwp for lwp, h in ctx._handle_by_lwp.items() if h and lwp != t.tid}
+        for c in _candidates(frames, idx + 1):
+            blob = ctx.read(c, THREAD_HANDLE_SCAN)
+            if not blob:
+                continue
+            hits = [w for (w,) in struct.iter_unpack("<Q", blob) if w in handles]
+            if len(set(hits)) == 1:
+                ident = hits[0]
+                break
+    if not ident and ctx.py is not None and t.tid:
+        # ``self._ident`` of the ``Thread.join`` Python frame (raw memory: stripped builds too)
+        ident = ctx.py.join_target_ident(t.tid)
     target = ctx.pthread_to_lwp(ident) if ident else None
     detail = "Thread.join() of the thread LWP %d" % target if target else \
         "Thread.join() of a thread that could not be identified (no debug info for the thread handle)"
     return {"kind": "pyjoin", "resource": "0x%x" % ident if ident else None, "name": None, "owner_tid": target,
             "frame": None, "detail": detail}
+
+
+def _resolve_parked(ctx: _Ctx, t: Thread, natives: list, frames: List[FrameView], idx: int,
+                    eval_idx: Optional[int]):
+    """3.13+ without the callers' names (stripped): a thread parked in CPython's parking lot.
+    A lock object on its stack makes it a lock wait (owner where memory records one); a
+    ``Thread.join`` Python frame makes it a join; otherwise the object is not identified."""
+    if _python_objects(ctx, natives, frames, idx, eval_idx):
+        return _resolve_pylock(ctx, t, natives, frames, idx, eval_idx)
+    py = [f for f in t.all_frames() if f.kind == "python"]
+    if py and bare(py[0].function) == "join" and (py[0].file or "").endswith("threading.py"):
+        return _resolve_thread_handle_join(ctx, t, frames, idx)
+    return {"kind": "futex", "resource": None, "name": None, "owner_tid": None, "frame": None,
+            "detail": "parked in CPython's parking lot (a PyMutex or PyEvent wait; the object could not be "
+                      "identified)"}
 
 
 def _python_frame_names(t: Thread) -> List[str]:

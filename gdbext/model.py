@@ -37,6 +37,10 @@ def _drop_empty(d: Dict[str, Any], keep: tuple) -> Dict[str, Any]:
     return {k: v for k, v in d.items() if k in keep or (v is not None and v != [] and v != {} and v is not False)}
 
 
+#: Function name of the marker frame that ends a stack the unwinder could not read further.
+UNREADABLE_MARKER = "<stack unreadable>"
+
+
 @dataclass
 class Frame:
     """One frame, native or Python.  Lists of frames are innermost first, as gdb prints them."""
@@ -207,6 +211,13 @@ class Process:
     #:  "last_started", "last_completed", "ranks", "desc"}}, "entries": [{"seq", "pg", "op",
     #:  "state", "sizes", "call_site": [frame dicts, innermost first]}]}
     collectives: Optional[Dict[str, Any]] = None
+    #: Every file the core maps: [{"path", "build_id" (from the core's memory), "found" (the file
+    #: on the analysing machine, --sysroot applied), "disk_build_id", "status": "match" |
+    #: "mismatch" | "missing" | "present" | "special"}].
+    mapped_files: List[Dict[str, Any]] = field(default_factory=list)
+    #: Where the core came from, when systemd-coredump stored it (``--coredumpctl``): {"pid",
+    #: "signal", "time", "executable", "cmdline", "hostname", "uid", "storage", "from"}.
+    coredump: Optional[Dict[str, Any]] = None
 
     CONTRACT = ("source", "pid", "executable", "argv", "signal", "python", "threads")
 
@@ -228,6 +239,8 @@ class Process:
             "dist": self.dist,
             "error": self.error,
             "collectives": self.collectives,
+            "mapped_files": self.mapped_files,
+            "coredump": self.coredump,
         }
         return _drop_empty(d, self.CONTRACT)
 
@@ -250,6 +263,8 @@ class Process:
             dist=d.get("dist"),
             error=d.get("error"),
             collectives=d.get("collectives"),
+            mapped_files=list(d.get("mapped_files") or []),
+            coredump=d.get("coredump"),
         )
 
     def thread_by_tid(self, tid: Optional[int]) -> Optional[Thread]:

@@ -10,12 +10,9 @@ from typing import Dict, List, Optional, Tuple
 
 import gdb
 
-from .model import Frame
+from .model import UNREADABLE_MARKER, Frame
 
 MAX_FRAMES = 1024
-
-#: Function name of the marker frame that ends a stack gdb could not read further.
-UNREADABLE_MARKER = "<stack unreadable>"
 
 
 class NativeFrame:

@@ -63,6 +63,10 @@ class ProcessTarget:
         DWARF types.  Only gdb answers this; other readers trust ``_Py_DebugOffsets`` / tables."""
         return None
 
+    def python_has_dwarf(self) -> Optional[bool]:
+        """Whether CPython's DWARF is there (None: ask ``has_type``, as gdb does)."""
+        return None
+
     def has_type(self, name: str) -> bool:
         """Whether DWARF describes this type (gdb only)."""
         return False

@@ -25,7 +25,7 @@ import signal as _signal
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Dict, Iterator, List, Optional, Tuple
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 
 from hanganalyze.errors import InputError
 
@@ -65,6 +65,11 @@ class Mapping:
     path: str
 
 
+#: Mapped "files" that are not files to look for on disk: devices (GPU, /dev/zero), POSIX and
+#: System V shared memory, memfds.
+_SPECIAL_PREFIXES = ("/dev/", "/memfd:", "/SYSV", "/anon_hugepage", "/drm mm object", "/[")
+
+
 @dataclass
 class MappedFile:
     """A file mapped into the process, with the build-ids we could find."""
@@ -74,11 +79,28 @@ class MappedFile:
     build_id: Optional[str] = None  # from the core's memory (what the process really ran)
     disk_build_id: Optional[str] = None  # from the file on disk now
     on_disk: bool = False
+    #: Where this machine has the file (``--sysroot`` / ``--solib-search-path`` applied; the file
+    #: gdb used for a library), None when it was not found.
+    found: Optional[str] = None
 
     @property
     def mismatch(self) -> bool:
         """True when the file on disk is not the one the process mapped."""
         return bool(self.build_id and self.disk_build_id and self.build_id != self.disk_build_id)
+
+    @property
+    def status(self) -> str:
+        """``match`` / ``mismatch`` (build-ids of the core and the file found), ``missing`` (no file
+        found), ``present`` (found, but there is no pair of build-ids to compare: a data file, or
+        the core does not hold the file's first page), ``special`` (a device, shared memory or a
+        memfd: nothing to find on disk)."""
+        if self.path.startswith(_SPECIAL_PREFIXES):
+            return "special"
+        if not self.on_disk:
+            return "missing"
+        if self.build_id and self.disk_build_id:
+            return "mismatch" if self.mismatch else "match"
+        return "present"
 
 
 @dataclass
@@ -191,9 +213,19 @@ class CoreMemory:
         vaddr, _memsz, off, filesz = seg
         if addr + size > vaddr + filesz:
             return None  # not dumped (e.g. read-only file pages the kernel skipped)
-        self._fh.seek(off + (addr - vaddr))
-        data = self._fh.read(size)
-        return data if len(data) == size else None
+        data = self._read_at(off + (addr - vaddr), size)
+        return data if data is not None and len(data) == size else None
+
+    def _read_at(self, pos: int, size: int) -> Optional[bytes]:
+        """The file's bytes at ``pos``; None where a corrupt program header points outside any
+        file (a negative or 64-bit offset that cannot even be sought to)."""
+        if pos < 0 or pos >= 1 << 63 or size < 0:
+            return None
+        try:
+            self._fh.seek(pos)
+            return self._fh.read(size)
+        except (OSError, ValueError, OverflowError):
+            return None
 
     def read_cstring(self, addr: int, limit: int = 4096) -> Optional[str]:
         seg = self.segment(addr)
@@ -203,8 +235,9 @@ class CoreMemory:
         avail = min(limit, vaddr + filesz - addr)
         if avail <= 0:
             return None
-        self._fh.seek(off + (addr - vaddr))
-        data = self._fh.read(avail)
+        data = self._read_at(off + (addr - vaddr), avail)
+        if data is None:
+            return None
         end = data.find(b"\0")
         if end < 0:
             return None
@@ -592,7 +625,17 @@ def _choose_executable(info: CoreInfo, execfn: Optional[str], psargs: Optional[s
     return execfn or (psargs.split()[0] if psargs else None)
 
 
-def _collect_files(info: CoreInfo, mem: CoreMemory) -> None:
+#: ``locate(path)``: where this machine has the file a core names (``--sysroot`` applied), or None.
+Locate = Callable[[str], Optional[str]]
+
+
+def _here(path: str) -> Optional[str]:
+    """The default ``locate``: the file at the path the core names, on this machine."""
+    return path if os.path.isfile(path) else None
+
+
+def _collect_files(info: CoreInfo, mem: CoreMemory, locate: Optional[Locate] = None) -> None:
+    locate = locate or _here
     seen: Dict[str, MappedFile] = {}
     for m in info.mappings:
         f = seen.get(m.path)
@@ -604,17 +647,19 @@ def _collect_files(info: CoreInfo, mem: CoreMemory) -> None:
             f.build_id = build_id_in_memory(mem, m.start)
     for n, f in enumerate(info.files):
         path = f.path[: -len(" (deleted)")] if f.path.endswith(" (deleted)") else f.path
-        f.on_disk = os.path.isfile(path)
-        if f.on_disk and n < _MAX_BUILD_ID_FILES and not path.startswith(("/dev/", "/memfd:")):
-            f.disk_build_id = build_id_of_file(path)
+        f.found = None if path.startswith(_SPECIAL_PREFIXES) else locate(path)
+        f.on_disk = f.found is not None
+        if f.found is not None and n < _MAX_BUILD_ID_FILES:
+            f.disk_build_id = build_id_of_file(f.found)
 
 
-def read_core(path) -> CoreInfo:
+def read_core(path, locate: Optional[Locate] = None) -> CoreInfo:
     """Parse a core's notes (and a few pages of its memory) into a CoreInfo.
 
     Raises InputError with one line for anything that is not an ELF core, and for a core cut
     inside its headers or notes (unfinished).  A core cut inside its memory is read: the
     CoreInfo says so (``truncated``, ``truncation_warning``); gdb reads the rest.
+    ``locate`` finds the mapped files on this machine (``--sysroot``); default: where the core says.
     """
     path = Path(path)
     try:
@@ -662,16 +707,20 @@ def read_core(path) -> CoreInfo:
             info.argv, info.environ = found
         if not info.argv and psargs:
             info.argv = psargs.split()  # best effort: the kernel joined argv with spaces
-        _collect_files(info, mem)
+        _collect_files(info, mem, locate)
     return info
 
 
-def check_executable(info: CoreInfo, exe: Optional[Path]) -> Tuple[str, List[str]]:
+def check_executable(info: CoreInfo, exe: Optional[Path], locate: Optional[Locate] = None,
+                     where: str = "", libraries: bool = True) -> Tuple[str, List[str]]:
     """Pick the executable for gdb (``--exe`` wins) and explain any doubt about it.
 
     Returns (path, warnings).  Raises InputError when there is no usable executable: without it
-    gdb cannot find the shared libraries and every stack would be wrong.
+    gdb cannot find the shared libraries and every stack would be wrong.  ``locate`` finds the
+    recorded path on this machine (``--sysroot``), ``where`` says where it looked ("under --sysroot X");
+    ``libraries=False`` leaves the libraries' warnings to ``library_warnings`` (called later).
     """
+    locate = locate or _here
     warnings: List[str] = []
     recorded = info.executable
     if exe is not None:
@@ -686,12 +735,14 @@ def check_executable(info: CoreInfo, exe: Optional[Path]) -> Tuple[str, List[str
             raise InputError("%s: the core does not name its executable; pass --exe PATH" % info.path)
         deleted = recorded.endswith(" (deleted)")
         chosen = recorded[: -len(" (deleted)")] if deleted else recorded
-        if not os.path.isfile(chosen) and "\\012" in chosen:
+        found = locate(chosen)
+        if found is None and "\\012" in chosen:
             # gcore copies names from /proc/PID/maps, where the kernel writes a newline as \012
-            unescaped = chosen.replace("\\012", "\n")
-            if os.path.isfile(unescaped):
-                chosen = unescaped
-        if not os.path.isfile(chosen):
+            found = locate(chosen.replace("\\012", "\n"))
+        if found is None:
+            if where:
+                raise InputError("the executable of core %s, %s, is not %s; pass --exe PATH"
+                                 % (info.path, chosen, where))
             if deleted:
                 raise InputError(
                     "the executable of core %s, %s, was deleted while the process ran; pass --exe PATH "
@@ -701,6 +752,7 @@ def check_executable(info: CoreInfo, exe: Optional[Path]) -> Tuple[str, List[str
                 "the executable of core %s, %s, is gone (deleted or on another machine); pass --exe PATH"
                 % (info.path, chosen)
             )
+        chosen = found
     mf = info.file(recorded)
     want = mf.build_id if mf else None
     have = build_id_of_file(chosen)
@@ -708,12 +760,21 @@ def check_executable(info: CoreInfo, exe: Optional[Path]) -> Tuple[str, List[str
         warnings.append(
             "executable %s has build-id %s but the core ran build-id %s: stacks may be wrong" % (chosen, have, want)
         )
+    if libraries:
+        warnings.extend(library_warnings(info))
+    return chosen, warnings
+
+
+def library_warnings(info: CoreInfo) -> List[str]:
+    """One line per mapped file (the executable aside) whose file on disk is another build."""
+    warnings: List[str] = []
+    mf = info.file(info.executable)
     changed = [f for f in info.files if f is not mf and f.mismatch]
     for f in changed[:_MAX_LIB_WARNINGS]:
         warnings.append(
             "%s on disk (build-id %s) is not the file the process mapped (build-id %s): its frames may be wrong"
-            % (f.path, f.disk_build_id, f.build_id)
+            % (f.found if f.found and f.found != f.path else f.path, f.disk_build_id, f.build_id)
         )
     if len(changed) > _MAX_LIB_WARNINGS:
         warnings.append("%d more mapped files differ from the ones on disk" % (len(changed) - _MAX_LIB_WARNINGS))
-    return chosen, warnings
+    return warnings

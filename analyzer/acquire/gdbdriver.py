@@ -99,6 +99,8 @@ def normalise_frame_libraries(proc: Process, files: List[MappedFile]) -> None:
     for f in files:
         try:
             by_real.setdefault(os.path.realpath(f.path), f.path)
+            if f.found and f.found != f.path:  # under --sysroot: gdb names the copy, we the original
+                by_real.setdefault(os.path.realpath(f.found), f.path)
         except (OSError, ValueError):
             continue
     cache: Dict[str, str] = {}
@@ -159,7 +161,7 @@ class GdbSession:
     dicts.  Every ``=thread-created`` notification of a 200-thread core is skipped unparsed.
     """
 
-    def __init__(self, gdb: str, timeout: float, progress: Progress = None) -> None:
+    def __init__(self, gdb: str, timeout: float, progress: Progress = None, options=None) -> None:
         try:
             usable = float(timeout) > 0 and math.isfinite(float(timeout))
         except (TypeError, ValueError):
@@ -177,7 +179,13 @@ class GdbSession:
         self._closed: set = set()  # gdb's output streams that reached end of file
         self.responsive = True  # False after a timeout: close() then kills without asking
         argv = [self.path, "--interpreter=mi3", "-nx", "-q"]
+        # --sysroot, --solib-search-path, --debuginfod (sysroot.GdbOptions): before any file is read
+        extra = options.settings() if options is not None else []
         for s in GDB_SETTINGS:
+            if s.startswith("set debuginfod enabled") and any(e.startswith("set debuginfod") for e in extra):
+                continue
+            argv += ["-iex", s]
+        for s in extra:
             argv += ["-iex", s]
         try:
             # Its own session (process group): killing the group also kills what gdb started (a
@@ -409,25 +417,31 @@ def snapshot_from_core(
     timeout: float = 120.0,
     progress: Progress = None,
     gdb_busy: Optional[Callable[[], None]] = None,
+    options=None,
 ) -> Snapshot:
     """Snapshot of a core: gdb unwinds, the notes give argv, signal, build-ids.
+    ``options`` (sysroot.GdbOptions): --sysroot, --solib-search-path, --debuginfod.
 
     gdb starts first and loads gdbext while the core's notes are read here (``info`` is read
     here when not given); then the executable, the core and ``hang-dump`` are queued at once,
     and ``gdb_busy`` is called: the caller's chance to work while we only wait for gdb.
     """
-    from hanganalyze.acquire.corefile import read_core
+    from hanganalyze.acquire.corefile import library_warnings, read_core
+    from hanganalyze.acquire.sysroot import GdbOptions, reconcile_with_gdb
 
     core = Path(core)
-    session = GdbSession(gdb, timeout, progress)
+    options = options or GdbOptions()
+    session = GdbSession(gdb, timeout, progress, options)
     try:
         with tempfile.TemporaryDirectory(prefix="hanganalyze-") as tmp:
             t_ext = session.send_gdbext()
             if info is None:
                 if progress:
                     progress("reading core notes of %s" % core)
-                info = read_core(core)
-            exe_path, warnings = check_executable(info, Path(exe) if exe is not None else None)
+                info = read_core(core, locate=options.locate if options.elsewhere else None)
+            exe_path, warnings = check_executable(info, Path(exe) if exe is not None else None,
+                                                  locate=options.locate if options.elsewhere else None,
+                                                  where=options.where(), libraries=False)
             gdb_exe = gdb_safe_path(exe_path, tmp, "exe")
             t_exe = session.send("-file-exec-and-symbols %s" % _mi_quote(gdb_exe))
             t_mem = _send_missing_memory(session, info, tmp) if info.truncated else None
@@ -443,11 +457,18 @@ def snapshot_from_core(
                     gdb_busy = None
                 _wait_loaded(session, exe_path, t_ext, t_exe, t_core, t_mem)
                 added = _add_unlisted_libraries(session, info, tmp)
+            # the files gdb really used for the libraries (their build-ids go in the mapped-file table)
+            t_libs = session.send("-file-list-shared-libraries")
             t_dump, out = session.send_dump(tmp)
             if gdb_busy is not None:
                 gdb_busy()
             if not info.truncated:
                 _wait_loaded(session, exe_path, t_ext, t_exe, t_core)
+            try:
+                reconcile_with_gdb(info, session.wait("listing shared libraries", t_libs)[1])
+            except GdbError:
+                if not session.responsive or session.proc.poll() is not None:
+                    raise
             session.wait("collecting threads (hang-dump)", t_dump)
             gdb_warnings = session.warnings()
             # A core has no target to detach from: once the snapshot is written, gdb's orderly
@@ -471,7 +492,18 @@ def snapshot_from_core(
     if info.truncated:
         gdb_warnings = _truncated_core_facts(proc, info, gdb_warnings, len(added))
     _complete_from_core(proc, info, exe_path)
+    _name_unknown_libraries(proc, info)
+    from hanganalyze.acquire.sysroot import debuginfod_note, mapped_file_table, missing_library_warning
+
+    proc.mapped_files = mapped_file_table(info)
     first = [info.truncation_warning()] if info.truncated else []
+    warnings += library_warnings(info)
+    missing = missing_library_warning(info, options)
+    if missing:
+        warnings.append(missing)
+    note = debuginfod_note(options)
+    if note:
+        proc.notes.append(note)
     snap.warnings = first + warnings + gdb_warnings + snap.warnings
     if len(proc.threads) != info.nthreads:
         snap.warnings.append("gdb saw %d thread(s), the core has %d" % (len(proc.threads), info.nthreads))
@@ -549,8 +581,8 @@ def _add_unlisted_libraries(session: GdbSession, info: CoreInfo, tmp: str) -> Di
             starts[m.path] = m.start
     sent: List[Tuple[int, str, str]] = []
     for f in info.files:
-        path = f.path[: -len(" (deleted)")] if f.path.endswith(" (deleted)") else f.path
-        if not (f.on_disk and is_library(path) and f.path in starts) or os.path.realpath(path) in listed:
+        path = f.found or f.path  # the file on this machine (under --sysroot: the copy)
+        if not (f.on_disk and is_library(f.path) and f.path in starts) or os.path.realpath(path) in listed:
             continue
         link_vaddr = _load_vaddr(path)
         if link_vaddr is None:
@@ -587,6 +619,29 @@ def _libraries_by_mapping(proc: Process, info: CoreInfo) -> None:
             i = bisect.bisect_right(starts, fr.address) - 1
             if i >= 0 and fr.address < maps[i][1]:
                 fr.library = maps[i][2].replace(" (deleted)", "")
+
+
+def _name_unknown_libraries(proc: Process, info: CoreInfo) -> None:
+    """Name each native frame's library after the file the core's notes map at its address.
+
+    gdb knows only the libraries it found: a frame in a library missing on this machine is
+    ``?? ()`` with no library (gdbext then names the executable), so signatures that match
+    ``{function: "??", library: ...}`` would not see it.  An address in no mapped file (a garbage
+    return address past such a frame, the vdso, JIT code) names no library.
+    """
+    if not info.mappings:
+        return
+    maps = sorted((m.start, m.end, m.path) for m in info.mappings)
+    starts = [m[0] for m in maps]
+    for t in proc.threads:
+        for fr in list(t.frames) + list(t.python_frames):
+            if fr.kind != "native" or fr.marker or not isinstance(fr.address, int) or isinstance(fr.address, bool):
+                continue
+            i = bisect.bisect_right(starts, fr.address) - 1
+            if i >= 0 and fr.address < maps[i][1]:
+                fr.library = maps[i][2].replace(" (deleted)", "")
+            elif fr.library == proc.executable:
+                fr.library = None
 
 
 def _truncated_core_facts(proc: Process, info: CoreInfo, gdb_warnings: List[str], added: int) -> List[str]:
@@ -734,6 +789,7 @@ def snapshot_from_pid(
     timeout: float = 120.0,
     progress: Progress = None,
     gdb_busy: Optional[Callable[[], None]] = None,
+    options=None,
 ) -> Snapshot:
     """Snapshot of a live process: attach, read, detach.  The process is never left stopped."""
     _check_pid(pid)
@@ -744,7 +800,7 @@ def snapshot_from_pid(
         exe = os.readlink("/proc/%d/exe" % pid)
     except OSError:
         exe = None
-    session = GdbSession(gdb, timeout, progress)
+    session = GdbSession(gdb, timeout, progress, options)
     attached = False
     try:
         t_ext = session.send_gdbext()
@@ -812,3 +868,11 @@ def _resume_if_left_stopped(pid: int, state_before: Optional[str]) -> None:
             except OSError:
                 return
         time.sleep(0.05)
+
+
+# The process facts the direct reader completes its snapshots with (analyzer/direct/acquire.py).
+check_pid = _check_pid
+live_files = _live_files
+complete_from_core = _complete_from_core
+truncated_core_facts = _truncated_core_facts
+name_unknown_libraries = _name_unknown_libraries

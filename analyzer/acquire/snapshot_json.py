@@ -96,11 +96,27 @@ def _check_object(obj: Any, cls: type, path: str) -> None:
         _check_value(getattr(obj, name), hint, "%s.%s" % (path, name) if path else name)
 
 
+#: Keys of a ``Process.mapped_files`` row, all strings (None allowed).
+_FILE_KEYS = ("path", "build_id", "found", "disk_build_id", "status")
+
+
 def _check_dicts(snap: Snapshot) -> None:
     for pi, p in enumerate(snap.processes):
         version = (p.python or {}).get("version")
         if version is not None and not isinstance(version, str):
             raise _Invalid("processes[%d].python.version: expected str, got %s" % (pi, _type_name(version)))
+        for ri, row in enumerate(p.mapped_files):
+            if not isinstance(row, dict):
+                raise _Invalid("processes[%d].mapped_files[%d]: expected an object, got %s" % (pi, ri, _type_name(row)))
+            for key in _FILE_KEYS:
+                v = row.get(key)
+                if v is not None and not isinstance(v, str):
+                    raise _Invalid("processes[%d].mapped_files[%d].%s: expected str, got %s"
+                                   % (pi, ri, key, _type_name(v)))
+        for key, v in (p.coredump or {}).items():
+            if v is not None and not isinstance(v, (str, int, float)):
+                raise _Invalid("processes[%d].coredump.%s: expected a string or number, got %s"
+                               % (pi, key, _type_name(v)))
         for ti, t in enumerate(p.threads):
             if not t.waits:
                 continue

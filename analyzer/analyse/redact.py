@@ -320,6 +320,9 @@ def redact(snapshot: Snapshot, hostnames: Optional[Iterable[str]] = None, users:
             value = dist.get(key)
             if isinstance(value, str) and len(value) >= 2 and value.lower() not in ("localhost", "127.0.0.1", "::1"):
                 r.add("host", value)
+        host = p.coredump.get("hostname") if isinstance(p.coredump, dict) else None  # systemd-coredump's record
+        if isinstance(host, str) and len(host) >= 2 and host.lower() not in ("localhost", "127.0.0.1", "::1"):
+            r.add("host", host)
 
     def seen(s: str) -> str:
         r.discover(s)

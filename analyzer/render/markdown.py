@@ -266,6 +266,37 @@ def _job_block(view: ReportView) -> str:
     return "".join(parts)
 
 
+#: Room the mapped-file tables may take (doubtful rows come first, so a cut drops matches).
+FILES_MAX = 8000
+
+
+def _files_block(view: ReportView, room: int) -> str:
+    """Each core's mapped-file table in a details block, within ``room`` characters."""
+    from hanganalyze.render.text import file_row_text
+    from hanganalyze.render.view import files_summary
+
+    parts = []
+    for p in view.processes:
+        if not p.files:
+            continue
+        lines, size = [], 0
+        for r in p.files:
+            line = file_row_text(r)
+            size += len(line) + 1
+            if size > room - 600:
+                lines.append("… %d more rows (the JSON and HTML reports list every one)"
+                             % (len(p.files) - len(lines)))
+                break
+            lines.append(line)
+        block = "\n<details><summary>Mapped files of %s: %s</summary>\n\n%s\n</details>\n" % (
+            md(p.title), md(files_summary(p.files)), fence(lines))
+        room -= len(block)
+        if room < 0:
+            break
+        parts.append(block)
+    return "".join(parts)
+
+
 def render_view_markdown(view: ReportView, limit: int = LIMIT) -> str:
     """Assemble whole blocks in reading order, each section within its share of ``limit``."""
     b = _Budget(limit - NOTE_ROOM)
@@ -312,6 +343,9 @@ def render_view_markdown(view: ReportView, limit: int = LIMIT) -> str:
             if b.left - len(line) < cap or not b.add(line):
                 break
 
+    files = _files_block(view, min(FILES_MAX, int(limit * 0.12)))
+    b.left -= len(files)
+
     notes = ""
     if view.warnings:
         notes = "\n### Notes\n\n"
@@ -338,6 +372,7 @@ def render_view_markdown(view: ReportView, limit: int = LIMIT) -> str:
                 omitted_threads += g.size
     if omitted_groups:
         b.parts.append(_omitted_note(omitted_groups, omitted_threads))
+    b.parts.append(files)
     b.parts.append(notes)
     return "".join(b.parts)
 

@@ -97,6 +97,38 @@ def _job_lines(view: ReportView) -> List[str]:
     return out
 
 
+#: Mapped-file rows printed per process (the JSON and HTML reports have every one).
+MAX_FILE_ROWS = 400
+
+
+def file_row_text(r) -> str:
+    """``mismatch  /usr/lib/libfoo.so  build-id 12ab.. in the core, 34cd.. on disk (/sysroot/usr/lib/libfoo.so)``."""
+    line = "%-8s  %s" % (r.status, r.path)
+    ids = []
+    if r.build_id:
+        ids.append("build-id %s in the core" % r.build_id)
+    if r.disk_build_id and r.disk_build_id != r.build_id:
+        ids.append("%s on disk" % r.disk_build_id)
+    if ids:
+        line += "  " + ", ".join(ids)
+    if r.found and r.found != r.path:
+        line += "  (found: %s)" % r.found
+    return line
+
+
+def _file_lines(p) -> List[str]:
+    if not p.files:
+        return []
+    from hanganalyze.render.view import files_summary
+
+    out = ["", "MAPPED FILES of %s: %s" % (clean(p.title), files_summary(p.files))]
+    for r in p.files[:MAX_FILE_ROWS]:
+        out.append("  " + clean(file_row_text(r)))
+    if len(p.files) > MAX_FILE_ROWS:
+        out.append("  ... %d more (the JSON and HTML reports list every one)" % (len(p.files) - MAX_FILE_ROWS))
+    return out
+
+
 def render_view_text(view: ReportView) -> str:
     out: List[str] = [RULE, "hanganalyze: " + clean(view.headline)]
     if view.bucket:
@@ -165,6 +197,8 @@ def render_view_text(view: ReportView) -> str:
         for g in p.groups:
             out.append("")
             out.extend(_group_lines(g))
+    for p in view.processes:
+        out.extend(_file_lines(p))
     if view.warnings:
         out.append("")
         out.append("NOTES")

@@ -159,6 +159,17 @@ class FindingView:
 
 
 @dataclass
+class FileRow:
+    """One row of the mapped-file table (a core's NT_FILE entry and what this machine has)."""
+
+    path: str
+    status: str  # match | mismatch | missing | present | special
+    build_id: str  # from the core's memory ("" when the core lacks the file's first page)
+    found: str  # the file on this machine ("" when none; the same as path unless --sysroot etc.)
+    disk_build_id: str
+
+
+@dataclass
 class ProcessView:
     index: int
     process: Process
@@ -169,6 +180,13 @@ class ProcessView:
     thread_count: int
     idle_threads: int
     waitgraph_cycles: List[str] = field(default_factory=list)
+    #: Every mapped file, the doubtful ones (mismatch, missing) first.
+    files: List[FileRow] = field(default_factory=list)
+
+    @property
+    def files_line(self) -> str:
+        """``24 mapped files: 20 match, 1 mismatch, 3 missing`` ("" without a table)."""
+        return files_summary(self.files) if self.files else ""
 
 
 @dataclass
@@ -300,6 +318,59 @@ def process_title(i: int, p: Process) -> str:
     return " · ".join(bits)
 
 
+#: Order of the mapped-file table: what puts the stacks in doubt first.
+FILE_STATUS_ORDER = ("mismatch", "missing", "match", "present", "special")
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def file_rows(p: Process) -> List[FileRow]:
+    """The mapped-file table of a core (``Process.mapped_files``), doubtful rows first."""
+    rows = []
+    for r in p.mapped_files or []:
+        if not isinstance(r, dict) or not r.get("path"):
+            continue
+        rows.append(FileRow(_text(r.get("path")), _text(r.get("status")) or "?", _text(r.get("build_id")),
+                            _text(r.get("found")), _text(r.get("disk_build_id"))))
+    order = {s: i for i, s in enumerate(FILE_STATUS_ORDER)}
+    return sorted(rows, key=lambda row: order.get(row.status, len(order)))  # stable: core order within
+
+
+def files_summary(rows: List[FileRow]) -> str:
+    """``24 mapped files: 20 match, 1 mismatch, 3 missing``."""
+    counts: Dict[str, int] = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    order = list(FILE_STATUS_ORDER) + sorted(k for k in counts if k not in FILE_STATUS_ORDER)
+    parts = ["%d %s" % (counts[k], k) for k in order if counts.get(k)]
+    return "%d mapped file%s: %s" % (len(rows), "s" * (len(rows) != 1), ", ".join(parts))
+
+
+def coredump_facts(p: Process) -> List[Tuple[str, str]]:
+    """What systemd-coredump recorded (``--coredumpctl``): when and where, the command line."""
+    cd = p.coredump if isinstance(p.coredump, dict) else None
+    if not cd:
+        return []
+    bits = []
+    if cd.get("time"):
+        bits.append(_text(cd["time"]))
+    if cd.get("hostname"):
+        bits.append("on host %s" % _text(cd["hostname"]))
+    bits.append("by systemd-coredump")
+    who = [x for x in ("pid %s" % _text(cd["pid"]) if cd.get("pid") is not None else "", _text(cd.get("signal"))) if x]
+    if who:
+        bits.append("(%s)" % ", ".join(who))
+    facts = [("dumped", " ".join(bits))]
+    cmdline = _text(cd.get("cmdline"))
+    if cmdline and cmdline != " ".join(str(a) for a in p.argv or []):
+        facts.append(("cmdline", cmdline))
+    if cd.get("storage"):
+        facts.append(("stored", _text(cd["storage"])))
+    return facts
+
+
 def process_facts(p: Process) -> List[Tuple[str, str]]:
     facts = [("source", p.source)]
     if p.rank is not None:
@@ -324,6 +395,11 @@ def process_facts(p: Process) -> List[Tuple[str, str]]:
     py = (p.python or {}).get("version") if isinstance(p.python, dict) else None
     facts.append(("python", py or "not detected"))
     facts.append(("threads", str(len(p.threads))))
+    facts.extend(coredump_facts(p))
+    rows = file_rows(p)
+    if rows:
+        summary = files_summary(rows).replace(" mapped files", " files").replace(" mapped file", " file")
+        facts.append(("mapped", summary))
     return facts
 
 
@@ -455,6 +531,7 @@ def build_view(snapshot: Snapshot) -> ReportView:
                 thread_count=len(p.threads),
                 idle_threads=sum(g.size for g in groups if g.idle),
                 waitgraph_cycles=_cycles(p),
+                files=file_rows(p),
             )
         )
     findings = []

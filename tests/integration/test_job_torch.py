@@ -235,8 +235,10 @@ def test_ctrl_c_during_a_job_leaves_every_rank_running_untraced(straggler_job):
 
     from helpers import assert_one_line_error
 
+    # gdb (the slow engine: the direct reader is done with all four ranks before the signal)
     p = subprocess.Popen([sys.executable, "-m", "hanganalyze", "--job", str(straggler_job.launcher_pid),
-                          "--parallel", "1", "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                          "--parallel", "1", "--engine", "gdb", "--format", "json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     time.sleep(4)  # the first rank is being read
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=300)
