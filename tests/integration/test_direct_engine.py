@@ -5,6 +5,7 @@ What must agree and what may differ is spelled out in ``tests/engines.py``."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -156,3 +157,31 @@ def test_naming_a_gdb_selects_the_gdb_engine(hung):
                           timeout=60)
     # the named debugger is used (and missing), not silently replaced by the direct reader
     assert_one_line_error(res, None, "gdb-for-test-that-does-not-exist")
+
+
+def test_live_reader_releases_the_process_on_interrupt(hung):
+    """Ctrl-C (or any error) while the threads are stopped: every thread is detached and runs on."""
+    from hanganalyze.direct.live import LiveProcess
+
+    exe = fixture_binary("cxx_mutex_deadlock")
+    h = hung([str(exe), "x"])
+    before = _status(h.pid)
+    assert before["TracerPid"] == "0"
+    with pytest.raises(KeyboardInterrupt):
+        with LiveProcess(h.pid) as lp:
+            assert len(lp.regs) == 3 and all(r["rip"] for r in lp.regs.values())
+            tracer = [_status_of_task(h.pid, tid)["TracerPid"] for tid in lp.regs]
+            assert set(tracer) == {str(os.getpid())}  # really stopped by us
+            raise KeyboardInterrupt
+    time.sleep(0.2)
+    for tid in sorted(int(p.name) for p in Path("/proc/%d/task" % h.pid).iterdir()):
+        st = _status_of_task(h.pid, tid)
+        assert st["TracerPid"] == "0" and st["State"][:1] in ("S", "R"), (tid, st["State"])
+
+
+def _status_of_task(pid: int, tid: int) -> dict:
+    out = {}
+    for line in Path("/proc/%d/task/%d/status" % (pid, tid)).read_text().splitlines():
+        k, _, v = line.partition(":")
+        out[k] = v.strip()
+    return out
