@@ -83,8 +83,8 @@ def hang_bt(argv, from_tty):
         raise gdb.GdbError("usage: hang-bt [-a]")
     nums = _thread_numbers()
     if "-a" in argv or "all" in argv:
-        proc: Process = collect_process(with_python=True, with_locks=False)
-        pyproc = framefilter.python_process()
+        pyproc = framefilter.python_process()  # walked once, shared with the frame filter
+        proc: Process = collect_process(with_python=True, with_locks=False, pyproc=pyproc)
         out = [_process_header(pyproc)] + ["  note: %s" % n for n in proc.notes]
         for t in proc.threads:
             out.append("")

@@ -11,23 +11,16 @@ from typing import Dict, List, Optional
 
 import gdb
 
-from . import facts, native
+from . import facts, locks, merge, native
 from .gdbtarget import GdbTarget, frames_of_thread
+from .gdbtarget import target_kind as gdbtarget_kind
 from .model import Process, Snapshot, Thread
+from .pyframes import walker
 
 
 def target_kind() -> str:
     """Return "core" for a core file and "live" for an attached process (from the connection type)."""
-    inf = gdb.selected_inferior()
-    conn = getattr(inf, "connection", None)
-    ctype = getattr(conn, "type", None) if conn is not None else None
-    if ctype is None:
-        try:
-            out = gdb.execute("info target", to_string=True)
-        except (gdb.error, UnicodeDecodeError):  # non-UTF-8 file names in the output
-            out = ""
-        return "core" if "core file" in out.lower() else "live"
-    return "core" if ctype == "core" else "live"
+    return gdbtarget_kind(gdb.selected_inferior())
 
 
 #: Signals that say how a debugger stopped the process (gcore of a running process records the
@@ -50,19 +43,9 @@ def stop_signal() -> Optional[str]:
     return None if name in _DEBUGGER_STOPS else name
 
 
-def _optional(mod: str):
-    import importlib
-
-    pkg = __name__.rsplit(".", 1)[0]
-    try:
-        return importlib.import_module("%s.%s" % (pkg, mod))
-    except ImportError as e:
-        if getattr(e, "name", None) == "%s.%s" % (pkg, mod):
-            return None
-        raise
-
-
-def collect_process(with_python: bool = True, with_locks: bool = True) -> Process:
+def collect_process(with_python: bool = True, with_locks: bool = True, pyproc=None) -> Process:
+    """``pyproc``: the walker's answer when the caller already has it (``hang-bt -a`` shares the
+    frame filter's, so the Python frames are walked once)."""
     inf = gdb.selected_inferior()
     kind = target_kind()
     proc = Process(source=kind, pid=inf.pid or None)
@@ -74,13 +57,9 @@ def collect_process(with_python: bool = True, with_locks: bool = True) -> Proces
         proc.signal = stop_signal()
     libs = native.LibraryMap()
 
-    pyframes = _optional("pyframes.walker") if with_python else None
-    merge = _optional("merge") if with_python else None
-    locks = _optional("locks") if with_locks else None
-    pyproc = None
-    if pyframes is not None:
+    if with_python and pyproc is None:
         try:
-            pyproc = pyframes.describe_process(inf)
+            pyproc = walker.describe_process(inf)
         except Exception as e:  # noqa: BLE001 - a broken runtime must not cost the native stacks
             proc.notes.append("Python runtime could not be read: %s" % e)
     if pyproc is not None and getattr(pyproc, "version", None):
@@ -98,7 +77,7 @@ def collect_process(with_python: bool = True, with_locks: bool = True) -> Proces
             natives_by_tid[lwp] = natives
             t = Thread(tid=lwp, os_name=th.name, current=(selected is not None and th.num == selected.num))
             t.name = t.os_name
-            if merge is not None and pyproc is not None:
+            if with_python and pyproc is not None:
                 merge.merge_thread(t, natives, pyproc)
             else:
                 t.frames = [n.frame for n in natives]
@@ -110,7 +89,7 @@ def collect_process(with_python: bool = True, with_locks: bool = True) -> Proces
     finally:
         if selected is not None and selected.is_valid():
             selected.switch()
-    if locks is not None:
+    if with_locks:
         selected = gdb.selected_thread()
         try:
             locks.annotate_waits(proc, natives_by_tid, pyproc, getattr(pyproc, "target", None) or GdbTarget(inf),

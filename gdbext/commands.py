@@ -1,11 +1,14 @@
 """Command registration, in the style of pwndbg: each feature module declares its commands with
 ``@command(...)``; ``register_all`` imports the feature modules and hands the commands to gdb.
 
-Errors inside a command are reported as one ``gdb.GdbError`` line, never a Python traceback.
+Errors inside a command are reported as one ``gdb.GdbError`` line, never a Python traceback;
+``hang-traceback on`` also prints the traceback behind that line (for bug reports), as pwndbg's
+debug switch does.
 """
 
 import importlib
 import shlex
+import traceback
 from typing import Callable, Dict, List, Tuple
 
 import gdb  # noqa: F401  (only ever imported inside gdb)
@@ -14,6 +17,8 @@ import gdb  # noqa: F401  (only ever imported inside gdb)
 COMMAND_MODULES = ("cmd_dump", "cmd_bt", "cmd_locks", "cmd_analyze")
 
 _COMMANDS: Dict[str, Tuple[Callable[[List[str], bool], None], str]] = {}
+#: ``hang-traceback on``: print the traceback behind a command's one-line error.
+SHOW_TRACEBACK = [False]
 
 
 def command(name: str, doc: str):
@@ -43,16 +48,26 @@ class _GdbCommand(gdb.Command):
         except gdb.GdbError:
             raise
         except Exception as e:  # noqa: BLE001 - a command must never dump a traceback on the user
+            if SHOW_TRACEBACK[0]:
+                gdb.write(traceback.format_exc(), gdb.STDERR)
             raise gdb.GdbError("hanganalyze: %s: %s" % (type(e).__name__, e)) from None
+
+
+@command(
+    "hang-traceback",
+    "Show the Python traceback behind a hanganalyze command's one-line error (on) or not (off, the\n"
+    "default).\nUsage: hang-traceback on|off",
+)
+def hang_traceback(argv, from_tty):
+    if len(argv) != 1 or argv[0] not in ("on", "off"):
+        raise gdb.GdbError("usage: hang-traceback on|off")
+    SHOW_TRACEBACK[0] = argv[0] == "on"
+    gdb.write("hanganalyze tracebacks %s\n" % ("shown" if SHOW_TRACEBACK[0] else "hidden"))
 
 
 def register_all() -> None:
     pkg = __name__.rsplit(".", 1)[0]
     for mod in COMMAND_MODULES:
-        try:
-            importlib.import_module("%s.%s" % (pkg, mod))
-        except ImportError as e:
-            if getattr(e, "name", None) != "%s.%s" % (pkg, mod):
-                raise
+        importlib.import_module("%s.%s" % (pkg, mod))
     for name, (fn, doc) in sorted(_COMMANDS.items()):
         _GdbCommand(name, fn, doc)

@@ -35,7 +35,7 @@ def _info_files() -> str:
 class GdbTarget(ProcessTarget):
     def __init__(self, inferior=None):
         self.inferior = inferior if inferior is not None else gdb.selected_inferior()
-        self.kind = _target_kind(self.inferior)
+        self.kind = target_kind(self.inferior)
         self._handles: Optional[Dict[int, int]] = None
         self._lwps: Optional[List[int]] = None
 
@@ -142,7 +142,7 @@ class GdbTarget(ProcessTarget):
             return None
 
 
-def _target_kind(inf) -> str:
+def target_kind(inf) -> str:
     """"core" for a core file, "live" for an attached process (from the connection type)."""
     conn = getattr(inf, "connection", None)
     ctype = getattr(conn, "type", None) if conn is not None else None

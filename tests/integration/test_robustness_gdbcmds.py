@@ -82,3 +82,19 @@ def test_dump_never_overwrites_the_core(core):
     out = gdb_batch(["hang-dump %s" % core], core=core, exe=fixture_binary("cxx_mutex_deadlock"), timeout=60)
     assert "is an ELF file (a core or a binary?): not overwritten" in out
     assert (core.read_bytes()[:4096], core.stat().st_size) == before
+
+
+def test_hang_traceback_switch_shows_what_is_behind_the_one_line_error():
+    """An unexpected exception inside a command: one line by default; with ``hang-traceback on``
+    the traceback is printed before it (for bug reports), and ``off`` hides it again."""
+    define = ("python exec(\"from hanganalyze_gdbext.commands import _GdbCommand\\n"
+              "def boom(argv, from_tty):\\n    raise KeyError('deliberate')\\n"
+              "_GdbCommand('hang-test-boom', boom, 'test')\")")
+    out = gdb_batch([define, "hang-test-boom", "echo MARK1\\n", "hang-traceback on", "hang-test-boom",
+                     "echo MARK2\\n", "hang-traceback off", "hang-test-boom", "echo MARK3\\n"], timeout=60)
+    first, rest = out.split("MARK1", 1)
+    second, third = rest.split("MARK2", 1)
+    assert "hanganalyze: KeyError: 'deliberate'" in first and "Traceback" not in first, out
+    assert "Traceback (most recent call last)" in second and "in boom" in second, out
+    assert second.count("hanganalyze: KeyError: 'deliberate'") == 1
+    assert "Traceback" not in third.split("MARK3")[0] and "hanganalyze: KeyError" in third, out
