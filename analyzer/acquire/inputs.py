@@ -69,15 +69,10 @@ def acquire(
         if choose_engine(engine, gdb, options) == "direct":
             from hanganalyze.direct.acquire import snapshot_from_pid
 
-            progress("reading pid %d directly" % pid)
-            try:
-                return snapshot_from_pid(pid, timeout=timeout)
-            except InputError:
-                raise
-            except Exception as e:  # noqa: BLE001 - DirectUnsupported, or a bug: gdb still reads it
-                if engine == "direct":
-                    raise InputError("--engine direct cannot read pid %d: %s" % (pid, _one_line(e))) from None
-                progress("direct reader gave up (%s): using %s" % (_one_line(e), gdb))
+            snap = _try_direct("pid %d" % pid, lambda: snapshot_from_pid(pid, timeout=timeout), engine, gdb,
+                               progress)
+            if snap is not None:
+                return snap
         progress("attaching to pid %d with %s" % (pid, gdb))
         return gdbdriver.snapshot_from_pid(pid, gdb=gdb, timeout=timeout, progress=progress, gdb_busy=gdb_busy,
                                            options=options)
@@ -148,6 +143,21 @@ def choose_engine(engine: str, gdb: str, options) -> str:
     return "direct"
 
 
+def _try_direct(what: str, read, engine: str, gdb: str, progress):
+    """The direct reader's snapshot, or None when it gave up and gdb should read it instead (with
+    ``--engine direct``, its reason is the one-line error).  A user error is an error either way."""
+    progress("reading %s directly" % what)
+    try:
+        return read()
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001 - DirectUnsupported, or a bug: gdb still reads it
+        if engine == "direct":
+            raise InputError("--engine direct cannot read %s: %s" % (what, _one_line(e))) from None
+        progress("direct reader gave up (%s): using %s" % (_one_line(e), gdb))
+    return None
+
+
 def _one_line(e: BaseException) -> str:
     text = " ".join(str(e).split()) or type(e).__name__
     return text[:200]
@@ -163,15 +173,10 @@ def _from_core(path: Path, exe, gdb: str, timeout: float, gdb_busy, progress, op
 
         info = read_core(path)
         if usable_for_core(info, exe) or engine == "direct":
-            progress("reading %s directly" % path)
-            try:
-                return snapshot_from_core(path, info, exe=exe, options=options)
-            except InputError:
-                raise
-            except Exception as e:  # noqa: BLE001 - DirectUnsupported, or a bug: gdb still reads it
-                if engine == "direct":
-                    raise InputError("--engine direct cannot read %s: %s" % (path, _one_line(e))) from None
-                progress("direct reader gave up (%s): using %s" % (_one_line(e), gdb))
+            snap = _try_direct(str(path), lambda: snapshot_from_core(path, info, exe=exe, options=options), engine,
+                               gdb, progress)
+            if snap is not None:
+                return snap
     progress("running %s on %s" % (gdb, path))
     return gdbdriver.snapshot_from_core(
         path, info, exe=exe, gdb=gdb, timeout=timeout, progress=progress, gdb_busy=gdb_busy, options=options

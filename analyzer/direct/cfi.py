@@ -40,7 +40,7 @@ class CfiError(Exception):
     pass
 
 
-def _uleb(d, pos: int) -> Tuple[int, int]:
+def _leb(d, pos: int, signed: bool) -> Tuple[int, int]:
     result = shift = 0
     while True:
         b = d[pos]
@@ -48,20 +48,17 @@ def _uleb(d, pos: int) -> Tuple[int, int]:
         result |= (b & 0x7F) << shift
         shift += 7
         if not b & 0x80:
+            if signed and b & 0x40:
+                result -= 1 << shift
             return result, pos
+
+
+def _uleb(d, pos: int) -> Tuple[int, int]:
+    return _leb(d, pos, False)
 
 
 def _sleb(d, pos: int) -> Tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = d[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            if b & 0x40:
-                result -= 1 << shift
-            return result, pos
+    return _leb(d, pos, True)
 
 
 _FMT = {0x02: ("<H", 2), 0x03: ("<I", 4), 0x04: ("<Q", 8), 0x0A: ("<h", 2), 0x0B: ("<i", 4), 0x0C: ("<q", 8),

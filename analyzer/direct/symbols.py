@@ -21,6 +21,7 @@ import subprocess
 import threading
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from hanganalyze.cnames import last_group_start
 from hanganalyze.direct.demangle import demangle
 from hanganalyze.direct.elfimage import cache_dir
 from hanganalyze.direct.unwind import Module
@@ -176,19 +177,8 @@ def dwarf_style(name: Optional[str]) -> Optional[str]:
     for q in (" &&", " &", " volatile", " const"):
         while n.endswith(q):
             n = n[: -len(q)]
-    if not n.endswith(")"):
-        return name
-    depth, i = 0, len(n) - 1
-    while i >= 0:
-        c = n[i]
-        if c == ")":
-            depth += 1
-        elif c == "(":
-            depth -= 1
-            if depth == 0:
-                break
-        i -= 1
-    if i <= 0 or n[:i].endswith("operator"):
+    i = last_group_start(n)
+    if not i or n[:i].endswith("operator"):
         return name
     head = n[:i]
     # the return type of a template function: text before the last space outside <...>/(...)

@@ -103,20 +103,26 @@ def test_torch_job_view_direct(torch_job):
 
 # ---------------------------------------------------------------- every interpreter, locks
 
-PYTHONS = sorted(all_pythons())
 
-
-@pytest.mark.parametrize("key", PYTHONS)
-def test_python_waitfor_live_and_core_same_as_gdb(key, tmp_path):
-    exe = all_pythons()[key]
-    fixture_binary("libwf_gil.so")
-    h = start_hung([exe, FIXTURES / "wf_python.py"], ready="READY", settle=1.0)
+def _live_then_core(argv, tmp_path, **hung):
+    """Both engines on the live process (which must agree), then its core: (direct report, core)."""
+    h = start_hung(argv, **hung)
     try:
         direct, gdb = _both(["--pid", h.pid])
         core = gcore(h.pid, tmp_path)
     finally:
         h.kill()
     assert snapshot_differences(direct, gdb) == []
+    return direct, core
+
+PYTHONS = sorted(all_pythons())
+
+
+@pytest.mark.parametrize("key", PYTHONS)
+def test_python_waitfor_live_and_core_same_as_gdb(key, tmp_path):
+    fixture_binary("libwf_gil.so")
+    direct, core = _live_then_core([all_pythons()[key], FIXTURES / "wf_python.py"], tmp_path, ready="READY",
+                                   settle=1.0)
     owners = [t["waits"]["owner_tid"] for t in direct["processes"][0]["threads"]
               if (t.get("waits") or {}).get("kind") == "rlock"]
     if not key.startswith("nodebug-"):  # (stripped free-threaded/3.14 builds: see test_pyframes)
@@ -127,14 +133,7 @@ def test_python_waitfor_live_and_core_same_as_gdb(key, tmp_path):
 
 @pytest.mark.parametrize("name", ["cxx_mutex_deadlock", "cxx_mutex_deadlock.stripped"])
 def test_cxx_deadlock_same_as_gdb(name, tmp_path):
-    exe = fixture_binary(name)
-    h = start_hung([str(exe), "x"])
-    try:
-        direct, gdb = _both(["--pid", h.pid])
-        core = gcore(h.pid, tmp_path)
-    finally:
-        h.kill()
-    assert snapshot_differences(direct, gdb) == []
+    direct, core = _live_then_core([str(fixture_binary(name)), "x"], tmp_path)
     waits = [t.get("waits") or {} for t in direct["processes"][0]["threads"]]
     assert sum(1 for w in waits if w.get("kind") == "mutex" and w.get("owner_tid")) == 2
     assert any(f["signature"] == "lock-order-inversion" or "deadlock" in f.get("severity", "")
