@@ -67,5 +67,10 @@ lint: install
 bench: install fixtures
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) bench/run.py
 
+# The fuzzing campaign (issue 13): 8,800 seeded mutated cores, texts, snapshot JSONs and signature
+# files; prints the counts; SEED=... SCALE=... to vary it.
+fuzz: install fixtures
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" nice -n 19 $(PY) scripts/fuzz.py --seed $(or $(SEED),13) --scale $(or $(SCALE),1)
+
 clean:
 	rm -rf $(BUILD) report.html demo-out

@@ -164,7 +164,7 @@ def reconcile_with_gdb(info: CoreInfo, payload: Any) -> None:
         if f is None:
             continue
         if loaded and host and os.path.isfile(host):
-            if f.found != host:
+            if f.found != host and not (f.found and os.path.realpath(f.found) == os.path.realpath(host)):
                 f.found = host
                 f.on_disk = True
                 f.disk_build_id = build_id_of_file(host)

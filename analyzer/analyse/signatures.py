@@ -418,7 +418,13 @@ def _read_yaml(path: Path) -> Tuple[Any, Optional[yaml.Node]]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise SignatureError("%s: cannot read: %s" % (disp, getattr(e, "strerror", None) or e)) from None
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # checks every character first: a control character ends it here
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, max(0, int(getattr(e, "position", 0) or 0))) + 1
+        char = e.character if isinstance(e.character, int) else ord(str(e.character)[:1] or "?")
+        raise SignatureError("%s:%d: invalid YAML: character U+%04X is not allowed (%s)"
+                             % (disp, line, char, e.reason)) from None
     try:
         node = loader.get_single_node()
         unsafe = check_node(node)  # alias bombs, recursive aliases, absurd nesting: before walking it
