@@ -167,17 +167,22 @@ class EhFrame:
                 return off
         return None
 
-    def _cie(self, off: int) -> _Cie:
-        c = self._cies.get(off)
-        if c is not None:
-            return c
+    def _entry(self, off: int) -> Tuple[int, int]:
+        """(offset after the length field, end) of the CIE or FDE at ``off`` (32- or 64-bit length)."""
         d = self.eh
         length = struct.unpack_from("<I", d, off)[0]
         pos = off + 4
         if length == 0xFFFFFFFF:
             length = struct.unpack_from("<Q", d, pos)[0]
             pos += 8
-        end = pos + length
+        return pos, pos + length
+
+    def _cie(self, off: int) -> _Cie:
+        c = self._cies.get(off)
+        if c is not None:
+            return c
+        d = self.eh
+        pos, end = self._entry(off)
         pos += 4  # CIE id
         version = d[pos]
         pos += 1
@@ -235,12 +240,7 @@ class EhFrame:
 
     def _fde_rule(self, off: int, pc: int) -> Optional[FrameRule]:
         d = self.eh
-        length = struct.unpack_from("<I", d, off)[0]
-        pos = off + 4
-        if length == 0xFFFFFFFF:
-            length = struct.unpack_from("<Q", d, pos)[0]
-            pos += 8
-        end = pos + length
+        pos, end = self._entry(off)
         cie_ptr = struct.unpack_from("<I", d, pos)[0]
         if cie_ptr == 0:
             return None

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 from hanganalyze.acquire.corefile import CoreMemory
 from hanganalyze.analyse.signatures import load_signatures
 from hanganalyze.cli import run
 from hanganalyze.errors import SignatureError
 
-SIGNATURE = """\
-signatures:
-  - id: my-hang
-    title: My own hang
-    severity: hang
-    cause: The worker waits.
-    fix:
-      - {kind: code, text: Add a timeout.}
-    references: [https://example.org/bug/1]
-    match:
-      threads:
-        - rule: worker
-          stack:
-            - {function: my_wait}
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from helpers import GOOD_SIGNATURE_YAML  # noqa: E402
+
+SIGNATURE = GOOD_SIGNATURE_YAML
 
 
 def test_program_header_offset_past_any_file(tmp_path):
