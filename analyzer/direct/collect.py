@@ -15,7 +15,7 @@ from hanganalyze.gdbext.model import UNREADABLE_MARKER, Frame, Process, Thread
 from hanganalyze.gdbext.pyframes import walker
 from hanganalyze.gdbext.target import FrameView
 
-NORMAL_FRAME, INLINE_FRAME, SIGTRAMP_FRAME = 0, 2, 4  # gdb's frame type numbers, as merge expects
+NORMAL_FRAME, INLINE_FRAME = 0, 2  # gdb's frame type numbers, as merge expects
 
 
 class DirectNative:

@@ -253,13 +253,6 @@ class ElfImage:
                 return bytes(self.data[off:off + size])
         return None
 
-    def vaddr_of_offset(self, offset: int) -> Optional[int]:
-        """Link-time address of a file offset (maps a mapping's file offset to the load bias)."""
-        for s in self.segments:
-            if s.offset <= offset < s.offset + max(s.filesz, 1):
-                return s.vaddr + offset - s.offset
-        return None
-
     @property
     def has_dwarf(self) -> bool:
         return ".debug_info" in self.sections and ".debug_line" in self.sections
@@ -310,7 +303,7 @@ class ElfImage:
         return self._debug
 
     # ------------------------------------------------------------------------------- symbols
-    def _table(self, name: str, strname: str) -> Optional[SymbolTable]:
+    def _table(self, name: str) -> Optional[SymbolTable]:
         s = self.sections.get(name)
         if s is None or not s.size or s.link >= len(self.section_list):
             return None
@@ -320,14 +313,14 @@ class ElfImage:
     def symtab(self) -> Optional[SymbolTable]:
         if not self._symtab_done:
             self._symtab_done = True
-            self._symtab = self._table(".symtab", ".strtab")
+            self._symtab = self._table(".symtab")
         return self._symtab
 
     @property
     def dynsym(self) -> Optional[SymbolTable]:
         if not self._dynsym_done:
             self._dynsym_done = True
-            self._dynsym = self._table(".dynsym", ".dynstr")
+            self._dynsym = self._table(".dynsym")
         return self._dynsym
 
     def function_at(self, vaddr: int) -> Optional[Tuple[str, int, int]]:

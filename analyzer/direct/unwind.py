@@ -91,12 +91,6 @@ class ModuleMap:
             return self._ranges[i][2]
         return None
 
-    def by_path(self, path: str) -> Optional[Module]:
-        for m in self.modules:
-            if m.path == path:
-                return m
-        return None
-
 
 class RawFrame:
     """One unwound frame: pc, the registers as they are in this frame (callee-saved ones recovered),
