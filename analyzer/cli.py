@@ -1,4 +1,4 @@
-"""The ``hanganalyze`` command line: acquire a snapshot, analyse it, render it.
+"""The ``hanganalyze`` command line: acquire a snapshot, analyze it, render it.
 
 Kept thin on purpose (as pystack's ``__main__``): every step lives in its own module, and this
 file only turns options into calls and errors into one-line messages with documented exit codes.
@@ -274,9 +274,9 @@ def analyze(args: argparse.Namespace) -> int:
         snapshot.warnings.extend(notes)
         db = db_load.result()
         progress("matching %d thread(s) against signatures" % sum(len(p.threads) for p in snapshot.processes))
-        snapshot = pipeline.analyse(snapshot, db)
+        snapshot = pipeline.analyze(snapshot, db)
         if args.redact:
-            from hanganalyze.analyse.redact import redact as do_redact
+            from hanganalyze.analyze.redact import redact as do_redact
 
             snapshot = do_redact(snapshot)
         from hanganalyze.render import render

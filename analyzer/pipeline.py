@@ -14,23 +14,23 @@ from hanganalyze.gdbext.model import SEVERITIES, Snapshot
 
 def load_signature_db(extra_dirs: Iterable[Path] = (), use_cache: bool = True):
     """Built-in signatures plus user folders; raises SignatureError on an invalid file.  The cache
-    (see ``analyse/signatures.py``) only skips the parsing of files validated before."""
-    from hanganalyze.analyse.signatures import load_signatures
+    (see ``analyze/signatures.py``) only skips the parsing of files validated before."""
+    from hanganalyze.analyze.signatures import load_signatures
 
     return load_signatures(list(extra_dirs), use_cache=use_cache)
 
 
-def analyse(snapshot: Snapshot, db) -> Snapshot:
+def analyze(snapshot: Snapshot, db) -> Snapshot:
     """Fill findings, wait-for graphs and the bucket id of a freshly acquired snapshot."""
-    from hanganalyze.analyse.bucket import bucket_id
-    from hanganalyze.analyse.job import CROSS_RANK, analyse_job, join_flight_recorder
-    from hanganalyze.analyse.match import match_snapshot
-    from hanganalyze.analyse.waitfor import annotate_waitgraphs, cycle_findings
+    from hanganalyze.analyze.bucket import bucket_id
+    from hanganalyze.analyze.job import CROSS_RANK, analyze_job, join_flight_recorder
+    from hanganalyze.analyze.match import match_snapshot
+    from hanganalyze.analyze.waitfor import annotate_waitgraphs, cycle_findings
 
     join_flight_recorder(snapshot)  # changes process indices: before anything refers to them
     annotate_waitgraphs(snapshot)
     snapshot.findings = cycle_findings(snapshot) + match_snapshot(snapshot, db)
-    analyse_job(snapshot)  # several ranks: cross-rank findings, per-rank ones grouped
+    analyze_job(snapshot)  # several ranks: cross-rank findings, per-rank ones grouped
     order = {s: i for i, s in enumerate(SEVERITIES)}
     # within a severity, the cross-rank diagnosis (who is at fault) comes before what each rank shows
     snapshot.findings.sort(key=lambda f: (order.get(f.severity, len(order)), f.signature not in CROSS_RANK,
@@ -40,10 +40,10 @@ def analyse(snapshot: Snapshot, db) -> Snapshot:
     return snapshot
 
 
-def analyse_many(snapshots: List[Snapshot], db) -> Snapshot:
-    """Several acquired snapshots (one per rank, say) analysed as one job."""
+def analyze_many(snapshots: List[Snapshot], db) -> Snapshot:
+    """Several acquired snapshots (one per rank, say) analyzed as one job."""
     merged = Snapshot()
     for snap in snapshots:
         merged.processes.extend(snap.processes)
         merged.warnings.extend(snap.warnings)
-    return analyse(merged, db)
+    return analyze(merged, db)

@@ -17,10 +17,10 @@ Two shapes:
 * ``heavy``: each rank also has 9 more threads of a PyTorch trainer (NCCL watchdog and heartbeat,
   pin-memory, data-loader and autograd threads: synthetic names, ~60 frames each, the main
   thread padded to ~60 frames with interpreter frames between its Python frames), i.e. the
-  4,096 x 10 threads x ~60 frames that ``analyse/calltree.py`` is designed for (2.4 M frames).
+  4,096 x 10 threads x ~60 frames that ``analyze/calltree.py`` is designed for (2.4 M frames).
 
 Measured: (a) ``calltree.job_view`` (tree + classes) and ``render_tree_lines``; (b) when
-``hanganalyze.pipeline.analyse_many`` exists, ``analyse_many`` (merge, matching, job analysis,
+``hanganalyze.pipeline.analyze_many`` exists, ``analyze_many`` (merge, matching, job analysis,
 bucket) then ``render`` in html, md, json and text.  Each measurement runs in a fresh
 subprocess, so its peak RSS (``ru_maxrss``: the snapshots in memory included, as in a real run)
 does not carry the previous one's; the RSS before the measured step (the snapshots) is shown too.
@@ -138,7 +138,7 @@ def synthesise(world: int, heavy: bool):
 
 
 def _measure_tree(world: int, heavy: bool) -> Dict[str, object]:
-    from hanganalyze.analyse import calltree
+    from hanganalyze.analyze import calltree
 
     snaps = synthesise(world, heavy)
     procs = [s.processes[0] for s in snaps]
@@ -166,8 +166,8 @@ def _measure_pipeline(world: int, heavy: bool) -> Dict[str, object]:
     _input_rss()
     steps: Dict[str, float] = {}
     t0 = time.perf_counter()
-    merged = pipeline.analyse_many(snaps, db)
-    steps["analyse_many"] = time.perf_counter() - t0
+    merged = pipeline.analyze_many(snaps, db)
+    steps["analyze_many"] = time.perf_counter() - t0
     sizes = []
     for fmt in ("html", "md", "json", "text"):
         t = time.perf_counter()
@@ -204,12 +204,12 @@ def _child(name: str, shape: str, world: int) -> int:
     return 0
 
 
-def _has_analyse_many() -> bool:
+def _has_analyze_many() -> bool:
     try:
         from hanganalyze import pipeline
     except ImportError:
         return False
-    return callable(getattr(pipeline, "analyse_many", None))
+    return callable(getattr(pipeline, "analyze_many", None))
 
 
 def main() -> int:
@@ -225,10 +225,10 @@ def main() -> int:
           "heavy shape: tree + classes < %.0f s; load average %.2f" % (args.ranks, GOAL_S, GOAL_MB, TREE_GOAL_S,
                                                                         os.getloadavg()[0]))
     plan = [("tree", "real"), ("tree", "heavy")]
-    if _has_analyse_many():
+    if _has_analyze_many():
         plan += [("pipeline", "real")] + ([("pipeline", "heavy")] if args.heavy else [])
     else:
-        print("pipeline: skipped (hanganalyze.pipeline.analyse_many does not exist yet)")
+        print("pipeline: skipped (hanganalyze.pipeline.analyze_many does not exist yet)")
     ok = True
     for name, shape in plan:
         runs = []

@@ -19,8 +19,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from hanganalyze.analyse.match import match_snapshot
-from hanganalyze.analyse.signatures import load_signatures
+from hanganalyze.analyze.match import match_snapshot
+from hanganalyze.analyze.signatures import load_signatures
 from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread, ThreadState
 
 COMMON = [
@@ -90,7 +90,7 @@ def make_snapshot(threads: int, frames: int, rng: random.Random) -> Snapshot:
             elif r < 0.7:
                 fs.append(Frame(kind="python", function="Module%d.step_%d" % (t % 37, k),
                                 file="/app/pkg/mod%d.py" % (k % 13), line=k))
-            else:  # unique C++ names with parameter lists: the normaliser's worst case
+            else:  # unique C++ names with parameter lists: the normalizer's worst case
                 fs.append(Frame(kind="native", function="app::ns%d::Class%d::method_%d(int, std::string const&)"
                                 % (t, k, rng.randrange(1000)), library="/app/libapp.so"))
         ts.append(Thread(tid=1000 + t, name="worker-%d" % t, frames=fs, state=ThreadState(gil="no")))

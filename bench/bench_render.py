@@ -12,8 +12,8 @@ import sys
 import time
 from typing import Callable, List
 
-from hanganalyze.analyse.bucket import bucket_id
-from hanganalyze.analyse.redact import redact
+from hanganalyze.analyze.bucket import bucket_id
+from hanganalyze.analyze.redact import redact
 from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
 from hanganalyze.render import render
 

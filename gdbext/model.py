@@ -212,7 +212,7 @@ class Process:
     #:  "state", "sizes", "call_site": [frame dicts, innermost first]}]}
     collectives: Optional[Dict[str, Any]] = None
     #: Every file the core maps: [{"path", "build_id" (from the core's memory), "found" (the file
-    #: on the analysing machine, --sysroot applied), "disk_build_id", "status": "match" |
+    #: on the analyzing machine, --sysroot applied), "disk_build_id", "status": "match" |
     #: "mismatch" | "missing" | "present" | "special"}].
     mapped_files: List[Dict[str, Any]] = field(default_factory=list)
     #: Where the core came from, when systemd-coredump stored it (``--coredumpctl``): {"pid",
@@ -341,7 +341,7 @@ class Snapshot:
     tool: Optional[Dict[str, Any]] = None  # {"name": "hanganalyze", "version": "..."}
     warnings: List[str] = field(default_factory=list)
     #: The job view, when several processes came in: {"world_size", "ranks", "missing",
-    #: "classes": [{"ranks", "processes", "where"}], "tree": call tree (analyse/calltree.py)}.
+    #: "classes": [{"ranks", "processes", "where"}], "tree": call tree (analyze/calltree.py)}.
     job: Optional[Dict[str, Any]] = None
 
     def to_dict(self) -> Dict[str, Any]:

@@ -1,7 +1,7 @@
 """The wait-for graph of one process, built from ``Thread.waits``: pure data, no gdb.
 
 It lives in gdbext (standard library, Python 3.8) so that the gdb command ``hang-locks`` and the
-analyzer (``hanganalyze.analyse.waitfor``) share one implementation.
+analyzer (``hanganalyze.analyze.waitfor``) share one implementation.
 
 Graph: thread --waits--> resource --held_by--> thread.  Every thread waits on at most one
 resource and every resource has at most one known owner, so following edges from any thread

@@ -4,7 +4,7 @@
 #   scripts/capture-node.sh OUTDIR [AGENT_PID ...]
 #
 # Without AGENT_PID, every torchrun / torch.distributed.run agent of this node is used.  Each worker
-# (a child of an agent) is analysed live with `hanganalyze --pid` (read-only, detached afterwards),
+# (a child of an agent) is analyzed live with `hanganalyze --pid` (read-only, detached afterwards),
 # at most HANGANALYZE_PARALLEL (default: number of CPUs) at a time, into OUTDIR/<host>.rank<R>.json
 # (R from the worker's RANK; the pid when it has none).  Run it on every node through the job's own
 # launcher (srun --overlap, pdsh, kubectl exec: see docs/job.md), then merge: hanganalyze OUTDIR.

@@ -256,9 +256,9 @@ for sc in $SCENARIOS; do
     rc=$?
     log "--job exit $rc; stderr:"; head -c 3000 "$d/job.stderr"; cp "$d/job.stderr" "$EXTRA/$sc.job.stderr"
     findings "$OUT/$sc.job.json"
-    # Two cuda-gdb sessions at once may not be allowed: if a rank could not be analysed, once more one at a time.
+    # Two cuda-gdb sessions at once may not be allowed: if a rank could not be analyzed, once more one at a time.
     if [ "$rc" != 3 ] || grep -q '"error": "' "$OUT/$sc.job.json" 2>/dev/null; then
-        log "a rank was not analysed: hanganalyze --job $TR --parallel 1"
+        log "a rank was not analyzed: hanganalyze --job $TR --parallel 1"
         mv "$OUT/$sc.job.json" "$EXTRA/$sc.job.parallel.json" 2>/dev/null
         measure "$TIMINGS" "$sc --job --parallel 1" -- $HA --job "$TR" --parallel 1 --gdb "$GDB" --timeout 300 \
             --format json -o "$OUT/$sc.job.json" 2> "$d/job1.stderr"

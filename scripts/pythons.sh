@@ -2,24 +2,21 @@
 # Build, once per machine, the CPython interpreters the test suite walks but that no package here
 # provides: CPython 3.14 (GIL) and the free-threaded 3.14t and 3.13t (`--disable-gil`).
 #
-# Sources: Debian's own source packages python3.14 / python3.13 (sid, else trixie). Their deb-src
-# index is read into a private folder under the cache (Dir::State::Lists, Dir::Etc::SourceList,
-# Dir::Cache): the machine's apt sources and caches are never touched. `apt-get source
-# --download-only` checks the files against the signed index; the upstream tarball of the source
-# package (*.orig.tar.*) is built as it is (Debian's patches are for Debian's own build layout).
+# Sources: the distributions' own source packages python3.14 / python3.13: Debian (sid, testing,
+# trixie), then Ubuntu (resolute-updates, resolute) for a version whose files Debian's mirror does
+# not serve (here python3.14: listed in sid's index, answered 404). Their deb-src indexes are read
+# into a private folder under the cache (Dir::State::Lists, Dir::Etc::SourceList, Dir::Cache): the
+# machine's apt sources and caches are never touched. Debian's index is checked with the machine's
+# Debian keyring; Ubuntu's with Ubuntu's archive key taken from Debian's own ubuntu-keyring package
+# (downloaded through sid's signed binary index), so every file is checked against a signed index.
+# `apt-get source --download-only` checks the files; the upstream tarball of the source package
+# (*.orig.tar.*) is built as it is (the distributions' patches are for their own build layout).
 #
 # Each interpreter: ./configure --prefix=CACHE/NAME --without-ensurepip [--disable-gil] (no PGO, no
 # LTO, CPython's default -g -O3), make -jJOBS, make altinstall. libpython is linked statically
 # into the executable (CPython's default, like Debian's /usr/bin/python3.X), which exports
 # _PyRuntime in .dynsym. A stripped copy sits next to it (bin/python3.14-stripped): same stdlib,
 # no symbols but .dynsym, like a distro build without debug info.
-#
-# When the mirror does not serve a source package (here: python3.14's sources answer 404 while
-# its binaries are served), 3.14 falls back to Debian's own binary build from sid (python3.14-minimal,
-# libpython3.14-minimal/-stdlib; debug info from python3.14-dbg, found by gdb through the
-# executable's .gnu_debuglink in bin/.debug/), unpacked under CACHE/3.14/root with sid's libc6 and
-# a few libraries, the interpreter path set with patchelf: a stripped, static, non-PIE distro
-# build like /usr/bin/python3.11. Debian ships no free-threaded 3.14, so 3.14t needs the source.
 #
 # A finished build (CACHE/NAME/.done) is reused. The interpreter paths are printed last, one per
 # line: first the builds with debug info, then the copies without. Build times go to stderr and
@@ -32,6 +29,9 @@
 #   HANGANALYZE_PYTHONS_JOBS    make -j (default 2)
 #   HANGANALYZE_PYTHONS_SUITES  Debian suites to look in (default "sid testing trixie")
 #   HANGANALYZE_PYTHONS_MIRROR  Debian mirror (default http://deb.debian.org/debian)
+#   HANGANALYZE_PYTHONS_UBUNTU_SUITES  Ubuntu suites to look in next (default "resolute-updates
+#                               resolute"; empty: Debian only)
+#   HANGANALYZE_PYTHONS_UBUNTU_MIRROR  Ubuntu mirror (default http://archive.ubuntu.com/ubuntu)
 set -euo pipefail
 
 CACHE="${HANGANALYZE_PYTHONS:-$HOME/.cache/hanganalyze/pythons}"
@@ -39,6 +39,8 @@ BUILDS="${HANGANALYZE_PYTHONS_BUILDS:-3.14 3.14t 3.13t}"
 JOBS="${HANGANALYZE_PYTHONS_JOBS:-2}"
 SUITES="${HANGANALYZE_PYTHONS_SUITES:-sid testing trixie}"
 MIRROR="${HANGANALYZE_PYTHONS_MIRROR:-http://deb.debian.org/debian}"
+UBUNTU_SUITES="${HANGANALYZE_PYTHONS_UBUNTU_SUITES-resolute-updates resolute}"
+UBUNTU_MIRROR="${HANGANALYZE_PYTHONS_UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}"
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
 die() { echo "pythons.sh: error: $*" >&2; exit 1; }
@@ -70,32 +72,69 @@ apt_opts() {
          -o APT::Sandbox::User=root -o Debug::NoLocking=1
 }
 APT_READY=""
-apt_index() {  # the private deb-src index, read once per run
+apt_index() {  # the private deb-src index (Debian, then Ubuntu), read once per run
     [ -n "$APT_READY" ] && return 0
-    if [ -n "$(find "$APT_DIR/lists" -maxdepth 1 -name '*_Sources*' -mmin -360 2>/dev/null | head -1)" ]; then
+    if [ -n "$(find "$APT_DIR/lists" -maxdepth 1 -name '*_Sources*' -mmin -360 2>/dev/null | head -1)" ] \
+        && { [ -z "$UBUNTU_SUITES" ] || grep -q "$UBUNTU_MIRROR" "$APT_DIR/sources.list" 2>/dev/null; }; then
         APT_READY=1  # read less than 6 hours ago
         return 0
     fi
     mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/sources.list.d" "$APT_DIR/cache/archives/partial" \
              "$APT_DIR/preferences.d"
     : >"$APT_DIR/preferences"
-    local opt="signed-by=$KEYRING"
-    [ -r "$KEYRING" ] || opt="trusted=yes"
+    local opt s
+    opt="$(debian_opt)"
     : >"$APT_DIR/sources.list"
     for s in $SUITES; do echo "deb-src [$opt] $MIRROR $s main" >>"$APT_DIR/sources.list"; done
-    # shellcheck disable=SC2046
-    if ! apt-get $(apt_opts) -qq update >"$APT_DIR/update.log" 2>&1; then
-        if [ "$opt" != "trusted=yes" ]; then
-            say "the signed deb-src index could not be verified with $KEYRING; reading it unverified (trusted=yes)"
-            sed -i "s|\[$opt\]|[trusted=yes]|" "$APT_DIR/sources.list"
-            # shellcheck disable=SC2046
-            apt-get $(apt_opts) -qq update >"$APT_DIR/update.log" 2>&1 \
-                || die "apt-get update of the private deb-src index failed: $(tail -3 "$APT_DIR/update.log")"
-        else
-            die "apt-get update of the private deb-src index failed: $(tail -3 "$APT_DIR/update.log")"
-        fi
+    if [ -n "$UBUNTU_SUITES" ]; then
+        ubuntu_keyring
+        for s in $UBUNTU_SUITES; do
+            echo "deb-src [signed-by=$APT_DIR/ubuntu-archive-keyring.gpg] $UBUNTU_MIRROR $s main" >>"$APT_DIR/sources.list"
+        done
     fi
+    # shellcheck disable=SC2046
+    apt-get $(apt_opts) -qq update >"$APT_DIR/update.log" 2>&1 \
+        || die "apt-get update of the private deb-src index failed: $(tail -3 "$APT_DIR/update.log")"
     APT_READY=1
+}
+
+debian_opt() {  # how Debian's indexes are checked: the machine's Debian keyring
+    if [ -r "$KEYRING" ]; then echo "signed-by=$KEYRING"; else
+        say "no $KEYRING (apt-get install debian-archive-keyring): Debian's indexes are read unverified"
+        echo "trusted=yes"
+    fi
+}
+
+BIN_READY=""
+apt_bin_index() {  # a private binary index of sid (amd64): where Debian's ubuntu-keyring comes from
+    [ -n "$BIN_READY" ] && return 0
+    if [ -n "$(find "$APT_DIR/bin/lists" -maxdepth 1 -name '*_Packages*' -mmin -360 2>/dev/null | head -1)" ]; then
+        BIN_READY=1
+        return 0
+    fi
+    mkdir -p "$APT_DIR/bin/lists/partial" "$APT_DIR/bin/cache/archives/partial" "$APT_DIR/bin/sources.list.d"
+    echo "deb [$(debian_opt)] $MIRROR sid main" >"$APT_DIR/bin/sources.list"
+    # shellcheck disable=SC2046
+    apt-get $(bin_opts) -qq update >"$APT_DIR/bin/update.log" 2>&1 \
+        || die "apt-get update of the private sid binary index failed: $(tail -3 "$APT_DIR/bin/update.log")"
+    BIN_READY=1
+}
+bin_opts() {
+    apt_opts | sed "s|$APT_DIR/lists|$APT_DIR/bin/lists|; s|$APT_DIR/sources.list |$APT_DIR/bin/sources.list |; s|Dir::Cache=$APT_DIR/cache|Dir::Cache=$APT_DIR/bin/cache|"
+    echo -o Acquire::Languages=none -o APT::Architecture=amd64 -o APT::Architectures=amd64
+}
+
+ubuntu_keyring() {  # Ubuntu's archive key, from Debian's ubuntu-keyring package (Debian-signed)
+    local out="$APT_DIR/ubuntu-archive-keyring.gpg" d="$APT_DIR/ubuntu-keyring"
+    [ -s "$out" ] && return 0
+    apt_bin_index
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2046
+    (cd "$d" && apt-get $(bin_opts) -qq download ubuntu-keyring >download.log 2>&1) \
+        || die "apt-get download of Debian's ubuntu-keyring failed: $(tail -3 "$d/download.log")"
+    dpkg-deb --fsys-tarfile "$d"/ubuntu-keyring_*.deb | tar -xO ./usr/share/keyrings/ubuntu-archive-keyring.gpg >"$out.tmp" \
+        && [ -s "$out.tmp" ] || die "Debian's ubuntu-keyring holds no ubuntu-archive-keyring.gpg"
+    mv "$out.tmp" "$out" && rm -rf "$d"
 }
 
 source_versions() {  # python3.X -> the versions of that source package in the private index, newest first
@@ -114,101 +153,37 @@ fetch_source() {  # python3.X -> path of its upstream tarball (downloaded once)
         apt_index
         # Newest first; a version the mirror does not serve (a stale index, a partial mirror) is
         # followed by the next one the index lists.
+        # Only the upstream tarball is needed (its URI and hash from `apt-get --print-uris source`,
+        # downloaded and checked by apt-helper): a mirror that serves it but not the .dsc (here:
+        # Ubuntu's python3.14) still gives a checked source.
+        local line uri file hash
         for v in $(source_versions "$pkg"); do
             rm -rf "$dir" && mkdir -p "$dir"
             # shellcheck disable=SC2046
-            if (cd "$dir" && apt-get $(apt_opts) -qq source --download-only "$pkg=$v" >"$dir/source.log" 2>&1); then
-                tarball="$(ls "$dir"/*.orig.tar.* 2>/dev/null | grep -v '\.asc$' | head -1 || true)"
-                [ -n "$tarball" ] && break
+            line="$(cd "$dir" && apt-get $(apt_opts) -qq --print-uris source "$pkg=$v" 2>"$dir/source.log" \
+                    | grep "\.orig\.tar\.[a-z0-9]*' " | head -1 || true)"
+            if [ -n "$line" ]; then
+                read -r uri file _ hash <<<"$line"
+                uri="${uri//\'/}"
+                if /usr/lib/apt/apt-helper -o APT::Sandbox::User=root download-file "$uri" "$dir/$file" "$hash" \
+                        >>"$dir/source.log" 2>&1; then
+                    tarball="$dir/$file"
+                    echo "$uri $hash" >"$dir/SOURCE"
+                    break
+                fi
             fi
-            tried="$tried $v($(grep -o '[0-9][0-9][0-9] *Not Found\|[0-9][0-9][0-9] *Forbidden' "$dir/source.log" | head -1 | tr -s ' ' || echo failed))"
+            tried="$tried $v($(grep -o '[0-9][0-9][0-9] *Not Found\|[0-9][0-9][0-9] *Forbidden\|Hash Sum mismatch' "$dir/source.log" | head -1 | tr -s ' ' || echo failed))"
         done
         if [ -z "$tarball" ]; then
             rm -rf "$dir"
-            [ -n "$tried" ] || tried=" none in the index ($SUITES)"
-            echo "UNAVAILABLE: Debian source package $pkg could not be downloaded; versions tried:$tried" >&2
+            [ -n "$tried" ] || tried=" none in the index ($SUITES $UBUNTU_SUITES)"
+            echo "UNAVAILABLE: source package $pkg could not be downloaded; versions tried:$tried" >&2
             return 3
         fi
         [ -z "$tried" ] || say "$pkg: newer versions not served:$tried"
-        say "source: $(basename "$(ls "$dir"/*.dsc)") ($(basename "$tarball"))"
+        say "source: $(cut -d' ' -f1 "$dir/SOURCE") (checked: $(cut -d' ' -f2 "$dir/SOURCE" | cut -c1-20)...)"
     fi
     echo "$tarball"
-}
-
-BIN_READY=""
-apt_bin_index() {  # a private binary index of sid (amd64), for the fallback below
-    [ -n "$BIN_READY" ] && return 0
-    apt_index
-    if [ -n "$(find "$APT_DIR/bin/lists" -maxdepth 1 -name '*_Packages*' -mmin -360 2>/dev/null | head -1)" ]; then
-        BIN_READY=1
-        return 0
-    fi
-    local opt; opt="$(sed -n '1s/^deb-src \(\[[^]]*\]\).*/\1/p' "$APT_DIR/sources.list")"
-    mkdir -p "$APT_DIR/bin/lists/partial" "$APT_DIR/bin/cache/archives/partial" "$APT_DIR/bin/sources.list.d"
-    echo "deb $opt $MIRROR sid main" >"$APT_DIR/bin/sources.list"
-    # shellcheck disable=SC2046
-    apt-get $(bin_opts) -qq update >"$APT_DIR/bin/update.log" 2>&1 \
-        || die "apt-get update of the private sid binary index failed: $(tail -3 "$APT_DIR/bin/update.log")"
-    BIN_READY=1
-}
-bin_opts() {
-    apt_opts | sed "s|$APT_DIR/lists|$APT_DIR/bin/lists|; s|$APT_DIR/sources.list |$APT_DIR/bin/sources.list |; s|Dir::Cache=$APT_DIR/cache|Dir::Cache=$APT_DIR/bin/cache|"
-    echo -o Acquire::Languages=none -o APT::Architecture=amd64 -o APT::Architectures=amd64
-}
-
-#: Debian's own libraries the interpreter and its stdlib modules are linked against, unpacked
-#: beside it (sid's python3.14 needs a newer glibc than this machine's).
-DEB_LIBS="libc6 libexpat1 zlib1g libffi8 libmpdec4 libzstd1 liblzma5 libbz2-1.0"
-
-install_debian_binary() {  # NAME (3.14): Debian's build of python3.X from sid, into CACHE/NAME
-    local name="$1" ver="$1" prefix="$CACHE/$1" t0 t1 exe
-    command -v patchelf >/dev/null || die "patchelf not found (apt-get install patchelf): needed to run Debian's python$ver here"
-    t0=$(date +%s)
-    lock 8 "$CACHE/.apt.lock"
-    apt_bin_index
-    local debs="$CACHE/debs/$name"
-    rm -rf "$debs" "$prefix" && mkdir -p "$debs" "$prefix"
-    say "$name: Debian's source package is not served; using Debian's binary build instead (python$ver-minimal, libpython$ver-minimal, libpython$ver-stdlib, python$ver-dbg for its debug info, and sid's $DEB_LIBS)"
-    # shellcheck disable=SC2046,SC2086
-    (cd "$debs" && apt-get $(bin_opts) -qq download "python$ver-minimal" "libpython$ver-minimal" \
-        "libpython$ver-stdlib" "python$ver-dbg" $DEB_LIBS >download.log 2>&1) \
-        || die "apt-get download of Debian's python$ver failed: $(tail -3 "$debs/download.log")"
-    local root="$prefix/root" d
-    mkdir -p "$root"
-    for d in "$debs"/*.deb; do
-        case "$(basename "$d")" in
-            python"$ver"-dbg_*) dpkg-deb --fsys-tarfile "$d" | tar -x -C "$debs" ./usr/lib/debug ;;
-            *) dpkg-deb -x "$d" "$root" ;;
-        esac
-    done
-    exe="$root/usr/bin/python$ver"
-    [ -x "$exe" ] || die "Debian's python$ver-minimal gave no usr/bin/python$ver"
-    local ld="$root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
-    [ -e "$ld" ] || ld="$root/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
-    [ -e "$ld" ] || die "sid's libc6 gave no ld-linux-x86-64.so.2"
-    patchelf --set-interpreter "$ld" \
-        --set-rpath "$root/usr/lib/x86_64-linux-gnu:$root/lib/x86_64-linux-gnu" "$exe"
-    # Debug info: Debian's python3.X-dbg holds it by build id; gdb finds it through the
-    # executable's .gnu_debuglink in bin/.debug/.
-    local link bid dbg
-    link="$(readelf -p .gnu_debuglink "$exe" 2>/dev/null | sed -n 's/^ *\[ *0\] *//p')"
-    bid="$(readelf -n "$exe" | sed -n 's/.*Build ID: //p')"
-    dbg="$debs/usr/lib/debug/.build-id/${bid:0:2}/${bid:2}.debug"
-    [ -n "$link" ] && [ -f "$dbg" ] || die "no debug info for python$ver (build id $bid) in python$ver-dbg"
-    mkdir -p "$root/usr/bin/.debug" && mv "$dbg" "$root/usr/bin/.debug/$link"
-    # Without debug info: a copy of the same executable whose stdlib is the same folder.
-    mkdir -p "$prefix/nodebug/usr/bin" "$prefix/bin"
-    cp "$exe" "$prefix/nodebug/usr/bin/python$ver"
-    ln -s ../../root/usr/lib "$prefix/nodebug/usr/lib"
-    ln -s ../root/usr/bin/"python$ver" "$prefix/bin/python$name"
-    ln -s ../nodebug/usr/bin/"python$ver" "$prefix/bin/python$name-stripped"
-    rm -rf "$debs"
-    "$prefix/bin/python$name-stripped" -c 'import sys, threading, ctypes; assert sys.version_info[:2] == tuple(map(int, sys.argv[1].split(".")))' "$ver" \
-        || die "Debian's python$ver does not run here"
-    t1=$(date +%s)
-    printf '%s %s gil debian-binary install_seconds=%d\n' "$name" \
-        "$("$prefix/bin/python$name" -c 'import sys; print(sys.version.split()[0])')" $((t1 - t0)) >"$prefix/.done"
-    say "installed $name in $((t1 - t0)) s: $(cat "$prefix/.done")"
 }
 
 make_nodebug() {  # NAME: CACHE/NAME/nodebug, the same interpreter with no debug info anywhere
@@ -240,10 +215,6 @@ build_one() {  # NAME: 3.14, 3.14t, 3.13t
     fi
     local tarball rc=0
     tarball="$(fetch_source "python$ver")" || rc=$?
-    if [ "$rc" = 3 ] && [ "$name" = "$ver" ] && [ "${HANGANALYZE_PYTHONS_DEBIAN_BINARY:-1}" = 1 ]; then
-        install_debian_binary "$name"
-        return 0
-    fi
     [ "$rc" = 0 ] || return "$rc"
     local work="$CACHE/build/$name" t0 t1
     rm -rf "$work" "$prefix" && mkdir -p "$work"
@@ -290,12 +261,12 @@ done
 # missing build fails the tests.
 : >"$CACHE/unavailable.tmp"
 for name in $unavailable; do
-    echo "$name no source for it could be downloaded here (Debian's python${name%t} source package is not served; see pythons.sh)" \
+    echo "$name no source for it could be downloaded here (neither Debian's nor Ubuntu's python${name%t} source package is served; see pythons.sh)" \
         >>"$CACHE/unavailable.tmp"
 done
 mv "$CACHE/unavailable.tmp" "$CACHE/unavailable"
 if [ -n "$unavailable" ]; then
-    echo "pythons.sh: UNAVAILABLE:$unavailable: no source (and no usable Debian build) could be downloaded here" >&2
+    echo "pythons.sh: UNAVAILABLE:$unavailable: no source could be downloaded here" >&2
 fi
 for name in $built; do interp_of "$name"; done
 for name in $built; do echo "$(interp_of "$name")-stripped"; done

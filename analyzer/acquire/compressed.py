@@ -14,7 +14,7 @@ stream is decompressed once, in bounded chunks:
 * anything else is read into memory as text, bounded like stdin (``output.MAX_STDIN_BYTES``).
 
 A truncated or corrupt stream is an input error naming the file and what is wrong; nothing that
-was decompressed before it is analysed.
+was decompressed before it is analyzed.
 
 Libraries: the standard library's ``gzip``, ``lzma`` and ``bz2``, and ``zstandard`` and ``lz4``.
 zstd is fed through ``decompressobj`` in small pieces because its stream reader ends silently at a

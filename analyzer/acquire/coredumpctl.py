@@ -147,7 +147,7 @@ def record(entry: Dict[str, Any], info: Dict[str, str]) -> Dict[str, Any]:
 
 @dataclass
 class StoredCore:
-    """The core found through coredumpctl: the file to analyse and its journal record."""
+    """The core found through coredumpctl: the file to analyze and its journal record."""
 
     path: Path
     meta: Dict[str, Any]
@@ -219,7 +219,7 @@ def _run(argv: List[str], timeout: float) -> subprocess.CompletedProcess:
 
 def find_stored_core(selector: str, timeout: float = 120.0, progress: Progress = None,
                      coredumpctl: str = "coredumpctl") -> StoredCore:
-    """The newest core matching ``selector`` ("latest": any), ready to analyse.  One-line
+    """The newest core matching ``selector`` ("latest": any), ready to analyze.  One-line
     InputError when coredumpctl is missing, finds nothing, or has no core file for the crash."""
     exe = shutil.which(coredumpctl)
     if exe is None:

@@ -88,7 +88,7 @@ def libraries_from_files(files: List[MappedFile]) -> List[Library]:
     return out
 
 
-def normalise_frame_libraries(proc: Process, files: List[MappedFile]) -> None:
+def normalize_frame_libraries(proc: Process, files: List[MappedFile]) -> None:
     """Name each frame's library as the process mapped it (NT_FILE or /proc/PID/maps).
 
     gdb reports libraries by the path the dynamic linker used (``/lib/x86_64-linux-gnu/libc.so.6``)
@@ -699,7 +699,7 @@ def _complete_from_core(proc: Process, info: CoreInfo, exe_path: str) -> None:
     if mentions_nccl(proc):
         add_embedded_versions(proc.libraries, [f.path for f in info.files], exe_path or proc.executable,
                               core=info.path, mappings=[(m.start, m.end, m.path) for m in info.mappings])
-    normalise_frame_libraries(proc, info.files)
+    normalize_frame_libraries(proc, info.files)
     proc.rank, proc.dist = identity_from_environ(info.environ, "core environment")
 
 
@@ -848,7 +848,7 @@ def snapshot_from_pid(
         proc.libraries = libraries_from_files(files)
     if mentions_nccl(proc):
         add_embedded_versions(proc.libraries, [f.path for f in files], proc.executable)
-    normalise_frame_libraries(proc, files)
+    normalize_frame_libraries(proc, files)
     snap.warnings = gdb_warnings + snap.warnings
     return snap
 

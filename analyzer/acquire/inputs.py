@@ -204,7 +204,7 @@ def _read_fifo(path: Path, timeout: float) -> str:
             left = deadline - time.monotonic()
             if left <= 0:
                 if chunks:
-                    break  # the writer went quiet: analyse what came
+                    break  # the writer went quiet: analyze what came
                 raise InputError("%s: nothing was written to the pipe within %g s" % (path, timeout))
             select.select([fd], [], [], min(left, 0.5))
             try:

@@ -2,12 +2,12 @@
 
 This is how ``hang-analyze`` inside gdb hands the snapshot it collected to the installed
 analyzer (gdb's Python has no PyYAML, and there must be one matcher only), and it lets users
-re-analyse a saved dump with newer or extra signatures.
+re-analyze a saved dump with newer or extra signatures.
 
 Such a file is input like any other (edited by hand, truncated, or crafted), so it is checked
 before the pipeline sees it: every field must have the model's type (a number where a name is
 expected would otherwise surface as a traceback deep in matching or rendering), there must be a
-thread to analyse, and log messages are capped as for pasted text (a megabyte-long line makes
+thread to analyze, and log messages are capped as for pasted text (a megabyte-long line makes
 signature regexes slow).  What the pipeline recomputes (findings, wait-for graphs, bucket, tool)
 is dropped, so a crafted value there cannot matter.
 """

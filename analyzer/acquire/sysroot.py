@@ -1,7 +1,7 @@
 """Cores from another machine: where this machine has the files a core mapped, and whether they
 are the builds the process ran.
 
-A core is often analysed far from where it was written (a laptop, a CI box) while the binaries
+A core is often analyzed far from where it was written (a laptop, a CI box) while the binaries
 and libraries live in a container image or a copied tree.  ``--sysroot DIR`` and
 ``--solib-search-path DIRS`` are gdb's own settings (``set sysroot``, ``set solib-search-path``),
 given with ``-iex`` before gdb reads the executable or the core; ``locate`` follows gdb's order

@@ -37,7 +37,7 @@ def snapshot_from_pid(pid: int, timeout: float = 120.0) -> Snapshot:
     proc.libraries = gdbdriver.libraries_from_files(files)
     if mentions_nccl(proc):
         add_embedded_versions(proc.libraries, [f.path for f in files], proc.executable)
-    gdbdriver.normalise_frame_libraries(proc, files)
+    gdbdriver.normalize_frame_libraries(proc, files)
     proc.notes.append(ENGINE_NOTE)
     return Snapshot(processes=[proc])
 

@@ -1,4 +1,4 @@
-"""Renderers: turn an analysed Snapshot into html, md, json or text.  Nothing here computes findings."""
+"""Renderers: turn an analyzed Snapshot into html, md, json or text.  Nothing here computes findings."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from hanganalyze.analyse.bucket import is_interpreter_frame, is_runtime_frame
-from hanganalyze.analyse.grouping import ThreadGroup, group_threads
+from hanganalyze.analyze.bucket import is_interpreter_frame, is_runtime_frame
+from hanganalyze.analyze.grouping import ThreadGroup, group_threads
 from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
 
 #: Libraries worth naming in a summary (ML runtimes, CUDA, interpreters, threading runtimes).
@@ -465,7 +465,7 @@ def job_view(snapshot: Snapshot) -> Optional[JobView]:
     job = snapshot.job if isinstance(snapshot.job, dict) else None
     if not job:
         return None
-    from hanganalyze.analyse.calltree import render_tree_lines
+    from hanganalyze.analyze.calltree import render_tree_lines
 
     facts = [("processes", str(job.get("processes", len(snapshot.processes))))]
     if job.get("world_size") is not None:
@@ -578,7 +578,7 @@ def build_view(snapshot: Snapshot) -> ReportView:
         others = [str(r) for r in f.references if not safe_url(r)]
         label = process_title(f.process, proc) if proc is not None else ""
         if f.ranks:
-            from hanganalyze.analyse.calltree import compress_ranks
+            from hanganalyze.analyze.calltree import compress_ranks
 
             label = "rank%s %s" % ("s" if len(f.ranks) > 1 else "", compress_ranks(f.ranks))
         elif len(f.processes) > 1:

@@ -83,7 +83,7 @@ def test_garbage_text(tmp_path):
 
 def test_gcore_core_cut_in_half_is_incomplete(real_core, tmp_path):
     """gcore writes the notes after the memory: half of such a core has no notes, it is unfinished.
-    (A core cut inside its memory, notes present, is analysed: test_truncated_cores.py.)"""
+    (A core cut inside its memory, notes present, is analyzed: test_truncated_cores.py.)"""
     size = real_core.stat().st_size
     p = tmp_path / "core.truncated"
     with open(real_core, "rb") as src, open(p, "wb") as dst:

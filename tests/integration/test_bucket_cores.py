@@ -4,7 +4,7 @@ different bugs get different ids.
 Fixture ``wf_python.py`` hangs on purpose: ``abba`` is an RLock lock-order deadlock (the wait-for
 analysis proves the cycle, so there is a finding), ``join`` is a thread joining a thread that waits
 for a lock the joiner holds (another deadlock, other code).  Each core is taken once (module scope)
-and analysed once with the real CLI, as a user would.
+and analyzed once with the real CLI, as a user would.
 """
 
 from __future__ import annotations

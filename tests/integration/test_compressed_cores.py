@@ -187,7 +187,7 @@ def test_not_enough_space_stops_with_one_line(core, tmp_path, monkeypatch):
     st = os.statvfs(str(work))
     monkeypatch.setattr(compressed, "MIN_FREE_BYTES", st.f_blocks * st.f_frsize + 1)
     with pytest.raises(InputError) as e:
-        compressed.acquire_compressed(packed, "zstd", None, lambda p: pytest.fail("analysed"), lambda t: None,
+        compressed.acquire_compressed(packed, "zstd", None, lambda p: pytest.fail("analyzed"), lambda t: None,
                                       tmpdir=str(work))
     msg = str(e.value)
     assert "\n" not in msg
@@ -221,7 +221,7 @@ def test_gzipped_binary_data_is_refused(tmp_path):
 
 
 def test_folder_with_a_compressed_core(core, raw_report, tmp_path, tmpdir_env):
-    """A folder of per-rank snapshots where one is still compressed: both are analysed."""
+    """A folder of per-rank snapshots where one is still compressed: both are analyzed."""
     folder = tmp_path / "snaps"
     folder.mkdir()
     compress("zstd", core, folder / "rank0.zst")

@@ -86,12 +86,12 @@ def table(report: dict) -> Dict[str, dict]:
     return {r["path"]: r for r in report["processes"][0]["mapped_files"]}
 
 
-def analyse(core: Path, *args: str, env=None):
+def analyze(core: Path, *args: str, env=None):
     return run_hanganalyze([str(core), "--timeout", "120", *args], timeout=300)
 
 
-def analyse_json(core: Path, *args: str) -> dict:
-    res = analyse(core, "--format", "json", *args)
+def analyze_json(core: Path, *args: str) -> dict:
+    res = analyze(core, "--format", "json", *args)
     assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-3000:]
     assert b"Traceback" not in res.stderr
     return json.loads(res.stdout)
@@ -114,7 +114,7 @@ def foreign(tmp_path_factory):
     finally:
         h.kill()
     # the original machine's report, by the reader --sysroot uses (gdb; the default may be another)
-    base = analyse_json(core, *GDB_ENGINE)
+    base = analyze_json(core, *GDB_ENGINE)
     root = tmp / "sysroot"
     for f in read_core(core).files:
         if f.on_disk and not f.path.startswith(str(orig)):
@@ -137,12 +137,12 @@ def test_original_machine_sees_the_bug(foreign):
 
 
 def test_without_the_files_the_core_is_refused_in_one_line(foreign):
-    res = analyse(foreign["core"])
+    res = analyze(foreign["core"])
     assert_one_line_error(res, EXIT_INPUT, "is gone")
 
 
 def test_sysroot_gives_the_same_frames_as_the_original_machine(foreign):
-    rep = analyse_json(foreign["core"], "--sysroot", str(foreign["root"]))
+    rep = analyze_json(foreign["core"], "--sysroot", str(foreign["root"]))
     base = foreign["base"]
     assert frames(rep) == frames(base)  # function, file, line, library (as the core names it), pc
     assert sum(len(t) for t in frames(rep)) > 20
@@ -169,7 +169,7 @@ def test_solib_search_path_finds_a_library_by_name(foreign, tmp_path):
     flat.mkdir()
     shutil.move(str(moved), str(flat / NCCL))
     try:
-        rep = analyse_json(foreign["core"], "--sysroot", str(root), "--solib-search-path", str(flat))
+        rep = analyze_json(foreign["core"], "--sysroot", str(root), "--solib-search-path", str(flat))
     finally:
         shutil.move(str(flat / NCCL), str(moved))
     row = table(rep)[str(foreign["lib"])]
@@ -192,8 +192,8 @@ def test_a_library_of_another_build_is_listed_as_mismatch(foreign, other_build):
     shutil.move(str(moved), str(keep))
     shutil.copy2(other_build, moved)
     try:
-        res = analyse(foreign["core"], "--sysroot", str(foreign["root"]), "--format", "json")
-        text = analyse(foreign["core"], "--sysroot", str(foreign["root"])).stdout.decode()
+        res = analyze(foreign["core"], "--sysroot", str(foreign["root"]), "--format", "json")
+        text = analyze(foreign["core"], "--sysroot", str(foreign["root"])).stdout.decode()
     finally:
         os.unlink(moved)
         shutil.move(str(keep), str(moved))
@@ -238,8 +238,8 @@ signatures:
     keep = moved.with_name("keep")
     shutil.move(str(moved), str(keep))
     try:
-        rep = analyse_json(foreign["core"], "--sysroot", str(foreign["root"]), "--signatures", str(sig))
-        md = analyse(foreign["core"], "--sysroot", str(foreign["root"]), "--format", "md").stdout.decode()
+        rep = analyze_json(foreign["core"], "--sysroot", str(foreign["root"]), "--signatures", str(sig))
+        md = analyze(foreign["core"], "--sysroot", str(foreign["root"]), "--format", "md").stdout.decode()
     finally:
         shutil.move(str(keep), str(moved))
     row = table(rep)[str(foreign["lib"])]
@@ -255,13 +255,13 @@ signatures:
 
 
 def test_reports_carry_the_table_and_html_escapes_it(foreign):
-    res = analyse(foreign["core"], "--sysroot", str(foreign["root"]), "--format", "html")
+    res = analyze(foreign["core"], "--sysroot", str(foreign["root"]), "--format", "html")
     assert res.returncode in (0, 3)
     html = res.stdout.decode()
     assert "Mapped files of" in html and 'class="st-match"' in html
     assert 'app&lt;b&gt;&amp;&#34;x/%s' % NCCL in html  # the folder's markup, escaped
     assert "app<b>" not in html
-    text = analyse(foreign["core"], "--sysroot", str(foreign["root"])).stdout.decode()
+    text = analyze(foreign["core"], "--sysroot", str(foreign["root"])).stdout.decode()
     assert "MAPPED FILES of" in text and "(found: %s/" % foreign["root"] in text
 
 
@@ -270,13 +270,13 @@ def test_reports_carry_the_table_and_html_escapes_it(foreign):
     (["--solib-search-path", "/tmp:/nonexistent/libs"], "--solib-search-path /nonexistent/libs: no such folder"),
 ])
 def test_bad_folders_are_one_line_errors(foreign, args, words):
-    assert_one_line_error(analyse(foreign["core"], *args), EXIT_INPUT, words)
+    assert_one_line_error(analyze(foreign["core"], *args), EXIT_INPUT, words)
 
 
 def test_executable_not_in_the_sysroot_is_one_line(foreign, tmp_path):
     empty = tmp_path / "empty-root"
     empty.mkdir()
-    line = assert_one_line_error(analyse(foreign["core"], "--sysroot", str(empty)), EXIT_INPUT)
+    line = assert_one_line_error(analyze(foreign["core"], "--sysroot", str(empty)), EXIT_INPUT)
     assert "is not under --sysroot %s" % empty in line and "--exe" in line
 
 
@@ -339,10 +339,10 @@ def test_debuginfod_only_when_asked(debuginfod_server, tmp_path, monkeypatch):
     def names(rep):
         return {f["function"] for t in rep["processes"][0]["threads"] for f in t["frames"]}
 
-    off = analyse_json(core)
+    off = analyze_json(core)
     assert handler.requests == []  # offline by default
     assert "take_a_then_b" not in names(off)
-    on = analyse_json(core, "--debuginfod")
+    on = analyze_json(core, "--debuginfod")
     assert "/buildid/%s/debuginfo" % bid in handler.requests
     assert {"take_a_then_b", "take_b_then_a"} <= names(on)
     assert "deadlock-cycle" in [f["signature"] for f in on["findings"]]
@@ -353,5 +353,5 @@ def test_debuginfod_only_when_asked(debuginfod_server, tmp_path, monkeypatch):
 def test_gdb_settings_with_the_direct_engine_are_refused(foreign):
     if b"--engine" not in run_hanganalyze(["--help"], timeout=60).stdout:
         pytest.skip("no --engine option in this build")
-    res = analyse(foreign["core"], "--sysroot", str(foreign["root"]), "--engine", "direct")
+    res = analyze(foreign["core"], "--sysroot", str(foreign["root"]), "--engine", "direct")
     assert_one_line_error(res, EXIT_INPUT, "are gdb's settings: use them without --engine direct")

@@ -90,7 +90,7 @@ def test_a_folder_of_mixed_inputs(tmp_path):
     assert snap["findings"][0]["signature"] == "collective-straggler" and snap["findings"][0]["ranks"] == [1]
 
 
-def test_a_job_report_reanalysed_from_its_json_gives_the_same_findings(tmp_path):
+def test_a_job_report_reanalyzed_from_its_json_gives_the_same_findings(tmp_path):
     first = _json([JOB / "fstrag.rank0.pyspy.txt", JOB / "fstrag.rank1.pyspy.txt"] + FR_DUMPS)
     path = tmp_path / "job.json"
     path.write_text(json.dumps(first))

@@ -2,7 +2,7 @@
 multiprocessing job: live (``--job`` on the launcher, several ``--pid``, per-rank snapshot JSONs
 merged from a folder, as each node of a cluster would write them) and from cores of every rank.
 
-Each job is started once per module (tests/jobs.py) and analysed several ways; every way must
+Each job is started once per module (tests/jobs.py) and analyzed several ways; every way must
 name the same ranks and the same function, which is what the user needs from the report.
 """
 
@@ -199,7 +199,7 @@ def test_multiprocessing_worker_never_answers(mp_job, tmp_path):
 
 
 def test_a_failing_rank_is_reported_not_fatal(straggler_cores, tmp_path):
-    """One input that cannot be read (an incomplete core) next to good ones: the others are analysed,
+    """One input that cannot be read (an incomplete core) next to good ones: the others are analyzed,
     the broken one is named with its error, and the finding still names the straggler."""
     cores = straggler_cores
     bad = tmp_path / "core.rank2"
@@ -219,7 +219,7 @@ def test_job_reports_show_the_diagnosis(straggler_json, tmp_path, fmt):
     snap_path = tmp_path / "job.json"
     snap_path.write_text(json.dumps(straggler_json))
     out = tmp_path / ("r." + fmt)
-    res = run_hanganalyze([snap_path, "--format", fmt, "-o", out], timeout=60)  # re-analysed from the JSON
+    res = run_hanganalyze([snap_path, "--format", fmt, "-o", out], timeout=60)  # re-analyzed from the JSON
     assert res.returncode == 3, res.stderr
     text = out.read_text()
     assert "collective-straggler" in text and "load_next_batch" in text

@@ -1,7 +1,7 @@
 """Merged Python + native stacks from real gdb (13.1, ``gdb`` on PATH) on real interpreters.
 
 For every pyenv CPython 3.8-3.13 and Debian's stripped /usr/bin/python3.11, one fixture process
-(``tests/fixtures/py_named_threads.py``) is analysed live (attach) and from a gcore core of the
+(``tests/fixtures/py_named_threads.py``) is analyzed live (attach) and from a gcore core of the
 same process.  Expected Python frames come from the ``# L:<tag>`` markers in the fixture.
 """
 
@@ -80,7 +80,7 @@ def nosyms(key: str) -> bool:
 
 
 @pytest.fixture(scope="module", params=KEYS)
-def analysed(request, tmp_path_factory):
+def analyzed(request, tmp_path_factory):
     """(version key, live snapshot, core snapshot, hang-bt/bt text of the core)."""
     key = request.param
     exe = PYTHONS[base(key)] if key.startswith("stripped-") else PYTHONS[key]
@@ -139,8 +139,8 @@ def _threads(snap):
 
 
 @pytest.mark.parametrize("source", ["live", "core"])
-def test_named_threads_and_frames(analysed, source):
-    key, live, core, _ = analysed
+def test_named_threads_and_frames(analyzed, source):
+    key, live, core, _ = analyzed
     _core_stacks_missing(key, source)
     proc, by_name = _threads(live if source == "live" else core)
     assert proc["python"]["version"].startswith(base(key))
@@ -173,10 +173,10 @@ def test_named_threads_and_frames(analysed, source):
 
 
 @pytest.mark.parametrize("source", ["live", "core"])
-def test_python_frames_sit_on_their_eval_frame(analysed, source):
+def test_python_frames_sit_on_their_eval_frame(analyzed, source):
     """Every run of Python frames is followed directly by the native eval frame running it, and
     the Python -> sorted() (C) -> key-function chain keeps the C frames between the two."""
-    key, live, core, _ = analysed
+    key, live, core, _ = analyzed
     _core_stacks_missing(key, source)
     _, by_name = _threads(live if source == "live" else core)
     for t in by_name.values():
@@ -200,8 +200,8 @@ def test_python_frames_sit_on_their_eval_frame(analysed, source):
 
 
 @pytest.mark.parametrize("source", ["live", "core"])
-def test_gil_holder_and_waiter(analysed, source):
-    key, live, core, _ = analysed
+def test_gil_holder_and_waiter(analyzed, source):
+    key, live, core, _ = analyzed
     proc, by_name = _threads(live if source == "live" else core)
     if py_free_threaded(key):
         # no GIL: nobody holds or waits for it, and the process says so (never a guess)
@@ -230,8 +230,8 @@ def test_gil_holder_and_waiter(analysed, source):
     assert by_name["waiter-1"]["state"]["gil"] == "no"
 
 
-def test_hang_bt_and_plain_bt_show_python_frames(analysed):
-    key, _, _, text = analysed
+def test_hang_bt_and_plain_bt_show_python_frames(analyzed):
+    key, _, _, text = analyzed
     _core_stacks_missing(key, "core")  # the text is that of the core
     if py_free_threaded(key):  # no GIL: no "GIL:" state claimed for anyone
         assert re.search(r'Thread \d+ \(LWP \d+\) "sorter".*\[merged\]', text) and "GIL: held" not in text
@@ -317,10 +317,10 @@ def test_subinterpreter_frames_merged_in_place(hung, tmp_path, key):
     assert t["state"]["gil"] == "held" and by_name["MainThread"]["state"]["gil"] == "no"
 
 
-def test_pyruntime_section_fallback_agrees_with_symbol(analysed):
+def test_pyruntime_section_fallback_agrees_with_symbol(analyzed):
     """Both fallbacks used when no _PyRuntime symbol exists land on the symbol's address: the
     .PyRuntime section (3.10+; 3.8/3.9 have none) and the data-segment scan (every version)."""
-    key, _, _, text = analysed
+    key, _, _, text = analyzed
     section, symbol, scanned = re.search(r"PYRUNTIME (\S+) (\S+) (\S+)", text).groups()
     assert symbol != "None"
     if minor(key) >= (3, 14):
@@ -333,19 +333,19 @@ def test_pyruntime_section_fallback_agrees_with_symbol(analysed):
         assert section == symbol
 
 
-def test_glibc_pthread_tid_fallback_offset(analysed):
+def test_glibc_pthread_tid_fallback_offset(analyzed):
     """The last-resort pthread_t -> LWP mapping (no libthread_db) reads glibc's struct pthread
     tid: on this glibc it must name every thread correctly."""
-    key, _, _, text = analysed
+    key, _, _, text = analyzed
     if debian_binary(key):
         pytest.xfail("gdb 13 has no libthread_db for sid's glibc 2.42: no thread handles to compare with")
     assert "TIDOFF True" in text
 
 
-def test_version_from_exported_symbols(analysed):
+def test_version_from_exported_symbols(analyzed):
     """3.8-3.10 have no Py_Version: when file names do not carry the version, the API functions
     each version added tell them apart (3.11+ are told by Py_Version / _Py_DebugOffsets)."""
-    key, _, _, text = analysed
+    key, _, _, text = analyzed
     minor = re.search(r"VSYM \(3, (\d+)\)", text)
     assert minor is not None
     if base(key) in ("3.8", "3.9", "3.10"):
@@ -386,10 +386,10 @@ def test_unprovable_merge_keeps_both_stacks(hung, tmp_path):
 
 
 @pytest.mark.parametrize("source", ["live", "core"])
-def test_process_python_facts_and_notes(analysed, source):
+def test_process_python_facts_and_notes(analyzed, source):
     """``Process.python`` carries the walker's summary (how the runtime was found, how CPython
     is built) and the walker's process-level notes reach ``Process.notes``."""
-    key, live, core, _ = analysed
+    key, live, core, _ = analyzed
     proc = (live if source == "live" else core)["processes"][0]
     py = proc["python"]
     assert py["version"].startswith(base(key))

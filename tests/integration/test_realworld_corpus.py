@@ -7,7 +7,7 @@ that made it, the cause the thread established, and what hanganalyze must answer
   else the answer is wrong (another hang-class finding) or "no finding";
 * ``hang: false``: the cause was unrelated to a hang: no ``hang``/``deadlock`` finding may appear;
 * ``input_format: log``: a paste with no stack frame (refused by auto-detection, as it should be),
-  analysed the way the refusal tells users to;
+  analyzed the way the refusal tells users to;
 * ``known_miss: "why"``: a known wrong or missing answer, explained (a paste cut before the frames
   the signature needs, say); the test asserts it is still not right (so a fix shows up as a failure
   to update the manifest), and it counts as what it is (wrong / no finding) in the score.
@@ -49,7 +49,7 @@ def db():
     return pipeline.load_signature_db()
 
 
-def _analyse(path: Path, db, input_format=None):
+def _analyze(path: Path, db, input_format=None):
     from hanganalyze import pipeline
     from hanganalyze.acquire.inputs import acquire
     from hanganalyze.acquire.many import Input, fill_identity
@@ -57,7 +57,7 @@ def _analyse(path: Path, db, input_format=None):
     snap = acquire(str(path), None, None, "gdb", 60.0, input_format)
     for p in snap.processes:
         fill_identity(p, Input(path=str(path)), len(snap.processes) == 1)
-    return pipeline.analyse(snap, db)
+    return pipeline.analyze(snap, db)
 
 
 def test_the_corpus_is_real_and_spread():
@@ -75,7 +75,7 @@ def test_dump(entry, db):
 
     path = CORPUS / entry["file"]
     try:
-        snap = _analyse(path, db, entry.get("input_format"))
+        snap = _analyze(path, db, entry.get("input_format"))
     except InputError as e:
         SCORE[entry["file"]] = "refused: refused"
         pytest.fail("refused: %s" % e)

@@ -1,7 +1,7 @@
 """gdb never runs scripts that sit next to the inferior: ``APP-gdb.py`` beside the executable,
 a ``.gdbinit`` in the current or the executable's folder, ``.debug_gdb_scripts``-style files in
 ``DIR/.debug``.  A core (or a live process) from a shared folder must not be a way to run code as
-whoever analyses it.  Each planted script would create a marker file; none may appear."""
+whoever analyzes it.  Each planted script would create a marker file; none may appear."""
 
 from __future__ import annotations
 

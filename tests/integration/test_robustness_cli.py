@@ -362,7 +362,7 @@ def test_undecodable_bytes_on_stdin_to_every_format(tmp_path):
 
 
 def test_gdb_paste_still_works():
-    """Control: the paste the stdin tests use is analysed normally."""
+    """Control: the paste the stdin tests use is analyzed normally."""
     res = run_hanganalyze(["-"], stdin=GDB_PASTE, timeout=60)
     assert res.returncode in (0, 3), res.stderr
     assert b"pthread_mutex_lock" in res.stdout

@@ -28,7 +28,7 @@ def writable_loads(path: Path):
             if p_type == 1 and filesz and flags & 2]
 
 
-def analyse(core: Path, timeout: float = 120.0):
+def analyze(core: Path, timeout: float = 120.0):
     t0 = time.monotonic()
     res = subprocess.run([HANGANALYZE, str(core), "--format", "json", "--timeout", "60"], capture_output=True,
                          timeout=timeout)
@@ -74,7 +74,7 @@ def test_random_memory_corruption_degrades(python_core):
                 f.write(bytes([rng.getrandbits(8)]))
             f.flush()
             try:
-                res, took = analyse(python_core)
+                res, took = analyze(python_core)
                 assert_report_or_one_line(res)
                 assert took < 90
             finally:
@@ -108,10 +108,10 @@ def core_with_undecodable_library_name(tmp_path_factory):
 
 
 def test_undecodable_library_name_is_one_line_at_worst(core_with_undecodable_library_name):
-    res, _took = analyse(core_with_undecodable_library_name)
+    res, _took = analyze(core_with_undecodable_library_name)
     assert_report_or_one_line(res)
 
 
 def test_undecodable_library_name_still_gives_a_report(core_with_undecodable_library_name):
-    res, _took = analyse(core_with_undecodable_library_name)
+    res, _took = analyze(core_with_undecodable_library_name)
     assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-500:]

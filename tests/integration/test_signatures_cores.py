@@ -23,8 +23,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hanganalyze.analyse.match import match_snapshot  # noqa: E402
-from hanganalyze.analyse.signatures import load_signatures  # noqa: E402
+from hanganalyze.analyze.match import match_snapshot  # noqa: E402
+from hanganalyze.analyze.signatures import load_signatures  # noqa: E402
 from hanganalyze.gdbext.model import Snapshot  # noqa: E402
 from helpers import (  # noqa: E402
     FIXTURES,
@@ -478,7 +478,7 @@ def test_gdb_hang_analyze_bad_option(cores):
     assert "--format must be one of" in out
 
 
-def test_saved_hang_dump_is_reanalysed(cores, tmp_path):
+def test_saved_hang_dump_is_reanalyzed(cores, tmp_path):
     """A hang-dump JSON file is accepted as input (snapshot-json) and matched afresh."""
     import json
 

@@ -2,7 +2,7 @@
 
 Real cores of GPU processes are usually cut short (systemd's ProcessSizeMax) or still being
 written.  The kernel writes the notes (every thread's registers) first, then the memory in address
-order: a core cut inside its memory is analysed (every thread, its innermost frames, as far as its
+order: a core cut inside its memory is analyzed (every thread, its innermost frames, as far as its
 stack is in the file), the report's first lines say how much is there.  A core cut inside its
 headers or notes is unfinished: one error line, exit 2.  A core of hundreds of GB that are holes
 costs what the same core without them costs.
@@ -101,12 +101,12 @@ def cut(src: Path, dst: Path, size: int) -> Path:
     return dst
 
 
-def analyse(core: Path, *args: str):
+def analyze(core: Path, *args: str):
     return run_hanganalyze([str(core), "--timeout", "120", *args], timeout=240)
 
 
-def analyse_json(core: Path) -> dict:
-    res = analyse(core, "--format", "json")
+def analyze_json(core: Path) -> dict:
+    res = analyze(core, "--format", "json")
     assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-3000:]
     assert b"Traceback" not in res.stderr
     return json.loads(res.stdout)
@@ -139,7 +139,7 @@ def cores(raw_cores) -> Dict[str, Path]:
 @pytest.fixture(scope="module")
 def dense(cores) -> Dict[str, dict]:
     """The report of each whole core, to compare the cut ones with."""
-    return {k: analyse_json(v) for k, v in cores.items()}
+    return {k: analyze_json(v) for k, v in cores.items()}
 
 
 def _native(frames: List[dict]) -> List[Tuple]:
@@ -156,12 +156,12 @@ def _cut_at(core: Path, point: str) -> int:
 
 @pytest.mark.parametrize("which", ["cxx", "py"])
 @pytest.mark.parametrize("point", ["25%", "50%", "75%", "after notes"])
-def test_core_cut_inside_its_memory_is_analysed(cores, dense, tmp_path, which, point):
+def test_core_cut_inside_its_memory_is_analyzed(cores, dense, tmp_path, which, point):
     if which not in cores:
         pytest.skip("no CPython 3.11 (pyenv or /usr/bin/python3.11)")
     whole = dense[which]
     p = cut(cores[which], tmp_path / "core.cut", _cut_at(cores[which], point))
-    snap = analyse_json(p)
+    snap = analyze_json(p)
     # the truncation comes first in the warnings, with how much is there
     assert snap["warnings"][0].startswith("core truncated: "), snap["warnings"]
     assert "present (" in snap["warnings"][0] and "memory beyond that is missing" in snap["warnings"][0]
@@ -177,7 +177,7 @@ def test_core_cut_inside_its_memory_is_analysed(cores, dense, tmp_path, which, p
             last = t["frames"][-1]
             assert last.get("marker") and "stack beyond the end of the truncated core" in last.get("note", ""), last
     # text: the report's first lines say it
-    res = analyse(p)
+    res = analyze(p)
     assert res.returncode in (0, 3)
     head = res.stdout.decode("utf-8", "replace").splitlines()[:5]
     assert any(line.startswith("WARNING: core truncated: ") for line in head), head
@@ -187,7 +187,7 @@ def test_cut_inside_memory_keeps_what_is_there(cores, dense, tmp_path):
     """At 75% of the C++ core the stacks of both deadlocked threads and the mutexes are in the
     file: the deadlock is still found, with its evidence."""
     p = cut(cores["cxx"], tmp_path / "core.cut", _cut_at(cores["cxx"], "75%"))
-    snap = analyse_json(p)
+    snap = analyze_json(p)
     assert [f["signature"] for f in snap["findings"]] == [f["signature"] for f in dense["cxx"]["findings"]]
 
 
@@ -197,7 +197,7 @@ def test_core_cut_inside_its_headers_or_notes_is_incomplete(cores, tmp_path, whe
     note = next(p for p in program_headers(core) if p[0] == PT_NOTE)
     size = {"ELF header": 40, "program headers": 64 + 56 * 3, "notes": note[2] + note[5] // 2}[where]
     p = cut(core, tmp_path / "core.cut", size)
-    line = assert_one_line_error(analyse(p), EXIT_INPUT)
+    line = assert_one_line_error(analyze(p), EXIT_INPUT)
     assert "%s is incomplete: cut inside its %s (" % (p, where) in line, line
     assert line.endswith("still being written, or the disk filled up)"), line
 
@@ -206,7 +206,7 @@ def test_gcore_core_cut_before_its_notes_is_incomplete(raw_cores, tmp_path):
     """gdb's gcore writes the notes after the memory: cut anywhere before them, it is unfinished."""
     raw = raw_cores["cxx"]
     p = cut(raw, tmp_path / "core.cut", raw.stat().st_size // 2)
-    line = assert_one_line_error(analyse(p), EXIT_INPUT)
+    line = assert_one_line_error(analyze(p), EXIT_INPUT)
     assert "is incomplete: cut before its notes" in line, line
 
 

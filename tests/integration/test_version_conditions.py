@@ -22,8 +22,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hanganalyze.acquire.gdbdriver import snapshot_from_core, snapshot_from_pid  # noqa: E402
-from hanganalyze.analyse.match import MISSING_LIBRARY_FACTOR, match_snapshot  # noqa: E402
-from hanganalyze.analyse.signatures import load_signatures  # noqa: E402
+from hanganalyze.analyze.match import MISSING_LIBRARY_FACTOR, match_snapshot  # noqa: E402
+from hanganalyze.analyze.signatures import load_signatures  # noqa: E402
 from helpers import fixture_binary, gcore, gdb_batch, run_hanganalyze, start_hung  # noqa: E402
 
 SIG = "nccl-destroy-with-live-cuda-graph"

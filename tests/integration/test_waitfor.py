@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
-from hanganalyze.analyse.waitfor import annotate_waitgraphs, cycle_findings
+from hanganalyze.analyze.waitfor import annotate_waitgraphs, cycle_findings
 from hanganalyze.gdbext.model import Snapshot
 from hanganalyze.render.waitsvg import describe_cycles, render_svg
 from helpers import (
@@ -54,7 +54,7 @@ def _snapshot_without_libc_debuginfo(core: Path, exe: Path) -> dict:
         os.unlink(out)
 
 
-def _analysed(d: dict) -> Snapshot:
+def _analyzed(d: dict) -> Snapshot:
     snap = Snapshot.from_dict(d)
     annotate_waitgraphs(snap)
     snap.findings = cycle_findings(snap)
@@ -68,9 +68,9 @@ def _collect(argv, exe: Path, tmp: Path, settle: float, extra_nodebug: bool) -> 
         core = gcore(h.pid, tmp)
     finally:
         h.kill()
-    snaps = {"live": _analysed(live), "core": _analysed(gdb_snapshot(core=core, exe=exe))}
+    snaps = {"live": _analyzed(live), "core": _analyzed(gdb_snapshot(core=core, exe=exe))}
     if extra_nodebug:
-        snaps["core-nolibcdbg"] = _analysed(_snapshot_without_libc_debuginfo(core, exe))
+        snaps["core-nolibcdbg"] = _analyzed(_snapshot_without_libc_debuginfo(core, exe))
     # LWP names: live snapshots have them; cores carry no thread names for native threads.
     snaps["tids"] = {t.name: t.tid for t in snaps["live"].processes[0].threads if t.name}  # type: ignore
     snaps["core_path"] = core  # type: ignore

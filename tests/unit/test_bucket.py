@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hanganalyze.analyse.bucket import bucket_id, bucket_key, library_base, normalise_native_name, stack_tokens
+from hanganalyze.analyze.bucket import bucket_id, bucket_key, library_base, normalize_native_name, stack_tokens
 from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
 
 
@@ -94,8 +94,8 @@ def test_native_only_falls_back_to_runtime_frames():
          "std::__cxx11::basic_string::basic_string"),
     ],
 )
-def test_native_name_normalisation(raw, norm):
-    assert normalise_native_name(raw) == norm
+def test_native_name_normalization(raw, norm):
+    assert normalize_native_name(raw) == norm
 
 
 def test_library_versions_dropped():

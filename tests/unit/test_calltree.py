@@ -1,4 +1,4 @@
-"""The merged call tree across ranks and the rank classes (analyse/calltree.py).
+"""The merged call tree across ranks and the rank classes (analyze/calltree.py).
 
 The processes come from a real 2-rank NCCL straggler (tests/data/job/README.md): rank 1 sleeps in
 ``load_next_batch`` while rank 0 waits in ``train_step`` -> ``.item()`` -> ``cudaStreamSynchronize``.
@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import pytest
 from hanganalyze.acquire.text import parse_text
-from hanganalyze.analyse import calltree as ct
+from hanganalyze.analyze import calltree as ct
 from hanganalyze.gdbext.model import Frame, Process, Thread
 from hanganalyze.render.html import environment
 

@@ -250,7 +250,7 @@ def test_not_libraries():
 def test_frame_libraries_take_the_mapped_spelling(tmp_path):
     """gdb names libc by the loader's path (/lib/...), the mappings by /usr/lib/...: one spelling."""
     from hanganalyze.acquire.corefile import MappedFile
-    from hanganalyze.acquire.gdbdriver import libraries_from_files, normalise_frame_libraries
+    from hanganalyze.acquire.gdbdriver import libraries_from_files, normalize_frame_libraries
     from hanganalyze.gdbext.model import Frame, Process, Thread
 
     real = tmp_path / "usr" / "lib"
@@ -270,7 +270,7 @@ def test_frame_libraries_take_the_mapped_spelling(tmp_path):
         )
     )
     files = [MappedFile(path=mapped, base=0x1000, build_id="ab" * 20), MappedFile(path="/usr/bin/app", base=0)]
-    normalise_frame_libraries(proc, files)
+    normalize_frame_libraries(proc, files)
     assert [f.library for f in proc.threads[0].frames] == [mapped, "/elsewhere/liby.so", None]
     libs = libraries_from_files(files)
     assert [(lib.path, lib.build_id, lib.version) for lib in libs] == [(mapped, "ab" * 20, "1.2")]

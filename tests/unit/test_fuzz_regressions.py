@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from hanganalyze.acquire.corefile import CoreMemory
-from hanganalyze.analyse.signatures import load_signatures
+from hanganalyze.analyze.signatures import load_signatures
 from hanganalyze.cli import run
 from hanganalyze.errors import SignatureError
 

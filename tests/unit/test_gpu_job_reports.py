@@ -3,8 +3,8 @@
 tests/data/gpu_job/ holds what `scripts/gpu_job_capture.sh` brought back from an NVIDIA H200
 (README.md there says how): the live snapshots of a 2-rank torchrun job (tests/fixtures/gpu/
 nccl_job.py) taken by ``hanganalyze --job`` / ``--pid`` through cuda-gdb, and the flight-recorder
-dumps its NCCL watchdog wrote when the process group timed out.  Each test re-analyses them with
-the current code, through the CLI as a user would (a snapshot JSON is re-analysed, not re-read):
+dumps its NCCL watchdog wrote when the process group timed out.  Each test re-analyzes them with
+the current code, through the CLI as a user would (a snapshot JSON is re-analyzed, not re-read):
 
 * straggler: rank 1 sleeps in ``load_next_batch``; rank 0 enqueued ``all_reduce`` (NCCL returns
   at once) and blocks in the device sync of ``.item()`` right after it;
@@ -45,7 +45,7 @@ RANK0_WAITS = (r"rank 0 waits in (the device sync after (a collective|all_reduce
 RANK1_ELSEWHERE = r"rank 1 never reached it: it is in load_next_batch \(nccl_job\.py:\d+\)"
 
 
-def _analyse(inputs: List[Path], tmp_path: Path, fmt: str = "json", expect_rc: Optional[int] = 3):
+def _analyze(inputs: List[Path], tmp_path: Path, fmt: str = "json", expect_rc: Optional[int] = 3):
     """The report of ``hanganalyze INPUTS --format FMT`` (parsed for JSON); ``res.returncode`` is
     checked against ``expect_rc`` unless that is None (then it is the report's ``_rc``)."""
     out = tmp_path / ("report." + fmt)
@@ -142,17 +142,17 @@ def _check_straggler(snap: Dict) -> Dict:
 
 def test_straggler_live_job(tmp_path):
     """``hanganalyze --job TORCHRUN_PID`` on the GPU: rank 1 named, with its function and line."""
-    _check_straggler(_analyse(STRAGGLER, tmp_path))
+    _check_straggler(_analyze(STRAGGLER, tmp_path))
 
 
 def test_straggler_several_pids(tmp_path):
     """``hanganalyze --pid R1 --pid R0`` on the GPU: the same diagnosis."""
-    _check_straggler(_analyse([DATA / "straggler.pids.json"], tmp_path))
+    _check_straggler(_analyze([DATA / "straggler.pids.json"], tmp_path))
 
 
 def test_straggler_with_flight_recorder(tmp_path):
     """Stacks and dumps joined by rank: the collective and its sequence numbers in the summary."""
-    snap = _analyse(STRAGGLER_FR, tmp_path)
+    snap = _analyze(STRAGGLER_FR, tmp_path)
     f = _check_straggler(snap)
     assert "the device sync after all_reduce (collective #3) called from train_step" in f["summary"], f["summary"]
     assert "(flight recorder: rank 1 last enqueued #2, the others #3)" in f["summary"], f["summary"]
@@ -163,7 +163,7 @@ def test_straggler_with_flight_recorder(tmp_path):
 
 
 def test_straggler_from_the_dumps_alone(tmp_path):
-    snap = _analyse(STRAGGLER_FR[1:], tmp_path)
+    snap = _analyze(STRAGGLER_FR[1:], tmp_path)
     f = _finding(snap, "collective-straggler")
     assert f["ranks"] == [1], f
     assert "rank 0 waits in all_reduce (collective #3) called from train_step" in f["summary"], f["summary"]
@@ -192,7 +192,7 @@ def test_mismatch_live_job(tmp_path):
     (``collective-hang``, naming train_step for both) is false.  Expected: a mismatch naming both
     call sites, rank 1 (the minority, ties to the higher rank as with the flight recorder) at fault.
     """
-    snap = _analyse(MISMATCH, tmp_path)
+    snap = _analyze(MISMATCH, tmp_path)
     assert _state(snap, 0)["call_site"].startswith("train_step (nccl_job.py:")
     assert _state(snap, 1)["call_site"].startswith("sync_params (nccl_job.py:")
     _check_mismatch_call_sites(snap)
@@ -200,7 +200,7 @@ def test_mismatch_live_job(tmp_path):
 
 def test_mismatch_with_flight_recorder(tmp_path):
     """With the dumps each rank's pending collective is known: all_reduce #3 against broadcast #3."""
-    snap = _analyse(MISMATCH_FR, tmp_path)
+    snap = _analyze(MISMATCH_FR, tmp_path)
     f = _check_mismatch_call_sites(snap)
     assert "rank 0 waits in the device sync after all_reduce (collective #3) called from train_step" in f["summary"]
     assert "rank 1 waits in the device sync after broadcast (collective #3) called from sync_params" in f["summary"]
@@ -212,7 +212,7 @@ def test_mismatch_peer_wait_names_each_ranks_collective(tmp_path):
     """One ``collective-peer-wait`` for both ranks must not say that rank 1 waits after all_reduce
     called from train_step: rank 1 waits after broadcast, in sync_params."""
     for inputs in (MISMATCH, MISMATCH_FR):
-        peer = _finding(_analyse(inputs, tmp_path), "collective-peer-wait")
+        peer = _finding(_analyze(inputs, tmp_path), "collective-peer-wait")
         assert peer["ranks"] == [0, 1], peer
         assert "sync_params" in peer["summary"], peer["summary"]
 
@@ -221,7 +221,7 @@ def test_mismatch_from_the_dumps_alone(tmp_path):
     """The dumps alone show it too: both ranks time out in collective #3, rank 0's is all_reduce and
     rank 1's broadcast (each ``scheduled``, never completed).  A report with no finding and exit
     status 0 ("no hang") is wrong."""
-    snap = _analyse(MISMATCH_FR[1:], tmp_path, expect_rc=None)
+    snap = _analyze(MISMATCH_FR[1:], tmp_path, expect_rc=None)
     f = _finding(snap, "collective-mismatch")
     assert f["ranks"] == [1], f
     assert "all_reduce" in f["summary"] and "broadcast" in f["summary"], f["summary"]
@@ -237,7 +237,7 @@ def test_mismatch_from_the_dumps_alone(tmp_path):
     (MISMATCH_FR, "collective-mismatch", "sync_params"),
 ], ids=["straggler", "straggler+fr", "mismatch+fr"])
 def test_markdown_report(tmp_path, inputs, sig, what):
-    md = _analyse(inputs, tmp_path, fmt="md")
+    md = _analyze(inputs, tmp_path, fmt="md")
     assert len(md) < MD_LIMIT, len(md)
     assert sig in md and what in md
     assert "Merged call tree" in md

@@ -31,7 +31,7 @@ def big_job():
         for t in p.threads:
             t.tid = p.pid
         snap.processes.append(p)
-    return pipeline.analyse(snap, pipeline.load_signature_db())
+    return pipeline.analyze(snap, pipeline.load_signature_db())
 
 
 def test_the_straggler_among_4096_ranks(big_job):

@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from hanganalyze.analyse.redact import redact
+from hanganalyze.analyze.redact import redact
 from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
 from hanganalyze.render import render
 

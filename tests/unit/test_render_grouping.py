@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from hanganalyze.analyse.grouping import group_threads, is_idle_stack
+from hanganalyze.analyze.grouping import group_threads, is_idle_stack
 from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
 from hanganalyze.render import render
 from hanganalyze.render.markdown import LIMIT, render_markdown

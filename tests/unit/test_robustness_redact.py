@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from hanganalyze.analyse.redact import Redactor, redact
+from hanganalyze.analyze.redact import Redactor, redact
 from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
 
 HOSTILE = [

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hanganalyze.analyse.signatures import load_signatures
-from hanganalyze.analyse.yaml_guard import check_node
+from hanganalyze.analyze.signatures import load_signatures
+from hanganalyze.analyze.yaml_guard import check_node
 from hanganalyze.errors import SignatureError
 
 SIGNATURES = Path(__file__).resolve().parents[2] / "signatures"
@@ -126,7 +126,7 @@ def test_binary_file_and_bad_folders(tmp_path):
 
 def test_alias_bomb_is_refused_quickly(tmp_path):
     d = folder(tmp_path, "bomb", BOMB)
-    code = ("from hanganalyze.analyse.signatures import load_signatures\n"
+    code = ("from hanganalyze.analyze.signatures import load_signatures\n"
             "from hanganalyze.errors import SignatureError\n"
             "try:\n    load_signatures([%r])\nexcept SignatureError as e:\n    print('REFUSED', e)\n" % str(d))
     try:
@@ -165,7 +165,7 @@ def test_catastrophic_regex_is_refused_at_load(tmp_path, match):
 def test_normalize_function_is_linear(name):
     import time
 
-    from hanganalyze.analyse.signatures import normalize_function
+    from hanganalyze.analyze.signatures import normalize_function
 
     t0 = time.monotonic()
     normalize_function(name)

@@ -1,4 +1,4 @@
-"""A hanganalyze/1 JSON file is untrusted input: wrong types, nothing to analyse, deep nesting and
+"""A hanganalyze/1 JSON file is untrusted input: wrong types, nothing to analyze, deep nesting and
 megabyte messages end in one InputError line (or a normal report), never a traceback or a stall."""
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ def db():
 
 
 def run_all(text: str, db) -> None:
-    snap = pipeline.analyse(read_snapshot(text), db)
+    snap = pipeline.analyze(read_snapshot(text), db)
     for fmt in ("text", "md", "html", "json"):
         render(snap, fmt)
 
 
-def test_base_document_is_analysed(db):
-    snap = pipeline.analyse(read_snapshot(json.dumps(base_doc())), db)
+def test_base_document_is_analyzed(db):
+    snap = pipeline.analyze(read_snapshot(json.dumps(base_doc())), db)
     assert [f.signature for f in snap.findings if f.signature == "deadlock-cycle"]
 
 
@@ -60,7 +60,7 @@ def _paths(o, p=()):
 
 def test_type_confused_documents_never_crash(db):
     """300 documents with 1-3 fields replaced by values of other types: each is either rejected
-    with an InputError or analysed and rendered in every format."""
+    with an InputError or analyzed and rendered in every format."""
     base = base_doc()
     paths = [p for p in _paths(base) if p]
     rng = random.Random(1234)
@@ -117,7 +117,7 @@ def test_recomputed_parts_are_ignored(db):
     d["bucket"] = {"x": 1}
     d["tool"] = 7
     d["processes"][0]["waitgraph"] = {"cycles": [[1.5]], "edges": "x"}
-    snap = pipeline.analyse(read_snapshot(json.dumps(d)), db)
+    snap = pipeline.analyze(read_snapshot(json.dumps(d)), db)
     assert any(f.signature == "deadlock-cycle" for f in snap.findings)
     assert isinstance(snap.bucket, str)
 
@@ -129,7 +129,7 @@ def test_megabyte_message_does_not_stall_matching(db):
     d["processes"][0]["messages"] = ["error " * 200_000] + ["x"] * 30_000
     t0 = time.monotonic()
     snap = read_snapshot(json.dumps(d))
-    pipeline.analyse(snap, db)
+    pipeline.analyze(snap, db)
     assert time.monotonic() - t0 < 10
     assert len(snap.processes[0].messages) <= 10_000
     assert max(len(m) for m in snap.processes[0].messages) <= 20_000

@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from hanganalyze.analyse.signatures import load_signatures
+from hanganalyze.analyze.signatures import load_signatures
 
 TESTS = Path(__file__).resolve().parents[1]
 

@@ -13,8 +13,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hanganalyze.analyse import signatures as sigmod  # noqa: E402
-from hanganalyze.analyse.signatures import load_signatures  # noqa: E402
+from hanganalyze.analyze import signatures as sigmod  # noqa: E402
+from hanganalyze.analyze.signatures import load_signatures  # noqa: E402
 from hanganalyze.errors import SignatureError  # noqa: E402
 from helpers import GOOD_SIGNATURE_YAML, run_hanganalyze  # noqa: E402
 

@@ -1,5 +1,5 @@
 """Match-language semantics on small hand-built snapshots (the real-core tests are in
-tests/integration/test_signatures_cores.py): name normalisation, order and gaps, distinct threads,
+tests/integration/test_signatures_cores.py): name normalization, order and gaps, distinct threads,
 counting rules, GIL state, messages, Python names, stripped fallbacks, library versions."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import List, Optional
 
 import pytest
-from hanganalyze.analyse.match import match_snapshot
-from hanganalyze.analyse.signatures import SignatureDB, load_file, normalize_function
+from hanganalyze.analyze.match import match_snapshot
+from hanganalyze.analyze.signatures import SignatureDB, load_file, normalize_function
 from hanganalyze.gdbext.model import Frame, Library, Process, Snapshot, Thread, ThreadState
 
 
@@ -299,7 +299,7 @@ def test_best_clause_wins(tmp_path):
 
 @pytest.fixture(scope="module")
 def builtin():
-    from hanganalyze.analyse.signatures import load_signatures
+    from hanganalyze.analyze.signatures import load_signatures
 
     return load_signatures()
 

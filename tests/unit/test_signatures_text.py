@@ -10,8 +10,8 @@ from typing import List, Optional
 
 import pytest
 from hanganalyze.acquire.text import parse_text
-from hanganalyze.analyse.match import match_snapshot
-from hanganalyze.analyse.signatures import load_signatures
+from hanganalyze.analyze.match import match_snapshot
+from hanganalyze.analyze.signatures import load_signatures
 from hanganalyze.errors import InputError
 from hanganalyze.gdbext.model import Process, Snapshot
 

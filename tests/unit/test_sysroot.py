@@ -7,7 +7,7 @@ import json
 
 import pytest
 from hanganalyze.acquire.sysroot import GdbOptions, table_counts
-from hanganalyze.analyse.redact import redact
+from hanganalyze.analyze.redact import redact
 from hanganalyze.errors import InputError
 from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
 from hanganalyze.render import render

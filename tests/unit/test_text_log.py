@@ -24,13 +24,13 @@ def test_plain_log_matches_message_signature_with_the_flag():
     snap = parse_text(WATCHDOG, "log")
     assert [p.label for p in snap.processes] == ["rank1"]
     assert any("Watchdog caught collective operation timeout" in m for m in snap.processes[0].messages)
-    snap = pipeline.analyse(snap, pipeline.load_signature_db())
+    snap = pipeline.analyze(snap, pipeline.load_signature_db())
     assert [f.signature for f in snap.findings] == ["pgnccl-collective-timeout"]
 
 
 def test_healthy_log_gives_no_finding():
     snap = parse_text("[rank0]: epoch 3 loss 0.12\n[rank0]: saved checkpoint\n", "log")
-    assert pipeline.analyse(snap, pipeline.load_signature_db()).findings == []
+    assert pipeline.analyze(snap, pipeline.load_signature_db()).findings == []
 
 
 def test_empty_log_is_an_error():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from hanganalyze.acquire.text import parse_text
-from hanganalyze.pipeline import analyse, load_signature_db
+from hanganalyze.pipeline import analyze, load_signature_db
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "text"
 
@@ -17,7 +17,7 @@ def db():
 
 
 def findings(text, db, fmt=None):
-    snap = analyse(parse_text(text, fmt), db)
+    snap = analyze(parse_text(text, fmt), db)
     return snap, {f.signature: f for f in snap.findings}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from hanganalyze.analyse.waitfor import annotate_waitgraphs, cycle_findings
+from hanganalyze.analyze.waitfor import annotate_waitgraphs, cycle_findings
 from hanganalyze.gdbext import waitgraph
 from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
 from hanganalyze.render.waitsvg import describe_cycles, render_svg

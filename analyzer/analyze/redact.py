@@ -9,7 +9,7 @@ Two passes over every string of the snapshot:
 
 1. *discover* values that must go everywhere they appear: user names from home paths
    (``/home/NAME``, ``/Users/NAME``, ``/homes/NAME`` - also inside other paths, e.g.
-   ``/tmp/x/home/NAME/``), ``USER=``/``LOGNAME=`` settings, e-mail addresses, the analysing
+   ``/tmp/x/home/NAME/``), ``USER=``/``LOGNAME=`` settings, e-mail addresses, the analyzing
    machine's host name and login name, and secrets: the value after a secret-looking flag
    (``--token=V``, ``--password V``, ``--api-key V``), ``NAME_KEY=V``/``*TOKEN*=V``/``*SECRET*=V``/
    ``*PASSWORD*=V`` settings, credentials in URLs (``https://u:p@host``), ``Bearer V`` and well-known

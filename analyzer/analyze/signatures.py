@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyse.regex_guard import risky_regex
+from hanganalyze.analyze.regex_guard import risky_regex
 from hanganalyze.cnames import last_group_start
 from hanganalyze.errors import SignatureError
 
@@ -43,7 +43,7 @@ SCHEMA_FILE = "schema.json"
 MAX_ERROR_CHARS = 300
 
 # --------------------------------------------------------------------------------------------
-# Function-name normalisation: one place that decides which spellings of a symbol are "the same".
+# Function-name normalization: one place that decides which spellings of a symbol are "the same".
 # --------------------------------------------------------------------------------------------
 
 # Names come from cores and pasted text, so every pattern must stay linear on hostile input: a
@@ -161,7 +161,7 @@ def _glob_re(pattern: Any) -> re.Pattern:
 
 @dataclass
 class FunctionMatcher:
-    """One function pattern: exact names (a set), globs and regexes, all on normalised names."""
+    """One function pattern: exact names (a set), globs and regexes, all on normalized names."""
 
     exact: frozenset
     regexes: Tuple[re.Pattern, ...]
@@ -411,7 +411,7 @@ def _node_at(node: yaml.Node, path: Sequence[Any]) -> yaml.Node:
 
 def _read_yaml(path: Path) -> Tuple[Any, Optional[yaml.Node]]:
     import yaml
-    from hanganalyze.analyse.yaml_guard import check_node
+    from hanganalyze.analyze.yaml_guard import check_node
 
     disp = _display(path)
     try:
@@ -599,7 +599,7 @@ def _private(path: Path) -> bool:
 
 def _code_key() -> bytes:
     """What every cached entry depends on besides its file: the code that validates and compiles
-    (every module of this folder: this one and the guards it calls; ``cnames``, which normalises
+    (every module of this folder: this one and the guards it calls; ``cnames``, which normalizes
     names), the schema, the Python and package versions (a development tree keeps one version
     number across code changes)."""
     import sys

@@ -10,7 +10,7 @@ rule's steps in order (each step further out than the previous one, within ``gap
 none of its ``not`` patterns.  A step may match through its ``stripped`` fallback (exported
 neighbour + library, for builds without internal symbols) at a lower confidence.
 
-Speed: names are normalised once per frame and indexed per process (name -> threads); a clause is
+Speed: names are normalized once per frame and indexed per process (name -> threads); a clause is
 only tried when every required rule's anchor names occur in the process, and a rule only on the
 threads that contain one of its anchors.
 """
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from hanganalyze.acquire.embedded_versions import static_name, versions_from_messages
-from hanganalyze.analyse.signatures import (
+from hanganalyze.analyze.signatures import (
     Clause,
     FramePattern,
     Signature,
@@ -49,7 +49,7 @@ MISSING_LIBRARY_FACTOR = 0.7
 
 _NEEDS_NORMALISING = re.compile(r"[(\[.@ ]")
 
-#: A frame as the matcher sees it: (normalised function, library basename, file, kind).
+#: A frame as the matcher sees it: (normalized function, library basename, file, kind).
 FrameKey = Tuple[str, str, str, str]
 
 
@@ -82,7 +82,7 @@ def _frame_matches(pat: FramePattern, key: FrameKey) -> bool:
 
 @dataclass
 class _ThreadView:
-    """A thread's frames with normalised names, computed once per match run."""
+    """A thread's frames with normalized names, computed once per match run."""
 
     index: int
     thread: Thread

@@ -25,7 +25,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
 
 #: Native calls that mean "parked until an event arrives" wherever they are called from
-#: (names as ``wait_name`` normalises them: no ``__GI_``/``__libc_`` prefix, no ``_nocancel``).
+#: (names as ``wait_name`` normalizes them: no ``__GI_``/``__libc_`` prefix, no ``_nocancel``).
 IDLE_NATIVE_WAITS = frozenset(
     {
         "epoll_wait", "epoll_pwait", "epoll_pwait2", "select", "pselect", "pselect6", "pselect64", "poll",

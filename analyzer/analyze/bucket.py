@@ -1,12 +1,12 @@
 """Stable bucket id: the same bug gets the same short id on every machine, run and Python version.
 
 Bug trackers use it to spot duplicates ("b1-3f9a0c1d2e4b" already reported in #123).  The id is
-``b1-`` + 12 hex digits of a SHA-256 over a normalised key; the ``b1`` prefix is the algorithm
+``b1-`` + 12 hex digits of a SHA-256 over a normalized key; the ``b1`` prefix is the algorithm
 version, so a future change to the key is a new prefix instead of a silent regrouping.
 
 The key (algorithm b1):
 
-* With findings: the top finding's signature id, plus the normalised top frames of the threads
+* With findings: the top finding's signature id, plus the normalized top frames of the threads
   responsible for it (its evidence threads, else ``Finding.threads``).  A finding spanning several
   threads (a lock-order cycle) contributes the *sorted set* of their stacks, at most
   ``MAX_THREADS``, so the id does not depend on which thread got the smaller tid.
@@ -14,7 +14,7 @@ The key (algorithm b1):
   thread's top frames; otherwise ``None`` - a hang without any finding carries no evidence of
   *which* bug it is, and a bucket from an arbitrary thread would merge unrelated reports.
 
-Frame normalisation drops whatever varies for the same bug:
+Frame normalization drops whatever varies for the same bug:
 
 * addresses, line numbers, C++ parameter lists, template arguments, ABI tags, compiler clone
   suffixes (``.isra.0``, ``.cold``, ``.constprop.1``, ``.part.2``, ``.lto_priv.0``, ``[clone ...]``);
@@ -33,7 +33,7 @@ import hashlib
 import re
 from typing import List, Optional
 
-from hanganalyze.analyse.signatures import normalize_function
+from hanganalyze.analyze.signatures import normalize_function
 from hanganalyze.gdbext.model import Frame, Snapshot, Thread
 
 VERSION = "b1"
@@ -65,7 +65,7 @@ def _strip_balanced(s: str, open_ch: str, close_ch: str) -> str:
     return "".join(out)
 
 
-def normalise_native_name(name: str) -> str:
+def normalize_native_name(name: str) -> str:
     """``ns::Foo<int>::bar(int, char*) const [clone .isra.0]`` -> ``ns::Foo::bar``.
 
     The matcher's ``normalize_function`` decides which spellings are one symbol (parameter lists,
@@ -112,12 +112,12 @@ def is_runtime_frame(f: Frame) -> bool:
 
 
 def frame_token(f: Frame) -> str:
-    """One normalised frame: ``py:threading.py:run`` or ``c:libnccl.so:ncclCommDestroy``."""
+    """One normalized frame: ``py:threading.py:run`` or ``c:libnccl.so:ncclCommDestroy``."""
     if f.kind == "python":
         file = (f.file or "").replace("\\", "/").rsplit("/", 1)[-1]
         func = (f.function or "?").rsplit(".", 1)[-1]
         return "py:%s:%s" % (file or f.module or "?", func)
-    name = normalise_native_name(f.function) if f.function and f.function != "??" else "?"
+    name = normalize_native_name(f.function) if f.function and f.function != "??" else "?"
     lib = library_base(f.library)
     if name == "?":
         return "c:%s:?" % lib
@@ -125,7 +125,7 @@ def frame_token(f: Frame) -> str:
 
 
 def stack_tokens(thread: Thread, top: int = TOP_FRAMES) -> List[str]:
-    """The normalised top frames of a thread, most significant (innermost relevant) first."""
+    """The normalized top frames of a thread, most significant (innermost relevant) first."""
     frames = [f for f in thread.all_frames() if not f.marker]
     relevant = [f for f in frames if f.kind == "python" or not (is_interpreter_frame(f) or is_runtime_frame(f))]
     if not relevant:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
 
-from hanganalyze.analyse.bucket import is_interpreter_frame, is_runtime_frame
+from hanganalyze.analyze.bucket import is_interpreter_frame, is_runtime_frame
 from hanganalyze.gdbext.model import Frame, Process, Thread
 
 #: torch.distributed's Python API: function name -> op (the name users call).
@@ -111,7 +111,7 @@ def frame_where(f: Frame) -> str:
         if loc and f.line is not None:
             loc = "%s:%s" % (loc, f.line)
         return "%s (%s)" % (name, loc) if loc else name
-    short = _normalised(name) if f.function else "??"
+    short = _normalized(name) if f.function else "??"
     lib = _base(f.library)
     return "%s (%s)" % (short, lib) if lib else short
 
@@ -140,15 +140,15 @@ def _call_site(frames: List[Frame], start: int) -> Optional[str]:
 
 
 @lru_cache(maxsize=65536)
-def _normalised(name: str) -> str:
-    """A 4,096-rank job repeats the same few hundred native names: normalise each once."""
-    from hanganalyze.analyse.bucket import normalise_native_name
+def _normalized(name: str) -> str:
+    """A 4,096-rank job repeats the same few hundred native names: normalize each once."""
+    from hanganalyze.analyze.bucket import normalize_native_name
 
-    return normalise_native_name(name)
+    return normalize_native_name(name)
 
 
 def _native_name(f: Frame) -> str:
-    return _normalised(f.function) if f.function else ""
+    return _normalized(f.function) if f.function else ""
 
 
 def _scan_thread(frames: List[Frame]) -> Optional[Tuple[str, Optional[str], int]]:

@@ -11,15 +11,15 @@ pipeline, the renderers and the tests can call it in any order.
 
 Design choices:
 
-* Frames are *normalised* before they enter the tree (``tree_frame_label``): addresses, C++
+* Frames are *normalized* before they enter the tree (``tree_frame_label``): addresses, C++
   parameter lists, template arguments and clone suffixes differ between builds, hosts and ASLR
   layouts of the same code, and would otherwise split the tree on noise.  Python frames keep their
   line, because a different line *is* a different place in the program (that is how the
   straggler of the test data shows: the same ``<module>`` at line 14 vs 15).
 * CPython's own native frames (``_PyEval_EvalFrameDefault`` ...) are dropped: between two Python
   frames they only add noise, and their number varies with the CPython version.
-* Speed: identical raw stacks are normalised once (a cache keyed by the raw frames without
-  addresses), identical normalised stacks are inserted once with a rank bitset and a thread
+* Speed: identical raw stacks are normalized once (a cache keyed by the raw frames without
+  addresses), identical normalized stacks are inserted once with a rank bitset and a thread
   multiplicity, and rank sets are Python ``int`` bitsets over the dense positions of the keys while
   building (an OR of a 4,096-bit int is a few machine words) and become range strings only at the
   end, memoised per distinct set.
@@ -35,15 +35,15 @@ import re
 from operator import attrgetter
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyse.bucket import is_interpreter_frame, is_runtime_frame, library_base, normalise_native_name
-from hanganalyze.analyse.grouping import basename, is_idle_stack, short_function
+from hanganalyze.analyze.bucket import is_interpreter_frame, is_runtime_frame, library_base, normalize_native_name
+from hanganalyze.analyze.grouping import basename, is_idle_stack, short_function
 from hanganalyze.gdbext.model import Frame, Process, Thread
 
 #: Label of the synthetic root node.
 ROOT_LABEL = "<job>"
 #: A process without any thread (acquisition failed), or whose threads were all filtered out.
 NO_THREADS_LABEL = "<no threads>"
-#: A thread without any frame left after normalisation.
+#: A thread without any frame left after normalization.
 NO_FRAMES_LABEL = "<no frames>"
 #: Largest number of ranks ``expand_ranks`` agrees to produce: a rank set comes from JSON that a
 #: stranger may have written, and ``"0-999999999999"`` must not eat the machine's memory.
@@ -58,7 +58,7 @@ DEPTH_HEAD = 16
 MAX_NODES = 10000
 #: Longest label kept (characters); longer ones keep their head and tail around ``…``.
 MAX_LABEL = 200
-#: Longest raw function name normalised (the normaliser is linear, but a 10 MB name is no name).
+#: Longest raw function name normalized (the normalizer is linear, but a 10 MB name is no name).
 MAX_RAW_NAME = 4096
 #: Thread selections of ``build_call_tree``.
 THREAD_MODES = ("all", "main", "active")
@@ -162,8 +162,8 @@ def tree_frame_label(f: Frame) -> str:
 
     * Python: ``function (file.py:line)``, file as basename (the same code lives under another
       venv path on every host);
-    * native: the normalised C++ name (no parameter list, template arguments, clone suffixes,
-      addresses: those differ between builds of the same code), via ``bucket.normalise_native_name``;
+    * native: the normalized C++ name (no parameter list, template arguments, clone suffixes,
+      addresses: those differ between builds of the same code), via ``bucket.normalize_native_name``;
     * unknown native: ``?? (libname.so)`` (the library without its version), so that a stripped
       frame still says where it is.
     """
@@ -179,7 +179,7 @@ def tree_frame_label(f: Frame) -> str:
     raw = f.function
     if raw and raw.strip() and raw.strip() != "??":
         raw = raw[:MAX_RAW_NAME]
-        name = normalise_native_name(raw)
+        name = normalize_native_name(raw)
         if not name or name == "??":  # "<lambda>" and such: all template / parameter list
             name = short_function(raw) or raw.strip()
         return clean_label(name)
@@ -202,11 +202,11 @@ def main_thread(proc: Process) -> Optional[Thread]:
 
 
 class _Stacks:
-    """Normalised stacks, interned: raw frames (no addresses) -> stack id -> tuple of label ids.
+    """Normalized stacks, interned: raw frames (no addresses) -> stack id -> tuple of label ids.
 
-    Normalising a frame costs a few regexes; a job repeats the same few stacks thousands of
-    times.  Each distinct raw frame is normalised once, each distinct raw stack once, and equal
-    normalised stacks share one id, so the rest of the work is on small ints."""
+    Normalizing a frame costs a few regexes; a job repeats the same few stacks thousands of
+    times.  Each distinct raw frame is normalized once, each distinct raw stack once, and equal
+    normalized stacks share one id, so the rest of the work is on small ints."""
 
     def __init__(self) -> None:
         self.frame_ids: Dict[tuple, int] = {}  # raw frame -> label id, or -1 when dropped
@@ -235,7 +235,7 @@ class _Stacks:
         raw = self.raw(t)
         e = self.raw_stacks.get(raw)
         if e is None:
-            e = self.raw_stacks[raw] = [self._normalise(t, raw), None]
+            e = self.raw_stacks[raw] = [self._normalize(t, raw), None]
         return e
 
     def stack_id(self, t: Thread) -> int:
@@ -247,7 +247,7 @@ class _Stacks:
             e[1] = is_idle_stack(t)
         return e[1]
 
-    def _normalise(self, t: Thread, raw: tuple) -> int:
+    def _normalize(self, t: Thread, raw: tuple) -> int:
         frames = t.all_frames()
         ids: List[int] = []
         for f, rf in zip(reversed(frames), reversed(raw)):  # outermost first
@@ -404,7 +404,7 @@ def job_view(processes: Sequence[Process], keys: Sequence[int], threads: str = "
 def _tree(selected: List[List[int]], keys: Sequence[int], stacks: _Stacks, max_nodes: int) -> dict:
     sorted_keys = sorted(set(keys))
     position = {k: i for i, k in enumerate(sorted_keys)}
-    # normalised stack id -> [rank bits, thread count]; a process contributes its bit once per stack
+    # normalized stack id -> [rank bits, thread count]; a process contributes its bit once per stack
     agg: Dict[int, list] = {}
     no_threads = stacks.label_id(NO_THREADS_LABEL, "native")
     empty_bits = 0
@@ -504,7 +504,7 @@ def _where(proc: Process) -> str:
 def rank_classes(processes: Sequence[Process], keys: Sequence[int]) -> List[dict]:
     """Equivalence classes of processes doing the same thing (STAT's "process equivalence classes").
 
-    Two processes are equivalent when the multisets of their normalised non-idle thread stacks
+    Two processes are equivalent when the multisets of their normalized non-idle thread stacks
     are equal (idle by grouping's rule; the main and current thread always count), so 4,095 ranks
     waiting in the same collective are one class and the straggler is another: one attaches to
     one rank per class, not to 4,096.  Each class is ``{"ranks", "keys", "processes", "size",

@@ -3,7 +3,7 @@
 When one rank of a distributed job stops, every other rank stops too, each in a collective; one
 process at a time, every rank looks guilty or none does.  Compared side by side they say who is
 at fault.  Pure functions of a Snapshot whose processes are the ranks (per-process matching has
-already run; see ``pipeline.analyse``):
+already run; see ``pipeline.analyze``):
 
 1. flight-recorder dumps are joined to the stacks of the same rank (``join_flight_recorder``);
 2. each process gets a state (``rankstate.rank_state``);
@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyse.calltree import build_call_tree, compress_ranks
-from hanganalyze.analyse.rankstate import RankState, rank_state
+from hanganalyze.analyze.calltree import build_call_tree, compress_ranks
+from hanganalyze.analyze.rankstate import RankState, rank_state
 from hanganalyze.gdbext.model import Finding, Process, Snapshot
 
 #: What each cross-rank finding says; the summary is built from the ranks' states.
@@ -427,7 +427,7 @@ def keys_for(processes: Sequence[Process]) -> Tuple[List[int], str]:
     return list(range(len(processes))), "process"
 
 
-def analyse_job(snapshot: Snapshot) -> Snapshot:
+def analyze_job(snapshot: Snapshot) -> Snapshot:
     """Cross-rank findings, grouped per-rank findings and ``Snapshot.job`` (see the module doc)."""
     if not _job_context(snapshot):
         return snapshot
