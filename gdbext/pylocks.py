@@ -1,65 +1,32 @@
-"""CPython facts the wait analysis needs, on top of the frame walker's ``pyproc``.
+"""CPython facts the wait analysis needs, read through the frame walker's ``PyProcess``.
 
-Why a module of its own: ``locks.py`` reasons about *waits*; this one knows CPython memory.
-Runtime layout (thread states, frames, the GIL, dicts, strings, type names) stays in one place,
-the walker (``pyframes``: its ``offsets`` table and ``objects`` readers); this module adds only
-what the walker does not hold, as data:
+Why a module of its own: ``locks.py`` reasons about *waits*; this one reads CPython memory for
+them.  Every offset and layout family comes from the walker's one layout layer
+(``pyframes/tables.py``, ``_Py_DebugOffsets`` on 3.13+, shifted for free-threaded object
+headers), and frame chains are read with the walker's ``PyProcess`` readers:
 
-  * ``rlockobject``: PyObject_HEAD, ``rlock_lock`` @16, ``rlock_owner`` (pthread ident) @24,
-    ``rlock_count`` @32 -- identical 3.8-3.13 (checked with ``ptype/o`` on the pyenv builds); 3.14
-    holds a ``_PyRecursiveMutex`` there instead (``mutex`` @16, ``thread`` @24, ``level`` @32), so the
-    owner and count stay where they were.  Free-threaded builds (3.13t/3.14t) have a 32-byte object
-    header: everything after it moves by 16 (owner @40, count @48 on 3.13.15t).
+  * ``rlockobject``: ``rlock.owner`` (pthread ident) and ``rlock.count``; 3.14 holds a
+    ``_PyRecursiveMutex`` there (``thread``, ``level``: ``Features.rlock_count_extra``).
   * ``lockobject``: PyObject_HEAD, then ``lock_lock`` (a pointer) or, from 3.13 on, a ``PyMutex``
     (one byte: locked, has-parked) right after the header.  CPython records no owner; a waiter
     parks on the mutex's address, which is how its lock object is found from the waiter's stack.
-  * ``PyWeakReference.wr_object`` @16.  3.8-3.12 hang a weakref to each thread's
-    ``_tstate_lock`` off ``tstate->on_delete_data``: that is how Thread.join() finds its target.
-  * ``f_globals`` of a frame (PyFrameObject 3.8-3.10, _PyInterpreterFrame 3.11+), to name a lock
-    by the module global that refers to it.
-  * the fast locals of a frame (``f_localsplus`` 3.8-3.10, ``localsplus`` 3.11+), how many there
-    are (``co_nlocals`` / ``co_nlocalsplus``) and their names (``co_varnames`` /
-    ``co_localsplusnames``), to name a lock by the attribute of a local object that holds it
-    (``self._lock`` -> ``Account._lock``).
+  * ``weakref.object``: 3.8-3.12 hang a weakref to each thread's ``_tstate_lock`` off
+    ``tstate->on_delete_data``: that is how Thread.join() finds its target.
+  * a frame's globals and fast locals (``PyProcess.frame_keys``), to name a lock by the module
+    global or by the attribute of a local object that holds it (``self._lock`` -> ``Account._lock``).
 
 Raw memory only, no DWARF: Debian's stripped ``python3.11`` works like a pyenv build.
 """
 
-from typing import Any, Dict, List, Optional, Tuple
+from __future__ import annotations
 
-#: Offsets after the object header (16 bytes; 32 in free-threaded builds: ``offsets["ob.head"]``).
-RLOCK_OWNER_OFF = 8
-RLOCK_COUNT_OFF = 16
-WEAKREF_OBJECT_OFF = 0
-OB_HEAD = 16
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+
+if TYPE_CHECKING:
+    from .pyframes.walker import PyProcess
 
 RLOCK_TYPE_NAMES = ("_thread.RLock",)
 LOCK_TYPE_NAMES = ("_thread.lock",)
-
-#: Offsets the walker's tables do not carry (x86-64, from DWARF of pyenv 3.8.18-3.13.0).
-#: ``ts.on_delete_data`` is None from 3.13 (joins go through thread handles there).
-#: ``code.nlocals`` is an int: ``co_nlocals`` (3.8-3.10: the first slots of ``f_localsplus`` are the
-#: fast locals) or ``co_nlocalsplus`` (3.11+: locals, cells and free variables); ``code.localnames``
-#: the tuple naming those slots.
-_FO = {"frame.localsplus": 360, "code.nlocals": 28, "code.localnames": 72}
-_IFR = {"frame.localsplus": 72, "code.nlocals": 72, "code.localnames": 96}
-EXTRA: Dict[Tuple[int, int], Dict[str, Optional[int]]] = {
-    (3, 8): dict(_FO, **{"ts.on_delete_data": 208, "frame.f_globals": 48}),
-    (3, 9): dict(_FO, **{"ts.on_delete_data": 208, "frame.f_globals": 48}),
-    (3, 10): dict(_FO, **{"ts.on_delete_data": 208, "frame.f_globals": 48, "frame.localsplus": 352}),
-    (3, 11): dict(_IFR, **{"ts.on_delete_data": 192, "frame.f_globals": 8, "code.nlocals": 76}),
-    (3, 12): dict(_IFR, **{"ts.on_delete_data": 176, "frame.f_globals": 24}),
-    (3, 13): dict(_IFR, **{"ts.on_delete_data": None, "frame.f_globals": 24}),
-    # 3.14: owner/return_offset/visited grew the frame: localsplus @80 (DWARF of Debian's 3.14.10)
-    # 3.14: owner/return_offset/visited grew the frame: localsplus @80 (DWARF of Debian's 3.14.10);
-    # RLock is a _PyRecursiveMutex whose ``level`` does not count the first acquisition.
-    (3, 14): dict(_IFR, **{"ts.on_delete_data": None, "frame.f_globals": 24, "frame.localsplus": 80,
-                           "rlock.count_extra": 1}),
-}
-#: Walker table keys that, when present (3.13+: from _Py_DebugOffsets; free-threaded builds:
-#: moved by the larger object header), replace the ``EXTRA`` numbers above.
-FROM_WALKER = {"frame.localsplus": "ifr.localsplus", "code.localnames": "co.localsplusnames",
-               "code.nlocals": "co.nlocalsplus"}
 
 #: Bounds of the attribute search (a wait is named from a handful of reads, never a heap walk):
 #: the innermost Python frames of the waiter, their first locals, the objects among them, the
@@ -69,8 +36,8 @@ NAME_LOCALS = 32
 NAME_OWNERS = 16
 NAME_ATTRS = 64
 NAME_ITEMS = 64
-CELL_REF_OFF = 0  # PyCellObject.ob_ref, after the object header
-TYPE_DICT_OFF = 264  # PyTypeObject.tp_dict (3.8-3.14; ``offsets["tp.dict"]``): a class held in a local
+#: How far back from the innermost frame a module's globals are looked for.
+GLOBALS_FRAMES = 64
 #: Locals whose attributes are not where a program keeps its locks (or are named otherwise:
 #: module attributes are the module globals the fallback already finds).
 _NOT_OWNERS = ("module", "function", "builtin_function_or_method", "method", "frame", "code", "cell",
@@ -78,19 +45,13 @@ _NOT_OWNERS = ("module", "function", "builtin_function_or_method", "method", "fr
 
 
 class PyLocks:
-    """Lock-object, GIL and globals readers over a walker ``pyproc`` (never raises on bad memory)."""
+    """Lock-object, GIL and globals readers over a walker ``PyProcess`` (never raises on bad memory)."""
 
-    def __init__(self, pyproc: Any):
+    def __init__(self, pyproc: PyProcess):
         self.p = pyproc
         self.o = pyproc.objects
         self.t: Dict[str, int] = pyproc.offsets
-        vi = tuple(getattr(pyproc, "version_info", ()) or ())[:2]
-        self.extra = dict(EXTRA.get(vi, {}))  # type: ignore[arg-type]
-        if self.t.get("model.frames") == 1:
-            for k, key in FROM_WALKER.items():
-                if key in self.t:
-                    self.extra[k] = self.t[key]
-        self.head = self.t.get("ob.head", OB_HEAD)
+        self.head = self.t.get("ob.head", 16)  # 32 in free-threaded builds
         self._type_names: Dict[int, Optional[str]] = {}
 
     # -- primitive reads -------------------------------------------------------------------
@@ -119,9 +80,9 @@ class PyLocks:
     # -- locks -----------------------------------------------------------------------------
     def rlock_owner(self, obj: int) -> Tuple[Optional[int], int]:
         """(owner pthread ident or None, recursion count) of a ``_thread.RLock``."""
-        owner = self.u64(obj + self.head + RLOCK_OWNER_OFF)
-        count = self.u64(obj + self.head + RLOCK_COUNT_OFF) or 0
-        extra = self.extra.get("rlock.count_extra") or 0
+        owner = self.u64(obj + self.t["rlock.owner"])
+        count = self.u64(obj + self.t["rlock.count"]) or 0
+        extra = self.p.features.rlock_count_extra
         if not owner or not (count + extra):
             return None, count
         return owner, count + extra
@@ -140,22 +101,17 @@ class PyLocks:
 
     def tstates(self) -> Dict[int, Optional[int]]:
         """{tstate: lwp} from the walker."""
-        out: Dict[int, Optional[int]] = {}
-        for lwp, info in (getattr(self.p, "threads", None) or {}).items():
-            ts = getattr(info, "tstate", None)
-            if ts:
-                out[ts] = lwp
-        return out
+        return {info.tstate: lwp for lwp, info in self.p.threads.items() if info.tstate}
 
     def tstate_locks(self) -> Dict[int, int]:
         """{lock object: tstate} for every thread's ``_tstate_lock`` (3.8-3.12)."""
         out: Dict[int, int] = {}
-        off = self.extra.get("ts.on_delete_data")
+        off = self.t.get("ts.on_delete_data")
         if off is None:
             return out
         for ts in self.tstates():
             wr = self.u64(ts + off)
-            target = self.u64(wr + self.head + WEAKREF_OBJECT_OFF) if wr else None
+            target = self.u64(wr + self.t["weakref.object"]) if wr else None
             if target and "weakref" in (self.type_name(wr) or ""):
                 out[target] = ts
         return out
@@ -163,31 +119,23 @@ class PyLocks:
     def gil_address(self) -> Optional[int]:
         """Where the GIL state lives: in ``_PyRuntime`` (3.8-3.11) or ``*interp->ceval.gil``."""
         t = self.t
-        if t.get("model.gil") == 0 and "rt.gil_last_holder" in t:
-            rt = getattr(self.p, "runtime_address", None)
+        if self.p.features.gil == "runtime":
+            rt = self.p.runtime_address
             return rt + t["rt.gil_last_holder"] - 8 if rt else None  # interval, then last_holder
-        interps = getattr(self.p, "interpreters", None) or []
-        if interps and "is.ceval_gil" in t:
-            return self.u64(interps[0] + t["is.ceval_gil"])
+        if self.p.interpreters and "is.ceval_gil" in t:
+            return self.u64(self.p.interpreters[0] + t["is.ceval_gil"])
         return None
 
     # -- names -----------------------------------------------------------------------------
     def innermost_globals(self, lwp: int) -> Optional[int]:
         """The module globals of the innermost Python frame of a thread that has one."""
-        off = self.extra.get("frame.f_globals")
-        info = (getattr(self.p, "threads", None) or {}).get(lwp)
-        groups = getattr(info, "groups", None) or []
-        if off is None or not groups:
+        off = self.p.frame_keys["globals"]
+        if off is None:
             return None
-        back = self.t.get("fo.f_back") if self.t.get("model.frames") == 0 else self.t.get("ifr.previous")
-        fr = groups[0].first_addr
-        for _ in range(64):
-            if not fr:
-                return None
+        for fr in self.p.innermost_frames(lwp, GLOBALS_FRAMES):
             g = self.u64(fr + off)
             if g and self.type_name(g) == "dict":
                 return g
-            fr = self.u64(fr + back) if back is not None else None
         return None
 
     def global_name(self, globals_dict: int, obj: int) -> Optional[str]:
@@ -200,49 +148,35 @@ class PyLocks:
         return None
 
     # -- attribute names -------------------------------------------------------------------------
-    def frames(self, lwp: int, count: int = NAME_FRAMES) -> List[int]:
-        """Addresses of the ``count`` innermost Python frames of a thread (frame objects on
-        3.8-3.10, interpreter frames on 3.11+; 3.12+ shim frames are included: no locals)."""
-        info = (getattr(self.p, "threads", None) or {}).get(lwp)
-        groups = getattr(info, "groups", None) or []
-        back = self.t.get("fo.f_back") if self.t.get("model.frames") == 0 else self.t.get("ifr.previous")
-        out: List[int] = []
-        fr = groups[0].first_addr if groups else None
-        while fr and back is not None and len(out) < count and fr not in out:
-            out.append(fr)
-            fr = self.u64(fr + back)
-        return out
-
     def frame_locals(self, frame: int) -> List[Tuple[Optional[str], int]]:
         """(name, object) of the first fast locals of a frame that are set; cells unwrapped."""
-        x = self.extra
-        code_off = self.t.get("fo.f_code") if self.t.get("model.frames") == 0 else self.t.get("ifr.code")
-        if code_off is None or x.get("frame.localsplus") is None or x.get("code.nlocals") is None:
+        k = self.p.frame_keys
+        if k["localsplus"] is None or k["nlocals"] is None or k["localnames"] is None:
             return []
-        code = self.u64(frame + code_off)
-        if code and self.t.get("model.tagged_executable") and self.t.get("model.frames") == 1:
-            code &= ~3  # 3.14: f_executable is a _PyStackRef
+        try:
+            code = self.p.frame_code(frame)
+        except Exception:  # noqa: BLE001 - ReadError: an unreadable frame names nothing
+            return []
         if not code or self.type_name(code) != "code":
             return []
         try:
-            n = self.p.mem.i32(code + x["code.nlocals"])
+            n = self.p.mem.i32(code + k["nlocals"])
             n = max(0, min(n, NAME_LOCALS))
-            raw = self.p.mem.read(frame + x["frame.localsplus"], 8 * n) if n else b""
+            raw = self.p.mem.read(frame + k["localsplus"], 8 * n) if n else b""
         except Exception:  # noqa: BLE001 - unreadable frame: no names from it
             return []
         names: List[Optional[str]] = []
         try:
-            names = [self.o.str(k) for k in self.o.tuple_items(self.u64(code + x["code.localnames"]) or 0, n)]
+            names = [self.o.str(x) for x in self.o.tuple_items(self.u64(code + k["localnames"]) or 0, n)]
         except Exception:  # noqa: BLE001 - values without names still name by type
             names = []
         out: List[Tuple[Optional[str], int]] = []
-        tagged = self.t.get("model.tagged_executable") and self.t.get("model.frames") == 1
         for i in range(n):
             v = int.from_bytes(raw[8 * i:8 * i + 8], "little")
-            if tagged:
+            if self.p.features.tagged_executable:
                 v &= ~3  # 3.14: fast locals are _PyStackRefs (low bits tag deferred references)
             if v and self.type_name(v) == "cell":
-                v = self.u64(v + self.head + CELL_REF_OFF) or 0
+                v = self.u64(v + self.t["cell.ref"]) or 0
             if v:
                 out.append((names[i] if i < len(names) else None, v))
         return out
@@ -251,7 +185,7 @@ class PyLocks:
         """3.13+ ``Thread.join()`` without DWARF for the C thread handle: the ``threading`` ident
         (pthread_t) of the thread being joined, from ``self._ident`` of the innermost Python frame
         whose ``self`` has one (``Thread.join``'s own ``self`` is the thread joined)."""
-        for frame in self.frames(lwp):
+        for frame in self.p.innermost_frames(lwp, NAME_FRAMES):
             for name, obj in self.frame_locals(frame):
                 if name != "self":
                     continue
@@ -270,7 +204,7 @@ class PyLocks:
         if tname == "type":
             try:
                 label = self.o.type_name(obj) or "type"
-                d = self.u64(obj + self.t.get("tp.dict", TYPE_DICT_OFF))
+                d = self.u64(obj + self.t["tp.dict"])
                 return label.rsplit(".", 1)[-1], (self.o.dict_items(d)[:NAME_ATTRS] if d else [])
             except Exception:  # noqa: BLE001
                 return tname, []

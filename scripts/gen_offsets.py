@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerate the CPython offset tables (``gdbext/pyframes/tables.py``, ``gdbext/pylocks.py``'s
-``EXTRA``) from an interpreter's DWARF, and diff them with the tables.
+"""Regenerate the CPython offset tables (``gdbext/pyframes/tables.py``) from an interpreter's
+DWARF, and diff them with the tables.
 
     python3 scripts/gen_offsets.py [PYTHON ...]            JSON {version: {key: offset}} on stdout
     python3 scripts/gen_offsets.py --diff [PYTHON ...]     every key whose DWARF value differs; exit 1
@@ -16,12 +16,12 @@ is read.  One ``gdb -nx -batch`` per interpreter, with no process: the DWARF fil
 
 What each key means is data, below: ``EXPRESSIONS`` maps a table key to ``"Type->field.path"``
 (``"sizeof Type"`` for a struct size), or to ``{first version: spec}`` where a field was renamed or
-moved.  Keys that are not DWARF facts (layout-family selectors, counts, build facts) are listed
-in ``NOT_OFFSETS`` and reported as skipped; so are ``EXTRA`` values of None (no such field in
-that version).  A table key with neither an expression nor a reason is an error: the mapping must
-grow with the tables.  Free-threaded builds (3.13t, 3.14t) have no table of their own: they are
-compared with ``tables.free_threaded_table(TABLES[version])``, except the keys the walker takes
-from ``_Py_DebugOffsets`` at run time (``debug_offsets.to_table``).
+moved.  Keys that are not DWARF facts (build facts) are listed in ``NOT_OFFSETS`` and reported as
+skipped (the layout families, ``tables.FEATURES``, are named features, not table keys).  A table
+key with neither an expression nor a reason is an error: the mapping must grow with the tables.
+Free-threaded builds (3.13t, 3.14t) have no table of their own: they are compared with
+``tables.free_threaded_table(TABLES[version])``, except the keys the walker takes from
+``_Py_DebugOffsets`` at run time (``debug_offsets.to_table``).
 
 Exit status: 0 all compared keys match (or JSON written), 1 a difference, an unmapped key or a
 key gdb could not evaluate, 2 an interpreter or gdb could not be used.  Standard library only.
@@ -41,7 +41,6 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 REPO = Path(__file__).resolve().parents[1]
 TABLES_PY = REPO / "gdbext" / "pyframes" / "tables.py"
 DEBUG_OFFSETS_PY = REPO / "gdbext" / "pyframes" / "debug_offsets.py"
-PYLOCKS_PY = REPO / "gdbext" / "pylocks.py"
 
 Version = Tuple[int, int]
 Spec = Union[str, Dict[Version, str]]
@@ -74,6 +73,10 @@ EXPRESSIONS: Dict[str, Spec] = {
     "str.state": "PyASCIIObject->state",
     "str.ascii_size": "sizeof PyASCIIObject",
     "str.compact_size": "sizeof PyCompactUnicodeObject",
+    "rlock.owner": {(3, 8): "rlockobject->rlock_owner", (3, 14): "rlockobject->lock.thread"},
+    "rlock.count": {(3, 8): "rlockobject->rlock_count", (3, 14): "rlockobject->lock.level"},
+    "weakref.object": "PyWeakReference->wr_object",
+    "cell.ref": "PyCellObject->ob_ref",
     "bytes.ob_size": "PyBytesObject->ob_base.ob_size",
     "bytes.ob_sval": "PyBytesObject->ob_sval",
     "long.size": {(3, 8): "PyLongObject->ob_base.ob_size", (3, 12): "PyLongObject->long_value.lv_tag"},
@@ -106,11 +109,15 @@ EXPRESSIONS: Dict[str, Spec] = {
     "fo.f_back": "PyFrameObject->f_back",
     "fo.f_code": "PyFrameObject->f_code",
     "fo.f_lasti": "PyFrameObject->f_lasti",
+    "fo.f_globals": "PyFrameObject->f_globals",
+    "fo.localsplus": "PyFrameObject->f_localsplus",
     "ifr.previous": "_PyInterpreterFrame->previous",
     "ifr.code": {(3, 11): "_PyInterpreterFrame->f_code", (3, 13): "_PyInterpreterFrame->f_executable"},
     "ifr.instr": {(3, 11): "_PyInterpreterFrame->prev_instr", (3, 13): "_PyInterpreterFrame->instr_ptr"},
     "ifr.is_entry": "_PyInterpreterFrame->is_entry",
     "ifr.owner": "_PyInterpreterFrame->owner",
+    "ifr.globals": "_PyInterpreterFrame->f_globals",
+    "ifr.localsplus": "_PyInterpreterFrame->localsplus",
     # code objects
     "co.firstlineno": "PyCodeObject->co_firstlineno",
     "co.filename": "PyCodeObject->co_filename",
@@ -119,24 +126,18 @@ EXPRESSIONS: Dict[str, Spec] = {
     "co.linetable": {(3, 8): "PyCodeObject->co_lnotab", (3, 10): "PyCodeObject->co_linetable"},
     "co.nlocalsplus": "PyCodeObject->co_nlocalsplus",
     "co.code_adaptive": "PyCodeObject->co_code_adaptive",
-    # pylocks.EXTRA
-    "frame.f_globals": {(3, 8): "PyFrameObject->f_globals", (3, 11): "_PyInterpreterFrame->f_globals"},
-    "frame.localsplus": {(3, 8): "PyFrameObject->f_localsplus", (3, 11): "_PyInterpreterFrame->localsplus"},
-    "code.nlocals": {(3, 8): "PyCodeObject->co_nlocals", (3, 11): "PyCodeObject->co_nlocalsplus"},
-    "code.localnames": {(3, 8): "PyCodeObject->co_varnames", (3, 11): "PyCodeObject->co_localsplusnames"},
+    "co.nlocals": "PyCodeObject->co_nlocals",
+    "co.varnames": "PyCodeObject->co_varnames",
+    "co.localsplusnames": "PyCodeObject->co_localsplusnames",
 }
 
 #: Keys (or ``"prefix."``) whose values are not DWARF facts, and why: never compared.
 NOT_OFFSETS: Dict[str, str] = {
-    "model.": "layout-family selector for the walker, not an offset",
-    "rlock.count_extra": "a count correction (3.14's _PyRecursiveMutex level), not an offset",
     "ob.managed_dict": "MANAGED_DICT_OFFSET, a macro (build fact), not in DWARF",
     "str.kind_shift": "a bit position inside a bit-field (build fact), not a byte offset",
 }
 
 FT_RUNTIME_REASON = "free-threaded build: the walker takes it from _Py_DebugOffsets at run time"
-FT_EXTRA_REASON = "free-threaded build: pylocks takes it from the walker's table (FROM_WALKER)"
-ABSENT_REASON = "None in pylocks.EXTRA: no such field in this version"
 
 GDB_PROGRAM = r'''
 import json
@@ -255,20 +256,15 @@ def run_gdb(dwarf: Path, exprs: Dict[str, str], gdb: str = "gdb", timeout: int =
 
 
 def expected_for(version: Version, free_threaded: bool) -> Tuple[Dict[str, Tuple[int, str]], Dict[str, str]]:
-    """({key: (value, source)} to check, {key: why skipped}) from tables.py and pylocks.EXTRA.
-    A version with no table gets the keys of the newest older table (values to regenerate, the
-    diff then compares with that older table)."""
-    tables, pylocks = _load(TABLES_PY), _load(PYLOCKS_PY)
-    extra_all = pylocks.EXTRA
+    """({key: (value, source)} to check, {key: why skipped}) from tables.py.  A version with no
+    table gets the keys of the newest older table (values to regenerate, the diff then compares
+    with that older table)."""
+    tables = _load(TABLES_PY)
     older = [v for v in tables.TABLES if v <= version]
     tv = version if version in tables.TABLES else (max(older) if older else min(tables.TABLES))
     table = dict(tables.TABLES[tv])
-    ev = version if version in extra_all else max((v for v in extra_all if v <= version), default=min(extra_all))
-    extra = dict(extra_all[ev])
-    tname, ename = "tables.py %d.%d" % tv, "pylocks.EXTRA %d.%d" % ev
-    skipped: Dict[str, str] = {}
+    tname = "tables.py %d.%d" % tv
     runtime_keys: set = set()
-    from_walker: set = set()
     if free_threaded:
         table = tables.free_threaded_table(table, tv)
         tname += " (free_threaded_table)"
@@ -276,23 +272,14 @@ def expected_for(version: Version, free_threaded: bool) -> Tuple[Dict[str, Tuple
         layouts = dbg.LAYOUTS.get(version) or dbg.LAYOUTS[max(dbg.LAYOUTS)]
         groups = {g: dict.fromkeys(fields, 0) for g, fields in layouts[0]}
         runtime_keys = set(dbg.to_table(dbg.DebugOffsets(0, True, groups)))
-        from_walker = set(pylocks.FROM_WALKER)
     want: Dict[str, Tuple[int, str]] = {}
-    for src, name in ((table, tname), (extra, ename)):
-        for key, value in src.items():
-            if key in want:
-                raise SystemExit("gen_offsets: key %s is in both tables.py and pylocks.EXTRA" % key)
-            why = not_offset(key)
-            if why is None and value is None:
-                why = ABSENT_REASON
-            if why is None and src is table and key in runtime_keys:
-                why = FT_RUNTIME_REASON
-            if why is None and src is extra and key in from_walker:
-                why = FT_EXTRA_REASON
-            if why is not None:
-                skipped[key] = why
-            else:
-                want[key] = (value, name)
+    skipped: Dict[str, str] = {}
+    for key, value in table.items():
+        why = not_offset(key) or (FT_RUNTIME_REASON if key in runtime_keys else None)
+        if why is not None:
+            skipped[key] = why
+        else:
+            want[key] = (value, tname)
     return want, skipped
 
 

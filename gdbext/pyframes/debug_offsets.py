@@ -222,7 +222,6 @@ def to_table(d: DebugOffsets) -> Dict[str, int]:
         "co.localsplusnames": co["localsplusnames"],
     })
     if d.free_threaded:
-        t["model.free_threaded"] = 1
         enabled = isg["gil_runtime_state_enabled"]
         t["gil.enabled"] = enabled - gil_base if enabled >= gil_base else enabled
         # 3.14t: thread-local bytecode; instr_ptr points into co_tlbc[tlbc_index]

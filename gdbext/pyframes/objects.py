@@ -1,7 +1,7 @@
 """Reading CPython objects out of raw inferior memory: str, bytes, int, dict, instance attributes.
 
 Everything goes through ``Memory.read`` (one ``Inferior.read_memory`` per struct, unpacked with
-``struct``), never through gdb.Value: typed access is 10-300x slower and needs DWARF that distro
+``struct``), never through gdb.Value: typed access is far slower and needs DWARF that distro
 builds do not ship.  Every read of an untrusted pointer may fail or return garbage, so callers
 get ``ReadError`` (never a gdb exception) and every loop is capped.
 """
@@ -9,7 +9,7 @@ get ``ReadError`` (never a gdb exception) and every loop is capped.
 import struct
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .tables import TPFLAGS_INLINE_VALUES, TPFLAGS_MANAGED_DICT
+from .tables import TPFLAGS_INLINE_VALUES, TPFLAGS_MANAGED_DICT, Features
 
 _U64 = struct.Struct("<Q")
 _I64 = struct.Struct("<q")
@@ -88,11 +88,12 @@ def i32_at(buf: bytes, off: int) -> int:
 
 
 class Objects:
-    """Object readers for one process and one offsets table (``t``)."""
+    """Object readers for one process: its offsets table (``t``) and layout families (``features``)."""
 
-    def __init__(self, mem: Memory, t: Dict[str, int]):
+    def __init__(self, mem: Memory, t: Dict[str, int], features: Features):
         self.mem = mem
         self.t = t
+        self.features = features
         self._str_cache: Dict[int, Optional[str]] = {}
         self._type_cache: Dict[int, Tuple[int, int, int, int]] = {}
 
@@ -148,7 +149,7 @@ class Objects:
         t = self.t
         buf = self.mem.read(addr + t["long.size"], 8 + 4 * 4)
         tag = i64_at(buf, 0)
-        if self.t.get("model.long", 1):
+        if self.features.long == "lv_tag":
             ndigits, negative = tag >> 3, (tag & 3) == 2
         else:
             ndigits, negative = abs(tag), tag < 0
@@ -191,7 +192,7 @@ class Objects:
     def _keys_entries(self, keys: int) -> List[Tuple[int, int]]:
         """(key, value-in-entry) for every used slot of a PyDictKeysObject, in entry order."""
         t = self.t
-        if t.get("model.dict", 0) == 0:
+        if self.features.dict_keys == "dk_size":
             head = self.mem.read(keys, t["dk.indices"])
             size = i64_at(head, t["dk.size"])
             n = i64_at(head, t["dk.nentries"])
@@ -243,34 +244,34 @@ class Objects:
                 return v
         return None
 
-    def instance_attr(self, obj: int, name: str) -> Optional[int]:
-        """The object stored under ``name`` in an instance's ``__dict__`` (however the version
-        stores it: tp_dictoffset, 3.11 pre-header, 3.12 tagged pointer, 3.13 inline values)."""
-        t = self.t
+    def _instance_storage(self, obj: int) -> Tuple[int, int, int]:
+        """Where an instance keeps its attributes, however the version stores them: (its dict,
+        or 0; the shared keys of its split values, or 0; those values, or 0).  tp_dictoffset
+        (3.8-3.10 and unmanaged types), 3.11 values before the object, 3.12 a tagged pointer,
+        3.13+ values inline after the object."""
         flags, basic, dictoff, cached = self.type_info(self.type_of(obj))
-        model = t.get("model.instdict", 0)
-        if model >= 1 and flags & TPFLAGS_MANAGED_DICT:
-            slot = self.mem.u64(obj + t.get("ob.managed_dict", -24))
-            if model == 1:
-                if slot:
-                    return self.dict_get_str(slot, name)
-                values = self.mem.u64(obj - 32)
-                return self._cached_keys_get(cached, values, name)
-            if model == 2:
-                if slot & 1:
-                    return self._cached_keys_get(cached, slot + 1, name)
-                return self.dict_get_str(slot, name) if slot else None
+        kind = self.features.instance_dict
+        if kind != "dictoffset" and flags & TPFLAGS_MANAGED_DICT:
+            slot = self.mem.u64(obj + self.t.get("ob.managed_dict", -24))
+            if kind == "tagged_values":
+                return (0, cached, slot + 1) if slot & 1 else (slot, 0, 0)
             if slot:
-                return self.dict_get_str(slot, name)
-            if flags & TPFLAGS_INLINE_VALUES:
-                values = obj + basic
-                if self.mem.read(values, 4)[3]:  # PyDictValues.valid
-                    return self._cached_keys_get(cached, values, name)
-            return None
+                return slot, 0, 0
+            if kind == "preheader_values":
+                return 0, cached, self.mem.u64(obj - 32)
+            if flags & TPFLAGS_INLINE_VALUES and self.mem.read(obj + basic, 4)[3]:  # PyDictValues.valid
+                return 0, cached, obj + basic
+            return 0, 0, 0
         if dictoff > 0:
-            d = self.mem.u64(obj + dictoff)
-            return self.dict_get_str(d, name) if d else None
-        return None
+            return self.mem.u64(obj + dictoff), 0, 0
+        return 0, 0, 0
+
+    def instance_attr(self, obj: int, name: str) -> Optional[int]:
+        """The object stored under ``name`` in an instance's ``__dict__`` (``_instance_storage``)."""
+        d, keys, values = self._instance_storage(obj)
+        if d:
+            return self.dict_get_str(d, name)
+        return self._cached_keys_get(keys, values, name)
 
     def _cached_keys_get(self, keys: int, values: int, name: str) -> Optional[int]:
         if not keys or not values:
@@ -306,33 +307,13 @@ class Objects:
         return [u64_at(raw, 8 * i) for i in range(n)]
 
     def instance_items(self, obj: int, limit: int = 64) -> List[Tuple[int, int]]:
-        """(key, value) pointers of an instance's attributes (its ``__dict__``, however the
-        version stores it; see ``instance_attr``), at most ``limit``; [] when it has none."""
-        t = self.t
-        flags, basic, dictoff, cached = self.type_info(self.type_of(obj))
-        model = t.get("model.instdict", 0)
-        if model >= 1 and flags & TPFLAGS_MANAGED_DICT:
-            slot = self.mem.u64(obj + t.get("ob.managed_dict", -24))
-            values = 0
-            if model == 1:
-                if slot:
-                    return self.dict_items(slot)[:limit]
-                values = self.mem.u64(obj - 32)
-            elif model == 2:
-                if slot and not slot & 1:
-                    return self.dict_items(slot)[:limit]
-                values = slot + 1 if slot & 1 else 0
-            else:
-                if slot:
-                    return self.dict_items(slot)[:limit]
-                if flags & TPFLAGS_INLINE_VALUES and self.mem.read(obj + basic, 4)[3]:
-                    values = obj + basic
-            if not cached or not values:
-                return []
-            keys = [k for k, _ in self._keys_entries(cached)][:limit]
-            vals = self._split_values(values, len(keys))
-            return [(k, v) for k, v in zip(keys, vals) if k and v]
-        if dictoff > 0:
-            d = self.mem.u64(obj + dictoff)
-            return self.dict_items(d)[:limit] if d else []
-        return []
+        """(key, value) pointers of an instance's attributes (``_instance_storage``), at most
+        ``limit``; [] when it has none."""
+        d, keys, values = self._instance_storage(obj)
+        if d:
+            return self.dict_items(d)[:limit]
+        if not keys or not values:
+            return []
+        names = [k for k, _ in self._keys_entries(keys)][:limit]
+        vals = self._split_values(values, len(names))
+        return [(k, v) for k, v in zip(names, vals) if k and v]

@@ -32,6 +32,7 @@ no collection runs, None while one runs: the merge decides from native frames), 
 import struct
 from typing import Dict, List, Optional, Tuple
 
+from ..lwpmap import GLIBC_PTHREAD_TID, LwpMap  # noqa: F401 - GLIBC_PTHREAD_TID: tests read it here
 from ..model import Frame
 from ..target import ProcessTarget
 from . import debug_offsets, linetable, runtime, tables
@@ -74,11 +75,15 @@ class PyThreadInfo:
 
 
 class PyProcess:
-    def __init__(self, mem: Memory, objects: Objects, offsets: Dict[str, int], version_info: Tuple[int, int],
-                 version: str, version_source: str, runtime_address: int):
+    """One CPython process as the walker found it: its layout (``offsets``, ``features``), its
+    interpreters and threads, and the frame readers the lock analysis (``pylocks``) reuses."""
+
+    def __init__(self, mem: Memory, offsets: Dict[str, int], features: tables.Features,
+                 version_info: Tuple[int, int], version: str, version_source: str, runtime_address: int):
         self.mem = mem
-        self.objects = objects
+        self.objects = Objects(mem, offsets, features)
         self.offsets = offsets
+        self.features = features
         self.version_info = version_info
         self.version = version
         self.version_source = version_source
@@ -92,15 +97,46 @@ class PyProcess:
         self.runtime_found: Optional[str] = None  # how _PyRuntime was found
         self.notes: List[str] = []
         self.target: Optional[ProcessTarget] = None
-        self._lwp_map: Optional[_LwpMap] = None
+        self._lwp_map: Optional[LwpMap] = None
         #: a free-threaded build (3.13t/3.14t: ``Py_GIL_DISABLED``), from _Py_DebugOffsets
-        self.free_threading = bool(offsets.get("model.free_threaded"))
+        self.free_threading = features.free_threaded
+        frame_objects = features.frames == "frame_objects"
+        #: Where a frame (PyFrameObject 3.8-3.10, _PyInterpreterFrame 3.11+) and its code object
+        #: keep what the lock analysis reads; None: not in this version.
+        self.frame_keys: Dict[str, Optional[int]] = {
+            k: offsets.get(v[0] if frame_objects else v[1]) for k, v in (
+                ("back", ("fo.f_back", "ifr.previous")), ("code", ("fo.f_code", "ifr.code")),
+                ("globals", ("fo.f_globals", "ifr.globals")), ("localsplus", ("fo.localsplus", "ifr.localsplus")),
+                ("nlocals", ("co.nlocals", "co.nlocalsplus")), ("localnames", ("co.varnames", "co.localsplusnames")))}
         #: free-threaded only: whether the GIL was switched back on (PYTHON_GIL=1, or an extension
         #: module that does not declare free-threading support); None when unreadable
         self.gil_enabled: Optional[bool] = None
 
     def read(self, addr: int, size: int) -> bytes:
         return self.mem.read(addr, size)
+
+    def innermost_frames(self, lwp: int, count: int) -> List[int]:
+        """Addresses of a thread's ``count`` innermost Python frames (frame objects on 3.8-3.10,
+        interpreter frames on 3.11+, 3.12+ shim frames included), from where its walk began."""
+        info = self.threads.get(lwp)
+        back = self.frame_keys["back"]
+        out: List[int] = []
+        fr = info.groups[0].first_addr if info is not None and info.groups else None
+        while fr and back is not None and len(out) < count and fr not in out:
+            out.append(fr)
+            try:
+                fr = self.mem.u64(fr + back)
+            except ReadError:
+                break
+        return out
+
+    def frame_code(self, frame: int) -> Optional[int]:
+        """The code object a frame runs (3.14: its tagged ``f_executable`` unmasked)."""
+        off = self.frame_keys["code"]
+        if off is None:
+            return None
+        code = self.mem.u64(frame + off)
+        return code & ~3 if self.features.tagged_executable else code
 
     def summary(self) -> Dict[str, object]:
         """Process-level facts for ``Process.python`` / ``Process.notes`` of the snapshot."""
@@ -120,7 +156,7 @@ class PyProcess:
         if ident in self.pthread_to_lwp:
             return self.pthread_to_lwp[ident]
         if self._lwp_map is None:
-            self._lwp_map = _LwpMap(self.target, self.mem)
+            self._lwp_map = LwpMap(self.target)
         lwp = self._lwp_map.lookup(ident)
         if lwp is not None:
             self.pthread_to_lwp[ident] = lwp
@@ -150,52 +186,10 @@ class PyProcess:
         return out
 
 
-#: glibc x86-64 ``struct pthread``: offset of ``tid`` (0x2d0 in glibc 2.17 ... 2.39).  Only used
-#: as a last resort and only when the value read is one of the process's own LWPs.
-GLIBC_PTHREAD_TID = 0x2D0
-
-
-class _LwpMap:
-    """pthread_t -> LWP for every thread the target knows, computed once per walk.
-
-    The target's ``thread_handles`` (gdb: ``InferiorThread.handle()``, needs libthread_db; the
-    direct reader: each thread's ``fs_base``, which is its pthread_t on x86-64 glibc) first, its
-    ``lwp_of_handle`` as the per-ident fallback; without either (a core from another machine
-    under gdb) the TID field of glibc's ``struct pthread`` is read and accepted only if it names a
-    thread of this process."""
-
-    def __init__(self, target: Optional[ProcessTarget], mem: Memory):
-        self.target = target
-        self.mem = mem
-        self.by_handle: Dict[int, int] = {}
-        self.lwps = set()
-        if target is None:
-            return
-        self.lwps = set(target.lwps())
-        for lwp, h in target.thread_handles().items():
-            self.lwps.add(lwp)
-            if h:
-                self.by_handle[h] = lwp
-
-    def lookup(self, ident: int) -> Optional[int]:
-        if not ident:
-            return None
-        if ident in self.by_handle:
-            return self.by_handle[ident]
-        lwp = self.target.lwp_of_handle(ident) if self.target is not None else None
-        if lwp is None:
-            try:
-                tid = self.mem.u32(ident + GLIBC_PTHREAD_TID)
-            except ReadError:
-                tid = 0
-            lwp = tid if tid in self.lwps else None
-        if lwp is not None:
-            self.by_handle[ident] = lwp
-        return lwp
-
-
 def _span(t: Dict[str, int], prefix: str, extra: int = 8) -> int:
-    return max([v for k, v in t.items() if k.startswith(prefix)] or [0]) + extra
+    """Bytes to read of a struct for one walk step: up to its last field the walker reads (the
+    fast locals, which only the lock analysis reads, are a variable-length tail)."""
+    return max([v for k, v in t.items() if k.startswith(prefix) and not k.endswith("localsplus")] or [0]) + extra
 
 
 class _Walker:
@@ -207,7 +201,7 @@ class _Walker:
         self.t = proc.offsets
         self.o = proc.objects
         # Code objects are recognised by their type's tp_name ("code"), cached per type address:
-        # cheaper than resolving the PyCode_Type symbol (~30 ms without DWARF) and equally strict.
+        # cheaper than resolving the PyCode_Type symbol (slow without DWARF) and equally strict.
         self._is_code_type: Dict[int, bool] = {}
         self._code: Dict[int, Optional[Tuple[str, str, int, bytes]]] = {}
         self._lines: Dict[Tuple[int, int], Optional[int]] = {}
@@ -216,9 +210,8 @@ class _Walker:
         self.co_span = _span(t, "co.")
         self.fo_span = _span(t, "fo.", 4)
         self.ifr_span = _span(t, "ifr.", 8)
-        self.model_frames = t.get("model.frames", 1)
-        self.model_lines = t.get("model.lines", 2)
-        self.tagged = bool(t.get("model.tagged_executable"))
+        self.features = proc.features
+        self.tagged = proc.features.tagged_executable
         # 3.14t: each thread may run its own copy of the bytecode (co_tlbc[tlbc_index])
         self.tlbc = "ifr.tlbc_index" in t and "co.tlbc" in t
         self._tlbc: Dict[Tuple[int, int], Optional[int]] = {}
@@ -256,9 +249,9 @@ class _Walker:
         if key in self._lines:
             return self._lines[key]
         _, _, first, table = info
-        if self.model_lines == 0:
+        if self.features.lines == "lnotab":
             line: Optional[int] = linetable.lnotab_line(table, first, pos)
-        elif self.model_lines == 1:
+        elif self.features.lines == "linetable":
             line = linetable.linetable310_line(table, first, pos * 2 if pos >= 0 else -1)
         else:
             line = linetable.location_line(table, first, pos)
@@ -285,7 +278,7 @@ class _Walker:
     # --- frames ---------------------------------------------------------------------------------
     def walk(self, th: PyThreadInfo, tbuf: bytes) -> None:
         try:
-            if self.model_frames == 0:
+            if self.features.frames == "frame_objects":
                 self._walk_frame_objects(th, u64_at(tbuf, self.t["ts.frame"]))
             else:
                 self._walk_interpreter_frames(th, tbuf)
@@ -409,12 +402,14 @@ class _Walker:
 
 
 def _load_offsets(target: ProcessTarget, mem: Memory,
-                  rt: int) -> Tuple[Optional[Dict[str, int]], Tuple[int, int], str, str, List[str]]:
+                  rt: int) -> Tuple[Optional[Dict[str, int]], bool, Tuple[int, int], str, str, List[str]]:
+    """(offsets, free-threaded, version, version text, how the version was found, notes)."""
     notes: List[str] = []
     minor, text, source = runtime.detect_version(target, mem, rt)
     if minor is None:
-        return None, (0, 0), "", source, ["CPython version could not be determined"]
+        return None, False, (0, 0), "", source, ["CPython version could not be determined"]
     table = tables.table_for(minor)
+    free_threaded = False
     if minor >= (3, 13):
         parsed = None
         try:
@@ -435,13 +430,14 @@ def _load_offsets(target: ProcessTarget, mem: Memory,
                 table = dyn
             if parsed.free_threaded:
                 table = tables.free_threaded_table(table, minor)
+                free_threaded = True
         else:
             notes.append("_Py_DebugOffsets not usable; using the built-in %d.%d table" % minor)
             if minor > (3, 13):
                 table = None
     if table is None or "rt.interpreters_head" not in table:
-        return None, minor, text, source, notes + ["no offsets for CPython %s" % text]
-    return table, minor, text, source, notes
+        return None, False, minor, text, source, notes + ["no offsets for CPython %s" % text]
+    return table, free_threaded, minor, text, source, notes
 
 
 def _scan(target: ProcessTarget, mem: Memory) -> Optional[int]:
@@ -476,10 +472,11 @@ def describe_target(target: ProcessTarget) -> Optional[PyProcess]:
         if rt is None:
             return None
         how = "scan"
-    table, minor, text, source, notes = _load_offsets(target, mem, rt)
-    if table is None:
+    table, free_threaded, minor, text, source, notes = _load_offsets(target, mem, rt)
+    features = tables.features_for(minor, free_threaded)
+    if table is None or features is None:
         raise RuntimeError("; ".join(notes) or "CPython runtime found but not understood")
-    proc = PyProcess(mem, Objects(mem, table), table, minor, text, source, rt)
+    proc = PyProcess(mem, table, features, minor, text, source, rt)
     proc.target = target
     proc.runtime_found = how  # "symbol" | "section" | "scan"
     proc.notes.extend(notes)
@@ -584,7 +581,7 @@ def _gil_holders(proc: PyProcess, rt: int) -> List[Tuple[bool, int]]:
     3.8-3.11: one GIL in the runtime; 3.12+: one per interpreter (``interp->ceval.gil``,
     shared with the main one unless the subinterpreter was created with its own)."""
     t, mem = proc.offsets, proc.mem
-    if t.get("model.gil", 1) == 0:
+    if proc.features.gil == "runtime":
         ts = mem.u64(rt + t["rt.tstate_current"])
         return [(True, ts)] if ts else []
     out: List[Tuple[bool, int]] = []

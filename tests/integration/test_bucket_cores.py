@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers import FIXTURES, all_pythons, gcore, run_hanganalyze, start_hung  # noqa: E402
+from helpers import FIXTURES, all_pythons, gcore, run_hanganalyze, start_hung, unavailable_pythons  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 
@@ -84,3 +84,25 @@ def test_same_deadlock_same_bucket_across_runs(reports):
 
 def test_different_deadlock_different_bucket(reports):
     assert _bucket(reports[("3.12", "join", 1)]) != _bucket(reports[("3.12", "abba", 1)])
+
+
+#: Issue 12: the same bug keeps its findings and bucket id on 3.12, 3.13, 3.14 and the
+#: free-threaded builds (3.13t, 3.14t: no GIL, other object headers, PyMutex-based locks).
+ACROSS = ("3.12", "3.13", "3.13t", "3.14", "3.14t")
+
+
+@pytest.mark.parametrize("scenario", ["abba", "join"])
+def test_same_bug_same_findings_and_bucket_on_312_to_314t(scenario, tmp_path):
+    missing = [v for v in ACROSS if v not in PYTHONS]
+    gone = unavailable_pythons()
+    if [v for v in missing if v not in gone]:
+        pytest.fail("CPython %s missing: pyenv install / scripts/pythons.sh (make pythons)" % ", ".join(missing))
+    if missing:
+        pytest.skip("not obtainable here: %s" % "; ".join("%s (%s)" % (v, gone[v]) for v in missing))
+    out = {}
+    for v in ACROSS:
+        rep = _report(PYTHONS[v], scenario, tmp_path / v.replace(".", "_"))
+        py = rep["processes"][0]["python"]
+        assert py["version"].startswith(v.rstrip("t")) and py["free_threading"] is v.endswith("t"), py
+        out[v] = (sorted(f["signature"] for f in rep["findings"]), _bucket(rep))
+    assert len(set(out.values())) == 1, out

@@ -119,20 +119,6 @@ def analyzed(request, tmp_path_factory):
     return key, live, core_snap, text
 
 
-def debian_binary(key: str) -> bool:
-    """The 3.14 of scripts/pythons.sh when it is Debian's binary build run on sid's glibc."""
-    name = key.split("-", 1)[-1]
-    done = PYTHONS_CACHE / name / ".done"
-    return name in BUILT_NAMES and done.is_file() and "debian-binary" in done.read_text()
-
-
-def _core_stacks_missing(key: str, source: str) -> None:
-    """gdb 13's gcore writes no thread stacks for a process on sid's glibc 2.42 (the threads'
-    native frames end at their first libc frame in the core; live is complete)."""
-    if source == "core" and debian_binary(key):
-        pytest.xfail("gcore (gdb 13) leaves the non-main thread stacks of a sid-glibc process out of the core")
-
-
 def _threads(snap):
     proc = snap["processes"][0]
     return proc, {t.get("python_name"): t for t in proc["threads"] if t.get("python_name")}
@@ -141,7 +127,6 @@ def _threads(snap):
 @pytest.mark.parametrize("source", ["live", "core"])
 def test_named_threads_and_frames(analyzed, source):
     key, live, core, _ = analyzed
-    _core_stacks_missing(key, source)
     proc, by_name = _threads(live if source == "live" else core)
     assert proc["python"]["version"].startswith(base(key))
     names = ("MainThread", "sorter", "waiter-1", "waiter-2", "spinner", "collector")
@@ -177,7 +162,6 @@ def test_python_frames_sit_on_their_eval_frame(analyzed, source):
     """Every run of Python frames is followed directly by the native eval frame running it, and
     the Python -> sorted() (C) -> key-function chain keeps the C frames between the two."""
     key, live, core, _ = analyzed
-    _core_stacks_missing(key, source)
     _, by_name = _threads(live if source == "live" else core)
     for t in by_name.values():
         frames = t["frames"]
@@ -213,7 +197,6 @@ def test_gil_holder_and_waiter(analyzed, source):
         if not nosyms(key):
             assert gc.pop("collector") is True and set(gc.values()) == {False}, gc
         return
-    _core_stacks_missing(key, source)
     holders = [t for t in proc["threads"] if t["state"]["gil"] == "held"]
     assert [t.get("python_name") for t in holders] == ["MainThread"]
     # stripped build: take_gil has no name there; the shape of the stack says it all the same
@@ -221,9 +204,8 @@ def test_gil_holder_and_waiter(analyzed, source):
     # a collection is in progress (the collector's finalizer blocks): only the collector is in it
     # when symbols show it; without symbols nobody can be ruled out.
     gc = {n: t["state"]["gc"] for n, t in by_name.items()}
-    # stripped (Debian's 3.14: its extension modules such as _ctypes have no debug info either):
-    # threads with nameless runtime frames are "unknown"
-    if nosyms(key) or debian_binary(key):
+    # stripped: threads with nameless runtime frames are "unknown"
+    if nosyms(key):
         assert gc.pop("collector") in (True, None) and None in gc.values() and True not in gc.values()
     else:
         assert gc.pop("collector") is True and set(gc.values()) == {False}, gc
@@ -232,7 +214,6 @@ def test_gil_holder_and_waiter(analyzed, source):
 
 def test_hang_bt_and_plain_bt_show_python_frames(analyzed):
     key, _, _, text = analyzed
-    _core_stacks_missing(key, "core")  # the text is that of the core
     if py_free_threaded(key):  # no GIL: no "GIL:" state claimed for anyone
         assert re.search(r'Thread \d+ \(LWP \d+\) "sorter".*\[merged\]', text) and "GIL: held" not in text
     else:
@@ -337,8 +318,6 @@ def test_glibc_pthread_tid_fallback_offset(analyzed):
     """The last-resort pthread_t -> LWP mapping (no libthread_db) reads glibc's struct pthread
     tid: on this glibc it must name every thread correctly."""
     key, _, _, text = analyzed
-    if debian_binary(key):
-        pytest.xfail("gdb 13 has no libthread_db for sid's glibc 2.42: no thread handles to compare with")
     assert "TIDOFF True" in text
 
 

@@ -20,7 +20,6 @@ from hanganalyze.render.waitsvg import describe_cycles, render_svg
 from helpers import (
     FIXTURES,
     LOAD_PY,
-    PYTHONS_CACHE,
     all_pythons,
     built_pythons,
     fixture_binary,
@@ -96,12 +95,6 @@ def python(request, tmp_path_factory):
     snaps = _collect([exe, FIXTURES / "wf_python.py"], exe, tmp_path_factory.mktemp("py" + request.param), 1.0,
                      extra_nodebug=request.param.startswith("system"))
     snaps["free_threaded"] = py_free_threaded(request.param)  # type: ignore
-    done = PYTHONS_CACHE / request.param.split("-", 1)[-1] / ".done"
-    snaps["debian_binary"] = done.is_file() and "debian-binary" in done.read_text()  # type: ignore
-    if snaps["debian_binary"]:
-        # gdb 13's gcore writes no thread stacks for a process on sid's glibc 2.42 (Debian's
-        # 3.14 binary build): its core has no native frames to find the waits in; live only.
-        del snaps["core"]
     return snaps
 
 
@@ -268,8 +261,6 @@ def test_python_chain_and_plain_lock(python):
 
 
 def test_hang_locks_command(python):
-    if python["debian_binary"]:
-        pytest.xfail("gcore (gdb 13) leaves the thread stacks of a sid-glibc process out of the core")
     out = gdb_batch(["hang-locks"], core=python["core_path"], exe=python["exe"])
     assert "Deadlock: thread poster" in out or "Deadlock: thread reconciler" in out, out[-3000:]
     assert "No deadlock cycle" not in out

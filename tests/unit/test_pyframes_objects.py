@@ -30,7 +30,7 @@ mem_file = open("/proc/self/mem", "rb", buffering=0)
 def read(addr, size):
     mem_file.seek(addr); return mem_file.read(size)
 t = tables.table_for(sys.version_info[:2])
-o = objects.Objects(objects.Memory(read), t)
+o = objects.Objects(objects.Memory(read), t, tables.features_for(sys.version_info[:2]))
 
 class Plain:
     def __init__(self):

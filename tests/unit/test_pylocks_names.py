@@ -20,20 +20,18 @@ sys.path.insert(0, str(REPO / "tests"))
 from helpers import pyenv_pythons  # noqa: E402
 
 PROBE = r'''
-import importlib.util, struct, sys, threading, types
+import importlib, struct, sys, threading, types
 root = sys.argv[1]
-pkg = types.ModuleType("pyf"); pkg.__path__ = [root + "/pyframes"]; sys.modules["pyf"] = pkg
-def load(name, path):
-    spec = importlib.util.spec_from_file_location("pyf." + name, path)
-    m = importlib.util.module_from_spec(spec); sys.modules[spec.name] = m; spec.loader.exec_module(m); return m
-tables = load("tables", root + "/pyframes/tables.py"); objects = load("objects", root + "/pyframes/objects.py")
-pylocks = load("pylocks", root + "/pylocks.py")
+pkg = types.ModuleType("g"); pkg.__path__ = [root]; sys.modules["g"] = pkg  # gdbext, without its __init__
+tables = importlib.import_module("g.pyframes.tables"); objects = importlib.import_module("g.pyframes.objects")
+walker = importlib.import_module("g.pyframes.walker"); pylocks = importlib.import_module("g.pylocks")
 mem_file = open("/proc/self/mem", "rb", buffering=0)
 def read(addr, size):
     mem_file.seek(addr); return mem_file.read(size)
 t = tables.table_for(sys.version_info[:2])
+features = tables.features_for(sys.version_info[:2])
 mem = objects.Memory(read)
-o = objects.Objects(mem, t)
+o = objects.Objects(mem, t, features)
 
 class Account:
     def __init__(self, name):
@@ -58,14 +56,11 @@ for acct in (a, b):
     assert got == {"name": id(acct.name), "balance": id(acct.balance), "_lock": id(acct._lock)}, got
 assert o.instance_items(id(slotted)) == [] and o.instance_items(id(3)) == []
 
-class Proc:  # the walker facts PyLocks reads
-    pass
-
 def fresh():
     """A new reader: Memory caches pages for one walk of a stopped process, and this one runs."""
     global py, mem
     mem = objects.Memory(read)
-    p = Proc(); p.mem = mem; p.objects = objects.Objects(mem, t); p.offsets = t; p.version_info = sys.version_info[:2]
+    p = walker.PyProcess(mem, t, features, sys.version_info[:2], sys.version.split()[0], "test", 0)
     py = pylocks.PyLocks(p)
 
 def frame_addr(f):
