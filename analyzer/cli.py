@@ -1,18 +1,18 @@
-"""The ``hanganalyze`` command line: acquire a snapshot, analyze it, render it.
+"""The ``hanganalyze`` command line: options -> an acquire request (``acquire/request.py``) ->
+``pipeline.report`` (acquire, analyze, redact) -> a rendered report (``render/``, ``output.py``).
 
 Kept thin on purpose (as pystack's ``__main__``): every step lives in its own module, and this
 file only turns options into calls and errors into one-line messages with documented exit codes.
 
 The options are declared with typer (pinned below 0.20: from 0.20 on, typer imports pydantic and
-rich to parse a command line, 0.1-0.2 s of start-up per run, a sixth of what pystack needs for a
-whole 200-thread core in ``bench/bench_stacks.py``; 0.19 parses in 0.05 s).  Typer runs with
+rich to parse a command line, a start-up cost per run that is a real part of what a whole core's
+analysis takes (``BENCHMARKS.md``); 0.19 parses without them).  Typer runs with
 ``standalone_mode=False`` so that every usage error becomes one line and an exit code here.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import sys
 from enum import Enum
@@ -20,14 +20,10 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from hanganalyze import __version__
-from hanganalyze.errors import EXIT_FINDING, EXIT_INPUT, EXIT_OK, EXIT_TOOL, HangAnalyzeError, InputError
+from hanganalyze.errors import EXIT_FINDING, EXIT_INPUT, EXIT_OK, EXIT_TOOL, HangAnalyzeError
 from hanganalyze.output import check_output, write_output
 
-ELF_MAGIC = b"\x7fELF"
 SERIOUS = ("crash", "deadlock", "hang", "error")
-
-
-FORMATS = ("html", "md", "json", "text")
 
 
 def progress(msg: str) -> None:
@@ -41,40 +37,6 @@ def fail(msg: str, code: int) -> int:
     """Print the one-line error; return the exit code for the caller to return."""
     sys.stderr.write("hanganalyze: error: %s\n" % " ".join(str(msg).split()))
     return code
-
-
-class BackgroundLoad:
-    """The signature database, loaded in a thread once ``start()`` is called, or at the latest in
-    ``result()``.  The driver calls ``start`` once gdb has all its work queued: from then on this
-    process only waits for gdb, so the load (a cached one is ~0.03 s of CPU, a full validation
-    ~0.2 s) takes the GIL from nobody, where starting it earlier slowed the core-notes reading."""
-
-    def __init__(self, extra_dirs: List[Path]) -> None:
-        self._dirs = extra_dirs
-        self._result: dict = {}
-        self._thread = None
-
-    def _work(self) -> None:
-        from hanganalyze import pipeline
-
-        try:
-            self._result["db"] = pipeline.load_signature_db(self._dirs)
-        except BaseException as e:  # noqa: BLE001 - handed to the main thread as is
-            self._result["error"] = e
-
-    def start(self) -> None:
-        if self._thread is None:
-            import threading
-
-            self._thread = threading.Thread(target=self._work, name="load-signatures", daemon=True)
-            self._thread.start()
-
-    def result(self):
-        self.start()
-        self._thread.join()
-        if "error" in self._result:
-            raise self._result["error"]
-        return self._result["db"]
 
 
 class UsageError(Exception):
@@ -221,75 +183,35 @@ def default_format(output: Optional[Path]) -> str:
     return "text"
 
 
-def _acquire_one(args: argparse.Namespace):
-    """How one input (a pid or a path) becomes a Snapshot, with this run's options."""
-    from hanganalyze.acquire.inputs import acquire
+def acquire_request(args: argparse.Namespace):
+    """The command line's options as the request the acquire step reads (``acquire/request.py``)."""
+    from hanganalyze.acquire.request import AcquireRequest
 
-    options = getattr(args, "gdb_options", None)
-
-    def one(inp, gdb_busy):
-        return acquire(inp.path, inp.pid, args.exe, args.gdb, args.timeout, args.input_format, gdb_busy, progress,
-                       options=options, engine=getattr(args, "engine", "auto"))
-
-    stored = getattr(args, "stored_core", None)
-    if stored is not None:  # --coredumpctl: the stored core gets coredumpctl's metadata
-        return stored.wrap(one)
-    return one
+    return AcquireRequest(
+        targets=list(args.targets), pids=list(args.pid), job=args.job, parallel=args.parallel, exe=args.exe,
+        gdb=args.gdb, timeout=args.timeout, input_format=args.input_format, engine=getattr(args, "engine", "auto"),
+        sysroot=getattr(args, "sysroot", None), solib_search_path=list(getattr(args, "solib_search_path", ())),
+        debuginfod=getattr(args, "debuginfod", False), coredumpctl=getattr(args, "coredumpctl", None),
+    )
 
 
 def analyze(args: argparse.Namespace) -> int:
     """Analyze cores, live processes or pasted text and report the known bugs they match."""
     from hanganalyze import pipeline
-    from hanganalyze.acquire.many import acquire_all, plan_inputs
 
     fmt = args.fmt or default_format(args.output)
-    stored = None
+    request = acquire_request(args)
     try:
-        if not (args.timeout > 0 and math.isfinite(args.timeout)):  # NaN would never time out
-            raise InputError("--timeout must be a positive number of seconds (got %s)" % args.timeout)
-        if args.parallel is not None and not 1 <= args.parallel <= 1024:
-            raise InputError("--parallel must be between 1 and 1024 (got %s)" % args.parallel)
-        for t in args.targets:
-            check_output(args.output, t)
-        if args.output is not None and not args.targets:
-            check_output(args.output, None)
-        from hanganalyze.acquire.sysroot import GdbOptions
+        with request:  # removes a core --coredumpctl dumped to a temporary file
+            request.prepare(progress, lambda target: check_output(args.output, target))
+            snapshot = pipeline.report(request, args.signatures, redact=args.redact, progress=progress)
+            from hanganalyze.render import render
 
-        args.gdb_options = GdbOptions.from_cli(getattr(args, "sysroot", None), getattr(args, "solib_search_path", ()),
-                                               getattr(args, "debuginfod", False))
-        if getattr(args, "engine", "auto") == "direct" and (args.gdb_options.elsewhere or args.gdb_options.debuginfod):
-            raise InputError("--sysroot, --solib-search-path and --debuginfod are gdb's settings: "
-                             "use them without --engine direct")
-        if getattr(args, "coredumpctl", None) is not None:
-            from hanganalyze.acquire.coredumpctl import find_stored_core
-
-            stored = args.stored_core = find_stored_core(args.coredumpctl, args.timeout, progress)
-            args.targets = list(args.targets) + [str(stored.path)]
-            check_output(args.output, str(stored.path))
-        inputs, notes = plan_inputs(args.targets, args.pid, args.job)
-        if args.exe is not None and len(inputs) > 1 and any(i.path for i in inputs):
-            progress("--exe applies to every core given")
-        db_load = BackgroundLoad(args.signatures)
-        snapshot = acquire_all(inputs, _acquire_one(args), args.parallel, progress, db_load.start)
-        snapshot.warnings.extend(notes)
-        db = db_load.result()
-        progress("matching %d thread(s) against signatures" % sum(len(p.threads) for p in snapshot.processes))
-        snapshot = pipeline.analyze(snapshot, db)
-        if args.redact:
-            from hanganalyze.analyze.redact import redact as do_redact
-
-            snapshot = do_redact(snapshot)
-        from hanganalyze.render import render
-
-        data = render(snapshot, fmt)
-        write_output(data, args.output)
+            write_output(render(snapshot, fmt), args.output)
     except HangAnalyzeError as e:
         return fail(str(e), e.exit_code)
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_TOOL)
-    finally:
-        if stored is not None:
-            stored.cleanup()  # a core coredumpctl dumped to a temporary file
     if args.output is not None:
         progress("wrote %s" % args.output)
     if any(f.severity in SERIOUS for f in snapshot.findings):

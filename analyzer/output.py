@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from hanganalyze.acquire.deadline import Deadline
 from hanganalyze.errors import InputError
 
 #: Text read from stdin is bounded: ``hanganalyze - < /dev/zero`` must end with an error, not eat memory.
@@ -94,7 +95,7 @@ FIFO_READER_WAIT = 10.0
 def _open_fifo_for_writing(path: Path) -> int:
     """A blocking write descriptor on the FIFO once it has a reader; InputError after FIFO_READER_WAIT s."""
     wait = FIFO_READER_WAIT
-    deadline = time.monotonic() + wait
+    deadline = Deadline(wait)
     while True:
         try:
             fd = os.open(str(path), os.O_WRONLY | os.O_NONBLOCK)
@@ -102,7 +103,7 @@ def _open_fifo_for_writing(path: Path) -> int:
         except OSError as e:
             if e.errno != errno.ENXIO:  # ENXIO: no reader yet
                 raise
-            if time.monotonic() >= deadline:
+            if deadline.passed():
                 raise InputError("cannot write %s: nobody reads this FIFO (waited %g s)" % (path, wait)) from None
             time.sleep(0.05)
     os.set_blocking(fd, True)  # the reader sets the pace from here on

@@ -14,7 +14,7 @@ from typing import Callable, List
 
 from hanganalyze.analyze.bucket import bucket_id
 from hanganalyze.analyze.redact import redact
-from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
+from hanganalyze.gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 from hanganalyze.render import render
 
 TARGET_S = 2.0
@@ -67,7 +67,7 @@ def _snapshot(threads: List[Thread]) -> Snapshot:
     p = Process(source="core", pid=1000, executable="/usr/bin/python3.11", argv=["python", "train.py"],
                 signal="SIGABRT", python={"version": "3.11.7"}, threads=threads)
     f = Finding(signature="bench", title="bench finding", severity="hang", process=0, threads=[1950],
-                fix=["do the thing"], evidence=[{"thread": 1950, "frame": 3, "rule": "frame", "text": "x"}])
+                fix=["do the thing"], evidence=[Evidence(thread=1950, frame=3, rule="frame", text="x")])
     return Snapshot(processes=[p], findings=[f])
 
 

@@ -15,7 +15,7 @@ import gdb
 
 from .cmd_dump import require_process, write_file
 from .collect import collect_snapshot
-from .commands import command
+from .commands import CommandError, command, parser
 
 FORMATS = ("text", "json", "md")
 DEFAULT_TIMEOUT = 120.0
@@ -31,35 +31,34 @@ def find_analyzer():
     return shutil.which("hanganalyze")
 
 
-def parse_args(argv):
-    """(format, timeout, signature folders, output file); gdb.GdbError on a bad option."""
-    fmt, timeout, sigdirs, output = "text", DEFAULT_TIMEOUT, [], None
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a in ("--format", "-f", "--timeout", "--signatures", "-o", "--output"):
-            if i + 1 >= len(argv):
-                raise gdb.GdbError("hang-analyze: %s needs a value" % a)
-            v = argv[i + 1]
-            i += 2
-            if a in ("--format", "-f"):
-                if v not in FORMATS:
-                    raise gdb.GdbError("hang-analyze: --format must be one of %s" % ", ".join(FORMATS))
-                fmt = v
-            elif a == "--timeout":
-                try:
-                    timeout = float(v)
-                except ValueError:
-                    raise gdb.GdbError("hang-analyze: --timeout needs a number of seconds") from None
-                if not timeout > 0 or timeout == float("inf"):  # NaN compares false: refused too
-                    raise gdb.GdbError("hang-analyze: --timeout must be a positive number of seconds")
-            elif a == "--signatures":
-                sigdirs.append(v)
-            else:
-                output = v
-        else:
-            raise gdb.GdbError("hang-analyze: unknown argument %r (see 'help hang-analyze')" % a)
-    return fmt, timeout, sigdirs, output
+def _format(value: str) -> str:
+    if value not in FORMATS:
+        raise CommandError("--format must be one of %s" % ", ".join(FORMATS))
+    return value
+
+
+def _timeout(value: str) -> float:
+    try:
+        timeout = float(value)
+    except ValueError:
+        raise CommandError("--timeout needs a number of seconds") from None
+    if not timeout > 0 or timeout == float("inf"):  # NaN compares false: refused too
+        raise CommandError("--timeout must be a positive number of seconds")
+    return timeout
+
+
+_ANALYZE = parser(
+    "hang-analyze", "hang-analyze [--format text|json|md] [--signatures DIR]... [--timeout SECONDS] [-o FILE]",
+    "Match the debugged process against the known hang/crash signatures and print the findings.\n"
+    "Runs the installed 'hanganalyze' command ($HANGANALYZE, else PATH) on this process's snapshot.",
+)
+_ANALYZE.add_argument("--format", "-f", type=_format, default="text", metavar="FORMAT",
+                      help="report format: text, json or md")
+_ANALYZE.add_argument("--signatures", action="append", default=[], metavar="DIR",
+                      help="a folder of extra signature files (repeatable)")
+_ANALYZE.add_argument("--timeout", type=_timeout, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                      help="how long the analyzer may take (default %g)" % DEFAULT_TIMEOUT)
+_ANALYZE.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
 
 
 def run_analyzer(exe, data, fmt, timeout, sigdirs):
@@ -80,14 +79,9 @@ def run_analyzer(exe, data, fmt, timeout, sigdirs):
     return res.stdout.decode("utf-8", "replace")
 
 
-@command(
-    "hang-analyze",
-    "Match the debugged process against the known hang/crash signatures and print the findings.\n"
-    "Usage: hang-analyze [--format text|json|md] [--signatures DIR]... [--timeout SECONDS] [-o FILE]\n"
-    "Runs the installed 'hanganalyze' command ($HANGANALYZE, else PATH) on this process's snapshot.",
-)
-def hang_analyze(argv, from_tty):
-    fmt, timeout, sigdirs, output = parse_args(argv)
+@command(_ANALYZE)
+def hang_analyze(args, from_tty):
+    fmt, timeout, sigdirs, output = args.format, args.timeout, args.signatures, args.output
     exe = find_analyzer()
     if exe is None:
         where = "$HANGANALYZE=%s is not an executable" % os.environ["HANGANALYZE"] if os.environ.get(

@@ -12,9 +12,10 @@ import gdb
 
 from . import framefilter
 from .collect import collect_process
-from .commands import command
+from .commands import command, on_off, parser
+from .gdbtarget import lwp_of
 from .model import Frame, Process, Thread
-from .termsafe import safe_lines
+from .model.termsafe import safe_lines
 
 
 def format_frame(i: int, f: Frame) -> str:
@@ -58,7 +59,7 @@ def format_thread(t: Thread, num: Optional[int] = None) -> List[str]:
 def _thread_numbers() -> Dict[int, int]:
     out = {}
     for th in gdb.selected_inferior().threads():
-        out[th.ptid[1] or th.ptid[0]] = th.num
+        out[lwp_of(th)] = th.num
     return out
 
 
@@ -73,16 +74,15 @@ def _process_header(pyproc) -> str:
     return text
 
 
-@command(
-    "hang-bt",
-    "Merged Python + native backtrace of the current thread (-a: all threads).\n"
-    "Usage: hang-bt [-a]",
-)
-def hang_bt(argv, from_tty):
-    if any(a not in ("-a", "all") for a in argv):
-        raise gdb.GdbError("usage: hang-bt [-a]")
+_BT = parser("hang-bt", "hang-bt [-a]", "Merged Python + native backtrace of the current thread (-a: all threads).")
+_BT.add_argument("-a", dest="all", action="store_true", help="every thread of the process")
+_BT.add_argument("which", nargs="?", choices=("all",), metavar="all", help="the same as -a")
+
+
+@command(_BT)
+def hang_bt(args, from_tty):
     nums = _thread_numbers()
-    if "-a" in argv or "all" in argv:
+    if args.all or args.which:
         pyproc = framefilter.python_process()  # walked once, shared with the frame filter
         proc: Process = collect_process(with_python=True, with_locks=False, pyproc=pyproc)
         out = [_process_header(pyproc)] + ["  note: %s" % n for n in proc.notes]
@@ -98,15 +98,15 @@ def hang_bt(argv, from_tty):
     gdb.write(safe_lines(out))  # names come from the inferior: no raw ESC/newline on the terminal
 
 
-@command(
-    "hang-bt-filter",
-    "Show Python frames in plain `bt` (on, the default) or not (off).\nUsage: hang-bt-filter on|off",
-)
-def hang_bt_filter(argv, from_tty):
-    if len(argv) != 1 or argv[0] not in ("on", "off"):
-        raise gdb.GdbError("usage: hang-bt-filter on|off")
-    framefilter.install().enabled = argv[0] == "on"
-    gdb.write("hanganalyze Python frame filter %s\n" % ("enabled" if argv[0] == "on" else "disabled"))
+_BT_FILTER = parser("hang-bt-filter", "hang-bt-filter on|off",
+                    "Show Python frames in plain `bt` (on, the default) or not (off).")
+on_off(_BT_FILTER, "on: plain `bt` shows the merged Python frames")
+
+
+@command(_BT_FILTER)
+def hang_bt_filter(args, from_tty):
+    framefilter.install().enabled = args.state == "on"
+    gdb.write("hanganalyze Python frame filter %s\n" % ("enabled" if args.state == "on" else "disabled"))
 
 
 framefilter.install()

@@ -5,10 +5,8 @@ import json
 import gdb
 
 from .collect import collect_snapshot
-from .commands import command
+from .commands import command, parser
 from .native import quick_unwinder_sniffing
-
-USAGE = "usage: hang-dump [--no-python] [--no-locks] [FILE]"
 
 
 def require_process(cmd: str) -> None:
@@ -35,23 +33,21 @@ def write_file(cmd: str, path: str, data: str) -> None:
         raise gdb.GdbError("%s: cannot write %s: %s" % (cmd, path, e.strerror or e)) from None
 
 
-@command(
-    "hang-dump",
-    "Write a hanganalyze/1 JSON snapshot of every thread.\n"
-    "Usage: hang-dump [--no-python] [--no-locks] [FILE]   (stdout when FILE is omitted)",
-)
-def hang_dump(argv, from_tty):
-    with_python = "--no-python" not in argv
-    with_locks = "--no-locks" not in argv
-    rest = [a for a in argv if not a.startswith("--")]
-    if len(rest) > 1 or any(a.startswith("--") and a not in ("--no-python", "--no-locks") for a in argv):
-        raise gdb.GdbError(USAGE)
+_DUMP = parser("hang-dump", "hang-dump [--no-python] [--no-locks] [FILE]",
+               "Write a hanganalyze/1 JSON snapshot of every thread (to stdout when FILE is omitted).")
+_DUMP.add_argument("--no-python", action="store_true", help="native frames only: no Python frames")
+_DUMP.add_argument("--no-locks", action="store_true", help="do not read what the threads wait on")
+_DUMP.add_argument("file", nargs="?", metavar="FILE", help="where to write the JSON")
+
+
+@command(_DUMP)
+def hang_dump(args, from_tty):
     require_process("hang-dump")
     with quick_unwinder_sniffing():
-        snap = collect_snapshot(with_python=with_python, with_locks=with_locks)
+        snap = collect_snapshot(with_python=not args.no_python, with_locks=not args.no_locks)
     data = json.dumps(snap.to_dict(), indent=None, separators=(",", ":"))
-    if rest:
-        write_file("hang-dump", rest[0], data)
-        gdb.write("hang-dump: wrote %d thread(s) to %s\n" % (len(snap.processes[0].threads), rest[0]))
+    if args.file:
+        write_file("hang-dump", args.file, data)
+        gdb.write("hang-dump: wrote %d thread(s) to %s\n" % (len(snap.processes[0].threads), args.file))
     else:
         gdb.write(data + "\n")

@@ -6,15 +6,15 @@ The three feature seams are explicit so each lives in one module:
   * ``locks.annotate_waits(process, natives_by_tid, pyproc)`` records what each thread waits on.
 """
 
-import signal as _signal
 from typing import Dict, List, Optional
 
 import gdb
 
 from . import facts, locks, merge, native
-from .gdbtarget import GdbTarget, frames_of_thread
+from .gdbtarget import GdbTarget, frames_of_thread, lwp_of
 from .gdbtarget import target_kind as gdbtarget_kind
 from .model import Process, Snapshot, Thread
+from .model.signals import fatal_signal
 from .pyframes import walker
 
 
@@ -23,24 +23,13 @@ def target_kind() -> str:
     return gdbtarget_kind(gdb.selected_inferior())
 
 
-#: Signals that say how a debugger stopped the process (gcore of a running process records the
-#: SIGSTOP of its ptrace attach), not what happened to the program: reported as no signal.
-_DEBUGGER_STOPS = ("SIGSTOP", "SIGTRAP", "SIGTSTP")
-
-
 def stop_signal() -> Optional[str]:
     """The signal that killed the process of a core, from $_siginfo (None for a debugger's stop)."""
     try:
         signo = int(gdb.parse_and_eval("$_siginfo.si_signo"))
     except (gdb.error, ValueError, RuntimeError):
         return None
-    if signo <= 0:
-        return None
-    try:
-        name = _signal.Signals(signo).name
-    except ValueError:
-        return "SIG%d" % signo
-    return None if name in _DEBUGGER_STOPS else name
+    return fatal_signal(signo)
 
 
 def collect_process(with_python: bool = True, with_locks: bool = True, pyproc=None) -> Process:
@@ -71,7 +60,7 @@ def collect_process(with_python: bool = True, with_locks: bool = True, pyproc=No
     try:
         for th in sorted(inf.threads(), key=lambda t: t.num):
             th.switch()
-            lwp = th.ptid[1] or th.ptid[0]
+            lwp = lwp_of(th)
             natives = native.unwind(libs)
             stopped = native.stop_marker(natives)
             natives_by_tid[lwp] = natives

@@ -19,8 +19,9 @@ import gdb
 from gdb.FrameDecorator import FrameDecorator
 
 from . import native
+from .gdbtarget import lwp_of
 from .model import Frame, Thread
-from .termsafe import safe
+from .model.termsafe import safe
 
 NAME = "hanganalyze-python"
 
@@ -72,7 +73,7 @@ def merged_thread() -> Optional[Thread]:
     if th is None:
         return None
     natives = native.unwind(library_map())
-    t = Thread(tid=th.ptid[1] or th.ptid[0], os_name=th.name)
+    t = Thread(tid=lwp_of(th), os_name=th.name)
     t.name = t.os_name
     merge.merge_thread(t, natives, python_process())
     t._natives = natives  # type: ignore[attr-defined]  # kept for the plan below

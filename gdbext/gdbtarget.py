@@ -18,6 +18,12 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SYM_CACHE: Dict[Tuple[str, str], Optional[int]] = {}
 
 
+def lwp_of(thread) -> int:
+    """The LWP (kernel thread id) of a ``gdb.InferiorThread``: ``ptid`` is (pid, lwp, tid); lwp is 0
+    on targets without threads (a single-threaded core or process), where the pid is the LWP."""
+    return thread.ptid[1] or thread.ptid[0]
+
+
 def _objfiles_key() -> str:
     try:
         return "|".join(o.filename or "" for o in gdb.objfiles())
@@ -99,12 +105,12 @@ class GdbTarget(ProcessTarget):
                 except (gdb.error, RuntimeError, AttributeError, TypeError):
                     h = None
                 if h and len(h) >= 8:
-                    self._handles[th.ptid[1] or th.ptid[0]] = int.from_bytes(bytes(h)[:8], "little")
+                    self._handles[lwp_of(th)] = int.from_bytes(bytes(h)[:8], "little")
         return self._handles
 
     def lwps(self) -> List[int]:
         if self._lwps is None:
-            self._lwps = [th.ptid[1] or th.ptid[0] for th in self._threads()]
+            self._lwps = [lwp_of(th) for th in self._threads()]
         return self._lwps
 
     def lwp_of_handle(self, handle: int) -> Optional[int]:
@@ -116,7 +122,7 @@ class GdbTarget(ProcessTarget):
             return None
         if th is None:
             return None
-        return th.ptid[1] or th.ptid[0]
+        return lwp_of(th)
 
     def symbol_at(self, addr: int) -> Optional[str]:
         try:
@@ -191,7 +197,7 @@ class GdbFrameView(FrameView):
 def frames_of_thread(lwp: int, count: int) -> List[FrameView]:
     """The innermost ``count`` frames of thread ``lwp`` (selects it: callers restore the selection)."""
     for th in gdb.selected_inferior().threads():
-        if (th.ptid[1] or th.ptid[0]) == lwp:
+        if lwp_of(th) == lwp:
             th.switch()
             break
     else:

@@ -25,8 +25,9 @@ analyzer's direct reader both provide.
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .model import Process, Thread
-from .pylocks import LOCK_TYPE_NAMES, RLOCK_TYPE_NAMES, PyLocks
+from .lwpmap import LwpMap
+from .model import Process, Thread, Wait
+from .pylocks import LOCK_TYPE_NAMES, NAME_FRAMES, RLOCK_TYPE_NAMES, PyLocks
 from .target import FrameView, ProcessTarget
 from .waitkinds import BY_KIND, IMPL_FRAMES, RUNTIME_LIBS, bare, classify
 
@@ -54,7 +55,7 @@ class _Ctx:
         self.target = target
         self.tids = {t.tid for t in process.threads if t.tid}
         self.pyproc = pyproc
-        self._lwp_by_handle: Dict[int, Optional[int]] = {}
+        self._lwp_map: Optional[LwpMap] = None
         self._handle_by_lwp: Dict[int, int] = dict(target.thread_handles())
         self.py: Optional[PyLocks] = None
         self._tstates: Optional[Dict[int, Optional[int]]] = None
@@ -75,28 +76,22 @@ class _Ctx:
         return struct.unpack("<i", b)[0] if b else None
 
     def pthread_to_lwp(self, ident: Optional[int]) -> Optional[int]:
+        """The walker's map for a Python process (its thread states first), else the same
+        ``LwpMap`` over the target: both readers name one thread for one pthread_t."""
         if not ident:
             return None
         table = getattr(self.pyproc, "pthread_to_lwp", None)
         if isinstance(table, dict) and table.get(ident):
             return table[ident]
-        walker_map = getattr(self.pyproc, "lwp_for_pthread", None)
-        if callable(walker_map):
-            try:
-                lwp = walker_map(ident)
-            except Exception:  # noqa: BLE001
-                lwp = None
-            if lwp:
-                return lwp
-        if ident not in self._lwp_by_handle:
-            lwp = None
-            for tid, h in self._handle_by_lwp.items():
-                if h == ident:
-                    lwp = tid
-            if lwp is None:
-                lwp = self.target.lwp_of_handle(ident)
-            self._lwp_by_handle[ident] = lwp
-        return self._lwp_by_handle[ident]
+        lookup = getattr(self.pyproc, "lwp_for_pthread", None)
+        if not callable(lookup):
+            if self._lwp_map is None:
+                self._lwp_map = LwpMap(self.target)
+            lookup = self._lwp_map.lookup
+        try:
+            return lookup(ident) or None
+        except Exception:  # noqa: BLE001
+            return None
 
     def handle_of(self, lwp: Optional[int]) -> Optional[int]:
         return self._handle_by_lwp.get(lwp) if lwp else None
@@ -141,14 +136,18 @@ def annotate_waits(process: Process, natives_by_tid: Dict[int, list], pyproc: An
             frames = frames_of(t.tid, max(idx or 0, eval_idx or 0) + 3)
             w = _resolve(ctx, t, natives, frames, kind, idx or 0, eval_idx)
         except Exception as e:  # noqa: BLE001 - gdb.error, bad memory: the wait is still worth naming
-            w = {"kind": kind, "resource": None, "name": None, "owner_tid": None,
-                 "frame": None, "detail": "wait not resolved: %s" % e}
+            w = Wait(kind, detail="wait not resolved: %s" % e)
         if w is not None:
-            w["frame"] = _wait_frame(t, natives, idx or 0, w)
+            w.frame = _wait_frame(t, natives, idx or 0, w)
             t.waits = w
-            if kind == "gil" and w["kind"] == "gil":
+            if kind == "gil" and w.kind == "gil":
                 t.state.gil = "waiting"
     _distinct_names(process)
+
+
+def _hex(addr: Optional[int]) -> Optional[str]:
+    """``Wait.resource``: the address as ``0x...``, None when unknown."""
+    return "0x%x" % addr if addr else None
 
 
 def _reg(frame: FrameView, name: str) -> Optional[int]:
@@ -174,7 +173,7 @@ def _candidates(frames: List[FrameView], upto: int) -> List[int]:
 
 
 def _resolve(ctx: _Ctx, t: Thread, natives: list, frames: List[FrameView], kind: str, idx: int,
-             eval_idx: Optional[int]):
+             eval_idx: Optional[int]) -> Optional[Wait]:
     if kind == "mutex":
         return _resolve_mutex(ctx, natives, frames, idx)
     if kind == "rwlock":
@@ -184,16 +183,14 @@ def _resolve(ctx: _Ctx, t: Thread, natives: list, frames: List[FrameView], kind:
     if kind == "gil" and getattr(ctx.pyproc, "free_threading", False) and not getattr(ctx.pyproc, "gil_enabled", None):
         # Free-threaded with the GIL off: PyEval_RestoreThread/_PyThreadState_Attach wait for a
         # stop-the-world pause to end (the GC, fork), never for a GIL.
-        return {"kind": "futex", "resource": None, "name": None, "owner_tid": None, "frame": None,
-                "detail": "waiting to re-attach its thread state (free-threaded build, no GIL: a "
-                          "stop-the-world pause such as a garbage collection)"}
+        return Wait("futex", detail="waiting to re-attach its thread state (free-threaded build, no GIL: a "
+                                    "stop-the-world pause such as a garbage collection)")
     if kind == "gil":
         addr, holder = ctx.gil()
         if holder == t.tid:
             return None  # re-acquiring a GIL it still holds is not a wait (snapshot taken mid-switch)
-        return {"kind": "gil", "resource": "0x%x" % addr if addr else None, "name": "GIL", "owner_tid": holder,
-                "frame": None, "detail": "waiting for the GIL" + (
-                    " (held by LWP %d)" % holder if holder else " (holder not recorded)")}
+        return Wait("gil", _hex(addr), "GIL", holder, detail="waiting for the GIL" + (
+            " (held by LWP %d)" % holder if holder else " (holder not recorded)"))
     if kind == "pylock":
         return _resolve_pylock(ctx, t, natives, frames, idx, eval_idx)
     if kind == "pyjoin":
@@ -203,8 +200,7 @@ def _resolve(ctx: _Ctx, t: Thread, natives: list, frames: List[FrameView], kind:
     # condvar / futex: no owner
     futex = _reg(frames[0], "rdi") if frames else None
     what = "condition variable" if kind == "condvar" else "futex"
-    return {"kind": kind, "resource": "0x%x" % futex if futex else None, "name": None, "owner_tid": None,
-            "frame": None, "detail": "waiting on a %s (no owner is recorded)" % what}
+    return Wait(kind, _hex(futex), detail="waiting on a %s (no owner is recorded)" % what)
 
 
 def _debug_arg(natives: list, frames: List[FrameView], idx: int, kind: str) -> Optional[int]:
@@ -236,7 +232,7 @@ def _mutex_owner(ctx: _Ctx, addr: int) -> Optional[int]:
     return owner & 0x3FFFFFFF if owner else None
 
 
-def _resolve_mutex(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int):
+def _resolve_mutex(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int) -> Wait:
     addr = _debug_arg(natives, frames, idx, "mutex")
     how = "debug info"
     owner = _mutex_owner(ctx, addr) if addr else None
@@ -247,8 +243,7 @@ def _resolve_mutex(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int):
                 addr, owner, how = c, o, "registers"
                 break
     if addr is None:
-        return {"kind": "mutex", "resource": None, "name": None, "owner_tid": None, "frame": None,
-                "detail": "waiting for a mutex whose address could not be found"}
+        return Wait("mutex", detail="waiting for a mutex whose address could not be found")
     detail = "waiting for mutex 0x%x" % addr
     if owner in ctx.tids:
         detail += " held by LWP %d" % owner
@@ -260,15 +255,14 @@ def _resolve_mutex(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int):
         detail += " (its memory cannot be read: owner unknown)"
     else:
         detail += " (no owner recorded)"
-    return {"kind": "mutex", "resource": "0x%x" % addr, "name": ctx.symbol_name(addr), "owner_tid": owner,
-            "frame": None, "detail": detail + " [found via %s]" % how}
+    return Wait("mutex", _hex(addr), ctx.symbol_name(addr), owner, detail=detail + " [found via %s]" % how)
 
 
 def _rwlock_writer(ctx: _Ctx, addr: int) -> Optional[int]:
     return ctx.i32(addr + RWLOCK_WRITER_OFF)
 
 
-def _resolve_rwlock(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int):
+def _resolve_rwlock(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int) -> Wait:
     addr = _debug_arg(natives, frames, idx, "rwlock")
     writer = _rwlock_writer(ctx, addr) if addr else None
     if addr is None or writer not in ctx.tids:
@@ -281,16 +275,14 @@ def _resolve_rwlock(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int)
             if writer in ctx.tids:
                 break
     if addr is None:
-        return {"kind": "rwlock", "resource": None, "name": None, "owner_tid": None, "frame": None,
-                "detail": "waiting for a rwlock whose address could not be found"}
+        return Wait("rwlock", detail="waiting for a rwlock whose address could not be found")
     owner = writer if writer in ctx.tids else None
     detail = "waiting for rwlock 0x%x " % addr + (
         "write-held by LWP %d" % owner if owner else "(held by readers or unknown: readers are not recorded)")
-    return {"kind": "rwlock", "resource": "0x%x" % addr, "name": ctx.symbol_name(addr), "owner_tid": owner,
-            "frame": None, "detail": detail}
+    return Wait("rwlock", _hex(addr), ctx.symbol_name(addr), owner, detail=detail)
 
 
-def _resolve_join(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int):
+def _resolve_join(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int) -> Wait:
     handle = _debug_arg(natives, frames, idx, "join")
     target = ctx.pthread_to_lwp(handle) if handle else None
     if target is None and frames:
@@ -301,8 +293,7 @@ def _resolve_join(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int):
             target = v
             handle = ctx.handle_of(v)
     detail = "joining thread LWP %d" % target if target else "joining a thread that could not be identified"
-    return {"kind": "join", "resource": "0x%x" % handle if handle else None, "name": None, "owner_tid": target,
-            "frame": None, "detail": detail}
+    return Wait("join", _hex(handle), owner_tid=target, detail=detail)
 
 
 def _python_objects(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int,
@@ -343,7 +334,7 @@ def _python_objects(ctx: _Ctx, natives: list, frames: List[FrameView], idx: int,
 THREAD_HANDLE_SCAN = 48
 
 
-def _resolve_thread_handle_join(ctx: _Ctx, t: Thread, frames: List[FrameView], idx: int):
+def _resolve_thread_handle_join(ctx: _Ctx, t: Thread, frames: List[FrameView], idx: int) -> Wait:
     """3.13+: ``ThreadHandle_join(self)``; ``self->ident`` is the joined thread.  With DWARF it is
     read by name; without, a register of the join frames that points at a struct holding, in its
     first words, the pthread_t of another thread of this process (never a guess: the value must
@@ -365,12 +356,11 @@ def _resolve_thread_handle_join(ctx: _Ctx, t: Thread, frames: List[FrameView], i
     target = ctx.pthread_to_lwp(ident) if ident else None
     detail = "Thread.join() of the thread LWP %d" % target if target else \
         "Thread.join() of a thread that could not be identified (no debug info for the thread handle)"
-    return {"kind": "pyjoin", "resource": "0x%x" % ident if ident else None, "name": None, "owner_tid": target,
-            "frame": None, "detail": detail}
+    return Wait("pyjoin", _hex(ident), owner_tid=target, detail=detail)
 
 
 def _resolve_parked(ctx: _Ctx, t: Thread, natives: list, frames: List[FrameView], idx: int,
-                    eval_idx: Optional[int]):
+                    eval_idx: Optional[int]) -> Wait:
     """3.13+ without the callers' names (stripped): a thread parked in CPython's parking lot.
     A lock object on its stack makes it a lock wait (owner where memory records one); a
     ``Thread.join`` Python frame makes it a join; otherwise the object is not identified."""
@@ -379,9 +369,8 @@ def _resolve_parked(ctx: _Ctx, t: Thread, natives: list, frames: List[FrameView]
     py = [f for f in t.all_frames() if f.kind == "python"]
     if py and bare(py[0].function) == "join" and (py[0].file or "").endswith("threading.py"):
         return _resolve_thread_handle_join(ctx, t, frames, idx)
-    return {"kind": "futex", "resource": None, "name": None, "owner_tid": None, "frame": None,
-            "detail": "parked in CPython's parking lot (a PyMutex or PyEvent wait; the object could not be "
-                      "identified)"}
+    return Wait("futex", detail="parked in CPython's parking lot (a PyMutex or PyEvent wait; the object could "
+                                "not be identified)")
 
 
 def _python_frame_names(t: Thread) -> List[str]:
@@ -389,22 +378,20 @@ def _python_frame_names(t: Thread) -> List[str]:
 
 
 def _resolve_pylock(ctx: _Ctx, t: Thread, natives: list, frames: List[FrameView], idx: int,
-                    eval_idx: Optional[int]):
+                    eval_idx: Optional[int]) -> Wait:
     objs = _python_objects(ctx, natives, frames, idx, eval_idx)
     if not objs:
         futex = _reg(frames[0], "rdi") if frames else None
-        return {"kind": "pylock", "resource": "0x%x" % futex if futex else None, "name": None,
-                "owner_tid": None, "frame": None,
-                "detail": "waiting for a Python lock (lock object not found; owner unknown)"}
+        return Wait("pylock", _hex(futex), detail="waiting for a Python lock (lock object not found; owner unknown)")
     obj, tname = objs[0]
     name, spelled = _lock_name(ctx, t, obj)
     res = _resolve_pylock_object(ctx, t, obj, tname, name)
-    if spelled and res.get("kind") in ("rlock", "pylock"):
-        res["detail"] += " (%s)" % spelled
+    if spelled and res.kind in ("rlock", "pylock"):
+        res.detail = "%s (%s)" % (res.detail, spelled)
     return res
 
 
-def _resolve_pylock_object(ctx: _Ctx, t: Thread, obj: int, tname: str, name: Optional[str]) -> Dict[str, Any]:
+def _resolve_pylock_object(ctx: _Ctx, t: Thread, obj: int, tname: str, name: Optional[str]) -> Wait:
     """The wait on a found lock object: RLock with owner, Thread.join, Condition.wait, or Lock."""
     if tname in RLOCK_TYPE_NAMES:
         ident, count = ctx.py.rlock_owner(obj) if ctx.py else (None, 0)
@@ -417,24 +404,21 @@ def _resolve_pylock_object(ctx: _Ctx, t: Thread, obj: int, tname: str, name: Opt
                       % ident)
         else:
             detail = "waiting for threading.RLock that is not held (being released?)"
-        return {"kind": "rlock", "resource": "0x%x" % obj, "name": name, "owner_tid": owner, "frame": None,
-                "detail": detail}
+        return Wait("rlock", _hex(obj), name, owner, detail=detail)
     ts = ctx.tstate_locks().get(obj)
     pynames = _python_frame_names(t)
     if ts or (pynames and bare(pynames[0]) in ("_wait_for_tstate_lock", "join")):
         target = ctx.tstate_lwp(ts)
-        if target:
-            return {"kind": "pyjoin", "resource": "0x%x" % obj, "name": name, "owner_tid": target, "frame": None,
-                    "detail": "Thread.join() of the thread LWP %d (its _tstate_lock)" % target}
-        return {"kind": "pyjoin", "resource": "0x%x" % obj, "name": name, "owner_tid": None, "frame": None,
-                "detail": "Thread.join() of a thread that could not be identified"}
+        detail = "Thread.join() of the thread LWP %d (its _tstate_lock)" % target if target else \
+            "Thread.join() of a thread that could not be identified"
+        return Wait("pyjoin", _hex(obj), name, target or None, detail=detail)
     pyframes = [f for f in t.all_frames() if f.kind == "python"]
     if pyframes and bare(pyframes[0].function) == "wait" and (pyframes[0].file or "").endswith("threading.py"):
         # Condition.wait() parks on a fresh waiter lock: a condition wait (Event, Queue, ...), no owner
-        return {"kind": "condvar", "resource": "0x%x" % obj, "name": name, "owner_tid": None, "frame": None,
-                "detail": "threading.Condition.wait() (Event/Queue/Semaphore...): no owner, woken by notify()"}
-    return {"kind": "pylock", "resource": "0x%x" % obj, "name": name, "owner_tid": None, "frame": None,
-            "detail": "waiting for threading.Lock: CPython records no owner, held by unknown"}
+        return Wait("condvar", _hex(obj), name,
+                    detail="threading.Condition.wait() (Event/Queue/Semaphore...): no owner, woken by notify()")
+    return Wait("pylock", _hex(obj), name,
+                detail="waiting for threading.Lock: CPython records no owner, held by unknown")
 
 
 def _lock_name(ctx: _Ctx, t: Thread, obj: int) -> Tuple[Optional[str], Optional[str]]:
@@ -446,7 +430,7 @@ def _lock_name(ctx: _Ctx, t: Thread, obj: int) -> Tuple[Optional[str], Optional[
     if py is None or not t.tid:
         return None, None
     try:
-        frames = py.frames(t.tid)
+        frames = py.p.innermost_frames(t.tid, NAME_FRAMES)
         found = py.attribute_name(frames[:1], obj)
         if found:
             return found[0], "%s in the waiting frame" % found[1]
@@ -466,19 +450,19 @@ def _distinct_names(process: Process) -> None:
     by_name: Dict[str, set] = {}
     for t in process.threads:
         w = t.waits
-        if w and w.get("name") and w.get("resource"):
-            by_name.setdefault(w["name"], set()).add(w["resource"])
+        if w and w.name and w.resource:
+            by_name.setdefault(w.name, set()).add(w.resource)
     for t in process.threads:
         w = t.waits
-        if w and w.get("name") and len(by_name.get(w["name"], ())) > 1:
-            w["name"] = "%s@%s" % (w["name"], w["resource"])
+        if w and w.name and len(by_name.get(w.name, ())) > 1:
+            w.name = "%s@%s" % (w.name, w.resource)
 
 
-def _wait_frame(t: Thread, natives: list, idx: int, w: Dict[str, Any]) -> Optional[int]:
+def _wait_frame(t: Thread, natives: list, idx: int, w: Wait) -> Optional[int]:
     """Index in ``t.frames`` of the frame that waits: the innermost Python frame for Python waits,
     else the first native frame outside the lock implementation (the caller of lock())."""
     frames = t.frames
-    if w["kind"] in ("rlock", "pylock", "pyjoin") or (w["kind"] == "condvar" and "threading" in w["detail"]):
+    if w.kind in ("rlock", "pylock", "pyjoin") or (w.kind == "condvar" and "threading" in (w.detail or "")):
         for i, f in enumerate(frames):
             if f.kind == "python":
                 return i

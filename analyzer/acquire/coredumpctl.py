@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import signal as _signal
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from hanganalyze.errors import InputError
+from hanganalyze.gdbext.model.signals import signal_name
 
 Progress = Optional[Callable[[str], None]]
 
@@ -50,17 +50,6 @@ _ENV = {"SYSTEMD_COLORS": "0", "SYSTEMD_PAGER": "cat", "PAGER": "cat", "SYSTEMD_
 def _one_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1] if lines else ""
-
-
-def _signame(signo: Any) -> Optional[str]:
-    try:
-        n = int(signo)
-    except (TypeError, ValueError):
-        return None
-    try:
-        return _signal.Signals(n).name
-    except ValueError:
-        return "signal %d" % n if n > 0 else None
 
 
 def _time_text(usec: Any) -> Optional[str]:
@@ -124,10 +113,10 @@ def parse_info(text: str) -> Dict[str, str]:
 def record(entry: Dict[str, Any], info: Dict[str, str]) -> Dict[str, Any]:
     """The metadata kept in the report (``Process.coredump``): strings and ints only."""
     meta: Dict[str, Any] = {"from": "coredumpctl", "pid": entry.get("pid")}
-    sig = _signame(entry.get("sig"))
+    sig = signal_name(entry.get("sig"))
     if sig is None:
         m = re.match(r"(\d+)", info.get("Signal", ""))
-        sig = _signame(m.group(1)) if m else None
+        sig = signal_name(m.group(1)) if m else None
     meta["signal"] = sig
     meta["time"] = _time_text(entry.get("time")) or info.get("Timestamp")
     exe = entry.get("exe") if isinstance(entry.get("exe"), str) else None

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import bisect
 import os
-import signal as _signal
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 
 from hanganalyze.errors import InputError
+from hanganalyze.gdbext.model.signals import fatal_signal
 
 # Offsets in the 64-bit Linux ``struct elf_prstatus`` (the same on x86-64 and aarch64).
 _PRSTATUS_CURSIG = 12  # short, after struct elf_siginfo {int si_signo, si_code, si_errno}
@@ -41,9 +41,6 @@ AT_EXECFN = 31
 
 #: pyelftools names program header types; we compare numbers.
 _P_TYPES = {"PT_NULL": 0, "PT_LOAD": 1, "PT_DYNAMIC": 2, "PT_INTERP": 3, "PT_NOTE": 4}
-
-#: Signals that describe how a tool stopped the process, not what happened to it.
-_NOT_FATAL = {"SIGSTOP", "SIGTRAP", "SIGTSTP"}
 
 #: Upper bound on bytes read from the initial stack to find argv (argv+envp strings live there).
 _STACK_READ_MAX = 8 << 20
@@ -360,13 +357,6 @@ def _parse_auxv(desc: bytes) -> Dict[int, int]:
     return out
 
 
-def _signame(signo: int) -> str:
-    try:
-        return _signal.Signals(signo).name
-    except ValueError:
-        return "SIG%d" % signo
-
-
 def _cstr(b: bytes) -> str:
     return b.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
@@ -447,10 +437,8 @@ def _decide_signal(info: CoreInfo, cursigs: List[int], siginfo: Optional[int]) -
     if not signo:
         return
     info.raw_signo = signo
-    name = _signame(signo)
-    if name in _NOT_FATAL:
-        return  # gcore of a running process: the stop is ours, not the program's
-    info.signal = name
+    # None for the stop of a gcore of a running process: the stop is ours, not the program's
+    info.signal = fatal_signal(signo)
 
 
 # ----------------------------------------------------------------------------------- build-ids

@@ -60,8 +60,6 @@ def acquire(
     """Turn the user's input (core, pid or text) into a Snapshot.  ``gdb_busy`` is called once
     gdb has its work queued (a moment to do other work); ``options`` (sysroot.GdbOptions): gdb's
     --sysroot, --solib-search-path and --debuginfod."""
-    from hanganalyze.acquire import gdbdriver
-
     progress = progress or _quiet
     if pid is not None:
         if target:
@@ -73,9 +71,10 @@ def acquire(
                                progress)
             if snap is not None:
                 return snap
+        from hanganalyze.acquire.gdblive import snapshot_from_pid
+
         progress("attaching to pid %d with %s" % (pid, gdb))
-        return gdbdriver.snapshot_from_pid(pid, gdb=gdb, timeout=timeout, progress=progress, gdb_busy=gdb_busy,
-                                           options=options)
+        return snapshot_from_pid(pid, gdb=gdb, timeout=timeout, progress=progress, gdb_busy=gdb_busy, options=options)
     if not target:
         raise InputError("nothing to analyze: give a core file, a text file ('-' for stdin) or --pid PID")
     if target == "-":
@@ -164,7 +163,7 @@ def _one_line(e: BaseException) -> str:
 
 
 def _from_core(path: Path, exe, gdb: str, timeout: float, gdb_busy, progress, options, engine: str):
-    from hanganalyze.acquire import gdbdriver
+    from hanganalyze.acquire import gdbcore
 
     info = None
     if choose_engine(engine, gdb, options) == "direct":
@@ -178,7 +177,8 @@ def _from_core(path: Path, exe, gdb: str, timeout: float, gdb_busy, progress, op
             if snap is not None:
                 return snap
     progress("running %s on %s" % (gdb, path))
-    return gdbdriver.snapshot_from_core(
+    # ``info``, when the direct engine's choice read it already, spares gdb's flow a second reading
+    return gdbcore.snapshot_from_core(
         path, info, exe=exe, gdb=gdb, timeout=timeout, progress=progress, gdb_busy=gdb_busy, options=options
     )
 
@@ -190,6 +190,7 @@ def _read_fifo(path: Path, timeout: float) -> str:
     import select
     import time
 
+    from hanganalyze.acquire.deadline import Deadline
     from hanganalyze.output import MAX_STDIN_BYTES
 
     try:
@@ -198,10 +199,10 @@ def _read_fifo(path: Path, timeout: float) -> str:
         raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
     chunks: List[bytes] = []
     total = 0
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
     try:
         while True:
-            left = deadline - time.monotonic()
+            left = deadline.left()
             if left <= 0:
                 if chunks:
                     break  # the writer went quiet: analyze what came
@@ -219,7 +220,7 @@ def _read_fifo(path: Path, timeout: float) -> str:
                 if total > MAX_STDIN_BYTES:
                     raise InputError("%s holds more than %d MiB: save it to a file and trim it"
                                      % (path, MAX_STDIN_BYTES // (1024 * 1024)))
-                deadline = time.monotonic() + timeout
+                deadline.restart()
             elif chunks:
                 break  # end of file after data: the writer closed the pipe
             else:

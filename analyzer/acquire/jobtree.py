@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from hanganalyze.acquire.gdbdriver import live_argv
+from hanganalyze.acquire.procfacts import live_argv
 from hanganalyze.acquire.ranks import identity_from_environ, read_proc_environ
 from hanganalyze.errors import InputError
 

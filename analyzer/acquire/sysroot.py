@@ -201,7 +201,7 @@ def table_counts(rows: Sequence[Dict[str, Any]]) -> Dict[str, int]:
 def missing_library_warning(info: CoreInfo, opts: Optional[GdbOptions]) -> Optional[str]:
     """The doubt a missing library casts: its frames are ``??`` and the unwind past them may be
     wrong (no unwind tables).  Named after the libraries (at most five)."""
-    from hanganalyze.acquire.gdbdriver import is_library
+    from hanganalyze.acquire.procfacts import is_library
 
     missing = [f.path for f in info.files if f.status == "missing" and is_library(f.path)]
     if not missing:

@@ -35,8 +35,9 @@ import re
 from operator import attrgetter
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyze.bucket import is_interpreter_frame, is_runtime_frame, library_base, normalize_native_name
-from hanganalyze.analyze.grouping import basename, is_idle_stack, short_function
+from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame
+from hanganalyze.analyze.grouping import is_idle_stack
+from hanganalyze.analyze.names import basename, library_base, normalize_native_name, short_function
 from hanganalyze.gdbext.model import Frame, Process, Thread
 
 #: Label of the synthetic root node.
@@ -163,7 +164,7 @@ def tree_frame_label(f: Frame) -> str:
     * Python: ``function (file.py:line)``, file as basename (the same code lives under another
       venv path on every host);
     * native: the normalized C++ name (no parameter list, template arguments, clone suffixes,
-      addresses: those differ between builds of the same code), via ``bucket.normalize_native_name``;
+      addresses: those differ between builds of the same code), via ``names.normalize_native_name``;
     * unknown native: ``?? (libname.so)`` (the library without its version), so that a stripped
       frame still says where it is.
     """

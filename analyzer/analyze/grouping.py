@@ -14,88 +14,22 @@ The idle rule (documented in docs and used by every format): a group is *idle* w
   (``epoll_wait``, ``select``, ``poll``, ``accept``, ``sigwait``...), a condition-variable / futex
   wait inside a recognisable thread-pool worker loop, or a Python frame such as
   ``queue.Queue.get`` or ``selectors.*.select``.
+
+The lists behind the rule are data (``signatures/lists/``): ``idle_native_waits``,
+``condition_waits``, ``worker_loops``, ``idle_python`` and ``python_wait_helpers``.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
+from hanganalyze.analyze.framelists import in_python_frames, names, pattern
+from hanganalyze.analyze.names import wait_name
 from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
-
-#: Native calls that mean "parked until an event arrives" wherever they are called from
-#: (names as ``wait_name`` normalizes them: no ``__GI_``/``__libc_`` prefix, no ``_nocancel``).
-IDLE_NATIVE_WAITS = frozenset(
-    {
-        "epoll_wait", "epoll_pwait", "epoll_pwait2", "select", "pselect", "pselect6", "pselect64", "poll",
-        "ppoll", "accept", "accept4", "sigwait", "sigtimedwait", "sigwaitinfo", "pause", "io_getevents",
-        "uv__io_poll",
-    }
-)
-
-#: Native calls that park a thread on a condition; idle only inside a worker loop.
-CONDITION_WAITS = frozenset(
-    {
-        "pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait", "futex_wait",
-        "futex_abstimed_wait_common", "futex_abstimed_wait_common64", "futex_abstimed_wait_cancelable64",
-        "do_futex_wait", "syscall", "sem_wait", "sem_timedwait", "sem_clockwait", "new_sem_wait_slow64",
-        "std::condition_variable::wait", "gomp_team_barrier_wait_end", "gomp_barrier_wait_end",
-        "do_wait", "do_spin", "futex_wait_simple",
-    }
-)
-
-def wait_name(name: Optional[str]) -> str:
-    """``__GI___poll`` -> ``poll``, ``__libc_accept`` -> ``accept``, ``___pthread_cond_wait`` ->
-    ``pthread_cond_wait``: glibc exports the same call under several aliases."""
-    base = short_function(name)
-    stripped = re.sub(r"^(?:__GI_)?_*(?:libc_)?", "", base)
-    if stripped.endswith("_nocancel"):
-        stripped = stripped[: -len("_nocancel")]
-    return stripped
-
-
-#: Native frames (anywhere in the stack) that identify a thread-pool worker waiting for tasks.
-WORKER_LOOP = re.compile(
-    r"(?i)(thread_?pool|worker_?loop|main_loop|workerthread|gomp_thread_start|WorkerThreadMain|"
-    r"EigenEnvironment|ThreadPoolTempl|ThreadWorkSource|blas_thread_server|tbb::detail)"
-)
-
-#: Innermost Python frames (file basename, function) of a thread waiting for work.
-IDLE_PYTHON = frozenset(
-    {
-        ("queue.py", "get"),
-        ("queues.py", "get"),
-        ("selectors.py", "select"),
-        ("base_events.py", "_run_once"),
-        ("socketserver.py", "serve_forever"),
-        ("connection.py", "_recv"),
-        ("connection.py", "_recv_bytes"),
-        ("connection.py", "wait"),
-        ("thread.py", "_worker"),
-        ("pool.py", "worker"),
-        ("sched.py", "run"),
-    }
-)
-
-#: Python frames seen between an idle wait and the frame that identifies it (skipped when looking).
-PYTHON_WAIT_HELPERS = frozenset({("threading.py", "wait"), ("threading.py", "_wait_for_tstate_lock")})
 
 #: How many innermost frames the idle rule looks at.
 IDLE_DEPTH = 12
-
-
-def basename(path: Optional[str]) -> str:
-    if not path:
-        return ""
-    return path.replace("\\", "/").rsplit("/", 1)[-1]
-
-
-def short_function(name: Optional[str]) -> str:
-    """Function name without C++ parameter list, for table look-ups."""
-    if not name:
-        return ""
-    return name.split("(", 1)[0].strip()
 
 
 def stack_key(thread: Thread) -> Tuple:
@@ -113,7 +47,7 @@ def finding_tids(snapshot: Snapshot, pindex: int) -> Set[int]:
         if f.process != pindex:
             continue
         tids.update(t for t in f.threads if t is not None)
-        tids.update(e.get("thread") for e in f.evidence if isinstance(e, dict) and e.get("thread") is not None)
+        tids.update(e.thread for e in f.evidence if e.thread is not None)
     return tids
 
 
@@ -121,21 +55,21 @@ def _python_idle(frames: List[Frame]) -> bool:
     """The innermost Python frames (wait helpers skipped) are a known wait-for-work spot."""
     py = [f for f in frames if f.kind == "python" and not f.marker]
     for f in py[:4]:
-        key = (basename(f.file), (f.function or "").rsplit(".", 1)[-1])
-        if key in IDLE_PYTHON:
+        if in_python_frames(f, "idle_python"):
             return True
-        if key not in PYTHON_WAIT_HELPERS:
+        if not in_python_frames(f, "python_wait_helpers"):
             return False
     return False
 
 
 def _native_idle(frames: List[Frame]) -> bool:
     top = [f for f in frames[:IDLE_DEPTH] if f.kind == "native" and not f.marker]
-    names = [wait_name(f.function) for f in top]
-    if any(n in IDLE_NATIVE_WAITS for n in names[:6]):
+    waits = [wait_name(f.function) for f in top]
+    if not names("idle_native_waits").isdisjoint(waits[:6]):
         return True
-    if any(n in CONDITION_WAITS for n in names[:6]):
-        return any(WORKER_LOOP.search(f.function or "") for f in frames if f.kind == "native")
+    if not names("condition_waits").isdisjoint(waits[:6]):
+        worker_loop = pattern("worker_loops")
+        return any(worker_loop.search(f.function or "") for f in frames if f.kind == "native")
     return False
 
 
@@ -148,7 +82,7 @@ def is_idle_stack(thread: Thread) -> bool:
         # A Python thread is idle only when its Python code says so: a cond wait under a
         # Python-level lock acquire is how every Python deadlock looks natively.
         return _python_idle(frames) or (
-            _native_idle(frames) and wait_name(frames[0].function) in IDLE_NATIVE_WAITS
+            _native_idle(frames) and wait_name(frames[0].function) in names("idle_native_waits")
         )
     return _native_idle(frames)
 

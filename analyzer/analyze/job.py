@@ -27,11 +27,12 @@ already run; see ``pipeline.analyze``):
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyze.calltree import build_call_tree, compress_ranks
 from hanganalyze.analyze.rankstate import RankState, rank_state
-from hanganalyze.gdbext.model import Finding, Process, Snapshot
+from hanganalyze.gdbext.model import Evidence, Finding, Process, Snapshot
 
 #: What each cross-rank finding says; the summary is built from the ranks' states.
 JOB_FINDINGS: Dict[str, Dict[str, Any]] = {
@@ -181,7 +182,7 @@ def _source_name(states: Sequence[RankState]) -> str:
     return "PyTorch watchdog log" if sources == {"watchdog-log"} else "flight recorder"
 
 
-def _evidence(states: Sequence[RankState], rule: str) -> List[Dict[str, Any]]:
+def _evidence(states: Sequence[RankState], rule: str) -> List[Evidence]:
     out = []
     for s in states[:64]:
         text = s.where or ""
@@ -190,12 +191,11 @@ def _evidence(states: Sequence[RankState], rule: str) -> List[Dict[str, Any]]:
         elif s.state == "no-stack":
             text = "no stack (flight recorder only): last enqueued #%s, last completed #%s" % (
                 s.last_enqueued, s.last_completed)
-        out.append({"rank": s.rank, "process": s.process, "thread": s.thread, "frame": s.frame, "rule": rule,
-                    "text": text})
+        out.append(Evidence(rank=s.rank, process=s.process, thread=s.thread, frame=s.frame, rule=rule, text=text))
     return out
 
 
-def _finding(sig: str, at_fault: Sequence[RankState], summary: str, evidence: List[Dict[str, Any]],
+def _finding(sig: str, at_fault: Sequence[RankState], summary: str, evidence: List[Evidence],
              confidence: float, ranks: Optional[List[int]] = None) -> Finding:
     meta = JOB_FINDINGS[sig]
     procs = [s.process for s in at_fault]
@@ -394,7 +394,7 @@ def group_findings(snapshot: Snapshot) -> List[Finding]:
             first.processes = procs
             first.ranks = ranks
             first.summary = (first.summary or first.title) + _rank_suffix(ranks, procs)
-            first.evidence = [dict(e, process=m.process) for m in members for e in m.evidence][:256]
+            first.evidence = [replace(e, process=m.process) for m in members for e in m.evidence][:256]
         elif first.process < len(snapshot.processes) and snapshot.processes[first.process].rank is not None:
             first.ranks = [snapshot.processes[first.process].rank]  # type: ignore[list-item]
             first.processes = procs

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from hanganalyze.acquire.embedded_versions import static_name, versions_from_messages
+from hanganalyze.analyze.names import library_version, normalize_function
 from hanganalyze.analyze.signatures import (
     Clause,
     FramePattern,
@@ -31,10 +32,9 @@ from hanganalyze.analyze.signatures import (
     SignatureDB,
     Step,
     ThreadRule,
-    normalize_function,
     parse_version,
 )
-from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
+from hanganalyze.gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 
 #: Confidence factor for each step matched only through its stripped fallback.
 STRIPPED_FACTOR = 0.75
@@ -261,14 +261,14 @@ class _Matcher:
         return rec(0, -1)
 
     # ----- threads --------------------------------------------------------------------------
-    def thread_rule(self, rule: ThreadRule, tv: _ThreadView) -> Optional[Tuple[List[dict], float]]:
+    def thread_rule(self, rule: ThreadRule, tv: _ThreadView) -> Optional[Tuple[List[Evidence], float]]:
         t = tv.thread
         if rule.thread_name is not None:
             names = [x for x in (t.name, t.os_name, t.python_name) if x]
             if not any(rule.thread_name.search(x) for x in names):
                 return None
         gil_factor = 1.0
-        gil_ev: List[dict] = []
+        gil_ev: List[Evidence] = []
         if rule.gil is not None:
             state = t.state.gil if t.state is not None else None
             if state is None:
@@ -276,12 +276,11 @@ class _Matcher:
             elif state != rule.gil:
                 return None
             else:
-                gil_ev.append({"thread": t.tid, "frame": None, "rule": "%s: GIL %s" % (rule.rule, rule.gil),
-                               "text": "GIL %s" % state})
+                gil_ev.append(Evidence(thread=t.tid, rule="%s: GIL %s" % (rule.rule, rule.gil), text="GIL %s" % state))
         if not rule.stack:
             if any(self.frame_ok(pat, k) for pat in rule.not_ for k in tv.keys):
                 return None
-            return [{"thread": t.tid, "frame": None, "rule": rule.rule, "text": "thread name %s" % (t.name,)}], 1.0
+            return [Evidence(thread=t.tid, rule=rule.rule, text="thread name %s" % (t.name,))], 1.0
         placed = self.search_stack(rule.stack, tv, allow_stripped=False)
         if placed is None and any(s.stripped is not None for s in rule.stack):
             placed = self.search_stack(rule.stack, tv, allow_stripped=True)
@@ -294,16 +293,15 @@ class _Matcher:
         ev = list(gil_ev)
         for si, fi, via in placed:
             step = rule.stack[si]
-            item = {
-                "thread": t.tid, "frame": fi,
-                "rule": "%s: %s" % (rule.rule, (step.stripped.text if via and step.stripped else step.text)),
-                "text": frame_text(tv.frames[fi]),
-                "function": tv.frames[fi].function or "??",
-            }
+            ev.append(Evidence(
+                thread=t.tid, frame=fi,
+                rule="%s: %s" % (rule.rule, (step.stripped.text if via and step.stripped else step.text)),
+                text=frame_text(tv.frames[fi]),
+                function=tv.frames[fi].function or "??",
+                stripped=via,
+            ))
             if via:
-                item["stripped"] = True
                 conf *= STRIPPED_FACTOR
-            ev.append(item)
         return ev, conf
 
     def candidates(self, rule: ThreadRule) -> List[int]:
@@ -315,7 +313,7 @@ class _Matcher:
             out.update(self.by_name.get(a, ()))
         return sorted(out)
 
-    def rule_hits(self, rule: ThreadRule) -> List[Tuple[int, List[dict], float]]:
+    def rule_hits(self, rule: ThreadRule) -> List[Tuple[int, List[Evidence], float]]:
         hits = []
         for ti in self.candidates(rule):
             r = self.thread_rule(rule, self.views[ti])
@@ -324,7 +322,7 @@ class _Matcher:
         return hits
 
     # ----- clauses --------------------------------------------------------------------------
-    def clause(self, clause: Clause) -> Optional[Tuple[float, List[dict], List[int], List[str]]]:
+    def clause(self, clause: Clause) -> Optional[Tuple[float, List[Evidence], List[int], List[str]]]:
         """(confidence, evidence, tids, summary parts) when the clause holds."""
         tc = clause.thread_count
         if tc:
@@ -336,12 +334,12 @@ class _Matcher:
             a = r.anchors()
             if a is not None and not (a & self.all_names):
                 return None
-        evidence: List[dict] = []
+        evidence: List[Evidence] = []
         parts: List[str] = []
         conf = clause.confidence
         hits_by_rule = {id(r): self.rule_hits(r) for r in required}
         order = sorted(required, key=lambda r: len(hits_by_rule[id(r)]))
-        chosen: Dict[int, List[Tuple[int, List[dict], float]]] = {}
+        chosen: Dict[int, List[Tuple[int, List[Evidence], float]]] = {}
         used: Set[int] = set()
 
         def assign(k: int) -> bool:
@@ -404,24 +402,23 @@ class _Matcher:
         for mr in clause.messages:
             for mi, line in enumerate(self.process.messages):
                 if mr.regex.search(line):
-                    evidence.append({"thread": None, "frame": None, "message": mi, "rule": mr.rule,
-                                     "text": line.strip()[:300]})
+                    evidence.append(Evidence(message=mi, rule=mr.rule, text=line.strip()[:300]))
                     parts.append("the log says %r" % line.strip()[:160])
                     break
             else:
                 return None
         return conf, evidence, tids, parts
 
-    def _describe(self, rule: ThreadRule, hits: List[Tuple[int, List[dict], float]]) -> str:
+    def _describe(self, rule: ThreadRule, hits: List[Tuple[int, List[Evidence], float]]) -> str:
         ti, ev, _c = hits[0]
         t = self.views[ti].thread
         who = "thread %s%s" % (t.tid, " (%s)" % t.name if t.name else "")
-        frames = [e["function"] for e in ev if e.get("frame") is not None]
+        frames = [e.function or "??" for e in ev if e.frame is not None]
         more = " and %d more thread(s)" % (len(hits) - 1) if len(hits) > 1 else ""
         if not frames:
             return "%s%s matches %s" % (who, more, rule.rule)
         chain = frames[0] + "".join(", called from %s" % f for f in frames[1:])
-        stripped = sum(1 for e in ev if e.get("stripped"))
+        stripped = sum(1 for e in ev if e.stripped)
         note = " (%d frame(s) matched without symbols)" % stripped if stripped else ""
         return "%s%s is in %s%s" % (who, more, chain, note)
 
@@ -448,7 +445,7 @@ class _Matcher:
             self._lib_names = list(seen.values())
         return self._lib_names
 
-    def conditions(self, sig: Signature) -> Optional[Tuple[float, List[dict], List[str]]]:
+    def conditions(self, sig: Signature) -> Optional[Tuple[float, List[Evidence], List[str]]]:
         """(confidence factor, evidence, notes) when the conditions hold or cannot be checked;
         None only when a KNOWN fact fails them (a known version outside the range, a known signal
         or Python version, a presence-only library absent from a known library list)."""
@@ -486,14 +483,13 @@ class _Matcher:
                     what, lc.version.text.lstrip(">="), why) if lc.version.text.startswith(">=") else (
                     "%s version unknown: this applies to %s %s (%s)" % (what, what, lc.version.text, why))
                 notes.append(note)
-                ev.append({"thread": None, "frame": None, "rule": "library %s %s" % (lc.name_text, lc.version.text),
-                           "text": note})
+                ev.append(Evidence(rule="library %s %s" % (lc.name_text, lc.version.text), text=note))
                 continue
             ok = [(w, pv) for w, pv in versions if lc.version.contains(pv)]
             if not ok:
                 return None
-            ev.append({"thread": None, "frame": None, "rule": "library %s %s" % (lc.name_text, lc.version.text),
-                       "text": "%s (version %s)" % (ok[0][0], ".".join(map(str, ok[0][1])))})
+            ev.append(Evidence(rule="library %s %s" % (lc.name_text, lc.version.text),
+                               text="%s (version %s)" % (ok[0][0], ".".join(map(str, ok[0][1])))))
         return factor, ev, notes
 
 
@@ -509,9 +505,7 @@ _DISPLAY = {"nccl": "NCCL", "rccl": "RCCL", "cudart": "CUDA runtime", "cuda": "C
 
 def _version_from_name(basename: str) -> Optional[Tuple[int, ...]]:
     """2.26.5 from ``libnccl.so.2.26.5``; a bare soname major (``libnccl.so.2``) is not a version."""
-    if ".so." not in basename:
-        return None
-    v = parse_version(basename.split(".so.", 1)[1])
+    v = parse_version(library_version(basename))
     return v if v is not None and len(v) >= 2 else None
 
 

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
 
-from hanganalyze.analyze.bucket import is_interpreter_frame, is_runtime_frame
+from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame
+from hanganalyze.analyze.names import normalize_native_name
 from hanganalyze.gdbext.model import Frame, Process, Thread
 
 #: torch.distributed's Python API: function name -> op (the name users call).
@@ -142,8 +143,6 @@ def _call_site(frames: List[Frame], start: int) -> Optional[str]:
 @lru_cache(maxsize=65536)
 def _normalized(name: str) -> str:
     """A 4,096-rank job repeats the same few hundred native names: normalize each once."""
-    from hanganalyze.analyze.bucket import normalize_native_name
-
     return normalize_native_name(name)
 
 

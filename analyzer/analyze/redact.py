@@ -48,7 +48,7 @@ SECRET_FLAG = re.compile(r"^--?[\w.-]*%s[\w.-]*$" % _SECRET_WORD, re.IGNORECASE)
 # These patterns run on untrusted core strings (a 100 KB thread name, argv), so each must be linear.
 # "A flag or setting name containing a secret word" as one regex backtracks over every word
 # occurrence from every start inside a run of name characters: 50 KB of ``a-a-a-`` in a thread name
-# took 125 s.  So runs of name characters are found once (a look-behind keeps a match from starting
+# took minutes.  So runs of name characters are found once (a look-behind keeps a match from starting
 # inside a run), and the word and the value are checked on each run in code, with the same result.
 _FLAG_RUN = re.compile(r"(?<![\w.-])[\w.-]+")
 #: After a secret flag: ``=`` or spaces, then the value (``--token=V`` / ``--password V``).

@@ -8,12 +8,17 @@ ids), and every pattern is compiled here, so matching does no parsing at all.
 An invalid file stops the tool (exit 2, one line): a silently skipped file would mean silently
 missing findings, and the message names the file and line to fix.
 
-Validating and compiling costs ~0.2 s of CPU (importing jsonschema, YAML composition, schema
-checks) on every run, as much as a fifth of a whole 200-thread core analysis, so the compiled
+Validating and compiling (importing jsonschema, YAML composition, schema checks) on every run
+would cost a good part of a whole 200-thread core analysis, so the compiled
 signatures of each file are kept in a cache (``$XDG_CACHE_HOME/hanganalyze/``) keyed by a hash of
 everything they are made from (the file's bytes and display name, the schema, this module's code,
 the package version): a file whose hash is not in the cache is validated in full, so the cache can
 never let an invalid or edited file through.  yaml and jsonschema are imported only then.
+
+Fragments: ``fragments.yaml`` (built-in, plus one in a user folder for that folder's files) names
+step pieces shared by every file (``blocked``, ``aborted``, ``gil_wait``...).  A mapping inside a
+signature's ``match`` with ``use: NAME`` is replaced by the fragment's keys, its own keys winning,
+before the file is validated, so a fragment means exactly what a copy in its place would.
 """
 
 from __future__ import annotations
@@ -30,72 +35,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from hanganalyze.analyze.names import normalize_function
 from hanganalyze.analyze.regex_guard import risky_regex
-from hanganalyze.cnames import last_group_start
 from hanganalyze.errors import SignatureError
 
-if TYPE_CHECKING:  # imported where used: both cost ~0.07 s, and a cached run needs neither
+if TYPE_CHECKING:  # imported where used: both are slow to import, and a cached run needs neither
     import jsonschema
     import yaml
 
 SCHEMA_FILE = "schema.json"
+#: Named step pieces shared by signature files (not itself a signature file).
+FRAGMENTS_FILE = "fragments.yaml"
 #: A schema error quotes the offending value; keep the one-line message readable.
 MAX_ERROR_CHARS = 300
-
-# --------------------------------------------------------------------------------------------
-# Function-name normalization: one place that decides which spellings of a symbol are "the same".
-# --------------------------------------------------------------------------------------------
-
-# Names come from cores and pasted text, so every pattern must stay linear on hostile input: a
-# match may only start where a whitespace run starts ((?<!\s)), else each of 20,000 spaces
-# would start a new scan of the run; the clone-suffix chain is searched in the name's tail only.
-_CLONE_BRACKET = re.compile(r"(?<!\s)\s*\[clone [^\]]*\]")
-_ABI_TAG = re.compile(r"\[abi:[^\]]*\]")
-_CLONE_SUFFIX = re.compile(r"(?:\.(?:isra|constprop|part|cold|lto_priv|localalias|clone)(?:\.\d+)?)+$")
-_CLONE_SUFFIX_TAIL = 256  # longest suffix chain looked at (real ones are a few dozen characters)
-_SYMVER = re.compile(r"@{1,2}[A-Za-z0-9_.]+$")
-_TRAILING_QUALS = re.compile(r"(?<!\s)(?:\s*(?:const|volatile|noexcept|&&|&))+$")
-
-
-def _strip_clone_suffix(n: str) -> str:
-    """``f.isra.0.cold`` -> ``f``, looking at the last _CLONE_SUFFIX_TAIL characters only."""
-    tail = n[-_CLONE_SUFFIX_TAIL:]
-    m = _CLONE_SUFFIX.search(tail)
-    return n[: len(n) - len(tail) + m.start()] if m else n
-
-
-def normalize_function(name: Optional[str]) -> str:
-    """Canonical form of a native or Python function name: no parameter list, no ``[abi:cxx11]``,
-    no clone suffixes (``.isra.0``, ``.cold``, ``[clone .constprop.0]``), no ``@plt``/symbol
-    version.  Unknown names become ``"??"``.  Template arguments are kept (glob them if needed)."""
-    if not name:
-        return "??"
-    n = name.strip()
-    if not n or n == "??":
-        return "??"
-    n = _CLONE_BRACKET.sub("", n)
-    n = _ABI_TAG.sub("", n)
-    n = _SYMVER.sub("", n)
-    n = _TRAILING_QUALS.sub("", n).rstrip()
-    if n.endswith(")"):
-        open_at = n.rfind("(")
-        if n.count(")", open_at) == 1 and open_at > 0 and not n[:open_at].endswith("operator"):
-            # the common case: one flat parameter list at the end, e.g. "f(int, char const*)"
-            n = n[:open_at].rstrip()
-            n = _TRAILING_QUALS.sub("", n).rstrip()
-            return _strip_clone_suffix(n) or "??"
-        i = last_group_start(n)
-        if i is not None:
-            head = n[:i].rstrip()
-            # "(anonymous namespace)" alone or "operator()" are names, not parameter lists
-            if head and not head.endswith("operator"):
-                n = head
-            elif head.endswith("operator") and i + 2 < len(n):
-                n = n[:i + 2] if n[i:i + 2] == "()" else head
-        n = _TRAILING_QUALS.sub("", n).rstrip()
-    n = _strip_clone_suffix(n)
-    return n or "??"
-
 
 # --------------------------------------------------------------------------------------------
 # Version specs (">=2.26,<3") on dotted numeric versions.
@@ -334,7 +286,6 @@ class Signature:
 @dataclass
 class SignatureDB:
     signatures: List[Signature] = field(default_factory=list)
-    files: List[str] = field(default_factory=list)
 
     def by_id(self, sig_id: str) -> Optional[Signature]:
         for s in self.signatures:
@@ -541,22 +492,110 @@ def _compile_signature(d: Dict[str, Any], disp: str, node: yaml.Node, base: List
     )
 
 
-def load_file(path: Path) -> List[Signature]:
-    """Validate and compile one YAML file; raises SignatureError("file:line: ...")."""
+def _validate(data: Any, schema: Dict[str, Any], disp: str, node: Optional[yaml.Node]) -> None:
     import jsonschema
 
-    disp = _display(path)
-    data, node = _read_yaml(path)
-    if data is None:
-        raise SignatureError("%s:1: empty signature file" % disp)
-    validator = jsonschema.Draft202012Validator(_schema())
-    errors = list(validator.iter_errors(data))
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(data))
     if errors:
         e = _best_error(errors)
         # oneOf/anyOf wrap the useful message; the deepest context error names the real problem
         while e.context:
             e = _best_error(list(e.context))
         raise _err(disp, node, list(e.absolute_path), e.message)
+
+
+class _Fragments:
+    """The fragments one signature file may ``use``: name -> (body, file, its node, path in it)."""
+
+    def __init__(self) -> None:
+        self.raw: Dict[str, Tuple[Dict[str, Any], str, Optional[yaml.Node], List[Any]]] = {}
+        self.done: Dict[str, Dict[str, Any]] = {}
+
+    def add_file(self, path: Path) -> None:
+        disp = _display(path)
+        data, node = _read_yaml(path)
+        _validate(data, {"$defs": _schema()["$defs"], "$ref": "#/$defs/fragmentFile"}, disp, node)
+        for name, body in data["fragments"].items():
+            if name in self.raw:
+                raise _err(disp, node, ["fragments", name], "fragment %r is already defined in %s"
+                           % (name, self.raw[name][1]))
+            self.raw[name] = (body, disp, node, ["fragments", name])
+
+    def resolve(self, name: str, chain: Tuple[str, ...]) -> Dict[str, Any]:
+        if name not in self.done:
+            body, disp, node, path = self.raw[name]
+            if name in chain:
+                raise _err(disp, node, path, "fragment cycle: %s" % " -> ".join(chain + (name,)))
+            self.done[name] = self.expand(body, disp, node, path, chain + (name,))
+        return self.done[name]
+
+    def expand(self, obj: Any, disp: str, node: Optional[yaml.Node], path: List[Any], chain: Tuple[str, ...]) -> Any:
+        """``obj`` with every ``{use: NAME, ...}`` mapping in it replaced by the fragment plus its own keys."""
+        if isinstance(obj, list):
+            return [self.expand(x, disp, node, path + [i], chain) for i, x in enumerate(obj)]
+        if not isinstance(obj, dict):
+            return obj
+        out: Dict[str, Any] = {}
+        if "use" in obj:
+            name = obj["use"]
+            if not isinstance(name, str) or name not in self.raw:
+                known = ", ".join(sorted(self.raw)) or "none"
+                raise _err(disp, node, path + ["use"], "unknown fragment %r (known: %s)" % (name, known))
+            out.update(self.resolve(name, chain))
+        for k, v in obj.items():
+            if k != "use":
+                out[k] = self.expand(v, disp, node, path + [k], chain)
+        return out
+
+
+_FRAGMENTS: Dict[Tuple[Tuple[str, bytes], ...], _Fragments] = {}
+
+
+def fragment_files(folder: Path) -> List[Path]:
+    """The fragment files a signature file in ``folder`` sees: the built-in one, then the folder's."""
+    files = [builtin_dir() / FRAGMENTS_FILE, folder / FRAGMENTS_FILE]
+    out: List[Path] = []
+    for f in files:
+        if f.is_file() and not any(f.samefile(o) for o in out):
+            out.append(f)
+    return out
+
+
+def _fragments(folder: Path) -> _Fragments:
+    files = fragment_files(folder)
+    key = tuple((str(f), f.read_bytes()) for f in files)
+    if key not in _FRAGMENTS:
+        frags = _Fragments()
+        for f in files:
+            frags.add_file(f)
+        _FRAGMENTS.clear()  # one folder's set is kept: enough for a run, which loads folder by folder
+        _FRAGMENTS[key] = frags
+    return _FRAGMENTS[key]
+
+
+def _expand_fragments(data: Any, path: Path, disp: str, node: Optional[yaml.Node]) -> Any:
+    """Every signature's ``match`` with its ``use:`` mappings expanded (before validation)."""
+    sigs = data.get("signatures") if isinstance(data, dict) else None
+    if not isinstance(sigs, list) or not any(isinstance(s, dict) and "match" in s for s in sigs):
+        return data
+    frags = _fragments(path.parent)
+    out = dict(data)
+    out["signatures"] = [
+        dict(s, match=frags.expand(s["match"], disp, node, ["signatures", i, "match"], ()))
+        if isinstance(s, dict) and "match" in s else s
+        for i, s in enumerate(sigs)
+    ]
+    return out
+
+
+def load_file(path: Path) -> List[Signature]:
+    """Validate and compile one YAML file; raises SignatureError("file:line: ...")."""
+    disp = _display(path)
+    data, node = _read_yaml(path)
+    if data is None:
+        raise SignatureError("%s:1: empty signature file" % disp)
+    data = _expand_fragments(data, path, disp, node)
+    _validate(data, _schema(), disp, node)
     return [_compile_signature(s, disp, node, ["signatures", i]) for i, s in enumerate(data["signatures"])]
 
 
@@ -565,7 +604,8 @@ def signature_files(folder: Path) -> List[Path]:
         raise SignatureError("%s: no such signature folder" % _display(folder))
     if not folder.is_dir():
         raise SignatureError("%s: not a folder (give --signatures a folder of *.yaml files)" % _display(folder))
-    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    return sorted(p for p in folder.iterdir()
+                  if p.suffix in (".yaml", ".yml") and p.name != FRAGMENTS_FILE and p.is_file())
 
 
 # --------------------------------------------------------------------------------------------
@@ -599,16 +639,17 @@ def _private(path: Path) -> bool:
 
 def _code_key() -> bytes:
     """What every cached entry depends on besides its file: the code that validates and compiles
-    (every module of this folder: this one and the guards it calls; ``cnames``, which normalizes
-    names), the schema, the Python and package versions (a development tree keeps one version
-    number across code changes)."""
+    (every module of this folder: this one, ``names`` and the guards it calls; ``cnames``, which
+    ``names`` uses), the schema, the built-in fragments, the Python and package versions (a
+    development tree keeps one version number across code changes)."""
     import sys
 
     from hanganalyze import __version__, cnames
 
     h = hashlib.sha256(("%s %d.%d" % (__version__, sys.version_info[0], sys.version_info[1])).encode())
     here = Path(__file__).resolve().parent
-    for p in sorted(here.glob("*.py")) + [Path(cnames.__file__).resolve(), builtin_dir() / SCHEMA_FILE]:
+    shared = [Path(cnames.__file__).resolve(), builtin_dir() / SCHEMA_FILE, builtin_dir() / FRAGMENTS_FILE]
+    for p in sorted(here.glob("*.py")) + shared:
         h.update(p.name.encode() + b"\0")
         try:
             h.update(p.read_bytes())
@@ -620,10 +661,13 @@ def _code_key() -> bytes:
 def _file_key(code_key: bytes, path: Path) -> Optional[str]:
     try:
         data = path.read_bytes()
+        # the fragments it may use (the built-in file's bytes are part of code_key)
+        frags = (path.parent / FRAGMENTS_FILE).read_bytes() if (path.parent / FRAGMENTS_FILE).is_file() else b""
     except OSError:
         return None  # load_file reports it
     h = hashlib.sha256(code_key)
     h.update(_display(path).encode("utf-8", "surrogateescape") + b"\0")  # part of each signature's `source`
+    h.update(b"%d\0" % len(frags) + frags)
     h.update(data)
     return h.hexdigest()
 
@@ -682,7 +726,6 @@ def load_signatures(
     used: Dict[str, List[Signature]] = {}
     for folder in folders:
         for path in signature_files(folder):
-            db.files.append(str(path))
             key = _file_key(code_key, path) if folder_cache is not None else None
             sigs = cached.get(key) if key is not None else None
             if sigs is None:

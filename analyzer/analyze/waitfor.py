@@ -1,6 +1,6 @@
 """Wait-for graphs and deadlock cycles, as pure functions of a Snapshot.
 
-The graph itself is built by ``hanganalyze.gdbext.waitgraph`` (shared with the gdb command
+The graph itself is built by ``hanganalyze.gdbext.model.waitgraph`` (shared with the gdb command
 ``hang-locks``); this module stores it on each process and turns cycles into findings.  A cycle
 is proven by memory (each edge is an owner field read from the process), so it needs no
 signature rule and carries full confidence.
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import List
 
-from hanganalyze.gdbext import waitgraph
-from hanganalyze.gdbext.model import Finding, Snapshot
+from hanganalyze.gdbext.model import Evidence, Finding, Snapshot, waitgraph
 
 SIGNATURE = "deadlock-cycle"
 
@@ -38,32 +37,31 @@ def cycle_findings(snapshot: Snapshot) -> List[Finding]:
     out: List[Finding] = []
     for pi, p in enumerate(snapshot.processes):
         graph = p.waitgraph if p.waitgraph is not None else waitgraph.build(p)
-        for cyc in (graph or {}).get("cycles") or []:
+        for cyc in graph.cycles if graph else []:
             tids = [int(n[1:]) for n in cyc if n.startswith("t") and n[1:].isdigit()]
             threads = [p.thread_by_tid(t) for t in tids]
-            kinds = {t.waits.get("kind") for t in threads if t is not None and t.waits}
+            waiting = [(t, t.waits) for t in threads if t is not None and t.waits]
+            kinds = {w.kind for _t, w in waiting}
             evidence = []
-            for t in threads:
-                if t is None or not t.waits:
-                    continue
-                fi = t.waits.get("frame")
+            for t, w in waiting:
+                fi = w.frame
                 fr = t.frames[fi] if isinstance(fi, int) and 0 <= fi < len(t.frames) else None
                 where = ""
                 if fr is not None:
                     where = " at %s" % (fr.function or "??")
                     if fr.file:
                         where += " (%s:%s)" % (fr.file, fr.line)
-                evidence.append({
-                    "thread": t.tid,
-                    "frame": fi,
-                    "rule": "wait-for cycle",
-                    "text": "%s waits for %s%s: %s" % (
+                evidence.append(Evidence(
+                    thread=t.tid,
+                    frame=fi,
+                    rule="wait-for cycle",
+                    text="%s waits for %s%s: %s" % (
                         waitgraph.thread_label(t, t.tid),
-                        waitgraph.resource_label(t.waits, p.thread_by_tid(t.waits.get("owner_tid"))),
+                        waitgraph.resource_label(w, p.thread_by_tid(w.owner_tid)),
                         where,
-                        t.waits.get("detail") or "",
+                        w.detail or "",
                     ),
-                })
+                ))
             fix = []
             if "gil" in kinds:
                 fix.append(FIX_GIL)

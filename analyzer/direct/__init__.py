@@ -2,7 +2,8 @@
 native unwinding through ``.eh_frame``, symbols looked up only for the addresses on the stacks.
 
 Why beside gdb: gdb reads, demangles and indexes every symbol of every library before it shows
-one frame -- 4-9 s and 0.7-1.2 GB for a PyTorch rank, whose libraries hold 620,000 symbols.
+one frame: most of the time and memory of a PyTorch rank's dump, whose libraries hold 620,000
+symbols (``BENCHMARKS.md``).
 py-spy and pystack answer in under a second because they only look at the addresses on the
 stacks; so does this package.  It feeds the same CPython walker (``gdbext/pyframes``), merge and
 lock reader as the gdb path through ``gdbext.target.ProcessTarget``, so both paths agree by

@@ -16,6 +16,7 @@ import struct
 import time
 from typing import List, Optional, Tuple
 
+from hanganalyze.acquire.deadline import Deadline
 from hanganalyze.direct.mapped import MappedProcess
 from hanganalyze.direct.unwind import GREG_NAMES, ModuleMap
 from hanganalyze.errors import InputError
@@ -84,7 +85,7 @@ class LiveProcess(MappedProcess):
         self.close()
 
     def _attach_all(self) -> None:
-        deadline = time.monotonic() + self.timeout
+        deadline = Deadline(self.timeout)
         for _round in range(50):
             new = [t for t in _tids(self.pid) if t not in self.attached]
             if not new:
@@ -122,7 +123,7 @@ class LiveProcess(MappedProcess):
             except OSError:
                 self.names[tid] = None
 
-    def _wait_stopped(self, tid: int, deadline: float) -> None:
+    def _wait_stopped(self, tid: int, deadline: Deadline) -> None:
         while True:
             try:
                 wpid, _status = os.waitpid(tid, WALL | os.WNOHANG)
@@ -130,7 +131,7 @@ class LiveProcess(MappedProcess):
                 return
             if wpid:
                 return
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 raise InputError("pid %d thread %d did not stop within %.0f s" % (self.pid, tid, self.timeout))
             time.sleep(0.0005)
 

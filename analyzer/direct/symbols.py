@@ -2,8 +2,8 @@
 
 * Libraries with DWARF (debug builds, pyenv's libpython, our fixtures): binutils' ``addr2line
   -f -i -C`` answers function, file:line and the chain of inlined calls, as gdb shows them, for
-  exactly the addresses asked (one process per library, all started at once, 50 ms for
-  libpython).  It is the DWARF reader every distribution ships; without it, symbol names only.
+  exactly the addresses asked (one process per library, all started at once).  It is the DWARF
+  reader every distribution ships; without it, symbol names only.
 * Everything else: the ELF symbol table (``elfimage``), demangled by the C++ runtime.
 
 Lookups use ``pc - 1`` for callers (the call instruction, not the one after it: gdb's

@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Tuple
 
 import jinja2
 from hanganalyze.gdbext.model import SEVERITIES, Process, Snapshot
+from hanganalyze.gdbext.model.termsafe import visible
 from hanganalyze.render.view import ReportView, build_view
 from markupsafe import Markup
 
@@ -44,17 +45,12 @@ _URL_REF = re.compile(r"url\(\s*#[A-Za-z0-9_.:-]+\s*\)")
 
 _env: Optional[jinja2.Environment] = None
 
-#: Characters from a core that are invisible or act on a terminal (``cat report.html``): C0/C1
-#: controls but tab and newline, bidi overrides/isolates, zero-width marks.  Shown as escapes.
-_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
-
 
 def _visible(value: object) -> object:
-    """jinja2 ``finalize``: every ``{{ }}`` string shows hidden characters as ``\\xNN``/``\\uNNNN``
-    (before autoescaping; the escapes are plain text).  Markup (the sanitised SVG) is left alone."""
-    if type(value) is str and _HIDDEN.search(value):
-        return _HIDDEN.sub(lambda m: ("\\x%02x" if ord(m.group(0)) < 0x100 else "\\u%04x") % ord(m.group(0)), value)
-    return value
+    """jinja2 ``finalize``: every ``{{ }}`` string shows the characters that are invisible or act
+    on a terminal (``cat report.html``) as ``\\xNN``/``\\uNNNN``, tab and newline excepted (before
+    autoescaping; the escapes are plain text).  Markup (the sanitised SVG) is left alone."""
+    return visible(value, keep="\t\n") if type(value) is str else value
 
 
 def environment() -> jinja2.Environment:
@@ -141,16 +137,16 @@ def waitgraph_svg(p: Process) -> Optional[Markup]:
 
 def waitgraph_edges(p: Process) -> List[Tuple[str, str, str]]:
     """Fallback picture: the graph's edges as (from, edge kind, to) rows with node labels."""
-    g = p.waitgraph or {}
-    labels = {n.get("id"): n.get("label") or n.get("id") for n in g.get("nodes") or [] if isinstance(n, dict)}
+    g = p.waitgraph
+    if not g:
+        return []
+    labels = {n.id: n.label or n.id for n in g.nodes}
     rows = []
-    for e in g.get("edges") or []:
-        if not isinstance(e, dict):
-            continue
-        kind = str(e.get("kind") or "")
-        if e.get("label"):
-            kind += " (%s)" % e.get("label")
-        rows.append((str(labels.get(e.get("src"), e.get("src"))), kind, str(labels.get(e.get("dst"), e.get("dst")))))
+    for e in g.edges:
+        kind = str(e.kind or "")
+        if e.label:
+            kind += " (%s)" % e.label
+        rows.append((str(labels.get(e.src, e.src)), kind, str(labels.get(e.dst, e.dst))))
     return rows
 
 

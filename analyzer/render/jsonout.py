@@ -1,7 +1,7 @@
 """JSON output: the `hanganalyze/1` contract, exactly as the shared model serialises it.
 
 Compact on purpose: ``indent=`` makes the json module fall back to its pure-Python encoder,
-which took 0.5 s on a 200-thread snapshot (more than unwinding it); pipe through ``jq`` to read.
+which took longer than unwinding a 200-thread snapshot; pipe through ``jq`` to read.
 """
 
 from __future__ import annotations

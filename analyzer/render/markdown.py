@@ -154,10 +154,10 @@ def _group_block(g: GroupView) -> str:
             tids += ", … (%d in all)" % g.size
         lines.append("tids: %s" % tids)
     waits = g.group.first.waits
-    if isinstance(waits, dict) and waits:
-        w = "waits on %s %s" % (waits.get("kind") or "?", waits.get("name") or waits.get("resource") or "")
-        if waits.get("owner_tid") is not None:
-            w += " held by thread %s" % waits.get("owner_tid")
+    if waits:
+        w = "waits on %s %s" % (waits.kind or "?", waits.name or waits.resource or "")
+        if waits.owner_tid is not None:
+            w += " held by thread %s" % waits.owner_tid
         lines.append(w)
     cap = IDLE_FRAMES if g.idle else MAX_FRAMES
     placed_note = False

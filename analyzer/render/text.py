@@ -2,32 +2,27 @@
 
 Core data is printed as it is, except control characters (an ESC in a thread name must not
 repaint the user's terminal), which are shown as ``\\xNN``, and invisible bidi/zero-width
-characters, shown as ``\\uNNNN``.
+characters, shown as ``\\uNNNN`` (``gdbext/model/termsafe.py``: the escaper the gdb commands use too).
 """
 
 from __future__ import annotations
 
-import re
 from typing import List
 
 from hanganalyze.gdbext.model import Snapshot
+from hanganalyze.gdbext.model.termsafe import visible
 from hanganalyze.render.view import GroupView, ReportView, build_view
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-#: Invisible characters that reorder or hide text on a terminal (bidi overrides and isolates, as in
-#: "Trojan Source"; zero-width marks; line/paragraph separators): a thread named with U+202E would
-#: print its neighbours backwards.  Shown as ``\uNNNN``.
-_INVISIBLE = re.compile("[\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 #: Frames shown per idle group (the rest are summarised): idle stacks are rarely the story.
 IDLE_FRAMES = 6
 RULE = "=" * 78
 
 
 def clean(s: object) -> str:
-    """Terminal-safe text: control characters (ESC, BEL, CR...) become visible escapes.  Leading and
-    trailing whitespace goes (signature prose from YAML block scalars ends with a newline)."""
-    text = _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group(0)), str(s).strip()).replace("\n", "\\n")
-    return _INVISIBLE.sub(lambda m: "\\u%04x" % ord(m.group(0)), text)
+    """Terminal-safe text: control characters (ESC, BEL, CR...) become visible escapes, tabs stay.
+    Leading and trailing whitespace goes (signature prose from YAML block scalars ends with a
+    newline)."""
+    return visible(str(s).strip(), keep="\t")
 
 
 def _group_lines(g: GroupView) -> List[str]:
@@ -45,14 +40,14 @@ def _group_lines(g: GroupView) -> List[str]:
             tids += ", ... (%d in all)" % g.size
         lines.append("  tids: %s" % tids)
     waits = g.group.first.waits
-    if isinstance(waits, dict) and waits:
-        detail = waits.get("detail") or ""
-        owner = waits.get("owner_tid")
+    if waits:
+        detail = waits.detail or ""
+        owner = waits.owner_tid
         lines.append(
             "  waits on %s %s%s%s"
             % (
-                clean(waits.get("kind") or "?"),
-                clean(waits.get("name") or waits.get("resource") or ""),
+                clean(waits.kind or "?"),
+                clean(waits.name or waits.resource or ""),
                 " held by thread %s" % owner if owner is not None else "",
                 " (%s)" % clean(detail) if detail else "",
             )

@@ -11,16 +11,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from hanganalyze.analyze.bucket import is_interpreter_frame, is_runtime_frame
+from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, pattern
 from hanganalyze.analyze.grouping import ThreadGroup, group_threads
-from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
-
-#: Libraries worth naming in a summary (ML runtimes, CUDA, interpreters, threading runtimes).
-KEY_LIBRARIES = re.compile(
-    r"^(libpython3|libtorch|libc10|libnccl|libcudart|libcuda\.|libcudnn|libcublas|libtensorflow|"
-    r"_pywrap_tensorflow|libxla|xla_extension|libjax|libgomp|libiomp|libmkl|libopenblas|libmpi|libucc|"
-    r"libucp|libfabric|libstdc\+\+|libc\.so|_C\.cpython|libshm)"
-)
+from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread, waitgraph
 
 #: Only these URL schemes become links in a report.
 SAFE_URL = re.compile(r"^https?://[^\s<>\"'`]+$", re.IGNORECASE)
@@ -134,8 +127,8 @@ class GroupView:
         if self.group.idle:
             out.append("idle")
         waits = self.group.first.waits
-        if isinstance(waits, dict) and waits.get("kind"):
-            out.append("waits: %s" % waits.get("kind"))
+        if waits and waits.kind:
+            out.append("waits: %s" % waits.kind)
         return out
 
 
@@ -258,13 +251,8 @@ def matched_frames(snapshot: Snapshot) -> Dict[Tuple[int, Optional[int]], Set[in
     out: Dict[Tuple[int, Optional[int]], Set[int]] = {}
     for f in snapshot.findings:
         for e in f.evidence:
-            if not isinstance(e, dict) or e.get("frame") is None or e.get("thread") is None:
-                continue
-            try:
-                idx = int(e["frame"])
-            except (TypeError, ValueError):
-                continue
-            out.setdefault((f.process, e.get("thread")), set()).add(idx)
+            if e.frame is not None and e.thread is not None:
+                out.setdefault((f.process, e.thread), set()).add(e.frame)
     return out
 
 
@@ -287,6 +275,8 @@ def library_version(base: str, version: Optional[str]) -> str:
 
 
 def key_libraries(p: Process) -> List[Tuple[str, str]]:
+    """The libraries worth naming in a summary (``signatures/lists/key_libraries.yaml``), with versions."""
+    key_library = pattern("key_libraries")
     seen = set()
     out = []
     from hanganalyze.acquire.embedded_versions import static_name
@@ -294,7 +284,7 @@ def key_libraries(p: Process) -> List[Tuple[str, str]]:
     for lib in p.libraries:
         static = static_name(lib.path)
         base = _base(lib.path) if static is None else static
-        if not KEY_LIBRARIES.match(base) or base in seen:
+        if not key_library.search(base) or base in seen:
             continue
         seen.add(base)
         version = library_version(base, lib.version)
@@ -404,22 +394,8 @@ def process_facts(p: Process) -> List[Tuple[str, str]]:
 
 
 def _cycles(p: Process) -> List[str]:
-    """Deadlock cycles in words, from the wait-for engineer's helper when it exists."""
-    if not p.waitgraph:
-        return []
-    try:
-        from hanganalyze.render.waitsvg import describe_cycles  # type: ignore
-
-        return [str(x) for x in describe_cycles(p)]
-    except Exception:  # noqa: BLE001 - helper missing or not ready: fall back to the raw graph
-        pass
-    labels = {n.get("id"): n.get("label") or n.get("id") for n in p.waitgraph.get("nodes") or [] if isinstance(n, dict)}
-    out = []
-    for cyc in p.waitgraph.get("cycles") or []:
-        if isinstance(cyc, list) and cyc:
-            names = [str(labels.get(x, x)) for x in cyc]
-            out.append(" -> ".join(names + [names[0]]))
-    return out
+    """Deadlock cycles (then the chains blocked behind them) in words."""
+    return waitgraph.describe(p) if p.waitgraph else []
 
 
 #: Jobs up to this many processes show every process; larger ones one process per rank class.
@@ -539,25 +515,19 @@ def build_view(snapshot: Snapshot) -> ReportView:
         proc = snapshot.processes[f.process] if 0 <= f.process < len(snapshot.processes) else None
         evs = []
         for e in f.evidence:
-            if not isinstance(e, dict):
-                continue
-            tid = e.get("thread")
-            pi = e.get("process", f.process)
-            if isinstance(pi, int) and not isinstance(pi, bool) and 0 <= pi < len(snapshot.processes):
+            tid = e.thread
+            pi = e.process if e.process is not None else f.process
+            if 0 <= pi < len(snapshot.processes):
                 eproc: Optional[Process] = snapshot.processes[pi]
             else:
                 pi, eproc = f.process, proc
             # evidence without a tid is process-level (a log line): never pin it on a tid-less thread
             t = eproc.thread_by_tid(tid) if eproc is not None and tid is not None else None
             frame_str = None
-            if t is not None and e.get("frame") is not None:
-                try:
-                    idx = int(e["frame"])
-                    frames = t.all_frames()
-                    if 0 <= idx < len(frames):
-                        frame_str = frame_text(frames[idx], idx)
-                except (TypeError, ValueError):
-                    pass
+            if t is not None and e.frame is not None:
+                frames = t.all_frames()
+                if 0 <= e.frame < len(frames):
+                    frame_str = frame_text(frames[e.frame], e.frame)
             if t is not None and eproc is not None:
                 who = thread_label(t, default_os_name(eproc))
             else:
@@ -569,8 +539,8 @@ def build_view(snapshot: Snapshot) -> ReportView:
                     tid=tid,
                     thread=who,
                     frame=frame_str,
-                    rule=str(e.get("rule") or ""),
-                    text=str(e.get("text") or ""),
+                    rule=str(e.rule or ""),
+                    text=str(e.text or ""),
                     anchor=anchors.get((pi, tid)),
                 )
             )

@@ -9,9 +9,9 @@ are drawn thick and red.  Every label comes from a core (untrusted), so all text
 from __future__ import annotations
 
 from html import escape
-from typing import Any, Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from hanganalyze.gdbext import waitgraph
+from hanganalyze.gdbext.model import Process, WaitGraph, waitgraph
 
 ROW = 44
 TOP = 48
@@ -32,9 +32,9 @@ def _short(label: str) -> str:
     return label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "\u2026"
 
 
-def _order(graph: Dict[str, Any]) -> Tuple[List[str], List[str]]:
+def _order(graph: WaitGraph) -> Tuple[List[str], List[str]]:
     """Thread and resource node ids in display order: cycle members first, in cycle order."""
-    kinds = {n["id"]: n.get("kind") for n in graph.get("nodes") or []}
+    kinds = {n.id: n.kind for n in graph.nodes}
     threads: List[str] = []
     resources: List[str] = []
 
@@ -43,25 +43,25 @@ def _order(graph: Dict[str, Any]) -> Tuple[List[str], List[str]]:
         if nid in kinds and nid not in bucket:
             bucket.append(nid)
 
-    for seq in list(graph.get("cycles") or []) + list(graph.get("chains") or []):
+    for seq in graph.cycles + graph.chains:
         for nid in seq:
             push(nid)
-    for n in graph.get("nodes") or []:
-        push(n["id"])
+    for n in graph.nodes:
+        push(n.id)
     return threads, resources
 
 
-def render_svg(graph: Dict[str, Any]) -> str:
+def render_svg(graph: Optional[WaitGraph]) -> str:
     """An ``<svg>`` element for the wait-for graph (empty string when there is no graph)."""
-    if not graph or not graph.get("nodes"):
+    if not graph or not graph.nodes:
         return ""
-    labels = {n["id"]: str(n.get("label") or n["id"]) for n in graph["nodes"]}
+    labels = {n.id: str(n.label or n.id) for n in graph.nodes}
     threads, resources = _order(graph)
     hidden = max(0, len(threads) - MAX_ROWS)
     threads = threads[:MAX_ROWS]
     drawn = set(threads)
-    linked = {e.get("dst") for e in graph.get("edges") or [] if e.get("src") in drawn}
-    linked |= {e.get("src") for e in graph.get("edges") or [] if e.get("dst") in drawn}
+    linked = {e.dst for e in graph.edges if e.src in drawn}
+    linked |= {e.src for e in graph.edges if e.dst in drawn}
     resources = [r for r in resources if r in linked][:MAX_ROWS]
     pos: Dict[str, Tuple[int, int]] = {}
     for i, nid in enumerate(threads):
@@ -70,7 +70,7 @@ def render_svg(graph: Dict[str, Any]) -> str:
         pos[nid] = (RIGHT_X, TOP + i * ROW)
     height = TOP + max(len(threads), len(resources), 1) * ROW + (26 if hidden else 10)
     cycle_edges = set()
-    for cyc in graph.get("cycles") or []:
+    for cyc in graph.cycles:
         for a, b in zip(cyc, cyc[1:] + cyc[:1]):
             cycle_edges.add((a, b))
 
@@ -89,8 +89,8 @@ def render_svg(graph: Dict[str, Any]) -> str:
         '<text x="%d" y="36" font-weight="bold">threads</text>' % LEFT_X,
         '<text x="%d" y="36" font-weight="bold">resources</text>' % RIGHT_X,
     ]
-    for e in graph.get("edges") or []:
-        src, dst = e.get("src"), e.get("dst")
+    for e in graph.edges:
+        src, dst = e.src, e.dst
         if src not in pos or dst not in pos:
             continue
         on_cycle = (src, dst) in cycle_edges
@@ -98,7 +98,7 @@ def render_svg(graph: Dict[str, Any]) -> str:
         marker = "wf-arrow-cycle" if on_cycle else "wf-arrow"
         width = 2.5 if on_cycle else 1.2
         (sx, sy), (dx, dy) = pos[src], pos[dst]
-        if e.get("kind") == "waits":
+        if e.kind == "waits":
             x1, y1 = sx + BOX_W, sy + BOX_H // 2 - 4
             x2, y2 = dx, dy + BOX_H // 2 - 4
             dash = ""
@@ -106,14 +106,14 @@ def render_svg(graph: Dict[str, Any]) -> str:
             x1, y1 = sx, sy + BOX_H // 2 + 4
             x2, y2 = dx + BOX_W, dy + BOX_H // 2 + 4
             dash = ' stroke-dasharray="5,3"'
-        mx, my = (x1 + x2) // 2, (y1 + y2) // 2 + (12 if e.get("kind") == "held_by" else -12)
+        mx, my = (x1 + x2) // 2, (y1 + y2) // 2 + (12 if e.kind == "held_by" else -12)
         out.append(
             '<path class="wf-edge%s" d="M%d,%d Q%d,%d %d,%d" fill="none" stroke="%s" stroke-width="%s"%s '
             'marker-end="url(#%s)"><title>%s</title></path>'
             % (" wf-cycle" if on_cycle else "", x1, y1, mx, my, x2, y2, color, width, dash, marker,
-               escape("%s %s %s" % (labels.get(src, src), e.get("label") or e.get("kind") or "", labels.get(dst, dst))))
+               escape("%s %s %s" % (labels.get(src, src), e.label or e.kind or "", labels.get(dst, dst))))
         )
-    on_cycle_nodes = {n for c in graph.get("cycles") or [] for n in c}
+    on_cycle_nodes = {n for c in graph.cycles for n in c}
     for nid, (x, y) in sorted(pos.items(), key=lambda kv: (kv[1][0], kv[1][1])):
         is_thread = nid in threads
         stroke = CYCLE_COLOR if nid in on_cycle_nodes else "#888"
@@ -133,7 +133,7 @@ def render_svg(graph: Dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def describe_cycles(process) -> List[str]:
+def describe_cycles(process: Process) -> List[str]:
     """Sentences for text/markdown renderers: each cycle ("Deadlock: thread poster (LWP 812) holds
     ledger, waits for audit; ..."), then each chain ("Blocked behind: ...")."""
     return waitgraph.describe(process)

@@ -165,7 +165,7 @@ def detect_version(target: ProcessTarget, mem: Memory, runtime: int) -> Tuple[Op
 
 #: (table key, C expression giving the offset) compared against DWARF when it is present: one
 #: field per struct the walk depends on, the ones most likely to move between builds (each
-#: check is a ~10 ms parse_and_eval, so the list stays short).
+#: check is a slow parse_and_eval, so the list stays short).
 DWARF_CHECKS = {
     "rt.interpreters_head": "&((_PyRuntimeState*)0)->interpreters.head",
     "is.threads_head": "&((PyInterpreterState*)0)->%s",

@@ -290,7 +290,7 @@ def _children() -> set:
 @pytest.mark.parametrize("body", ["sleep 30 &\nwait\n", "kill -SEGV $$\n", "exit 7\n"])
 def test_driver_leaves_no_child_behind(real_core, tmp_path, body):
     """In-process: a hung, crashing or exiting gdb ends in GdbError and no child (no zombie)."""
-    from hanganalyze.acquire.gdbdriver import snapshot_from_core
+    from hanganalyze.acquire.gdbcore import snapshot_from_core
     from hanganalyze.errors import GdbError
 
     before = _children()

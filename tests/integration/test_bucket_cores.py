@@ -24,7 +24,7 @@ from helpers import FIXTURES, all_pythons, gcore, run_hanganalyze, start_hung, u
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 
 PYTHONS = all_pythons()
-BUCKET = re.compile(r"^b1-[0-9a-f]{12}$")
+BUCKET = re.compile(r"^b2-[0-9a-f]{12}$")
 
 
 def _report(python: Path, scenario: str, workdir: Path) -> dict:
@@ -104,5 +104,5 @@ def test_same_bug_same_findings_and_bucket_on_312_to_314t(scenario, tmp_path):
         rep = _report(PYTHONS[v], scenario, tmp_path / v.replace(".", "_"))
         py = rep["processes"][0]["python"]
         assert py["version"].startswith(v.rstrip("t")) and py["free_threading"] is v.endswith("t"), py
-        out[v] = (sorted(f["signature"] for f in rep["findings"]), _bucket(rep))
+        out[v] = (tuple(sorted(f["signature"] for f in rep["findings"])), _bucket(rep))
     assert len(set(out.values())) == 1, out

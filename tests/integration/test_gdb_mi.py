@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from hanganalyze.acquire.gdbdriver import GdbSession
+from hanganalyze.acquire.gdbsession import GdbSession
 from hanganalyze.errors import GdbError
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from hanganalyze.acquire.gdbdriver import GDB_SETTINGS
+from hanganalyze.acquire.gdbsession import GDB_SETTINGS
 
 
 def test_safety_settings_are_present_and_accepted_by_gdb():

@@ -298,17 +298,17 @@ def test_signature_matches_real_core(cores, db, sig, key, key_frames, near):
     # nothing else serious fires on this core: signatures must be specific
     others = {x.signature for x in found if x.severity in SERIOUS and x.signature != sig}
     assert not others, "unexpected extra findings %s" % sorted(others)
-    names = [e["function"] for e in f.evidence if e.get("frame") is not None]
+    names = [e.function for e in f.evidence if e.frame is not None]
     for kf in key_frames:
         assert any(fnmatch.fnmatchcase(n, kf) for n in names), (kf, names)
     # evidence points at real frames of real threads
     procs = Snapshot.from_dict(snap).processes[0]
     for e in f.evidence:
-        if e.get("frame") is not None:
-            t = procs.thread_by_tid(e["thread"])
+        if e.frame is not None:
+            t = procs.thread_by_tid(e.thread)
             assert t is not None
-            frame = t.all_frames()[e["frame"]]
-            assert (frame.function or "??") == e["function"] and e["text"].startswith(e["function"])
+            frame = t.all_frames()[e.frame]
+            assert (frame.function or "??") == e.function and e.text.startswith(e.function)
     assert f.threads and set(f.threads) <= {t.tid for t in procs.threads}
     assert f.fix and f.references and f.cause and f.summary.startswith(f.title)
     assert 0 < (f.confidence or 0) <= 1
@@ -332,7 +332,7 @@ def test_stripped_libgomp_matches_through_fallback(cores, db):
     snap = cores.snapshot((C, "child", "gomp-fork"))
     f = {x.signature: x for x in findings(snap, db)}["gnu-openmp-after-fork"]
     assert f.confidence is not None and f.confidence < 1.0
-    assert any(e.get("stripped") for e in f.evidence)
+    assert any(e.stripped for e in f.evidence)
     assert "without symbols" in f.summary
 
 
@@ -340,7 +340,7 @@ def test_nccl_version_condition_on_real_core(cores, db):
     """The library version comes from the real file name in the core (libnccl.so.2.28.9)."""
     snap = cores.snapshot((C, "hang", "nccl-destroy"))
     f = {x.signature: x for x in findings(snap, db)}["nccl-destroy-with-live-cuda-graph"]
-    assert any("libnccl.so.2.28.9" in e["text"] for e in f.evidence if e.get("frame") is None)
+    assert any("libnccl.so.2.28.9" in e.text for e in f.evidence if e.frame is None)
     assert f.confidence == 1.0
     # watchdog thread blocked on the communicator's mutex is reported as extra evidence
     assert len(f.threads) == 2

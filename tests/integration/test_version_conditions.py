@@ -21,7 +21,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hanganalyze.acquire.gdbdriver import snapshot_from_core, snapshot_from_pid  # noqa: E402
+from hanganalyze.acquire.gdbcore import snapshot_from_core  # noqa: E402
+from hanganalyze.acquire.gdblive import snapshot_from_pid  # noqa: E402
 from hanganalyze.analyze.match import MISSING_LIBRARY_FACTOR, match_snapshot  # noqa: E402
 from hanganalyze.analyze.signatures import load_signatures  # noqa: E402
 from helpers import fixture_binary, gcore, gdb_batch, run_hanganalyze, start_hung  # noqa: E402
@@ -72,7 +73,7 @@ def test_static_nccl_version_read_from_executable_in_core(new_core, db):
     f = _finding(snap, db)
     assert f is not None
     assert f.confidence == 1.0
-    assert any("version 2.27.3" in e["text"] for e in f.evidence if e.get("frame") is None)
+    assert any("version 2.27.3" in e.text for e in f.evidence if e.frame is None)
     assert "version unknown" not in f.summary
 
 

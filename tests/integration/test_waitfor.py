@@ -15,7 +15,7 @@ from typing import Dict
 
 import pytest
 from hanganalyze.analyze.waitfor import annotate_waitgraphs, cycle_findings
-from hanganalyze.gdbext.model import Snapshot
+from hanganalyze.gdbext.model import Snapshot, Wait
 from hanganalyze.render.waitsvg import describe_cycles, render_svg
 from helpers import (
     FIXTURES,
@@ -105,12 +105,12 @@ def _sources(snaps):
 def _cycles_by_tid(snap: Snapshot):
     p = snap.processes[0]
     out = []
-    for c in (p.waitgraph or {}).get("cycles") or []:
+    for c in (p.waitgraph.cycles if p.waitgraph else []):
         out.append(frozenset(int(n[1:]) for n in c if n.startswith("t")))
     return out
 
 
-def _waits(snap: Snapshot, tid: int) -> dict:
+def _waits(snap: Snapshot, tid: int) -> Wait:
     t = snap.processes[0].thread_by_tid(tid)
     assert t is not None, tid
     assert t.waits, "thread %s records no wait" % tid
@@ -132,27 +132,28 @@ def test_native_cycles(native):
         assert len(findings) == 3 and all(f.severity == "deadlock" for f in findings), source
         for f in findings:
             assert len(f.evidence) == len(f.threads)
-            assert all(isinstance(e["frame"], int) for e in f.evidence), (source, f.evidence)
+            assert all(isinstance(e.frame, int) for e in f.evidence), (source, f.evidence)
 
 
 def test_native_owners_and_chain(native):
     tids = native["tids"]
     for source, snap in _sources(native):
-        assert _waits(snap, tids["poster"])["owner_tid"] == tids["reconciler"], source
-        assert _waits(snap, tids["reconciler"])["owner_tid"] == tids["poster"], source
-        assert _waits(snap, tids["ring0"])["owner_tid"] == tids["ring1"], source
+        assert _waits(snap, tids["poster"]).owner_tid == tids["reconciler"], source
+        assert _waits(snap, tids["reconciler"]).owner_tid == tids["poster"], source
+        assert _waits(snap, tids["ring0"]).owner_tid == tids["ring1"], source
         # with libc debug info the mutex comes from frame arguments, without it from registers
         how = "registers" if source == "core-nolibcdbg" else "debug info"
-        assert _waits(snap, tids["poster"])["detail"].endswith("[found via %s]" % how), source
+        assert _waits(snap, tids["poster"]).detail.endswith("[found via %s]" % how), source
         j = _waits(snap, tids["joiner"])
-        assert (j["kind"], j["owner_tid"]) == ("join", tids["keeper"]), source
+        assert (j.kind, j.owner_tid) == ("join", tids["keeper"]), source
         k = _waits(snap, tids["keeper"])
-        assert (k["kind"], k["owner_tid"]) == ("mutex", tids["joiner"]), source
+        assert (k.kind, k.owner_tid) == ("mutex", tids["joiner"]), source
         rw = _waits(snap, tids["rwwriter"])
-        assert (rw["kind"], rw["owner_tid"]) == ("rwlock", tids["rwholder"]), source
+        assert (rw.kind, rw.owner_tid) == ("rwlock", tids["rwholder"]), source
         assert snap.processes[0].thread_by_tid(tids["rwholder"]).waits is None
-        chains = (snap.processes[0].waitgraph or {}).get("chains") or []
-        assert ["t%d" % tids["rwwriter"], "r:rwlock:%s" % rw["resource"], "t%d" % tids["rwholder"]] in chains
+        g = snap.processes[0].waitgraph
+        chains = g.chains if g else []
+        assert ["t%d" % tids["rwwriter"], "r:rwlock:%s" % rw.resource, "t%d" % tids["rwholder"]] in chains
         assert not any(tids["rwwriter"] in c for c in _cycles_by_tid(snap))
 
 
@@ -167,7 +168,7 @@ def test_native_words_and_frames(native):
         # symbols name the resources and the frame where each thread waits
         assert any("holds ledger, waits for audit" in s for s in lines), lines
         poster = live.processes[0].thread_by_tid(tids["poster"])
-        assert poster.frames[poster.waits["frame"]].function == "poster"
+        assert poster.frames[poster.waits.frame].function == "poster"
     svg = render_svg(live.processes[0].waitgraph)
     assert svg.startswith("<svg") and svg.count("wf-cycle") >= 7 and "<script" not in svg
 
@@ -191,11 +192,11 @@ def test_python_rlock_owners_and_names(python):
     tids = python["tids"]
     for source, snap in _sources(python):
         w = _waits(snap, tids["poster"])
-        assert (w["kind"], w["owner_tid"], w["name"]) == ("rlock", tids["reconciler"], "audit"), source
+        assert (w.kind, w.owner_tid, w.name) == ("rlock", tids["reconciler"], "audit"), source
         w = _waits(snap, tids["reconciler"])
-        assert (w["kind"], w["owner_tid"], w["name"]) == ("rlock", tids["poster"], "ledger"), source
+        assert (w.kind, w.owner_tid, w.name) == ("rlock", tids["poster"], "ledger"), source
         j = _waits(snap, tids["joiner"])
-        assert (j["kind"], j["owner_tid"]) == ("pyjoin", tids["keeper"]), source
+        assert (j.kind, j.owner_tid) == ("pyjoin", tids["keeper"]), source
         words = describe_cycles(snap.processes[0])
         assert any("holds ledger, waits for audit" in s for s in words), words
 
@@ -206,20 +207,20 @@ def test_python_attribute_lock_names(python):
     tids = python["tids"]
     for source, snap in _sources(python):
         ab, ba = _waits(snap, tids["payer-ab"]), _waits(snap, tids["payer-ba"])
-        assert (ab["kind"], ab["owner_tid"]) == ("rlock", tids["payer-ba"]), source
-        assert ab["name"] == "Account._lock@%s" % ab["resource"], (source, ab)
-        assert ba["name"] == "Account._lock@%s" % ba["resource"] and ba["resource"] != ab["resource"], source
-        assert ab["detail"].endswith("(dst._lock in the waiting frame)"), (source, ab["detail"])
+        assert (ab.kind, ab.owner_tid) == ("rlock", tids["payer-ba"]), source
+        assert ab.name == "Account._lock@%s" % ab.resource, (source, ab)
+        assert ba.name == "Account._lock@%s" % ba.resource and ba.resource != ab.resource, source
+        assert ab.detail.endswith("(dst._lock in the waiting frame)"), (source, ab.detail)
         sw = _waits(snap, tids["shardwaiter"])
-        assert (sw["kind"], sw["owner_tid"], sw["name"]) == ("rlock", tids["shardholder"], "Store.locks[1]"), source
+        assert (sw.kind, sw.owner_tid, sw.name) == ("rlock", tids["shardholder"], "Store.locks[1]"), source
         words = describe_cycles(snap.processes[0])
         cycle = next(s for s in words if "payer-ab" in s and s.startswith("Deadlock:"))
-        assert "holds %s, waits for %s" % (ba["name"], ab["name"]) in cycle, cycle
-        assert "holds %s, waits for %s" % (ab["name"], ba["name"]) in cycle, cycle
+        assert "holds %s, waits for %s" % (ba.name, ab.name) in cycle, cycle
+        assert "holds %s, waits for %s" % (ab.name, ba.name) in cycle, cycle
         assert any(s.startswith("Blocked behind: thread shardwaiter") and "waits for Store.locks[1] held by "
                    "shardholder" in s for s in words), words
         # module globals are still named as before (no attribute of a local holds them)
-        assert _waits(snap, tids["poster"])["name"] == "audit"
+        assert _waits(snap, tids["poster"]).name == "audit"
 
 
 def test_python_gil_inversion(python):
@@ -230,13 +231,13 @@ def test_python_gil_inversion(python):
         for source, snap in _sources(python):
             p = snap.processes[0]
             assert all(t.state.gil is None for t in p.threads), source
-            assert not any((t.waits or {}).get("kind") == "gil" for t in p.threads), source
+            assert not any(t.waits is not None and t.waits.kind == "gil" for t in p.threads), source
         return
     for source, snap in _sources(python):
         g = _waits(snap, tids["gatekeeper"])
-        assert (g["kind"], g["owner_tid"]) == ("gil", main), source
+        assert (g.kind, g.owner_tid) == ("gil", main), source
         m = _waits(snap, main)
-        assert (m["kind"], m["owner_tid"], m["name"]) == ("mutex", tids["gatekeeper"], "wf_gate"), source
+        assert (m.kind, m.owner_tid, m.name) == ("mutex", tids["gatekeeper"], "wf_gate"), source
         f = next(f for f in snap.findings if tids["gatekeeper"] in f.threads)
         assert "GIL" in f.title and any("release" in x for x in f.fix)
 
@@ -247,16 +248,16 @@ def test_python_chain_and_plain_lock(python):
         cyc = _cycles_by_tid(snap)
         for name in ("front", "middle", "sleeper", "locker", "lockwaiter", "idler"):
             assert not any(tids[name] in c for c in cyc), (source, name)
-        assert _waits(snap, tids["front"])["owner_tid"] == tids["middle"]
-        assert _waits(snap, tids["middle"])["owner_tid"] == tids["sleeper"]
-        chains = snap.processes[0].waitgraph["chains"]
+        assert _waits(snap, tids["front"]).owner_tid == tids["middle"]
+        assert _waits(snap, tids["middle"]).owner_tid == tids["sleeper"]
+        chains = snap.processes[0].waitgraph.chains
         chain = next(c for c in chains if c[0] == "t%d" % tids["front"])
         assert chain[-1] == "t%d" % tids["sleeper"], chain
         lw = _waits(snap, tids["lockwaiter"])
-        assert (lw["kind"], lw["owner_tid"], lw["name"]) == ("pylock", None, "gate_lock"), source
-        assert "held by unknown" in lw["detail"]
+        assert (lw.kind, lw.owner_tid, lw.name) == ("pylock", None, "gate_lock"), source
+        assert "held by unknown" in lw.detail
         idle = _waits(snap, tids["idler"])
-        assert (idle["kind"], idle["owner_tid"]) == ("condvar", None), (source, idle)
+        assert (idle.kind, idle.owner_tid) == ("condvar", None), (source, idle)
         assert any(s.startswith("Blocked behind: thread front") for s in describe_cycles(snap.processes[0]))
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from hanganalyze.analyze.bucket import bucket_id, bucket_key, library_base, normalize_native_name, stack_tokens
-from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
+from hanganalyze.analyze.bucket import bucket_id, bucket_key, stack_tokens
+from hanganalyze.analyze.names import library_base, normalize_native_name
+from hanganalyze.gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 
 
 def py(func, file, line):
@@ -36,7 +37,7 @@ def deadlock_thread(tid, pyver, prefix, qual, line_shift=0, addr_shift=0, worker
 def deadlock_snapshot(pyver, prefix, qual, tids=(101, 102), shift=0, sig="deadlock-cycle", swap=False):
     t1 = deadlock_thread(tids[0], pyver, prefix, qual, shift, shift * 16, "worker_a")
     t2 = deadlock_thread(tids[1], pyver, prefix, qual, shift, shift * 16, "worker_b")
-    ev = [{"thread": tids[0], "frame": 3, "rule": "cycle"}, {"thread": tids[1], "frame": 3, "rule": "cycle"}]
+    ev = [Evidence(thread=tids[0], frame=3, rule="cycle"), Evidence(thread=tids[1], frame=3, rule="cycle")]
     if swap:
         ev.reverse()
     proc = Process(source="core", pid=100, threads=[Thread(tid=100, frames=[]), t1, t2])
@@ -46,7 +47,7 @@ def deadlock_snapshot(pyver, prefix, qual, tids=(101, 102), shift=0, sig="deadlo
 
 def test_format_is_versioned_and_short():
     b = bucket_id(deadlock_snapshot("3.10", "/root/.pyenv/versions/3.10.13", False))
-    assert re.fullmatch(r"b1-[0-9a-f]{12}", b)
+    assert re.fullmatch(r"b2-[0-9a-f]{12}", b)
 
 
 def test_same_bug_across_python_versions_paths_lines_addresses_and_tids():
@@ -108,7 +109,7 @@ def test_crash_without_finding_buckets_the_signalled_thread():
     other = Thread(tid=8, frames=[nat("poll", "/lib/libc.so.6")])
     snap = Snapshot(processes=[Process(source="core", signal="SIGSEGV", threads=[other, cur])])
     b = bucket_id(snap)
-    assert b and b.startswith("b1-")
+    assert b and b.startswith("b2-")
     cur.frames[1].address = 0x402000  # another build: addresses move, id stays
     assert bucket_id(snap) == b
     cur.frames[1].function = "do_other_crash"

@@ -15,7 +15,8 @@ from hanganalyze.acquire.corefile import (
     human_size,
     read_core,
 )
-from hanganalyze.acquire.gdbdriver import is_library, soname_version
+from hanganalyze.acquire.procfacts import is_library
+from hanganalyze.analyze.names import library_version as soname_version
 from hanganalyze.errors import InputError
 
 NT_PRSTATUS, NT_PRPSINFO, NT_AUXV, NT_FILE, NT_SIGINFO = 1, 3, 6, 0x46494C45, 0x53494749
@@ -250,7 +251,7 @@ def test_not_libraries():
 def test_frame_libraries_take_the_mapped_spelling(tmp_path):
     """gdb names libc by the loader's path (/lib/...), the mappings by /usr/lib/...: one spelling."""
     from hanganalyze.acquire.corefile import MappedFile
-    from hanganalyze.acquire.gdbdriver import libraries_from_files, normalize_frame_libraries
+    from hanganalyze.acquire.procfacts import libraries_from_files, normalize_frame_libraries
     from hanganalyze.gdbext.model import Frame, Process, Thread
 
     real = tmp_path / "usr" / "lib"

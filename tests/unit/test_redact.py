@@ -8,7 +8,7 @@ import re
 
 import pytest
 from hanganalyze.analyze.redact import redact
-from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
+from hanganalyze.gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Wait
 from hanganalyze.render import render
 
 SECRETS = ["abc123xyz", "hunter2", "hf_aaaaaaaaaaaaaaaaaaaaaa", "s3cr3tvalue", "pw1234", "AKIAABCDEFGHIJKLMNOP"]
@@ -31,14 +31,14 @@ def planted() -> Snapshot:
             Frame(kind="native", function="c10d::ProcessGroupNCCL::runLoop(int)", library="/usr/lib/libtorch_cuda.so"),
             Frame(kind="native", function="main", library="/home/alice/venv/bin/python", address=0x401000),
         ],
-        waits={"kind": "mutex", "resource": "0x1", "detail": "peer myhost 192.168.0.1"},
+        waits=Wait(kind="mutex", resource="0x1", detail="peer myhost 192.168.0.1"),
     )
     p = Process(source="core", pid=42, executable="/home/alice/venv/bin/python", argv=argv, threads=[t],
                 notes=["rendezvous at myhost:29500 via 192.168.0.1; mail carol@corp.example.com",
                        "127.0.0.1 and ::1 and version 2.21.5 and torch.distributed.run stay"])
     f = Finding(signature="sig-a", title="t", severity="hang", process=0, threads=[11],
                 summary="thread alice-loader blocked", references=["https://github.com/pytorch/pytorch/issues/1"],
-                evidence=[{"thread": 11, "frame": 0, "rule": "python", "text": "/Users/alice/code/data.py"}])
+                evidence=[Evidence(thread=11, frame=0, rule="python", text="/Users/alice/code/data.py")])
     return Snapshot(processes=[p], findings=[f], bucket="b1-0123456789ab")
 
 
@@ -80,7 +80,7 @@ def test_same_value_same_placeholder():
     token = p.argv[2].split("=", 1)[1]
     assert p.threads[0].name.endswith(token)
     assert p.argv[7].startswith("<ip")
-    ip = p.threads[0].waits["detail"].rsplit(" ", 1)[1]  # 192.168.0.1, seen again in the notes
+    ip = p.threads[0].waits.detail.rsplit(" ", 1)[1]  # 192.168.0.1, seen again in the notes
     assert ip.startswith("<ip") and ip != p.argv[7]
     assert ("at <host1>:29500 via %s;" % ip) in p.notes[0]
 

@@ -6,7 +6,7 @@ import json
 import re
 
 from hanganalyze.analyze.grouping import group_threads, is_idle_stack
-from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
+from hanganalyze.gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 from hanganalyze.render import render
 from hanganalyze.render.markdown import LIMIT, render_markdown
 
@@ -36,7 +36,7 @@ def trainer_snapshot(workers=37, with_finding=True):
     findings = []
     if with_finding:
         findings = [Finding(signature="s", title="stuck in foo", severity="hang", process=0, threads=[101],
-                            evidence=[{"thread": 101, "frame": 1, "rule": "frame", "text": "foo"}])]
+                            evidence=[Evidence(thread=101, frame=1, rule="frame", text="foo")])]
     return Snapshot(processes=[p], findings=findings)
 
 

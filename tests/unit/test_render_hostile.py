@@ -7,7 +7,7 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-from hanganalyze.gdbext.model import Finding, Frame, Process, Snapshot, Thread
+from hanganalyze.gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Wait, WaitGraph
 from hanganalyze.render.html import render_html, sanitize_svg
 from hanganalyze.render.markdown import render_markdown
 from hanganalyze.render.text import render_text
@@ -23,19 +23,20 @@ def hostile_snapshot() -> Snapshot:
         Frame(kind="native", function="start_thread", library="/lib/" + EVIL + ".so"),
     ]
     t1 = Thread(tid=1001, name=EVIL, os_name="os" + EVIL, frames=frames,
-                waits={"kind": "mutex", "resource": EVIL, "owner_tid": 1002, "detail": EVIL})
+                waits=Wait(kind="mutex", resource=EVIL, owner_tid=1002, detail=EVIL))
     t2 = Thread(tid=1002, name="plain", frames=[Frame(kind="native", function="pthread_join")])
     idle = [Thread(tid=2000 + i, name="idle", frames=[Frame(kind="native", function="epoll_wait")]) for i in range(3)]
     p = Process(source="core", pid=1002, executable="/bin/" + EVIL, argv=[EVIL, '" onmouseover="alert(1)'],
                 signal="SIGABRT", python={"version": EVIL}, threads=[t1, t2] + idle,
-                notes=[EVIL], waitgraph={"nodes": [{"id": "t1", "label": EVIL}, {"id": "m", "label": "m"}],
-                                         "edges": [{"src": "t1", "dst": "m", "kind": "waits", "label": EVIL}],
-                                         "cycles": [["t1", "m"]]})
+                notes=[EVIL], waitgraph=WaitGraph.from_dict({
+                    "nodes": [{"id": "t1", "label": EVIL}, {"id": "m", "label": "m"}],
+                    "edges": [{"src": "t1", "dst": "m", "kind": "waits", "label": EVIL}],
+                    "cycles": [["t1", "m"]]}))
     f = Finding(signature="sig-" + EVIL, title="title " + EVIL, severity="deadlock", process=0, threads=[1001],
                 summary=EVIL, fix=["fix " + EVIL], cause=EVIL,
                 references=["javascript:alert(1)", "https://example.org/a\"onclick=\"x", "https://example.org/ok",
                             "data:text/html,<script>alert(1)</script>"],
-                evidence=[{"thread": 1001, "frame": 1, "rule": EVIL, "text": EVIL}])
+                evidence=[Evidence(thread=1001, frame=1, rule=EVIL, text=EVIL)])
     return Snapshot(processes=[p], findings=[f], warnings=[EVIL])
 
 
@@ -172,11 +173,11 @@ core_text = st.text(min_size=1, max_size=40).filter(lambda s: s.strip() != "")
 def one_thread_snapshot(value: str) -> Snapshot:
     frames = [Frame(kind="native", function=value, file="/src/" + value, line=3, library="/lib/" + value),
               Frame(kind="python", function=value, file=value, line=4)]
-    t = Thread(tid=7, name=value, os_name=value, frames=frames, waits={"kind": "mutex", "name": value, "detail": value})
+    t = Thread(tid=7, name=value, os_name=value, frames=frames, waits=Wait(kind="mutex", name=value, detail=value))
     p = Process(source="core", pid=7, executable="/bin/" + value, argv=[value, value], signal="SIGABRT",
                 python={"version": value}, threads=[t], notes=[value])
     f = Finding(signature="s", title=value, severity="hang", process=0, threads=[7], summary=value, fix=[value],
-                cause=value, references=["https://example.org/x"], evidence=[{"thread": 7, "frame": 1, "text": value}])
+                cause=value, references=["https://example.org/x"], evidence=[Evidence(thread=7, frame=1, text=value)])
     return Snapshot(processes=[p], findings=[f], warnings=[value])
 
 

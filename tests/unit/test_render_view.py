@@ -45,12 +45,12 @@ def test_frame_lines_like_gdb():
 
 
 def _graph_snapshot():
-    from hanganalyze.gdbext.model import Snapshot
+    from hanganalyze.gdbext.model import Snapshot, WaitGraph
 
     g = {"nodes": [{"id": "t1", "kind": "thread", "label": "worker <b>1</b>"}, {"id": "m", "kind": "resource",
                                                                               "label": "mutex_a"}],
          "edges": [{"src": "t1", "dst": "m", "kind": "waits", "label": None}], "cycles": [["t1", "m"]]}
-    return Snapshot(processes=[Process(source="core", threads=[Thread(tid=1)], waitgraph=g)])
+    return Snapshot(processes=[Process(source="core", threads=[Thread(tid=1)], waitgraph=WaitGraph.from_dict(g))])
 
 
 def test_waitgraph_svg_is_used_and_sanitised():

@@ -12,7 +12,7 @@ import pytest
 from hanganalyze import pipeline
 from hanganalyze.acquire.snapshot_json import read_snapshot
 from hanganalyze.errors import InputError
-from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
+from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread, Wait
 from hanganalyze.render import render
 
 
@@ -21,9 +21,9 @@ def base_doc() -> dict:
         Frame(kind="native", function="__lll_lock_wait", library="/lib/libc.so.6", address=0x10),
         Frame(kind="native", function="pthread_mutex_lock", library="/lib/libc.so.6"),
         Frame(kind="python", function="post", file="/app/x.py", line=3),
-    ], waits={"kind": "mutex", "resource": "0x1000", "owner_tid": 12, "frame": 1})
+    ], waits=Wait(kind="mutex", resource="0x1000", owner_tid=12, frame=1))
     t2 = Thread(tid=12, name="audit", frames=[Frame(kind="native", function="__lll_lock_wait")],
-                waits={"kind": "mutex", "resource": "0x2000", "owner_tid": 11, "frame": 0})
+                waits=Wait(kind="mutex", resource="0x2000", owner_tid=11, frame=0))
     p = Process(source="core", pid=11, executable="/bin/app", argv=["app"], python={"version": "3.11.7"},
                 threads=[t1, t2], messages=["terminate called without an active exception"])
     return Snapshot(processes=[p]).to_dict()

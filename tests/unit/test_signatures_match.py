@@ -10,7 +10,8 @@ from typing import List, Optional
 
 import pytest
 from hanganalyze.analyze.match import match_snapshot
-from hanganalyze.analyze.signatures import SignatureDB, load_file, normalize_function
+from hanganalyze.analyze.names import normalize_function
+from hanganalyze.analyze.signatures import SignatureDB, load_file
 from hanganalyze.gdbext.model import Frame, Library, Process, Snapshot, Thread, ThreadState
 
 
@@ -98,8 +99,8 @@ def test_order_gap_and_within(tmp_path):
 def test_evidence_and_summary(tmp_path):
     db = sigdb(tmp_path, ORDER)
     f = match_snapshot(snap([nat("wait_here"), nat("caller", "/lib/libx.so.1"), nat("outer")]), db)[0]
-    assert [(e["thread"], e["frame"]) for e in f.evidence] == [(100, 0), (100, 1), (100, 2)]
-    assert f.evidence[1]["text"] == "caller (libx.so.1)"
+    assert [(e.thread, e.frame) for e in f.evidence] == [(100, 0), (100, 1), (100, 2)]
+    assert f.evidence[1].text == "caller (libx.so.1)"
     assert f.summary == "Test: thread 100 (t0) is in wait_here, called from caller, called from outer."
     assert f.confidence == 1.0 and f.threads == [100]
 
@@ -203,7 +204,7 @@ def test_stripped_fallback_lowers_confidence(tmp_path):
     full = match_snapshot(snap([nat("gomp_team_barrier_wait_end", "/lib/libgomp.so.1"), nat("GOMP_parallel")]), db)
     assert full[0].confidence == 1.0
     stripped = match_snapshot(snap([nat(None, "/lib/libgomp.so.1"), nat("GOMP_parallel")]), db)
-    assert stripped[0].confidence == pytest.approx(0.75) and stripped[0].evidence[0]["stripped"]
+    assert stripped[0].confidence == pytest.approx(0.75) and stripped[0].evidence[0].stripped
     assert ids(snap([nat(None, "/lib/libc.so.6"), nat("GOMP_parallel")]), db) == []
 
 
@@ -237,7 +238,7 @@ def test_messages(tmp_path):
         """)
     s = snap(messages=["x", "ProcessGroupNCCL's watchdog got stuck for 480 seconds", "Terminating the process"])
     f = match_snapshot(s, db)[0]
-    assert [e["message"] for e in f.evidence] == [1, 2]
+    assert [e.message for e in f.evidence] == [1, 2]
     assert ids(snap(messages=["watchdog got stuck for 480 seconds"]), db) == []  # needs both
 
 
@@ -317,7 +318,7 @@ def test_nccl_destroy_from_python_destroy_process_group(builtin):
              libraries=[(NCCL, "2")])
     f = [x for x in match_snapshot(s, builtin) if x.signature == "nccl-destroy-with-live-cuda-graph"][0]
     assert f.confidence == pytest.approx(0.9)  # libnccl.so.2 says no minor version
-    assert any(e["text"].startswith("destroy_process_group") for e in f.evidence)
+    assert any(e.text.startswith("destroy_process_group") for e in f.evidence)
 
 
 def test_nccl_destroy_stripped_nccl(builtin):

@@ -117,7 +117,7 @@ def test_heartbeat_message_evidence(db):
     found = [f for f in match_snapshot(snapshot_of(text), db) if f.signature == "pgnccl-heartbeat-watchdog-stuck"]
     assert found
     ev = found[0].evidence[0]
-    assert ev["rule"] == "watchdog stuck" and "480 seconds" in ev["text"] and ev["thread"] is None
+    assert ev.rule == "watchdog stuck" and "480 seconds" in ev.text and ev.thread is None
     assert "the log says" in found[0].summary
 
 
@@ -125,7 +125,7 @@ def test_busy_spin_is_info_and_matched_without_symbols(db):
     text, _ = read("busy_spin_returnn_1811.txt")
     f = [x for x in match_snapshot(snapshot_of(text), db) if x.signature == "cuda-sync-busy-spin"][0]
     assert f.severity == "info"
-    libs = [e["text"] for e in f.evidence if e.get("frame") is not None]
+    libs = [e.text for e in f.evidence if e.frame is not None]
     assert any("libcuda.so.1" in t for t in libs) and any(t.startswith("cudaStreamSynchronize") for t in libs)
 
 
@@ -135,7 +135,7 @@ def test_tf_nccl_reduce_traceback_clause(db):
     snap = parse_text(text)  # a Python traceback: parse_text must accept it
     f = [x for x in match_snapshot(snap, db) if x.signature == "tf-nccl-reduce-feed-fetch-devices"][0]
     assert f.severity == "error" and f.confidence == 1.0
-    assert any("NcclReduce:0" in e["text"] for e in f.evidence)
+    assert any("NcclReduce:0" in e.text for e in f.evidence)
 
 
 @pytest.mark.parametrize("name,key", CASES)

@@ -32,7 +32,7 @@ def test_joinable_thread_abort_stripped_binary_matches_on_the_message(db):
     _, found = findings((DATA / "gdb_joinable_stripped_bt.txt").read_text(), db)
     f = found["std-thread-joinable-terminate"]
     assert 0 < f.confidence < 1.0
-    assert [e["text"] for e in f.evidence] == ["terminate called without an active exception"]
+    assert [e.text for e in f.evidence] == ["terminate called without an active exception"]
 
 
 def test_gpu_only_hang_from_cuda_gdb(db):

@@ -5,16 +5,14 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from hanganalyze.analyze.waitfor import annotate_waitgraphs, cycle_findings
-from hanganalyze.gdbext import waitgraph
-from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
+from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread, Wait, waitgraph
 from hanganalyze.render.waitsvg import describe_cycles, render_svg
 
 
 def _t(tid, name, kind=None, res=None, owner=None, rname=None, frames=None):
     t = Thread(tid=tid, name=name, frames=frames or [Frame(kind="native", function="work")])
     if kind:
-        t.waits = {"kind": kind, "resource": res, "name": rname, "owner_tid": owner, "frame": 0,
-                   "detail": "waiting"}
+        t.waits = Wait(kind=kind, resource=res, name=rname, owner_tid=owner, frame=0, detail="waiting")
     return t
 
 
@@ -30,14 +28,14 @@ def test_abba_cycle_words_and_finding():
     )
     annotate_waitgraphs(snap)
     g = snap.processes[0].waitgraph
-    assert g["cycles"] == [["t812", "r:rlock:0x10", "t813", "r:rlock:0x20"]]
-    assert g["chains"] == []
-    assert {n["id"] for n in g["nodes"]} == {"t812", "t813", "r:rlock:0x10", "r:rlock:0x20"}
+    assert g.cycles == [["t812", "r:rlock:0x10", "t813", "r:rlock:0x20"]]
+    assert g.chains == []
+    assert {n.id for n in g.nodes} == {"t812", "t813", "r:rlock:0x10", "r:rlock:0x20"}
     [f] = cycle_findings(snap)
     assert (f.signature, f.severity, f.threads) == ("deadlock-cycle", "deadlock", [812, 813])
     assert f.summary == ("thread poster (LWP 812) holds ledger, waits for audit; "
                          "thread reconciler (LWP 813) holds audit, waits for ledger")
-    assert [e["thread"] for e in f.evidence] == [812, 813]
+    assert [e.thread for e in f.evidence] == [812, 813]
     assert describe_cycles(snap.processes[0]) == ["Deadlock: " + f.summary + "."]
 
 
@@ -46,8 +44,8 @@ def test_chain_is_not_a_cycle_and_ends_at_running_thread():
     snap = _snap(_t(1, "front", "mutex", "0xa", 2, "shelf"), _t(2, "middle", "mutex", "0xb", 3, "crate"), sleeper)
     annotate_waitgraphs(snap)
     g = snap.processes[0].waitgraph
-    assert g["cycles"] == [] and cycle_findings(snap) == []
-    assert g["chains"] == [["t1", "r:mutex:0xa", "t2", "r:mutex:0xb", "t3"]]
+    assert g.cycles == [] and cycle_findings(snap) == []
+    assert g.chains == [["t1", "r:mutex:0xa", "t2", "r:mutex:0xb", "t3"]]
     [line] = describe_cycles(snap.processes[0])
     assert line == ("Blocked behind: thread front (LWP 1) waits for shelf held by middle (LWP 2), which waits for "
                     "crate held by sleeper (LWP 3), which is not waiting on a lock (running or in a system call: "
@@ -58,9 +56,9 @@ def test_unknown_owner_gives_no_edge_and_no_cycle():
     snap = _snap(_t(1, "a", "pylock", "0xa", None, "gate_lock"), _t(2, "b", "pyjoin", "0xb", 1))
     annotate_waitgraphs(snap)
     g = snap.processes[0].waitgraph
-    assert not any(e["kind"] == "held_by" and e["src"] == "r:pylock:0xa" for e in g["edges"])
-    assert g["cycles"] == []
-    assert g["chains"] == [["t2", "r:pyjoin:0xb", "t1", "r:pylock:0xa"]]
+    assert not any(e.kind == "held_by" and e.src == "r:pylock:0xa" for e in g.edges)
+    assert g.cycles == []
+    assert g.chains == [["t2", "r:pyjoin:0xb", "t1", "r:pylock:0xa"]]
     assert "whose owner is unknown" in describe_cycles(snap.processes[0])[0]
 
 
@@ -73,7 +71,7 @@ def test_three_cycle_join_and_gil_words():
         _t(30, "r0", "mutex", "0x5", 31), _t(31, "r1", "mutex", "0x6", 32), _t(32, "r2", "mutex", "0x7", 30),
     )
     annotate_waitgraphs(snap)
-    cycles = snap.processes[0].waitgraph["cycles"]
+    cycles = snap.processes[0].waitgraph.cycles
     assert [len(c) for c in cycles] == [4, 4, 6]
     fs = {tuple(f.threads): f for f in cycle_findings(snap)}
     gil = fs[(10, 11)]
@@ -139,8 +137,8 @@ def test_bystander_waiting_on_a_cycle_resource_is_a_chain_into_the_cycle():
     )
     annotate_waitgraphs(snap)
     g = snap.processes[0].waitgraph
-    assert len(g["cycles"]) == 1 and len(cycle_findings(snap)) == 1
-    assert g["chains"] == [["t3", "r:mutex:0x20", "t1"]]
+    assert len(g.cycles) == 1 and len(cycle_findings(snap)) == 1
+    assert g.chains == [["t3", "r:mutex:0x20", "t1"]]
     lines = describe_cycles(snap.processes[0])
     assert lines[1] == ("Blocked behind: thread reporter (LWP 3) waits for ledger held by poster (LWP 1), "
                         "which is part of a deadlock cycle.")

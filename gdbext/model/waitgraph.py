@@ -1,7 +1,7 @@
 """The wait-for graph of one process, built from ``Thread.waits``: pure data, no gdb.
 
-It lives in gdbext (standard library, Python 3.8) so that the gdb command ``hang-locks`` and the
-analyzer (``hanganalyze.analyze.waitfor``) share one implementation.
+It is part of the shared model (standard library, Python 3.8) so that the gdb command
+``hang-locks`` and the analyzer (``hanganalyze.analyze.waitfor``) share one implementation.
 
 Graph: thread --waits--> resource --held_by--> thread.  Every thread waits on at most one
 resource and every resource has at most one known owner, so following edges from any thread
@@ -9,9 +9,9 @@ either ends (a thread that is not waiting, or a resource whose owner is unknown)
 cycle: a deadlock proven by memory, not guessed from stack shapes.
 """
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from .model import Process, Thread
+from . import Process, Thread, Wait, WaitEdge, WaitGraph, WaitNode
 
 JOIN_KINDS = ("join", "pyjoin")
 
@@ -20,11 +20,10 @@ def thread_id(tid: Optional[int]) -> str:
     return "t%s" % tid
 
 
-def resource_id(w: Dict[str, Any], tid: Optional[int]) -> str:
-    res = w.get("resource")
-    if res:
-        return "r:%s:%s" % (w.get("kind"), res)
-    return "r:%s:anon-%s" % (w.get("kind"), tid)  # unknown address: one node per waiter
+def resource_id(w: Wait, tid: Optional[int]) -> str:
+    if w.resource:
+        return "r:%s:%s" % (w.kind, w.resource)
+    return "r:%s:anon-%s" % (w.kind, tid)  # unknown address: one node per waiter
 
 
 def thread_label(t: Optional[Thread], tid: Optional[int]) -> str:
@@ -32,59 +31,53 @@ def thread_label(t: Optional[Thread], tid: Optional[int]) -> str:
     return "%s (LWP %s)" % (name, tid) if name else "LWP %s" % tid
 
 
-def resource_label(w: Dict[str, Any], owner: Optional[Thread]) -> str:
-    kind = w.get("kind")
+def resource_label(w: Wait, owner: Optional[Thread]) -> str:
+    kind = w.kind
     if kind == "gil":
         return "the GIL"
     if kind in JOIN_KINDS:
-        target = owner.name if owner is not None and owner.name else "LWP %s" % w.get("owner_tid")
+        target = owner.name if owner is not None and owner.name else "LWP %s" % w.owner_tid
         return "join(%s)" % target
-    if w.get("name"):
-        return str(w["name"])
+    if w.name:
+        return str(w.name)
     kind_word = {"mutex": "mutex", "rwlock": "rwlock", "rlock": "RLock", "pylock": "Lock",
                  "condvar": "condition variable", "futex": "futex"}.get(str(kind), str(kind))
-    return "%s %s" % (kind_word, w.get("resource") or "(address unknown)")
+    return "%s %s" % (kind_word, w.resource or "(address unknown)")
 
 
-def build(process: Process) -> Optional[Dict[str, Any]]:
-    """The ``Process.waitgraph`` dict, or None when no thread records a wait."""
-    waiting = [t for t in process.threads if t.waits]
+def build(process: Process) -> Optional[WaitGraph]:
+    """The ``Process.waitgraph``, or None when no thread records a wait."""
+    waiting = [(t, t.waits) for t in process.threads if t.waits]
     if not waiting:
         return None
-    nodes: Dict[str, Dict[str, str]] = {}
-    edges: List[Dict[str, str]] = []
+    nodes: Dict[str, WaitNode] = {}
+    edges: List[WaitEdge] = []
     nxt: Dict[str, str] = {}  # the single outgoing edge of every node
 
     def add_thread(tid: Optional[int]) -> str:
         nid = thread_id(tid)
         if nid not in nodes:
-            nodes[nid] = {"id": nid, "kind": "thread", "label": thread_label(process.thread_by_tid(tid), tid)}
+            nodes[nid] = WaitNode(nid, "thread", thread_label(process.thread_by_tid(tid), tid))
         return nid
 
-    for t in waiting:
-        w = t.waits or {}
+    for t, w in waiting:
         src = add_thread(t.tid)
-        owner_tid = w.get("owner_tid")
+        owner_tid = w.owner_tid
         owner = process.thread_by_tid(owner_tid) if owner_tid is not None else None
         rid = resource_id(w, t.tid)
         if rid not in nodes:
-            nodes[rid] = {"id": rid, "kind": "resource", "label": resource_label(w, owner)}
-        edges.append({"src": src, "dst": rid, "kind": "waits", "label": str(w.get("kind"))})
+            nodes[rid] = WaitNode(rid, "resource", resource_label(w, owner))
+        edges.append(WaitEdge(src, rid, "waits", str(w.kind)))
         nxt[src] = rid
         if owner_tid is not None and rid not in nxt:
             dst = add_thread(owner_tid)
-            edges.append({"src": rid, "dst": dst, "kind": "held_by", "label": "held by"})
+            edges.append(WaitEdge(rid, dst, "held_by", "held by"))
             nxt[rid] = dst
     cycles = _cycles(nxt)
     on_cycle = {n for c in cycles for n in c}
     chains = _chains(nxt, nodes, edges, on_cycle)
     order = {n: i for i, n in enumerate(sorted(nodes, key=_node_sort_key))}
-    return {
-        "nodes": sorted(nodes.values(), key=lambda n: order[n["id"]]),
-        "edges": edges,
-        "cycles": cycles,
-        "chains": chains,
-    }
+    return WaitGraph(sorted(nodes.values(), key=lambda n: order[n.id]), edges, cycles, chains)
 
 
 def _node_sort_key(nid: str) -> Tuple[int, str]:
@@ -118,11 +111,11 @@ def _cycles(nxt: Dict[str, str]) -> List[List[str]]:
     return cycles
 
 
-def _chains(nxt: Dict[str, str], nodes: Dict[str, Any], edges: List[Dict[str, str]],
+def _chains(nxt: Dict[str, str], nodes: Dict[str, WaitNode], edges: List[WaitEdge],
             on_cycle: set) -> List[List[str]]:
     """Maximal paths from threads nobody waits behind, ending where the wait stops being
     explained: a thread that is not waiting, a resource with no known owner, or a cycle."""
-    has_in = {e["dst"] for e in edges}
+    has_in = {e.dst for e in edges}
     chains: List[List[str]] = []
     for start in sorted(nodes, key=_node_sort_key):
         if not start.startswith("t") or start in has_in or start in on_cycle or start not in nxt:
@@ -139,18 +132,16 @@ def _chains(nxt: Dict[str, str], nodes: Dict[str, Any], edges: List[Dict[str, st
 
 
 # -- words ----------------------------------------------------------------------------------
-def _wait_phrase(process: Process, w: Dict[str, Any]) -> str:
-    kind = w.get("kind")
-    owner_tid = w.get("owner_tid")
+def _wait_phrase(process: Process, w: Wait) -> str:
+    owner_tid = w.owner_tid
     owner = process.thread_by_tid(owner_tid) if owner_tid is not None else None
-    if kind in JOIN_KINDS:
+    if w.kind in JOIN_KINDS:
         return "thread %s to exit (join)" % thread_label(owner, owner_tid)
     return resource_label(w, owner)
 
 
-def _held_by(process: Process, tid: Optional[int], cycle_resources: List[Dict[str, Any]]) -> List[str]:
-    return [resource_label(w, None) for w in cycle_resources
-            if w.get("owner_tid") == tid and w.get("kind") not in JOIN_KINDS]
+def _held_by(process: Process, tid: Optional[int], cycle_resources: List[Wait]) -> List[str]:
+    return [resource_label(w, None) for w in cycle_resources if w.owner_tid == tid and w.kind not in JOIN_KINDS]
 
 
 def describe_cycle(process: Process, cycle: List[str]) -> str:
@@ -202,14 +193,14 @@ def _tid(node: str) -> Optional[int]:
         return None
 
 
-def describe(process: Process, graph: Optional[Dict[str, Any]] = None) -> List[str]:
+def describe(process: Process, graph: Optional[WaitGraph] = None) -> List[str]:
     """Sentences for text renderers: cycles first ("Deadlock: ..."), then chains ("Blocked behind")."""
     graph = graph if graph is not None else (process.waitgraph or build(process))
     if not graph:
         return []
-    out = ["Deadlock: %s." % describe_cycle(process, c) for c in graph.get("cycles") or []]
-    on_cycle = {n for c in graph.get("cycles") or [] for n in c}
-    for ch in graph.get("chains") or []:
+    out = ["Deadlock: %s." % describe_cycle(process, c) for c in graph.cycles]
+    on_cycle = {n for c in graph.cycles for n in c}
+    for ch in graph.chains:
         if len(ch) >= 3:
             out.append("Blocked behind: %s." % describe_chain(process, ch, on_cycle))
     return out

@@ -1,0 +1,129 @@
+"""``Record``: the base of every model dataclass, written and read from its fields.
+
+``to_dict`` writes the fields in declaration order: those named in the class's ``CONTRACT``
+always (``None`` where unknown), every other one only when it carries something (not None, [],
+{} or False), so snapshots stay small and diff-friendly.  ``from_dict`` reads that back, and older
+documents too: an absent key takes the field's default, a list field reads null as [], a flag
+reads any value as a bool.  A field typed as another Record (or a list of them) is written and
+read through that class.
+
+Runs inside gdb: standard library only, Python 3.8.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar
+
+R = TypeVar("R", bound="Record")
+
+# How a field is written and read (see _codec).
+_PLAIN = 0  # as it is
+_RECORD = 1  # a Record: through its to_dict / from_dict
+_RECORDS = 2  # a list of Records
+_LIST = 3  # a list of plain values: null reads as []
+_FLAG = 4  # a bool: any value reads as a bool
+
+#: (field name, how, Record class or None, Optional[...]) per field, in declaration order.
+_Codec = List[Tuple[str, int, Optional[type], bool]]
+_CODECS: Dict[type, _Codec] = {}
+
+
+def _is_record(hint: Any) -> bool:
+    return isinstance(hint, type) and issubclass(hint, Record)
+
+
+def _how(hint: Any) -> Tuple[int, Optional[type], bool]:
+    optional = False
+    if typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        optional = True
+        hint = args[0] if len(args) == 1 else Any
+    if typing.get_origin(hint) is list:
+        item = (typing.get_args(hint) or (Any,))[0]
+        if _is_record(item):
+            return _RECORDS, item, optional
+        return (_PLAIN if optional else _LIST), None, optional
+    if _is_record(hint):
+        return _RECORD, hint, optional
+    if hint is bool and not optional:
+        return _FLAG, None, optional
+    return _PLAIN, None, optional
+
+
+def _codec(cls: type) -> _Codec:
+    codec = _CODECS.get(cls)
+    if codec is None:
+        hints = typing.get_type_hints(cls)
+        codec = [(f.name,) + _how(hints[f.name]) for f in dataclasses.fields(cls)]
+        _CODECS[cls] = codec
+    return codec
+
+
+def _carries(v: Any) -> bool:
+    return v is not None and v != [] and v != {} and v is not False
+
+
+def _read(value: Any, how: int, sub: Optional[type], optional: bool) -> Any:
+    if how == _RECORD:
+        if optional:
+            return None if value is None or value == {} else sub.from_dict(value)  # type: ignore[union-attr]
+        return sub.from_dict(value or {})  # type: ignore[union-attr]
+    if how == _RECORDS:
+        return [sub.from_dict(x) for x in value or []]  # type: ignore[union-attr]
+    if how == _LIST:
+        return list(value or [])
+    if how == _FLAG:
+        return bool(value)
+    return value
+
+
+class Record:
+    """Mixin of the model's dataclasses: serialisation from the fields, and read access by key
+    (``w["kind"]``, ``e.get("frame")``) as for the plain dicts some of them replace."""
+
+    #: Keys written even when empty (the ``hanganalyze/1`` contract of this object).
+    CONTRACT: ClassVar[Tuple[str, ...]] = ()
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        for name, how, _sub, _optional in _codec(type(self)):
+            v = getattr(self, name)
+            if how == _RECORD and v is not None:
+                v = v.to_dict()
+            elif how == _RECORDS:
+                v = [x.to_dict() for x in v]
+            if name in self.CONTRACT or _carries(v):
+                out[name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls: Type[R], d: Dict[str, Any]) -> R:
+        if not isinstance(d, dict):
+            raise TypeError("%s: expected an object, got %s" % (cls.__name__, type(d).__name__))
+        kwargs = {name: _read(d[name], how, sub, optional)
+                  for name, how, sub, optional in _codec(cls) if name in d}
+        return cls(**kwargs)
+
+    def __getitem__(self, key: str) -> Any:
+        _shimlog("getitem", key)
+        if any(key == c[0] for c in _codec(type(self))):
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        _shimlog("get", key)
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
+def _shimlog(how, key):  # TEMP
+    import sys as _s
+    f = _s._getframe(2)
+    if f.f_code.co_filename.endswith("record.py"):
+        f = f.f_back
+    with open("/tmp/record_shim.log", "a") as fh:
+        fh.write("%s:%d %s %s %s\n" % (f.f_code.co_filename, f.f_lineno, how, key, type(f).__name__))
