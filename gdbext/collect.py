@@ -51,8 +51,8 @@ def collect_process(with_python: bool = True, with_locks: bool = True, pyproc=No
             pyproc = walker.describe_process(inf)
         except Exception as e:  # noqa: BLE001 - a broken runtime must not cost the native stacks
             proc.notes.append("Python runtime could not be read: %s" % e)
-    if pyproc is not None and getattr(pyproc, "version", None):
-        proc.python, notes = facts.python_facts(pyproc, getattr(pyproc, "target", None) or GdbTarget(inf))
+    if pyproc is not None and pyproc.version:
+        proc.python, notes = facts.python_facts(pyproc, pyproc.target or GdbTarget(inf))
         proc.notes.extend(notes)
 
     selected = gdb.selected_thread()
@@ -81,7 +81,7 @@ def collect_process(with_python: bool = True, with_locks: bool = True, pyproc=No
     if with_locks:
         selected = gdb.selected_thread()
         try:
-            locks.annotate_waits(proc, natives_by_tid, pyproc, getattr(pyproc, "target", None) or GdbTarget(inf),
+            locks.annotate_waits(proc, natives_by_tid, pyproc, (pyproc.target if pyproc else None) or GdbTarget(inf),
                                  frames_of_thread)
         except Exception as e:  # noqa: BLE001
             proc.notes.append("lock analysis failed: %s" % e)

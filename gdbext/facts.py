@@ -24,8 +24,8 @@ def python_facts(pyproc, target: ProcessTarget) -> Tuple[Dict[str, object], List
     if target.object_files():
         facts["build"] = "shared" if _libpython_loaded(target) else "static"
     dwarf = target.python_has_dwarf()
-    facts["debug_info"] = dwarf if dwarf is not None else getattr(pyproc, "dwarf_checked", None) is not None
-    how = getattr(pyproc, "runtime_found", None)
+    facts["debug_info"] = dwarf if dwarf is not None else pyproc.dwarf_checked is not None
+    how = pyproc.runtime_found
     if how:
         facts["runtime"] = how
     return facts, ["Python: %s" % n for n in notes]

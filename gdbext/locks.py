@@ -23,10 +23,11 @@ analyzer's direct reader both provide.
 """
 
 import struct
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .lwpmap import LwpMap
 from .model import Process, Thread, Wait
+from .pyframes.walker import PyProcess
 from .pylocks import LOCK_TYPE_NAMES, NAME_FRAMES, RLOCK_TYPE_NAMES, PyLocks
 from .target import FrameView, ProcessTarget
 from .waitkinds import BY_KIND, IMPL_FRAMES, RUNTIME_LIBS, bare, classify
@@ -51,7 +52,7 @@ STACK_SCAN_BYTES = 16384
 class _Ctx:
     """Per-process facts shared by all threads: memory, TIDs, pthread -> LWP, CPython reader."""
 
-    def __init__(self, process: Process, pyproc: Any, target: ProcessTarget):
+    def __init__(self, process: Process, pyproc: Optional[PyProcess], target: ProcessTarget):
         self.target = target
         self.tids = {t.tid for t in process.threads if t.tid}
         self.pyproc = pyproc
@@ -60,7 +61,7 @@ class _Ctx:
         self.py: Optional[PyLocks] = None
         self._tstates: Optional[Dict[int, Optional[int]]] = None
         self._tstate_locks: Optional[Dict[int, int]] = None
-        if pyproc is not None and getattr(pyproc, "objects", None) is not None:
+        if pyproc is not None:
             self.py = PyLocks(pyproc)
 
     def read(self, addr: int, n: int) -> Optional[bytes]:
@@ -80,11 +81,9 @@ class _Ctx:
         ``LwpMap`` over the target: both readers name one thread for one pthread_t."""
         if not ident:
             return None
-        table = getattr(self.pyproc, "pthread_to_lwp", None)
-        if isinstance(table, dict) and table.get(ident):
-            return table[ident]
-        lookup = getattr(self.pyproc, "lwp_for_pthread", None)
-        if not callable(lookup):
+        if self.pyproc is not None:
+            lookup = self.pyproc.lwp_for_pthread
+        else:
             if self._lwp_map is None:
                 self._lwp_map = LwpMap(self.target)
             lookup = self._lwp_map.lookup
@@ -112,9 +111,9 @@ class _Ctx:
 
     def gil(self) -> Tuple[Optional[int], Optional[int]]:
         """(GIL address, holder LWP) from the walker."""
-        addr = self.py.gil_address() if self.py is not None else None
-        holder = getattr(self.pyproc, "gil_holder_lwp", None)
-        return addr, holder if isinstance(holder, int) else None
+        if self.py is None or self.pyproc is None:
+            return None, None
+        return self.py.gil_address(), self.pyproc.gil_holder_lwp
 
     def symbol_name(self, addr: int) -> Optional[str]:
         """The ELF/DWARF symbol at addr ("ledger", "ring_locks+40"), None when stripped."""
@@ -122,8 +121,8 @@ class _Ctx:
 
 
 # ---------------------------------------------------------------------------------------------
-def annotate_waits(process: Process, natives_by_tid: Dict[int, list], pyproc: Any, target: ProcessTarget,
-                   frames_of: FramesOf) -> None:
+def annotate_waits(process: Process, natives_by_tid: Dict[int, list], pyproc: Optional[PyProcess],
+                   target: ProcessTarget, frames_of: FramesOf) -> None:
     """Fill ``Thread.waits`` for every thread blocked on something we can name."""
     ctx = _Ctx(process, pyproc, target)
     for t in process.threads:
@@ -180,7 +179,7 @@ def _resolve(ctx: _Ctx, t: Thread, natives: list, frames: List[FrameView], kind:
         return _resolve_rwlock(ctx, natives, frames, idx)
     if kind == "join":
         return _resolve_join(ctx, natives, frames, idx)
-    if kind == "gil" and getattr(ctx.pyproc, "free_threading", False) and not getattr(ctx.pyproc, "gil_enabled", None):
+    if kind == "gil" and ctx.pyproc is not None and ctx.pyproc.free_threading and not ctx.pyproc.gil_enabled:
         # Free-threaded with the GIL off: PyEval_RestoreThread/_PyThreadState_Attach wait for a
         # stop-the-world pause to end (the GC, fork), never for a GIL.
         return Wait("futex", detail="waiting to re-attach its thread state (free-threaded build, no GIL: a "

@@ -112,7 +112,7 @@ def _nameless_take_gil(natives) -> bool:
 
 
 def _gil_state(pyth, natives, pyproc=None) -> Optional[str]:
-    if getattr(pyproc, "free_threading", False) and not getattr(pyproc, "gil_enabled", None):
+    if pyproc is not None and pyproc.free_threading and not pyproc.gil_enabled:
         return None  # free-threaded, GIL off (or unknown): nobody holds or waits for it, no guess
     if pyth.gil == "held":
         return "held"
@@ -142,7 +142,7 @@ def _gc_state(pyth, natives, pyproc) -> Optional[bool]:
     for nf in natives:
         if nf.frame.function in GC_FUNCS and _in_runtime(nf):
             return True
-    if not getattr(pyproc, "gc_collecting", None):
+    if pyproc is None or not pyproc.gc_collecting:
         return pyth.gc
     if any((nf.frame.function or "??") == "??" and _in_runtime(nf) for nf in natives):
         return None

@@ -103,7 +103,7 @@ def collect_process(target: MappedProcess, with_python: bool = True, with_locks:
             pyproc = walker.describe_target(target)
         except Exception as e:  # noqa: BLE001 - a broken runtime must not cost the native stacks
             proc.notes.append("Python runtime could not be read: %s" % e)
-    if pyproc is not None and getattr(pyproc, "version", None):
+    if pyproc is not None and pyproc.version:
         proc.python, notes = facts.python_facts(pyproc, target)
         proc.notes.extend(notes)
     natives_by_tid = native_frames(target, raws, naming)

@@ -32,9 +32,12 @@ class PyThread:
 
 
 class PyProc:
+    """The ``PyProcess`` facts ``merge_thread`` reads (GIL build)."""
+
     def __init__(self, threads, version=(3, 12), collecting=False, dwarf=True):
         self.threads, self.version_info = threads, version
         self.gc_collecting, self.dwarf_checked = collecting, dwarf
+        self.free_threading, self.gil_enabled = False, None
 
 
 def natives(*spec):
