@@ -149,10 +149,7 @@ def _group_block(g: GroupView) -> str:
         summary += " [%s]" % h(", ".join(badges))
     lines = []
     if g.size > 1:
-        tids = ", ".join(str(t.tid) for t in g.threads[:40])
-        if g.size > 40:
-            tids += ", … (%d in all)" % g.size
-        lines.append("tids: %s" % tids)
+        lines.append("tids: %s" % g.tids(40, "…"))
     waits = g.group.first.waits
     if waits:
         w = "waits on %s %s" % (waits.kind or "?", waits.name or waits.resource or "")

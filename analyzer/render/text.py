@@ -35,10 +35,7 @@ def _group_lines(g: GroupView) -> List[str]:
         head += "  [%s]" % ", ".join(clean(b) for b in badges)
     lines.append(head)
     if g.size > 1:
-        tids = ", ".join(str(t.tid) for t in g.threads[:20])
-        if g.size > 20:
-            tids += ", ... (%d in all)" % g.size
-        lines.append("  tids: %s" % tids)
+        lines.append("  tids: %s" % g.tids(20))
     waits = g.group.first.waits
     if waits:
         detail = waits.detail or ""

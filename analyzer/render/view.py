@@ -116,6 +116,11 @@ class GroupView:
         where = _base(pick.file) + (":%s" % pick.line if pick.file and pick.line is not None else "")
         return "in %s%s" % (pick.function or "??", " (%s)" % where if where else "")
 
+    def tids(self, most: int, more: str = "...") -> str:
+        """The group's thread ids, the first ``most`` of them, and how many there are in all."""
+        text = ", ".join(str(t.tid) for t in self.threads[:most])
+        return text + (", %s (%d in all)" % (more, self.size) if self.size > most else "")
+
     def badges(self) -> List[str]:
         out = []
         if self.group.in_finding:
