@@ -6,44 +6,50 @@ on recorded stacks, stripped ones included: Debian's ``python3.11`` shows ``take
 ``pthread_mutex_lock`` and ``__lll_lock_wait`` in ``.dynsym``.
 """
 
+import os
 import re
 from typing import List, Optional, Tuple
 
-#: Native-frame classifiers, checked innermost first; the first *specific* hit decides, the
-#: generic ones (condvar, futex) only when nothing specific is found before Python/eval frames.
-CLASSIFIERS: Tuple[Tuple[str, str], ...] = (
-    ("gil", r"^(take_gil|PyEval_RestoreThread|PyEval_AcquireThread|PyEval_AcquireLock|PyGILState_Ensure"
-            r"|_PyThreadState_Attach)$"),
-    ("pyjoin", r"^(ThreadHandle_join|PyThreadHandleObject_join)$"),  # 3.13+ Thread.join
-    ("pylock", r"^(rlock_acquire|lock_PyThread_acquire_lock|acquire_timed|PyThread_acquire_lock_timed"
-               r"|PyThread_acquire_lock_timed_with_retries"
-               r"|PyThread_acquire_lock|_PyMutex_LockTimed|_PyMutex_LockSlow|PyMutex_Lock|lock_acquire_parse_args)$"),
-    ("mutex", r"(^|_)(lll_lock_wait|lll_robust_lock_wait|lll_mutex_lock_optimized)(64)?$"
-              r"|pthread_mutex_(timed|clock)?lock|^std::(recursive_|timed_)?mutex::lock"
-              r"|^__gthread_(recursive_)?mutex_lock"),
-    ("rwlock", r"pthread_rwlock_(timed|clock)?(wr|rd)lock"),
-    ("join", r"pthread_(clock|timed)?join|^std::thread::join"),
-    ("condvar", r"pthread_cond_(timed|clock)?wait|^std::condition_variable::wait|^std::_V2::condition_variable"),
-    ("futex", r"futex|sem_(timed|clock)?wait|__new_sem_wait"),
-    # 3.13+: CPython's parking lot (PyMutex: threading.Lock, 3.14's RLock; PyEvent: Thread.join).
-    # Exported, so named in stripped builds where the callers (rlock_acquire...) are not.
-    ("parked", r"^(_PySemaphore_Wait|_PyParkingLot_Park)$"),
-)
+#: The pattern lists, as data (Socorro siggen's siglists): plain text, one pattern per line,
+#: ``#`` comments, so gdb's Python reads them with the standard library.
+LISTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lists")
+
+
+def read_list(name: str) -> List[List[str]]:
+    """The non-comment lines of ``lists/NAME.txt``, each split at the first run of spaces."""
+    path = os.path.join(LISTS_DIR, name + ".txt")
+    with open(path, encoding="utf-8") as f:
+        return [line.strip().split(None, 1) for line in f if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _alternatives(name: str) -> "re.Pattern[str]":
+    return re.compile("|".join("(?:%s)" % " ".join(parts) for parts in read_list(name)))
+
+
+def _kinds() -> Tuple[Tuple[str, str], ...]:
+    """(kind, regex) in file order, the lines of one kind joined as alternatives."""
+    order: List[str] = []
+    parts = {}  # type: dict
+    for kind, rx in read_list("wait_kinds"):
+        if kind not in parts:
+            order.append(kind)
+            parts[kind] = []
+        parts[kind].append("(?:%s)" % rx)
+    return tuple((k, "|".join(parts[k])) for k in order)
+
+
+#: Native-frame classifiers, checked innermost first (``lists/wait_kinds.txt``).
+CLASSIFIERS: Tuple[Tuple[str, str], ...] = _kinds()
 _COMPILED = [(kind, re.compile(rx)) for kind, rx in CLASSIFIERS]
 BY_KIND = dict(_COMPILED)
 #: Kinds that decide only when nothing specific is found before the eval frames, best first.
 GENERIC = ("parked", "condvar", "futex")
 #: Frames that execute Python: the wait belongs to native code called from here, not above it.
-EVAL_FRAMES = re.compile(r"^(_PyEval_EvalFrameDefault|_PyEval_EvalFrame|PyEval_EvalFrameEx|_PyEval_Vector)$")
+EVAL_FRAMES = _alternatives("eval_frames")
 #: Frames that implement the wait itself; the "frame where it waits" is the first frame outside.
-IMPL_FRAMES = re.compile(
-    r"futex|lll_|pthread_|sem_|^std::(mutex|recursive_mutex|timed_mutex|thread|condition_variable"
-    r"|_V2::condition_variable|unique_lock|lock_guard|scoped_lock)\b|^__gthread_|take_gil|PyEval_RestoreThread"
-    r"|PyEval_AcquireThread|PyGILState_Ensure|acquire_timed|PyThread_acquire_lock|rlock_acquire"
-    r"|lock_PyThread_acquire_lock|_PyMutex|PyMutex|_PySemaphore|_PyParkingLot"
-)
+IMPL_FRAMES = _alternatives("wait_impl_frames")
 #: Libraries whose frames are plumbing, not "where the program waits" (ctypes, ffi, the runtime).
-RUNTIME_LIBS = re.compile(r"libpython|/python3[.\d]*$|_ctypes|libffi|/libc\.so|libstdc\+\+")
+RUNTIME_LIBS = _alternatives("wait_runtime_libraries")
 MAX_SCAN_FRAMES = 48
 
 

@@ -16,7 +16,8 @@ next to the signatures, not in code.  Each file is one list::
     entries: [{file: queue.py, function: get}]
 
 Each file is read once per process; a broken file stops the run with one line naming it.
-(``gdbext/waitkinds.py`` keeps its own patterns: it runs inside gdb, standard library only.)
+(The wait-kind patterns of ``gdbext/waitkinds.py`` are data too, in ``gdbext/lists/*.txt``: plain text,
+because gdb's Python has only the standard library.)
 """
 
 from __future__ import annotations
