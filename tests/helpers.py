@@ -95,6 +95,36 @@ def py_debug_info(key: str) -> bool:
     return not key.startswith(("system-", "nodebug-"))
 
 
+def own_memory_pythons() -> Dict[str, Path]:
+    """The interpreters that run gdbext's readers on their own memory (``OWN_LAYOUT_PROBE``):
+    pyenv's and the scripts/pythons.sh builds, with and without debug info."""
+    found = pyenv_pythons()
+    found.update(built_pythons())
+    return found
+
+
+#: Preamble of a probe run by an interpreter on itself: gdbext imported as the package ``g``
+#: (without its gdb-only ``__init__``), ``read`` over /proc/self/mem, and this interpreter's own
+#: layout as the walker computes it (``t``, ``features``: from 3.13 its ``_Py_DebugOffsets``).
+OWN_LAYOUT_PROBE = r'''
+import ctypes, importlib, sys, types
+root = sys.argv[1]
+pkg = types.ModuleType("g"); pkg.__path__ = [root]; sys.modules["g"] = pkg
+tables = importlib.import_module("g.pyframes.tables"); objects = importlib.import_module("g.pyframes.objects")
+walker = importlib.import_module("g.pyframes.walker")
+mem_file = open("/proc/self/mem", "rb", buffering=0)
+def read(addr, size):
+    mem_file.seek(addr); return mem_file.read(size)
+try:
+    runtime = ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "_PyRuntime"))
+except ValueError:
+    runtime = 0
+t, free_threaded, _ = walker.layout_for(sys.version_info[:2], objects.Memory(read), runtime)
+assert t is not None, "no layout for %s" % sys.version
+features = tables.features_for(sys.version_info[:2], free_threaded)
+'''
+
+
 def all_pythons() -> Dict[str, Path]:
     """pyenv versions plus Debian's stripped system python3.11 under the key "system-3.11", plus the
     scripts/pythons.sh builds (``built_pythons``)."""

@@ -404,40 +404,44 @@ class _Walker:
 def _load_offsets(target: ProcessTarget, mem: Memory,
                   rt: int) -> Tuple[Optional[Dict[str, int]], bool, Tuple[int, int], str, str, List[str]]:
     """(offsets, free-threaded, version, version text, how the version was found, notes)."""
-    notes: List[str] = []
     minor, text, source = runtime.detect_version(target, mem, rt)
     if minor is None:
         return None, False, (0, 0), "", source, ["CPython version could not be determined"]
-    table = tables.table_for(minor)
-    free_threaded = False
-    if minor >= (3, 13):
-        parsed = None
-        try:
-            raw = mem.read(rt, debug_offsets.size_for(minor))
-            parsed = debug_offsets.parse(raw)
-        except ReadError as e:
-            notes.append("_Py_DebugOffsets unreadable: %s" % e)
-        if parsed is not None:
-            dyn = debug_offsets.to_table(parsed)
-            if table is not None:
-                for k, v in dyn.items():
-                    if (k in table and table[k] != v and minor in tables.TABLES and minor <= (3, 13)
-                            and not parsed.free_threaded):  # the tables are those of the default build
-                        notes.append("_Py_DebugOffsets %s=%d differs from the %d.%d table (%d): using _Py_DebugOffsets"
-                                     % (k, v, minor[0], minor[1], table[k]))
-                table.update(dyn)
-            else:
-                table = dyn
-            if parsed.free_threaded:
-                table = tables.free_threaded_table(table, minor)
-                free_threaded = True
-        else:
-            notes.append("_Py_DebugOffsets not usable; using the built-in %d.%d table" % minor)
-            if minor > (3, 13):
-                table = None
+    table, free_threaded, notes = layout_for(minor, mem, rt)
     if table is None or "rt.interpreters_head" not in table:
         return None, False, minor, text, source, notes + ["no offsets for CPython %s" % text]
     return table, free_threaded, minor, text, source, notes
+
+
+def layout_for(minor: Tuple[int, int], mem: Memory, rt: int) -> Tuple[Optional[Dict[str, int]], bool, List[str]]:
+    """(offsets, free-threaded, notes) of a CPython whose ``_PyRuntime`` is at ``rt``: the
+    version's table, and from 3.13 on what ``_Py_DebugOffsets`` there says (free-threaded builds:
+    every object-relative key moved by the larger object header)."""
+    notes: List[str] = []
+    table = tables.table_for(minor)
+    if minor < (3, 13):
+        return table, False, notes
+    parsed = None
+    try:
+        parsed = debug_offsets.parse(mem.read(rt, debug_offsets.size_for(minor)))
+    except ReadError as e:
+        notes.append("_Py_DebugOffsets unreadable: %s" % e)
+    if parsed is None:
+        notes.append("_Py_DebugOffsets not usable; using the built-in %d.%d table" % minor)
+        return (table if minor <= (3, 13) else None), False, notes
+    dyn = debug_offsets.to_table(parsed)
+    if table is None:
+        table = dyn
+    else:
+        for k, v in dyn.items():
+            if (k in table and table[k] != v and minor in tables.TABLES and minor <= (3, 13)
+                    and not parsed.free_threaded):  # the tables are those of the default build
+                notes.append("_Py_DebugOffsets %s=%d differs from the %d.%d table (%d): using _Py_DebugOffsets"
+                             % (k, v, minor[0], minor[1], table[k]))
+        table.update(dyn)
+    if parsed.free_threaded:
+        return tables.free_threaded_table(table, minor), True, notes
+    return table, False, notes
 
 
 def _scan(target: ProcessTarget, mem: Memory) -> Optional[int]:

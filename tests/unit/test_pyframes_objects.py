@@ -16,21 +16,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers import pyenv_pythons  # noqa: E402
+from helpers import OWN_LAYOUT_PROBE, own_memory_pythons  # noqa: E402
 
-PROBE = r'''
-import importlib.util, sys, threading, types
-root = sys.argv[1]
-pkg = types.ModuleType("pyf"); pkg.__path__ = [root]; sys.modules["pyf"] = pkg
-def load(name):
-    spec = importlib.util.spec_from_file_location("pyf." + name, root + "/" + name + ".py")
-    m = importlib.util.module_from_spec(spec); sys.modules[spec.name] = m; spec.loader.exec_module(m); return m
-tables = load("tables"); objects = load("objects")
-mem_file = open("/proc/self/mem", "rb", buffering=0)
-def read(addr, size):
-    mem_file.seek(addr); return mem_file.read(size)
-t = tables.table_for(sys.version_info[:2])
-o = objects.Objects(objects.Memory(read), t, tables.features_for(sys.version_info[:2]))
+PROBE = OWN_LAYOUT_PROBE + r'''
+import threading
+o = objects.Objects(objects.Memory(read), t, features)
 
 class Plain:
     def __init__(self):
@@ -55,11 +45,11 @@ assert len(mods) == len(sys.modules)
 print("OK", sys.version_info[:2])
 '''
 
-PYTHONS = pyenv_pythons()
+PYTHONS = own_memory_pythons()
 
 
 @pytest.mark.parametrize("version", sorted(PYTHONS))
 def test_object_readers_on_own_memory(version):
-    res = subprocess.run([str(PYTHONS[version]), "-c", PROBE, str(REPO / "gdbext" / "pyframes")],
+    res = subprocess.run([str(PYTHONS[version]), "-c", PROBE, str(REPO / "gdbext")],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "OK" in res.stdout, res.stderr[-3000:]

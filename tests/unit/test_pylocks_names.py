@@ -17,19 +17,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers import pyenv_pythons  # noqa: E402
+from helpers import OWN_LAYOUT_PROBE, own_memory_pythons  # noqa: E402
 
-PROBE = r'''
-import importlib, struct, sys, threading, types
-root = sys.argv[1]
-pkg = types.ModuleType("g"); pkg.__path__ = [root]; sys.modules["g"] = pkg  # gdbext, without its __init__
-tables = importlib.import_module("g.pyframes.tables"); objects = importlib.import_module("g.pyframes.objects")
-walker = importlib.import_module("g.pyframes.walker"); pylocks = importlib.import_module("g.pylocks")
-mem_file = open("/proc/self/mem", "rb", buffering=0)
-def read(addr, size):
-    mem_file.seek(addr); return mem_file.read(size)
-t = tables.table_for(sys.version_info[:2])
-features = tables.features_for(sys.version_info[:2])
+PROBE = OWN_LAYOUT_PROBE + r'''
+import struct, threading
+pylocks = importlib.import_module("g.pylocks")
 mem = objects.Memory(read)
 o = objects.Objects(mem, t, features)
 
@@ -56,6 +48,9 @@ for acct in (a, b):
     assert got == {"name": id(acct.name), "balance": id(acct.balance), "_lock": id(acct._lock)}, got
 assert o.instance_items(id(slotted)) == [] and o.instance_items(id(3)) == []
 
+#: PyFrameObject.f_frame (3.11+): after the object header and f_back
+FRAME_F_FRAME = t.get("ob.head", 16) + 8
+
 def fresh():
     """A new reader: Memory caches pages for one walk of a stopped process, and this one runs."""
     global py, mem
@@ -66,7 +61,7 @@ def fresh():
 def frame_addr(f):
     """The frame the walker hands over: the frame object (3.8-3.10) or its interpreter frame."""
     fresh()
-    return id(f) if sys.version_info < (3, 11) else mem.u64(id(f) + 24)
+    return id(f) if sys.version_info < (3, 11) else mem.u64(id(f) + FRAME_F_FRAME)
 
 def transfer(self, dst, amount):
     here = frame_addr(sys._getframe())
@@ -89,7 +84,7 @@ class Holder:
 
 def helper(lock):  # a lock passed down: only the caller's locals know whose it is
     inner = frame_addr(sys._getframe())
-    outer = id(sys._getframe(1)) if sys.version_info < (3, 11) else mem.u64(id(sys._getframe(1)) + 24)
+    outer = id(sys._getframe(1)) if sys.version_info < (3, 11) else mem.u64(id(sys._getframe(1)) + FRAME_F_FRAME)
     assert py.attribute_name([inner], id(lock)) is None
     assert py.attribute_name([inner, outer], id(lock)) == ("Account._lock", "acct._lock")
 
@@ -105,7 +100,7 @@ assert py.attribute_name([0, 12345, 1 << 60], id(a._lock)) is None  # bad frames
 print("OK", sys.version_info[:2])
 '''
 
-PYTHONS = pyenv_pythons()
+PYTHONS = own_memory_pythons()
 
 
 @pytest.mark.parametrize("version", sorted(PYTHONS))
