@@ -80,8 +80,7 @@ def _read(value: Any, how: int, sub: Optional[type], optional: bool) -> Any:
 
 
 class Record:
-    """Mixin of the model's dataclasses: serialisation from the fields, and read access by key
-    (``w["kind"]``, ``e.get("frame")``) as for the plain dicts some of them replace."""
+    """Mixin of the model's dataclasses: serialisation from the fields."""
 
     #: Keys written even when empty (the ``hanganalyze/1`` contract of this object).
     CONTRACT: ClassVar[Tuple[str, ...]] = ()
@@ -105,25 +104,3 @@ class Record:
         kwargs = {name: _read(d[name], how, sub, optional)
                   for name, how, sub, optional in _codec(cls) if name in d}
         return cls(**kwargs)
-
-    def __getitem__(self, key: str) -> Any:
-        _shimlog("getitem", key)
-        if any(key == c[0] for c in _codec(type(self))):
-            return getattr(self, key)
-        raise KeyError(key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        _shimlog("get", key)
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-
-def _shimlog(how, key):  # TEMP
-    import sys as _s
-    f = _s._getframe(2)
-    if f.f_code.co_filename.endswith("record.py"):
-        f = f.f_back
-    with open("/tmp/record_shim.log", "a") as fh:
-        fh.write("%s:%d %s %s %s\n" % (f.f_code.co_filename, f.f_lineno, how, key, type(f).__name__))
