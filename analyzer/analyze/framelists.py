@@ -8,7 +8,8 @@ next to the signatures, not in code.  Each file is one list::
     entries: [epoll_wait, poll]
 
     kind: regex            # regexes, joined with "|"
-    match: prefix          # prefix: at the name's start (the default); search: anywhere in it
+    match: prefix          # prefix: at the name's start (the default); search: anywhere in it;
+                           # fullmatch: the whole name (^...$)
     ignore_case: false
     entries: ['libc[.-]', libpthread]
 
@@ -36,6 +37,7 @@ from hanganalyze.gdbext.model import Frame
 LISTS_FOLDER = "lists"
 _KINDS = ("names", "regex", "python_frames")
 _KEYS = frozenset({"kind", "entries", "match", "ignore_case"})
+_MATCH = {"prefix": "^(?:%s)", "search": "(?:%s)", "fullmatch": "^(?:%s)$"}
 
 
 def lists_dir() -> Path:
@@ -81,8 +83,8 @@ def _problem(data: Any) -> str:
         return "" if ok else "entries: each must be {file: NAME, function: NAME}"
     if not all(isinstance(e, str) and e for e in entries):
         return "entries: each must be a non-empty string"
-    if kind == "regex" and data.get("match", "prefix") not in ("prefix", "search"):
-        return "match: %r is not one of prefix, search" % (data.get("match"),)
+    if kind == "regex" and data.get("match", "prefix") not in tuple(_MATCH):  # a tuple: match may be unhashable
+        return "match: %r is not one of %s" % (data.get("match"), ", ".join(_MATCH))
     return ""
 
 
@@ -113,7 +115,7 @@ def in_python_frames(f: Frame, name: str) -> bool:
 
 @lru_cache(maxsize=None)
 def pattern(name: str) -> re.Pattern:
-    """A ``kind: regex`` list as one compiled regex (use ``.search``; ``match: prefix`` anchors it)."""
+    """A ``kind: regex`` list as one compiled regex (use ``.search``; ``match: prefix`` / ``fullmatch`` anchor it)."""
     data = _of_kind(name, "regex")
     disp = _load(name)[0]
     for e in data["entries"]:  # frame names come from cores: refuse exponential shapes as signatures do
@@ -121,7 +123,7 @@ def pattern(name: str) -> re.Pattern:
         if why:
             raise SignatureError("%s: unsafe regex %r: %s" % (disp, e[:80], why))
     body = "|".join(data["entries"])
-    text = ("^(?:%s)" if data.get("match", "prefix") == "prefix" else "(?:%s)") % body
+    text = _MATCH[data.get("match", "prefix")] % body
     try:
         return re.compile(text, re.IGNORECASE if data.get("ignore_case") else 0)
     except re.error as e:

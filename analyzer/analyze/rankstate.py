@@ -19,6 +19,10 @@ half (``job.py``) compares these states.  The rules, innermost frame first, main
 * **elsewhere**: none of these; *where* is the innermost Python frame of the main thread (else
   its innermost native frame outside libc and the interpreter).
 
+The names these rules look for (collectives, rendezvous, native waits, device syncs, multiprocessing
+waits, the files of c10d, multiprocessing and torch) are data: ``signatures/lists/*.yaml``, read
+through ``framelists`` (the README's "Frame lists" names each file).
+
 Flight-recorder facts (``Process.collectives``) add the sequence number and op of the last
 collective this rank enqueued and whether it completed.
 """
@@ -30,40 +34,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
 
-from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame
-from hanganalyze.analyze.names import normalize_native_name
+from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, names, pattern
+from hanganalyze.analyze.names import basename, normalize_native_name
 from hanganalyze.gdbext.model import Frame, Process, Thread
 
-#: torch.distributed's Python API: function name -> op (the name users call).
-COLLECTIVES = frozenset({
-    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_object",
-    "all_gather_coalesced", "_all_gather_base", "all_to_all", "all_to_all_single", "broadcast",
-    "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base",
-    "gather", "gather_object", "scatter", "scatter_object_list", "barrier", "monitored_barrier", "send", "recv",
-    "isend", "irecv", "batch_isend_irecv", "wait",
-})
-RENDEZVOUS = frozenset({"init_process_group", "_store_based_barrier", "rendezvous", "_create_c10d_store",
-                        "new_group", "init_device_mesh"})
-_C10D_FILE = re.compile(r"(^|/)torch/distributed/(distributed_c10d|c10d_logger|rendezvous)\.py$")
-_MP_FILE = re.compile(r"(^|/)multiprocessing/(pool|queues|connection|synchronize|managers|popen_\w+)\.py$")
-_MP_WAITS = frozenset({"get", "wait", "recv", "recv_bytes", "_recv_bytes", "_recv", "poll", "_poll", "map",
-                       "starmap", "join", "acquire", "worker", "__enter__"})
-_TORCH_FILE = re.compile(r"(^|/)(torch|torchelastic|deepspeed|accelerate|lightning|pytorch_lightning)/")
-
-#: Native frames of a rank blocked in a collective (gloo, NCCL, MPI).
-NATIVE_COLLECTIVE = re.compile(
-    r"^(gloo::transport::\w+::UnboundBuffer::wait(Recv|Send)|gloo::transport::\w+::Pair::wait\w*"
-    r"|c10d::ProcessGroupGloo::\w*Work\w*::(wait|synchronize)|c10d::ProcessGroupNCCL::WorkNCCL::(wait|synchronize)\w*"
-    r"|c10d::ProcessGroupNCCL::barrier|c10d::ProcessGroupMPI::\w*Work\w*::wait"
-    r"|P?MPI_(Allreduce|Reduce|Bcast|Barrier|Allgather\w*|Alltoall\w*|Gather\w*|Scatter\w*|Wait\w*|Recv|Send)"
-    r"|ncclGroupEnd|ncclAllReduce|ncclBroadcast|ncclAllGather|ncclReduceScatter)$"
-)
-NATIVE_RENDEZVOUS = re.compile(r"^c10d::(TCPStore::(get|wait|doWait|doGet)|detail::TCPClient::receive\w*"
-                               r"|PrefixStore::(get|wait)|FileStore::(get|wait))$")
-DEVICE_SYNC = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
-                         "cuStreamSynchronize", "cuEventSynchronize", "cuCtxSynchronize",
-                         "at::native::_local_scalar_dense_cuda", "c10::cuda::stream_synchronize",
-                         "hipStreamSynchronize", "hipDeviceSynchronize"})
+#: The op in a native collective wait's name (group 1).  Code, not a list file: a list is entries
+#: joined with "|", and this is one pattern whose capture group the op is taken from.
 _NATIVE_OP = re.compile(r"(?:ProcessGroup\w*::|ncclAll|ncclReduce|ncclBroad|MPI_)(allreduce|AllReduce|Allreduce|"
                         r"broadcast|Broadcast|Bcast|barrier|Barrier|allgather|AllGather|Allgather|"
                         r"reduce_scatter|ReduceScatter|alltoall|Alltoall)")
@@ -99,21 +75,17 @@ class RankState:
         return (self.op, self.call_site)
 
 
-def _base(path: Optional[str]) -> str:
-    return (path or "").replace("\\", "/").rsplit("/", 1)[-1]
-
-
 def frame_where(f: Frame) -> str:
     """``load_next_batch (train.py:22)`` / ``ncclGroupEnd (libnccl.so.2)``."""
     name = f.function or "??"
     if f.kind == "python":
         name = name.rsplit(".", 1)[-1] if "<" not in name else name
-        loc = _base(f.file)
+        loc = basename(f.file)
         if loc and f.line is not None:
             loc = "%s:%s" % (loc, f.line)
         return "%s (%s)" % (name, loc) if loc else name
     short = _normalized(name) if f.function else "??"
-    lib = _base(f.library)
+    lib = basename(f.library)
     return "%s (%s)" % (short, lib) if lib else short
 
 
@@ -134,8 +106,9 @@ def _threads_main_first(p: Process) -> List[Thread]:
 
 def _call_site(frames: List[Frame], start: int) -> Optional[str]:
     """The first Python frame outwards of ``start`` that is the user's (not torch's)."""
+    framework_files = pattern("framework_files")
     for f in frames[start + 1:]:
-        if f.kind == "python" and not f.marker and not _TORCH_FILE.search((f.file or "").replace("\\", "/")):
+        if f.kind == "python" and not f.marker and not framework_files.search((f.file or "").replace("\\", "/")):
             return frame_where(f)
     return None
 
@@ -158,31 +131,35 @@ def _scan_thread(frames: List[Frame]) -> Optional[Tuple[str, Optional[str], int]
     """
     found: Optional[Tuple[str, Optional[str], int]] = None
     user_seen = False  # a Python frame of the program's own code, inside any multiprocessing wait
+    ipc_files, ipc_helpers, ipc_waits = pattern("ipc_files"), pattern("ipc_helper_files"), names("ipc_waits")
+    c10d_files, collectives, rendezvous = pattern("c10d_files"), names("collectives"), names("rendezvous")
+    native_rendezvous, native_collective = pattern("native_rendezvous_waits"), pattern("native_collective_waits")
+    device_syncs = names("device_syncs")
     for i, f in enumerate(frames):
         if f.marker:
             continue
         if f.kind == "python":
             file = (f.file or "").replace("\\", "/")
             func = (f.function or "").rsplit(".", 1)[-1]
-            if _MP_FILE.search(file) and func in _MP_WAITS and not user_seen and found is None:
+            if ipc_files.search(file) and func in ipc_waits and not user_seen and found is None:
                 return ("ipc-wait", "multiprocessing %s" % func, i)
-            if not _MP_FILE.search(file) and not file.endswith("/threading.py") and not file.endswith("/queue.py"):
+            if not ipc_files.search(file) and not ipc_helpers.search(file):
                 user_seen = True
-            if _C10D_FILE.search(file):
-                if func in RENDEZVOUS:
+            if c10d_files.search(file):
+                if func in rendezvous:
                     return ("rendezvous", "init_process_group" if func != "new_group" else "new_group", i)
-                if func in COLLECTIVES:
+                if func in collectives:
                     state = found[0] if found and found[0] == "device-sync" else "collective"
                     return (state, func, i)
             continue
         name = _native_name(f)
         if found is None:
-            if NATIVE_RENDEZVOUS.match(name):
+            if native_rendezvous.match(name):
                 found = ("rendezvous", None, i)
-            elif NATIVE_COLLECTIVE.match(name):
+            elif native_collective.match(name):
                 m = _NATIVE_OP.search(name)
                 found = ("collective", m.group(1).lower().replace("bcast", "broadcast") if m else None, i)
-            elif name in DEVICE_SYNC or (f.function or "") in DEVICE_SYNC:
+            elif name in device_syncs or (f.function or "") in device_syncs:
                 found = ("device-sync", None, i)
     return found
 
