@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from hanganalyze.acquire.procfacts import live_argv
+from hanganalyze.acquire.procfs import read_proc
 from hanganalyze.acquire.ranks import identity_from_environ, read_proc_environ
 from hanganalyze.errors import InputError
 
@@ -37,10 +38,8 @@ class JobProcesses:
 
 
 def _ppid_and_name(pid: int) -> Optional[tuple]:
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            raw = f.read()
-    except OSError:
+    raw = read_proc(pid, "stat")
+    if raw is None:
         return None
     # comm may hold spaces and parentheses: the state and ppid follow the last ')'
     close = raw.rfind(b")")
@@ -88,11 +87,7 @@ def runs_python(pid: int) -> bool:
         return False
     if exe.startswith("python"):
         return True
-    try:
-        with open("/proc/%d/maps" % pid, "rb") as f:
-            return b"/libpython3" in f.read(4 << 20)
-    except OSError:
-        return False
+    return b"/libpython3" in (read_proc(pid, "maps", 4 << 20) or b"")
 
 
 def _state(pid: int) -> Optional[str]:

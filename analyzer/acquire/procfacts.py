@@ -16,6 +16,7 @@ from typing import Dict, List, Optional
 
 from hanganalyze.acquire.corefile import CoreInfo, MappedFile, build_id_of_file
 from hanganalyze.acquire.embedded_versions import add_embedded_versions, mentions_nccl
+from hanganalyze.acquire.procfs import read_proc
 from hanganalyze.acquire.ranks import identity_from_environ
 from hanganalyze.analyze.names import library_version
 from hanganalyze.errors import InputError
@@ -178,13 +179,9 @@ def core_warnings(info: CoreInfo, exe_warnings: List[str], options=None) -> List
 
 def proc_status(pid: int) -> Dict[str, str]:
     out: Dict[str, str] = {}
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                k, _, v = line.partition(":")
-                out[k] = v.strip()
-    except OSError:
-        pass
+    for line in (read_proc(pid, "status") or b"").decode("utf-8", "replace").splitlines():
+        k, _, v = line.partition(":")
+        out[k] = v.strip()
     return out
 
 
@@ -219,21 +216,20 @@ def check_pid(pid: int) -> None:
 
 def live_files(pid: int) -> List[MappedFile]:
     files: Dict[str, MappedFile] = {}
-    try:
-        with open("/proc/%d/maps" % pid) as f:
-            for line in f:
-                parts = line.split(None, 5)
-                if len(parts) < 6 or not parts[5].startswith("/"):
-                    continue
-                path = parts[5].strip()
-                lo = int(parts[0].split("-")[0], 16)
-                mf = files.get(path)
-                if mf is None:
-                    files[path] = MappedFile(path=path, base=lo, on_disk=os.path.isfile(path))
-                else:
-                    mf.base = min(mf.base, lo)
-    except OSError:
+    raw = read_proc(pid, "maps")
+    if raw is None:
         return []
+    for line in raw.decode("utf-8", "surrogateescape").splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or not parts[5].startswith("/"):
+            continue
+        path = parts[5].strip()
+        lo = int(parts[0].split("-")[0], 16)
+        mf = files.get(path)
+        if mf is None:
+            files[path] = MappedFile(path=path, base=lo, on_disk=os.path.isfile(path))
+        else:
+            mf.base = min(mf.base, lo)
     out = list(files.values())
     for mf in out:
         if mf.on_disk and is_library(mf.path):
@@ -242,10 +238,8 @@ def live_files(pid: int) -> List[MappedFile]:
 
 
 def live_argv(pid: int) -> Optional[List[str]]:
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            raw = f.read()
-    except OSError:
+    raw = read_proc(pid, "cmdline")
+    if raw is None:
         return None
     parts = raw.split(b"\0")
     if parts and parts[-1] == b"":

@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from hanganalyze.acquire.procfs import read_proc
+
 #: (rank, world size, local rank, group/node rank, local world size) per launcher family.
 FAMILIES: Tuple[Tuple[str, Tuple[Optional[str], ...]], ...] = (
     ("torch", ("RANK", "WORLD_SIZE", "LOCAL_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE")),
@@ -74,10 +76,8 @@ def identity_from_environ(env: Mapping[str, str], source: str) -> Tuple[Optional
 
 def read_proc_environ(pid: int) -> Dict[str, str]:
     """The launcher variables of a live process (empty when unreadable: not ours, or gone)."""
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            raw = f.read(1 << 20)
-    except OSError:
+    raw = read_proc(pid, "environ", 1 << 20)
+    if raw is None:
         return {}
     wanted = {n for _, names in FAMILIES for n in names if n} | set(HOST_VARS) | set(EXTRA_VARS)
     env: Dict[str, str] = {}
