@@ -10,7 +10,11 @@ records (``__new_sem_wait`` -> ``__new_sem_wait_slow64``, ``PyRun_AnyFileExFlags
 ``_PyRun_AnyFileObject``), which are not on the stack, so the direct list is a subsequence of
 gdb's (and a frame next to such a call may be "inlined" in one list only); and gdb names a C
 library function by whichever alias it meets first (``__GI___clock_nanosleep`` /
-``clock_nanosleep``), so libc frames are compared alias-free.
+``clock_nanosleep``), so libc frames are compared alias-free; and where the line table has
+several rows at the innermost frame's pc (a thread stopped right after glibc's ``syscall``
+instruction in ``__lll_lock_wake``: line 64 is_stmt, then 65 not), gdb names the is_stmt row and
+``llvm-addr2line`` the last one, so the innermost native frame is compared without its line
+when function and file agree.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ def thread_differences(direct: Dict[str, Any], gdb: Dict[str, Any]) -> List[str]
     frames_g = [f for f in gdb["frames"] if not f.get("marker")]
     seq_d = [_token(f) for f in frames_d]
     seq_g = [_token(f) for f in frames_g]
+    if seq_d and seq_g and seq_d[0][0] == seq_g[0][0] == "native" and seq_d[0][1:3] == seq_g[0][1:3]:
+        seq_d[0] = seq_g[0]  # the innermost frame's line: see the module docstring
     py_d = [t for t in seq_d if t[0] == "py"]
     py_g = [t for t in seq_g if t[0] == "py"]
     if py_d != py_g:
