@@ -56,9 +56,10 @@ lock() {  # lock FD FILE
     flock "$1"
 }
 
-for tool in gcc make tar xz apt-get strip; do
+for tool in gcc make tar xz apt-get dpkg-deb strip; do
     command -v "$tool" >/dev/null || die "$tool not found (needed to build CPython)"
 done
+[ -x /usr/lib/apt/apt-helper ] || die "/usr/lib/apt/apt-helper not found (apt): it downloads and checks the sources"
 
 interp_of() {  # NAME -> CACHE/NAME/bin/python3.Xt?
     echo "$CACHE/$1/bin/python$1"
