@@ -267,6 +267,12 @@ def gdb_snapshot(
         os.unlink(out)
 
 
+def sigint_default() -> None:
+    """``preexec_fn`` of a child the test interrupts: SIGINT as in a terminal.  A test run started
+    in the background of a non-interactive shell inherits SIGINT ignored, and so would the child."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_hanganalyze(args: Sequence[str], timeout: float = 300.0, stdin: Optional[bytes] = None):
     """Run the installed CLI as a user would (a subprocess), returning the CompletedProcess."""
     exe = shutil.which("hanganalyze")

@@ -18,7 +18,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers import REPO, assert_one_line_error, fixture_binary, gcore, run_hanganalyze, start_hung  # noqa: E402
+from helpers import (  # noqa: E402
+    REPO,
+    assert_one_line_error,
+    fixture_binary,
+    gcore,
+    run_hanganalyze,
+    sigint_default,
+    start_hung,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 
@@ -138,7 +146,7 @@ def test_ctrl_c_during_the_analysis_leaves_no_file(core, tmp_path, tmpdir_env):
     exe = shutil.which("hanganalyze")
     cmd = [exe] if exe else [sys.executable, "-m", "hanganalyze"]
     proc = subprocess.Popen(cmd + [str(packed), "--gdb", str(fake), "--timeout", "20"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=sigint_default)
     try:
         deadline = time.monotonic() + 15
         while not any(p.name.startswith("hanganalyze-core-") for p in tmpdir_env.iterdir()):

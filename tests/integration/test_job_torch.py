@@ -233,12 +233,12 @@ def test_ctrl_c_during_a_job_leaves_every_rank_running_untraced(straggler_job):
     import subprocess
     import sys
 
-    from helpers import assert_one_line_error
+    from helpers import assert_one_line_error, sigint_default
 
     # gdb (the slow engine: the direct reader is done with all four ranks before the signal)
     p = subprocess.Popen([sys.executable, "-m", "hanganalyze", "--job", str(straggler_job.launcher_pid),
                           "--parallel", "1", "--engine", "gdb", "--format", "json"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=sigint_default)
     time.sleep(4)  # the first rank is being read
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=300)

@@ -22,7 +22,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers import assert_one_line_error, fixture_binary, gcore, run_hanganalyze, start_hung  # noqa: E402
+from helpers import assert_one_line_error, fixture_binary, gcore, run_hanganalyze, sigint_default, start_hung  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 
@@ -312,7 +312,7 @@ def test_sigint_during_live_analysis(tmp_path):
     h = start_hung([str(fixture_binary("cxx_mutex_deadlock"))])
     try:
         p = subprocess.Popen([HANGANALYZE, "--pid", str(h.pid), "--gdb", str(slow_gdb)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=sigint_default)
         time.sleep(1.0)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=60)
