@@ -30,7 +30,7 @@ from typing import Any, Dict, FrozenSet, Tuple
 
 from hanganalyze.analyze.names import basename, library_base
 from hanganalyze.analyze.regex_guard import risky_regex
-from hanganalyze.analyze.signatures import _display, builtin_dir
+from hanganalyze.analyze.signatures import builtin_dir, display_path, read_yaml
 from hanganalyze.errors import SignatureError
 from hanganalyze.gdbext.model import Frame
 
@@ -46,20 +46,11 @@ def lists_dir() -> Path:
 
 @lru_cache(maxsize=None)
 def _load(name: str) -> Tuple[str, Dict[str, Any]]:
-    """(display name, the file's mapping after its shape is checked)."""
-    import yaml
-
+    """(display name, the file's mapping after its shape is checked), read as signature files are
+    (``signatures.read_yaml``: one-line errors, alias bombs and deep nesting refused)."""
     path = lists_dir() / ("%s.yaml" % name)
-    disp = _display(path)
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except (OSError, UnicodeDecodeError) as e:
-        raise SignatureError("%s: cannot read: %s" % (disp, getattr(e, "strerror", None) or e)) from None
-    except yaml.MarkedYAMLError as e:
-        line = e.problem_mark.line + 1 if e.problem_mark else 0
-        raise SignatureError("%s:%d: invalid YAML: %s" % (disp, line, e.problem)) from None
-    except yaml.YAMLError as e:
-        raise SignatureError("%s: invalid YAML: %s" % (disp, " ".join(str(e).split()))) from None
+    disp = display_path(path)
+    data, _node = read_yaml(path, trusted=True)
     problem = _problem(data)
     if problem:
         raise SignatureError("%s: %s" % (disp, problem))

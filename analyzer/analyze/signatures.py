@@ -330,7 +330,7 @@ def _schema() -> Dict[str, Any]:
     return _SCHEMA_CACHE["schema"]
 
 
-def _display(path: Path) -> str:
+def display_path(path: Path) -> str:
     """Relative to the working directory when inside it (signatures/foo.yaml), else absolute."""
     try:
         rel = os.path.relpath(str(path))
@@ -360,17 +360,22 @@ def _node_at(node: yaml.Node, path: Sequence[Any]) -> yaml.Node:
     return node
 
 
-def _read_yaml(path: Path) -> Tuple[Any, Optional[yaml.Node]]:
+def read_yaml(path: Path, trusted: bool = False) -> Tuple[Any, Optional[yaml.Node]]:
+    """(data, root node) of a YAML file, every problem one SignatureError line.  ``trusted``: a
+    file shipped with the tool (the frame lists), read with libyaml's C parser where it exists,
+    because it is read on every run; user files go through the pure-Python reader, whose
+    character check names the offending character."""
     import yaml
     from hanganalyze.analyze.yaml_guard import check_node
 
-    disp = _display(path)
+    disp = display_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise SignatureError("%s: cannot read: %s" % (disp, getattr(e, "strerror", None) or e)) from None
     try:
-        loader = yaml.SafeLoader(text)  # checks every character first: a control character ends it here
+        loader = (getattr(yaml, "CSafeLoader", yaml.SafeLoader) if trusted else yaml.SafeLoader)(text)
+        # (the pure-Python reader checks every character first: a control character ends it here)
     except yaml.reader.ReaderError as e:
         line = text.count("\n", 0, max(0, int(getattr(e, "position", 0) or 0))) + 1
         char = e.character if isinstance(e.character, int) else ord(str(e.character)[:1] or "?")
@@ -512,8 +517,8 @@ class _Fragments:
         self.done: Dict[str, Dict[str, Any]] = {}
 
     def add_file(self, path: Path) -> None:
-        disp = _display(path)
-        data, node = _read_yaml(path)
+        disp = display_path(path)
+        data, node = read_yaml(path)
         _validate(data, {"$defs": _schema()["$defs"], "$ref": "#/$defs/fragmentFile"}, disp, node)
         for name, body in data["fragments"].items():
             if name in self.raw:
@@ -590,8 +595,8 @@ def _expand_fragments(data: Any, path: Path, disp: str, node: Optional[yaml.Node
 
 def load_file(path: Path) -> List[Signature]:
     """Validate and compile one YAML file; raises SignatureError("file:line: ...")."""
-    disp = _display(path)
-    data, node = _read_yaml(path)
+    disp = display_path(path)
+    data, node = read_yaml(path)
     if data is None:
         raise SignatureError("%s:1: empty signature file" % disp)
     data = _expand_fragments(data, path, disp, node)
@@ -601,9 +606,9 @@ def load_file(path: Path) -> List[Signature]:
 
 def signature_files(folder: Path) -> List[Path]:
     if not folder.exists():
-        raise SignatureError("%s: no such signature folder" % _display(folder))
+        raise SignatureError("%s: no such signature folder" % display_path(folder))
     if not folder.is_dir():
-        raise SignatureError("%s: not a folder (give --signatures a folder of *.yaml files)" % _display(folder))
+        raise SignatureError("%s: not a folder (give --signatures a folder of *.yaml files)" % display_path(folder))
     return sorted(p for p in folder.iterdir()
                   if p.suffix in (".yaml", ".yml") and p.name != FRAGMENTS_FILE and p.is_file())
 
@@ -666,7 +671,7 @@ def _file_key(code_key: bytes, path: Path) -> Optional[str]:
     except OSError:
         return None  # load_file reports it
     h = hashlib.sha256(code_key)
-    h.update(_display(path).encode("utf-8", "surrogateescape") + b"\0")  # part of each signature's `source`
+    h.update(display_path(path).encode("utf-8", "surrogateescape") + b"\0")  # part of each signature's `source`
     h.update(b"%d\0" % len(frags) + frags)
     h.update(data)
     return h.hexdigest()

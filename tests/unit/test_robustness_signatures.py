@@ -1,7 +1,7 @@
 """Hostile user signature folders (--signatures): every one ends in a SignatureError line, quickly.
 
 The loader refuses each: yaml_guard.check_node on the composed node, RecursionError caught in
-``_read_yaml``, regex_guard.risky_regex in ``_compile_signature``, schema messages shortened.
+``read_yaml``, regex_guard.risky_regex in ``_compile_signature``, schema messages shortened.
 """
 
 from __future__ import annotations
