@@ -13,7 +13,8 @@ import bisect
 import mmap
 import os
 import struct
-from typing import Dict, List, Optional, Tuple
+import tempfile
+from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
 from hanganalyze.direct import DirectUnsupported
 
@@ -166,19 +167,32 @@ def _load_sorted(img: ElfImage, sec: Section, n: int) -> Optional[Tuple[array.ar
     return addrs, index
 
 
-def _store_sorted(img: ElfImage, sec: Section, addrs: array.array, index: array.array) -> None:
-    path = _cache_path(img, sec, len(addrs))
+def store_cached(path: Optional[str], write: Callable[[BinaryIO], None]) -> None:
+    """Write a cache file whole or not at all: into a temporary file of its own (several inputs
+    of one run are read by threads of one process, which may store the same file at once), then
+    renamed over ``path``.  A read-only home costs only the work again next time."""
     if path is None:
         return
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = "%s.%d.tmp" % (path, os.getpid())
-        with open(tmp, "wb") as f:
-            addrs.tofile(f)
-            index.tofile(f)
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path))
+        try:
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
     except OSError:
-        pass  # a read-only home: sort again next time
+        pass
+
+
+def _store_sorted(img: ElfImage, sec: Section, addrs: array.array, index: array.array) -> None:
+    def write(f: BinaryIO) -> None:
+        addrs.tofile(f)
+        index.tofile(f)
+
+    store_cached(_cache_path(img, sec, len(addrs)), write)
 
 
 class ElfImage:

@@ -23,7 +23,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from hanganalyze.cnames import last_group_start
 from hanganalyze.direct.demangle import demangle
-from hanganalyze.direct.elfimage import cache_dir
+from hanganalyze.direct.elfimage import cache_dir, store_cached
 from hanganalyze.direct.unwind import Module
 
 #: One frame's worth of answer: (function, file, line); a list is an inline chain, innermost first.
@@ -133,16 +133,7 @@ def _load_lines(path: Optional[str]) -> Dict[str, list]:
 
 
 def _store_lines(path: Optional[str], data: Dict[str, list]) -> None:
-    if path is None:
-        return
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = "%s.%d.%d.tmp" % (path, os.getpid(), threading.get_ident())
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    store_cached(path, lambda f: f.write(json.dumps(data).encode("utf-8")))
 
 
 def _tool() -> Optional[List[str]]:

@@ -85,3 +85,50 @@ def test_addr2line_output_parsed_with_inline_chains():
 ])
 def test_dwarf_style_names(mangled, gdb):
     assert dwarf_style(mangled) == gdb
+
+
+def test_cache_files_are_written_whole_by_concurrent_writers(tmp_path):
+    """Two inputs of one run (threads of one process) may store the same cache file at once: a
+    reader sees the whole file or none.  The schedule is the one that broke a shared temporary
+    name: the second writer opens (truncates) while the first pauses between its two arrays, the
+    first finishes and renames a file with a hole where its first array was."""
+    import threading
+    import time
+
+    from hanganalyze.direct.elfimage import store_cached
+
+    path = str(tmp_path / "c" / "same.sorted")
+    want = bytes(range(256)) * 64
+
+    def writer(i: int) -> None:
+        def write(f):
+            time.sleep(0.06 * i)  # opened, not yet written
+            f.write(want[:len(want) // 2])
+            f.flush()
+            time.sleep(0.05)
+            f.write(want[len(want) // 2:])
+
+        time.sleep(0.02 * i)
+        store_cached(path, write)
+
+    seen, stop = [], threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            try:
+                with open(path, "rb") as f:
+                    seen.append(f.read())
+            except OSError:
+                pass
+
+    r = threading.Thread(target=reader)
+    r.start()
+    writers = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    stop.set()
+    r.join()
+    assert seen and all(s == want for s in seen)
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["same.sorted"]
