@@ -23,7 +23,8 @@ all: test
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat
+	$(PY) scripts/src_paths.py
 	$(PY) -m pip install -q '$(TORCH_SPEC)'
 	touch $@
 

@@ -64,7 +64,7 @@ def _real_processes():
 
 def _extra_threads(pid: int):
     """9 threads of a PyTorch trainer, ~60 frames each (synthetic names, realistic shapes)."""
-    from hanganalyze.gdbext.model import Frame, Thread
+    from hanganalyze_gdbext.model import Frame, Thread
 
     def nat(name, lib, i=0):
         return Frame(kind="native", function=name, library=lib, address=0x7F0000000000 + i * 0x40)
@@ -109,7 +109,7 @@ def synthesise(world: int, heavy: bool):
     """One Snapshot per rank, every Frame a new object (as 4,096 acquisitions would give)."""
     from dataclasses import replace
 
-    from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
+    from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread
 
     base0, base1 = _real_processes()
     snaps = []

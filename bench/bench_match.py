@@ -21,7 +21,7 @@ from pathlib import Path
 
 from hanganalyze.analyze.match import match_snapshot
 from hanganalyze.analyze.signatures import load_signatures
-from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread, ThreadState
+from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread, ThreadState
 
 COMMON = [
     ("___pthread_cond_wait", "/lib/x86_64-linux-gnu/libc.so.6"),

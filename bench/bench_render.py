@@ -14,8 +14,8 @@ from typing import Callable, List
 
 from hanganalyze.analyze.bucket import bucket_id
 from hanganalyze.analyze.redact import redact
-from hanganalyze.gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 from hanganalyze.render import render
+from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 
 TARGET_S = 2.0
 TARGET_HTML = 5 * 1024 * 1024

@@ -1,29 +1,8 @@
-"""Entry point: ``source /path/to/gdbext/load.py`` inside gdb (live process or core).
+"""``source gdbext/load.py`` inside gdb or cuda-gdb: runs the package's own entry script,
+``hanganalyze_gdbext/load.py``, which imports the extension by file location (nothing is put on
+``sys.path``) and registers the ``hang-*`` commands."""
 
-Imports the extension as the package ``hanganalyze_gdbext`` from this file's folder (wherever it
-is: the source tree or an installed ``hanganalyze/gdbext``) without putting that folder on
-``sys.path``, so nothing in it can shadow the user's modules, then registers the commands.
-"""
-
-import importlib.util
 import os
-import sys
+import runpy
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_NAME = "hanganalyze_gdbext"
-
-
-def _load_package():
-    if _NAME in sys.modules:
-        return sys.modules[_NAME]
-    spec = importlib.util.spec_from_file_location(
-        _NAME, os.path.join(_HERE, "__init__.py"), submodule_search_locations=[_HERE]
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[_NAME] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_load_package()
-importlib.import_module(_NAME + ".commands").register_all()
+runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "hanganalyze_gdbext", "load.py"))

@@ -303,6 +303,7 @@ def patched(path: Path, patches: List[Tuple[int, bytes]]):
 def pyruntime_address(core_path: Path) -> Optional[int]:
     """Where ``_PyRuntime`` was in the process (libpython's symbol plus its load base from NT_FILE)."""
     from elftools.elf.elffile import ELFFile
+
     from hanganalyze.acquire.corefile import read_core
 
     info = read_core(core_path)

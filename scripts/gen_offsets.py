@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 REPO = Path(__file__).resolve().parents[1]
-TABLES_PY = REPO / "gdbext" / "pyframes" / "tables.py"
-DEBUG_OFFSETS_PY = REPO / "gdbext" / "pyframes" / "debug_offsets.py"
+TABLES_PY = REPO / "gdbext" / "hanganalyze_gdbext" / "pyframes" / "tables.py"
+DEBUG_OFFSETS_PY = REPO / "gdbext" / "hanganalyze_gdbext" / "pyframes" / "debug_offsets.py"
 
 Version = Tuple[int, int]
 Spec = Union[str, Dict[Version, str]]

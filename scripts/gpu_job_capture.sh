@@ -57,19 +57,10 @@ if [ "${1:-}" = "--install" ]; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         "$REPO"/.whl/*.whl || { echo "wheel install failed"; exit 1; }
     export PYTHONPATH=/tmp/site
-    # The project itself: a wheel built from the tree (needs setuptools), else the package layout by hand.
-    cp -r "$REPO" "$WORK/src" && rm -rf "$WORK/src/.whl" "$WORK/src/.gdbpy" "$WORK/src/build" "$WORK/src"/*.egg-info
-    if (cd "$WORK/src" && $PY -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \
-            --target /tmp/site . ) && [ -d /tmp/site/hanganalyze/gdbext ]; then
-        log "hanganalyze installed with pip"
-    else
-        log "pip install of the project failed: package layout by hand"
-        rm -rf /tmp/site/hanganalyze
-        cp -r "$REPO/analyzer" /tmp/site/hanganalyze
-        cp -r "$REPO/gdbext" /tmp/site/hanganalyze/gdbext
-        cp -r "$REPO/signatures" /tmp/site/hanganalyze/signatures
-    fi
 fi
+# The project itself: its two import folders (analyzer/, gdbext/) on the path, no install step; the
+# source checkout's signatures/ is found beside them (hanganalyze/datapaths.py).
+export PYTHONPATH="$REPO/analyzer:$REPO/gdbext${PYTHONPATH:+:$PYTHONPATH}"
 printf '#!/bin/sh\nexec %s -m hanganalyze "$@"\n' "$(command -v $PY)" > "$WORK/bin/hanganalyze"
 chmod +x "$WORK/bin/hanganalyze"
 export PATH="$WORK/bin:$PATH"

@@ -99,7 +99,7 @@ def test_compressed_core_gives_the_raw_core_report(core, raw_report, tmp_path, t
 def test_decompressed_core_is_sparse_and_removed(core, tmp_path):
     """The gcore core is mostly zero pages: the copy gdb reads keeps them as holes."""
     from hanganalyze.acquire.compressed import acquire_compressed
-    from hanganalyze.gdbext.model import Snapshot
+    from hanganalyze_gdbext.model import Snapshot
 
     packed = compress("zstd", core, tmp_path / "core.zst")
     work = tmp_path / "work"

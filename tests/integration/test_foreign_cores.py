@@ -24,7 +24,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hanganalyze.acquire.corefile import build_id_of_file, read_core  # noqa: E402
 from helpers import (  # noqa: E402
     FIXTURES,
     assert_one_line_error,
@@ -33,6 +32,8 @@ from helpers import (  # noqa: E402
     run_hanganalyze,
     start_hung,
 )
+
+from hanganalyze.acquire.corefile import build_id_of_file, read_core  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+
 from hanganalyze.acquire.gdbsession import GdbSession
 from hanganalyze.errors import GdbError
 

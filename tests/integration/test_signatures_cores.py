@@ -23,9 +23,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hanganalyze.analyze.match import match_snapshot  # noqa: E402
-from hanganalyze.analyze.signatures import load_signatures  # noqa: E402
-from hanganalyze.gdbext.model import Snapshot  # noqa: E402
 from helpers import (  # noqa: E402
     FIXTURES,
     core_at_abort,
@@ -37,6 +34,10 @@ from helpers import (  # noqa: E402
     run_hanganalyze,
     start_hung,
 )
+
+from hanganalyze.analyze.match import match_snapshot  # noqa: E402
+from hanganalyze.analyze.signatures import load_signatures  # noqa: E402
+from hanganalyze_gdbext.model import Snapshot  # noqa: E402
 
 SERIOUS = {"crash", "deadlock", "hang", "error"}
 PY = pyenv_pythons().get("3.11")

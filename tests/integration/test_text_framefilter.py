@@ -13,8 +13,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hanganalyze.acquire.text import parse_text
 from helpers import FIXTURES, all_pythons, gcore, gdb_batch, start_hung
+
+from hanganalyze.acquire.text import parse_text
 
 PYTHONS = all_pythons()
 KEYS = [k for k in ("3.8", "3.12", "system-3.11") if k in PYTHONS]

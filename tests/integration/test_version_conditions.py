@@ -21,11 +21,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from helpers import fixture_binary, gcore, gdb_batch, run_hanganalyze, start_hung  # noqa: E402
+
 from hanganalyze.acquire.gdbcore import snapshot_from_core  # noqa: E402
 from hanganalyze.acquire.gdblive import snapshot_from_pid  # noqa: E402
 from hanganalyze.analyze.match import MISSING_LIBRARY_FACTOR, match_snapshot  # noqa: E402
 from hanganalyze.analyze.signatures import load_signatures  # noqa: E402
-from helpers import fixture_binary, gcore, gdb_batch, run_hanganalyze, start_hung  # noqa: E402
 
 SIG = "nccl-destroy-with-live-cuda-graph"
 

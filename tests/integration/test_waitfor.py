@@ -14,9 +14,6 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
-from hanganalyze.analyze.waitfor import annotate_waitgraphs, cycle_findings
-from hanganalyze.gdbext.model import Snapshot, Wait
-from hanganalyze.render.waitsvg import describe_cycles, render_svg
 from helpers import (
     FIXTURES,
     LOAD_PY,
@@ -29,6 +26,10 @@ from helpers import (
     py_free_threaded,
     start_hung,
 )
+
+from hanganalyze.analyze.waitfor import annotate_waitgraphs, cycle_findings
+from hanganalyze.render.waitsvg import describe_cycles, render_svg
+from hanganalyze_gdbext.model import Snapshot, Wait
 
 NATIVE_BUILDS = ["wf_native", "wf_native.stripped"]
 #: plus the scripts/pythons.sh builds (3.14, 3.14t, 3.13t, each with and without debug info)

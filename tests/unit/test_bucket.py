@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from hanganalyze.analyze.bucket import bucket_id, bucket_key, stack_tokens
 from hanganalyze.analyze.names import library_base, normalize_native_name
-from hanganalyze.gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
+from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 
 
 def py(func, file, line):

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import List, Optional
 
 import pytest
+
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.analyze import calltree as ct
-from hanganalyze.gdbext.model import Frame, Process, Thread
 from hanganalyze.render.html import environment
+from hanganalyze_gdbext.model import Frame, Process, Thread
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "job"
 LIBPY = "/usr/lib/x86_64-linux-gnu/libpython3.12.so.1.0"

@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from hanganalyze.acquire.coredumpctl import StoredCore, newest, parse_info, parse_list, record
 from hanganalyze.errors import InputError
-from hanganalyze.gdbext.model import Process, Snapshot
+from hanganalyze_gdbext.model import Process, Snapshot
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "coredumpctl"
 

@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
+
 from hanganalyze.acquire.corefile import (
     AT_ENTRY,
     AT_EXECFN,
@@ -252,7 +253,7 @@ def test_frame_libraries_take_the_mapped_spelling(tmp_path):
     """gdb names libc by the loader's path (/lib/...), the mappings by /usr/lib/...: one spelling."""
     from hanganalyze.acquire.corefile import MappedFile
     from hanganalyze.acquire.procfacts import libraries_from_files, normalize_frame_libraries
-    from hanganalyze.gdbext.model import Frame, Process, Thread
+    from hanganalyze_gdbext.model import Frame, Process, Thread
 
     real = tmp_path / "usr" / "lib"
     real.mkdir(parents=True)

@@ -11,10 +11,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from helpers import fixture_binary  # noqa: E402
+
 from hanganalyze.direct import cfi  # noqa: E402
 from hanganalyze.direct.elfimage import ElfImage  # noqa: E402
 from hanganalyze.direct.symbols import _collapse, _parse_addr2line, dwarf_style  # noqa: E402
-from helpers import fixture_binary  # noqa: E402
 
 
 def test_plt_cfa_expression():

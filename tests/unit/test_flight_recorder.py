@@ -20,6 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from hanganalyze.acquire import flight_recorder as fr
 from hanganalyze.acquire.flight_recorder import (
     collectives_from_messages,
@@ -27,9 +30,7 @@ from hanganalyze.acquire.flight_recorder import (
     read_flight_recorder,
 )
 from hanganalyze.errors import InputError
-from hanganalyze.gdbext.model import Process
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hanganalyze_gdbext.model import Process
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "flight_recorder"
 RANK0 = DATA / "straggler.fr.rank_0"

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from hanganalyze.acquire.corefile import CoreMemory
 from hanganalyze.analyze.signatures import load_signatures
 from hanganalyze.cli import run

@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
+
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
-from hanganalyze.gdbext.model import Snapshot
 from hanganalyze.render import render
+from hanganalyze_gdbext.model import Snapshot
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "job"
 RANKS = 4096

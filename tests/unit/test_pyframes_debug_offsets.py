@@ -25,9 +25,9 @@ def _load(name):
     pkg = "pyf_pkg"
     if pkg not in sys.modules:
         mod = types.ModuleType(pkg)
-        mod.__path__ = [str(REPO / "gdbext" / "pyframes")]
+        mod.__path__ = [str(REPO / "gdbext" / "hanganalyze_gdbext" / "pyframes")]
         sys.modules[pkg] = mod
-    path = REPO / "gdbext" / "pyframes" / ("%s.py" % name)
+    path = REPO / "gdbext" / "hanganalyze_gdbext" / "pyframes" / ("%s.py" % name)
     spec = importlib.util.spec_from_file_location("%s.%s" % (pkg, name), path)
     m = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = m

@@ -20,7 +20,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from helpers import pyenv_pythons  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("pyf_linetable", REPO / "gdbext" / "pyframes" / "linetable.py")
+_LINETABLE = REPO / "gdbext" / "hanganalyze_gdbext" / "pyframes" / "linetable.py"
+_spec = importlib.util.spec_from_file_location("pyf_linetable", _LINETABLE)
 linetable = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(linetable)
 

@@ -7,8 +7,8 @@ walker produce); the real gdb path is covered by tests/integration/test_pyframes
 
 from __future__ import annotations
 
-from hanganalyze.gdbext import merge
-from hanganalyze.gdbext.model import Frame, Thread
+from hanganalyze_gdbext import merge
+from hanganalyze_gdbext.model import Frame, Thread
 
 NORMAL, INLINE = 0, 1
 

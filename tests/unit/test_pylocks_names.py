@@ -105,6 +105,6 @@ PYTHONS = own_memory_pythons()
 
 @pytest.mark.parametrize("version", sorted(PYTHONS))
 def test_attribute_names_on_own_memory(version):
-    res = subprocess.run([str(PYTHONS[version]), "-c", PROBE, str(REPO / "gdbext")],
+    res = subprocess.run([str(PYTHONS[version]), "-c", PROBE, str(REPO / "gdbext" / "hanganalyze_gdbext")],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "OK" in res.stdout, res.stderr[-3000:]

@@ -7,9 +7,10 @@ import json
 import re
 
 import pytest
+
 from hanganalyze.analyze.redact import redact
-from hanganalyze.gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Wait
 from hanganalyze.render import render
+from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Wait
 
 SECRETS = ["abc123xyz", "hunter2", "hf_aaaaaaaaaaaaaaaaaaaaaa", "s3cr3tvalue", "pw1234", "AKIAABCDEFGHIJKLMNOP"]
 PRIVATE = ["alice", "bob", "gpu07.cluster.example.com", "10.1.2.3", "fe80::1ff:fe23:4567:890a", "192.168.0.1",
@@ -100,7 +101,7 @@ def test_job_view_hosts_and_addresses_are_redacted():
     """Rank identity carries node names that are no FQDN ("gpu-node07") and the rendezvous address."""
     import json
 
-    from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
+    from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread
 
     procs = []
     for r in (0, 1):

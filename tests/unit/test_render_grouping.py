@@ -6,9 +6,9 @@ import json
 import re
 
 from hanganalyze.analyze.grouping import group_threads, is_idle_stack
-from hanganalyze.gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 from hanganalyze.render import render
 from hanganalyze.render.markdown import LIMIT, render_markdown
+from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 
 
 def nat(name, lib="/lib/x86_64-linux-gnu/libc.so.6"):

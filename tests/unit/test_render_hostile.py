@@ -7,10 +7,11 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-from hanganalyze.gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Wait, WaitGraph
+
 from hanganalyze.render.html import render_html, sanitize_svg
 from hanganalyze.render.markdown import render_markdown
 from hanganalyze.render.text import render_text
+from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Wait, WaitGraph
 
 SCRIPT = "<script>alert(1)</script>"
 EVIL = SCRIPT + " \"' {{7*7}} ``` </details> <img src=x onerror=alert(1)> [x](javascript:alert(1)) | ${7*7}"

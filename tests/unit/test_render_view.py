@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hanganalyze.gdbext.model import Frame, Library, Process, Thread
 from hanganalyze.render.view import frame_text, key_libraries, safe_url, thread_label
+from hanganalyze_gdbext.model import Frame, Library, Process, Thread
 
 
 def test_only_http_links():
@@ -45,7 +45,7 @@ def test_frame_lines_like_gdb():
 
 
 def _graph_snapshot():
-    from hanganalyze.gdbext.model import Snapshot, WaitGraph
+    from hanganalyze_gdbext.model import Snapshot, WaitGraph
 
     g = {"nodes": [{"id": "t1", "kind": "thread", "label": "worker <b>1</b>"}, {"id": "m", "kind": "resource",
                                                                               "label": "mutex_a"}],

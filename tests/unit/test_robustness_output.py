@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+
 from hanganalyze import output
 from hanganalyze.errors import InputError
 

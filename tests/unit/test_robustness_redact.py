@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from hanganalyze.analyze.redact import Redactor, redact
-from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
+from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread
 
 HOSTILE = [
     "a-" * 25_000 + "!", "a." * 25_000, "1." * 25_000, "a" * 50_000, "0x" + "f" * 50_000, "token=" + "A" * 50_000 + "!",

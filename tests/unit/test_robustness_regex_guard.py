@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from hanganalyze.analyze.regex_guard import MAX_PATTERN, risky_regex
 
 SIGNATURES = Path(__file__).resolve().parents[2] / "signatures"

@@ -7,9 +7,10 @@ import os
 import re
 
 import pytest
-from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
+
 from hanganalyze.render import encodable, render
 from hanganalyze.render.text import clean
+from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread
 
 UNDECODABLE = os.fsdecode(b"app-\xff\xfe")  # bytes that were not UTF-8 in the core (surrogateescape)
 HIDDEN = "a\u202eb\u200bc\x1b[2Jd\x07e"

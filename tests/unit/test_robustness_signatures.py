@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from hanganalyze.analyze.signatures import load_signatures
 from hanganalyze.analyze.yaml_guard import check_node
 from hanganalyze.errors import SignatureError

@@ -9,11 +9,12 @@ import random
 import time
 
 import pytest
+
 from hanganalyze import pipeline
 from hanganalyze.acquire.snapshot_json import read_snapshot
 from hanganalyze.errors import InputError
-from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread, Wait
 from hanganalyze.render import render
+from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread, Wait
 
 
 def base_doc() -> dict:

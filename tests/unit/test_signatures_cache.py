@@ -13,10 +13,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from helpers import GOOD_SIGNATURE_YAML, run_hanganalyze  # noqa: E402
+
 from hanganalyze.analyze import signatures as sigmod  # noqa: E402
 from hanganalyze.analyze.signatures import load_signatures  # noqa: E402
 from hanganalyze.errors import SignatureError  # noqa: E402
-from helpers import GOOD_SIGNATURE_YAML, run_hanganalyze  # noqa: E402
 
 GOOD = GOOD_SIGNATURE_YAML
 

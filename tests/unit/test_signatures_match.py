@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import List, Optional
 
 import pytest
+
 from hanganalyze.analyze.match import match_snapshot
 from hanganalyze.analyze.names import normalize_function
 from hanganalyze.analyze.signatures import SignatureDB, load_file
-from hanganalyze.gdbext.model import Frame, Library, Process, Snapshot, Thread, ThreadState
+from hanganalyze_gdbext.model import Frame, Library, Process, Snapshot, Thread, ThreadState
 
 
 @pytest.mark.parametrize("raw,norm", [

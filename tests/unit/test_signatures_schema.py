@@ -11,9 +11,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from helpers import GOOD_SIGNATURE_YAML, run_hanganalyze  # noqa: E402
+
 from hanganalyze.analyze.signatures import builtin_dir, load_file, load_signatures  # noqa: E402
 from hanganalyze.errors import SignatureError  # noqa: E402
-from helpers import GOOD_SIGNATURE_YAML, run_hanganalyze  # noqa: E402
 
 GOOD = GOOD_SIGNATURE_YAML
 

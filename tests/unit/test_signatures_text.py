@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import List, Optional
 
 import pytest
+
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.analyze.match import match_snapshot
 from hanganalyze.analyze.signatures import load_signatures
 from hanganalyze.errors import InputError
-from hanganalyze.gdbext.model import Process, Snapshot
+from hanganalyze_gdbext.model import Process, Snapshot
 
 SIGTEXT = Path(__file__).resolve().parents[1] / "data" / "sigtext"
 SERIOUS = {"crash", "deadlock", "hang", "error"}

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from hanganalyze.acquire.sysroot import GdbOptions, table_counts
 from hanganalyze.analyze.redact import redact
 from hanganalyze.errors import InputError
-from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread
 from hanganalyze.render import render
 from hanganalyze.render.markdown import LIMIT
+from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread
 
 
 def _touch(p):

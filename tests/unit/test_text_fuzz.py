@@ -7,10 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
-from hanganalyze.acquire.text import FORMAT_NAMES, parse_text
-from hanganalyze.errors import InputError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from hanganalyze.acquire.text import FORMAT_NAMES, parse_text
+from hanganalyze.errors import InputError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "text"
 SAMPLES = sorted(p for p in DATA.iterdir() if p.suffix in (".txt", ".json"))

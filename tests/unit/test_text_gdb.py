@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.acquire.text.gdb import parse_frame_body
 from hanganalyze.errors import InputError

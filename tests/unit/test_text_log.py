@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.errors import InputError

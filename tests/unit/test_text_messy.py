@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import List
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from hanganalyze.acquire.text import DESCRIPTIONS, FORMAT_NAMES, parse_text
 from hanganalyze.acquire.text.detect import UNRECOGNISED
 from hanganalyze.errors import InputError
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 MESSY = Path(__file__).resolve().parents[1] / "data" / "text" / "messy"
 SAMPLES = sorted(p.name for p in MESSY.glob("*.txt"))

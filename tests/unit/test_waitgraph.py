@@ -5,8 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from hanganalyze.analyze.waitfor import annotate_waitgraphs, cycle_findings
-from hanganalyze.gdbext.model import Frame, Process, Snapshot, Thread, Wait, waitgraph
 from hanganalyze.render.waitsvg import describe_cycles, render_svg
+from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread, Wait, waitgraph
 
 
 def _t(tid, name, kind=None, res=None, owner=None, rname=None, frames=None):

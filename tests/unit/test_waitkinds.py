@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from hanganalyze.gdbext.waitkinds import bare, classify
+from hanganalyze_gdbext.waitkinds import bare, classify
 
 FUTEX = ["__futex_abstimed_wait_common64", "__futex_abstimed_wait_common", "__GI___futex_abstimed_wait_cancelable64"]
 

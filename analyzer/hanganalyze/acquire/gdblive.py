@@ -1,0 +1,97 @@
+"""A live process through gdb: attach, run gdbext's ``hang-dump``, detach, and complete the
+snapshot with what /proc says (``procfacts.py``).
+
+Live processes are only read (memory and registers, never inferior calls) and are always
+detached in a ``finally``; if gdb had to be killed while the target was stopped, the target gets
+SIGCONT so that it is left in the state we found it in.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+from typing import Callable, Optional
+
+from hanganalyze.acquire.gdbsession import GdbSession, Progress, read_dump
+from hanganalyze.acquire.procfacts import check_pid, complete_from_live, live_argv, proc_status, state_letter
+from hanganalyze.acquire.ranks import read_proc_environ
+from hanganalyze.errors import GdbError, InputError
+from hanganalyze_gdbext.model import Snapshot
+
+
+def snapshot_from_pid(
+    pid: int,
+    gdb: str = "gdb",
+    timeout: float = 120.0,
+    progress: Progress = None,
+    gdb_busy: Optional[Callable[[], None]] = None,
+    options=None,
+) -> Snapshot:
+    """Snapshot of a live process: attach, read, detach.  The process is never left stopped."""
+    check_pid(pid)
+    state_before = state_letter(pid)
+    argv = live_argv(pid)
+    environ = read_proc_environ(pid)
+    try:
+        exe = os.readlink("/proc/%d/exe" % pid)
+    except OSError:
+        exe = None
+    session = GdbSession(gdb, timeout, progress, options)
+    attached = False
+    try:
+        t_ext = session.send_gdbext()
+        session.started()
+        session.wait("loading gdbext", t_ext)
+        try:
+            session.mi("attaching to pid %d" % pid, "-target-attach %d" % pid)
+        except GdbError as e:
+            if state_letter(pid) in (None, "Z", "X"):
+                raise InputError("pid %d exited before it could be attached" % pid) from None
+            if "not permitted" in str(e):
+                raise InputError(
+                    "not allowed to attach to pid %d (ptrace: Operation not permitted): run as its user or root, "
+                    "and check /proc/sys/kernel/yama/ptrace_scope and container capabilities (CAP_SYS_PTRACE)" % pid
+                ) from None
+            raise
+        attached = True
+        with tempfile.TemporaryDirectory(prefix="hanganalyze-") as tmp:
+            t_dump, out = session.send_dump(tmp)
+            if gdb_busy is not None:
+                gdb_busy()
+            session.wait("collecting threads (hang-dump)", t_dump)
+            snap = read_dump(out)
+        gdb_warnings = session.warnings()
+    finally:
+        try:
+            if attached:
+                session.mi("detaching from pid %d" % pid, "-target-detach", timeout=min(session.timeout, 30.0))
+        except GdbError:
+            pass  # killing gdb below detaches too (the kernel unlinks ptrace)
+        finally:
+            session.close(graceful=session.responsive)
+            _resume_if_left_stopped(pid, state_before)
+    proc = snap.processes[0] if snap.processes else None
+    if proc is None:
+        raise GdbError("hang-dump found no process in pid %d" % pid)
+    complete_from_live(proc, pid, exe, argv, environ)
+    snap.warnings = gdb_warnings + snap.warnings
+    return snap
+
+
+def _resume_if_left_stopped(pid: int, state_before: Optional[str]) -> None:
+    """If gdb died while the target sat in a ptrace/group stop, the target may stay stopped ('T'):
+    send SIGCONT, unless it was already stopped before we came."""
+    if state_before in ("T", "t"):
+        return
+    for _ in range(20):
+        st = state_letter(pid)
+        if st not in ("T", "t"):
+            return
+        if proc_status(pid).get("TracerPid", "0") == "0":
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                return
+        time.sleep(0.05)

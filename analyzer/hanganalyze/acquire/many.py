@@ -1,0 +1,240 @@
+"""Many inputs, one Snapshot: several cores, pids, texts, snapshot JSONs, flight-recorder dumps, a
+folder of them, or the workers of a launcher (``--job``).
+
+A job's hang is read from every rank at once, so acquisition runs in a bounded pool: each input
+is acquired on its own (gdb per core or pid, with its own per-step timeouts), and an input that
+fails becomes a process with ``error`` set instead of ending the run: one rank whose gdb timed
+out must not hide the other 4,095.  Live targets are detached by the driver whatever happens.
+
+The pool's default size is what the machine allows: one gdb per CPU, and no more than the free
+memory holds at about 1.3 GB per gdb (what gdb peaks at on a real PyTorch process today).
+
+Processes keep the order of the inputs; rank identity (``ranks.py``) and collective facts from
+watchdog log lines are filled in here, where the input's name and kind are still known.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence, Tuple, Union
+
+from hanganalyze.acquire.ranks import rank_from_label, rank_from_name
+from hanganalyze.errors import HangAnalyzeError, InputError
+from hanganalyze_gdbext.model import Process, Snapshot
+
+Progress = Optional[Callable[[str], None]]
+
+#: Peak memory of one gdb on a real PyTorch process (issue 11's measurement), for the pool size.
+GDB_PEAK_BYTES = 1300 * 1024 * 1024
+#: Files taken from one folder: a folder of 4,096 rank snapshots is normal, a whole disk is not.
+MAX_FOLDER_FILES = 65536
+
+
+@dataclass(frozen=True)
+class Input:
+    """One thing to acquire: a pid (live) or a path ("-" is stdin)."""
+
+    pid: Optional[int] = None
+    path: Optional[str] = None
+
+    def describe(self) -> str:
+        return "pid %d" % self.pid if self.pid is not None else ("stdin" if self.path == "-" else str(self.path))
+
+    @property
+    def uses_gdb(self) -> bool:
+        """Pids always; paths are guessed (a core is large and binary, a text is not): for the pool size only."""
+        return self.pid is not None or (self.path not in (None, "-") and _looks_elf(self.path))
+
+
+def _looks_elf(path: Optional[str]) -> bool:
+    """An ELF core, or a compressed file (a compressed core is decompressed and then goes to gdb)."""
+    from hanganalyze.acquire.corefile import compressed_kind
+
+    try:
+        with open(str(path), "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return False
+    return head[:4] == b"\x7fELF" or compressed_kind(head) is not None
+
+
+_NUM = re.compile(r"(\d+)")
+
+
+def _natural(name: str) -> List[Union[int, str]]:
+    """``rank2`` before ``rank10``."""
+    return [int(part) if part.isdigit() else part for part in _NUM.split(name)]
+
+
+def folder_inputs(folder: Path) -> List[Input]:
+    """The regular, non-hidden files of a folder, in natural order (``rank2`` before ``rank10``)."""
+    try:
+        names = sorted((e.name for e in os.scandir(str(folder)) if not e.name.startswith(".") and e.is_file()),
+                       key=_natural)
+    except OSError as e:
+        raise InputError("cannot read folder %s: %s" % (folder, e.strerror or e)) from None
+    if not names:
+        raise InputError("%s is a folder with no file to analyze" % folder)
+    if len(names) > MAX_FOLDER_FILES:
+        raise InputError("%s holds %d files: give at most %d" % (folder, len(names), MAX_FOLDER_FILES))
+    return [Input(path=str(folder / n)) for n in names]
+
+
+def plan_inputs(targets: Sequence[str], pids: Sequence[int], job: Optional[int]) -> Tuple[List[Input], List[str]]:
+    """Every input named on the command line, folders and ``--job`` expanded, duplicates dropped."""
+    notes: List[str] = []
+    out: List[Input] = []
+    for t in targets:
+        if t != "-" and not os.path.lexists(t):
+            raise InputError("%s: no such file" % t)  # a typo, not a rank that failed: say so before any work
+        if t != "-" and Path(t).is_dir():
+            out.extend(folder_inputs(Path(t)))
+        else:
+            out.append(Input(path=t))
+    out.extend(Input(pid=p) for p in pids)
+    if job is not None:
+        from hanganalyze.acquire.jobtree import job_processes
+
+        found = job_processes(job)
+        notes.extend(found.notes)
+        out.extend(Input(pid=p) for p in found.pids)
+    if sum(1 for i in out if i.path == "-") > 1:
+        raise InputError("stdin ('-') can be read only once")
+    seen = set()
+    unique = []
+    for i in out:
+        key = ("pid", i.pid) if i.pid is not None else ("path", os.path.realpath(i.path) if i.path != "-" else "-")
+        if key not in seen:
+            seen.add(key)
+            unique.append(i)
+    if not unique:
+        raise InputError("nothing to analyze: give a core file, a text file ('-' for stdin), --pid PID or --job PID")
+    return unique, notes
+
+
+def _mem_available() -> Optional[int]:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def default_parallel(inputs: Sequence[Input]) -> int:
+    """What the machine allows: a gdb per CPU, within free memory; texts are cheap (CPU only)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    n = max(1, min(len(inputs), cpus))
+    if any(i.uses_gdb for i in inputs):
+        mem = _mem_available()
+        if mem is not None:
+            n = max(1, min(n, mem // GDB_PEAK_BYTES))
+    return n
+
+
+def fill_identity(proc: Process, inp: Input, only_process: bool) -> None:
+    """Rank from what this input kind knows (the environment was read by the driver), then from the
+    text's ``[rankN]`` label, then from the file's name when the file holds one process."""
+    if proc.rank is None:
+        r = rank_from_label(proc.label)
+        if r is not None:
+            proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "torchrun [rank%d] prefix" % r})
+    if proc.rank is None and only_process and inp.path not in (None, "-"):
+        r = rank_from_name(str(inp.path))
+        if r is not None:
+            proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "file name"})
+    if proc.collectives is None and proc.messages:
+        from hanganalyze.acquire.flight_recorder import collectives_from_messages
+
+        proc.collectives = collectives_from_messages(proc.messages)
+        if proc.collectives and proc.rank is None and isinstance(proc.collectives.get("rank"), int):
+            proc.rank = proc.collectives["rank"]
+            proc.dist = dict(proc.dist or {}, **{"from": "watchdog log line"})
+    if proc.rank is not None and not proc.label:
+        proc.label = "rank %d" % proc.rank
+
+
+def _failed(inp: Input, err: BaseException) -> Process:
+    """The place of an input that could not be read: its error in one line, its rank if known."""
+    from hanganalyze.acquire.ranks import identity_from_environ, read_proc_environ
+
+    msg = " ".join(str(err).split()) or type(err).__name__
+    proc = Process(source="live" if inp.pid is not None else "file", pid=inp.pid, error=msg)
+    if inp.pid is not None:
+        proc.rank, proc.dist = identity_from_environ(read_proc_environ(inp.pid), "environ")
+    elif inp.path not in (None, "-"):
+        proc.executable = None
+        proc.label = os.path.basename(str(inp.path))
+        r = rank_from_name(str(inp.path))
+        if r is not None:
+            proc.rank, proc.dist = r, {"from": "file name"}
+    if proc.rank is not None:
+        proc.label = "rank %d" % proc.rank
+    return proc
+
+
+def acquire_all(
+    inputs: Sequence[Input],
+    acquire_one: Callable[[Input, Optional[Callable[[], None]]], Snapshot],
+    parallel: Optional[int] = None,
+    progress: Progress = None,
+    gdb_busy: Optional[Callable[[], None]] = None,
+) -> Snapshot:
+    """One Snapshot holding every input's processes, in input order.
+
+    With one input its error ends the run (exactly as before the job view); with several, a
+    failed input becomes a process with ``error`` set, and only when every input failed does the
+    run end, with the first error.
+    """
+    if len(inputs) == 1:
+        snap = acquire_one(inputs[0], gdb_busy)
+        for p in snap.processes:
+            fill_identity(p, inputs[0], len(snap.processes) == 1)
+        return snap
+    if gdb_busy is not None:
+        gdb_busy()
+    n = parallel or default_parallel(inputs)
+    if progress:
+        progress("acquiring %d inputs, %d at a time" % (len(inputs), n))
+
+    def work(inp: Input) -> Union[Snapshot, BaseException]:
+        try:
+            return acquire_one(inp, None)
+        except HangAnalyzeError as e:
+            return e
+        except Exception as e:  # noqa: BLE001 - one broken input must not end a job's analysis
+            return e
+
+    pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="acquire")
+    try:
+        results = list(pool.map(work, inputs))
+    except BaseException:
+        # Ctrl-C: start no further input; the ones under way finish their step and detach (the
+        # driver's finally), so no live rank is left stopped or traced.
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    out = Snapshot()
+    errors: List[BaseException] = []
+    for inp, res in zip(inputs, results):
+        if isinstance(res, BaseException):
+            errors.append(res)
+            out.processes.append(_failed(inp, res))
+            out.warnings.append("%s: not analyzed: %s" % (inp.describe(), " ".join(str(res).split())))
+            continue
+        for p in res.processes:
+            fill_identity(p, inp, len(res.processes) == 1)
+        out.processes.extend(res.processes)
+        out.warnings.extend("%s: %s" % (inp.describe(), w) for w in res.warnings)
+    if len(errors) == len(inputs):
+        first = errors[0]
+        if isinstance(first, HangAnalyzeError):
+            raise type(first)("every input failed; the first: %s" % first)
+        raise InputError("every input failed; the first: %s" % first)
+    return out

@@ -1,0 +1,108 @@
+"""A run's acquisition: what the command line asked for (files, pids, a job, and how to read them),
+checked before any slow work, planned into inputs (``many.plan_inputs``), and acquired into one
+Snapshot (``many.acquire_all``, each input through ``inputs.acquire``).
+
+``cli.py`` turns its options into an AcquireRequest and calls ``prepare``; ``pipeline.report``
+acquires it and analyzes the result.  Used as a context manager: a core that ``--coredumpctl``
+dumped to a temporary file is removed when the run ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, List, Optional
+
+from hanganalyze.acquire.deadline import check_timeout
+from hanganalyze.acquire.many import Input, acquire_all, plan_inputs
+from hanganalyze.errors import InputError
+from hanganalyze_gdbext.model import Snapshot
+
+Progress = Callable[[str], None]
+
+
+def _quiet(msg: str) -> None:
+    """Default progress: nothing."""
+
+
+@dataclass
+class AcquireRequest:
+    """The inputs of one run and the options every one of them is read with."""
+
+    targets: List[str] = field(default_factory=list)
+    pids: List[int] = field(default_factory=list)
+    job: Optional[int] = None
+    parallel: Optional[int] = None
+    exe: Optional[Path] = None
+    gdb: str = "gdb"
+    timeout: float = 120.0
+    input_format: Optional[str] = None
+    engine: str = "auto"
+    sysroot: Optional[str] = None
+    solib_search_path: List[str] = field(default_factory=list)
+    debuginfod: bool = False
+    coredumpctl: Optional[str] = None
+    # Filled by prepare():
+    gdb_options: object = None  # sysroot.GdbOptions
+    stored_core: object = None  # coredumpctl.StoredCore
+    inputs: List[Input] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+
+    def prepare(self, progress: Optional[Progress] = None,
+                check_target: Callable[[Optional[str]], None] = lambda target: None) -> None:
+        """Check the options and plan the inputs (one-line InputError, before gdb runs for minutes).
+        ``check_target`` sees each file named, or None when there is none (the report must not
+        overwrite an input)."""
+        progress = progress or _quiet
+        self.timeout = check_timeout(self.timeout)
+        if self.parallel is not None and not 1 <= self.parallel <= 1024:
+            raise InputError("--parallel must be between 1 and 1024 (got %s)" % self.parallel)
+        for t in self.targets:
+            check_target(t)
+        if not self.targets:
+            check_target(None)
+        from hanganalyze.acquire.sysroot import GdbOptions
+
+        self.gdb_options = options = GdbOptions.from_cli(self.sysroot, self.solib_search_path, self.debuginfod)
+        if self.engine == "direct" and (options.elsewhere or options.debuginfod):
+            raise InputError("--sysroot, --solib-search-path and --debuginfod are gdb's settings: "
+                             "use them without --engine direct")
+        if self.coredumpctl is not None:
+            from hanganalyze.acquire.coredumpctl import find_stored_core
+
+            self.stored_core = stored = find_stored_core(self.coredumpctl, self.timeout, progress)
+            self.targets = list(self.targets) + [str(stored.path)]
+            check_target(str(stored.path))
+        self.inputs, self.notes = plan_inputs(self.targets, self.pids, self.job)
+        if self.exe is not None and len(self.inputs) > 1 and any(i.path for i in self.inputs):
+            progress("--exe applies to every core given")
+
+    def acquire(self, progress: Optional[Progress] = None,
+                gdb_busy: Optional[Callable[[], None]] = None) -> Snapshot:
+        """Every input (``prepare`` planned them) in one Snapshot; ``gdb_busy``: see ``acquire_all``."""
+        progress = progress or _quiet
+        snapshot = acquire_all(self.inputs, self._acquire_one(progress), self.parallel, progress, gdb_busy)
+        snapshot.warnings.extend(self.notes)
+        return snapshot
+
+    def _acquire_one(self, progress: Progress):
+        """How one input (a pid or a path) becomes a Snapshot, with this run's options."""
+        from hanganalyze.acquire.inputs import acquire
+
+        def one(inp: Input, gdb_busy):
+            return acquire(inp.path, inp.pid, self.exe, self.gdb, self.timeout, self.input_format, gdb_busy, progress,
+                           options=self.gdb_options, engine=self.engine)
+
+        if self.stored_core is not None:  # --coredumpctl: the stored core gets coredumpctl's metadata
+            return self.stored_core.wrap(one)
+        return one
+
+    def cleanup(self) -> None:
+        if self.stored_core is not None:
+            self.stored_core.cleanup()  # a core coredumpctl dumped to a temporary file
+
+    def __enter__(self) -> AcquireRequest:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cleanup()

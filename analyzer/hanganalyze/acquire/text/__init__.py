@@ -1,0 +1,189 @@
+"""Pasted text -> Snapshot: gdb backtraces, py-bt, py-spy, pystack, faulthandler, tracebacks,
+lldb, pytest-timeout, abseil deadlock reports, PyTorch's C++ frame lists.
+
+One module per format (``gdb``, ``pybt``, ``pyspy`` (with py-spy < 0.3 and ``ray stack``),
+``pyspy_json``, ``pystack``, ``faulthandler``, ``lldb``, ``pytest_timeout``, ``abseil``,
+``cxxframes``, ``traceback``), each with ``score(lines)`` and ``parse(lines, process)``;
+``detect`` picks one; ``common`` cleans the text and splits it per process.
+
+The steps: clean the text (ANSI, CRLF, control bytes, zero-width characters; a chat's or an
+issue's ``> `` quotes, shared indentation, Markdown fences and ``<details>`` tags); split it per
+rank (``[rank3]:`` prefixes) and per ``Process N:`` / ``Stack dump for`` section; parse each part
+with the forced or best-scoring format; pick Python tracebacks out of the leftover log lines of
+any other format.  Lines that are not part of a dump stay in ``Process.messages`` for
+message-level signatures.  A paste cut at the top or the bottom is parsed for the frames it has
+(frames above the first thread header form a thread of their own); only text with no frame at all
+is refused.
+
+Decisions (the same for every format, so signatures need not care where a stack came from):
+
+* Frames are innermost first.  Tracebacks and pystack print outermost first: reversed.
+* A frame without a symbol (gdb's ``?? ()``, py-spy's bare address, pystack's ``???``) has
+  ``function=None``, as gdbext writes for cores; the matcher spells it ``??``, so a rule
+  ``{function: "??", library: "libcuda.so*"}`` matches pastes and cores alike.
+* ``Thread.tid`` is the kernel thread id (LWP) only: faulthandler's and py-spy's ``0x..``
+  numbers are pthread ids and go to ``Thread.pthread_id``.
+* Python-only dumps mark threads ``merge="python-only"``; py-spy ``--native`` and pystack
+  ``--native`` are ``"merged"`` (the tool interleaved them); a gdb ``bt`` followed by ``py-bt``
+  keeps the Python frames apart in ``python_frames`` (``"unmerged"``).
+* Each Python traceback block is one Thread (chained blocks in printed order, with notes saying
+  how they chain); its exception line is also a message.
+* Several processes: launcher prefixes (``[rank3]:``), ``Process N:`` headers, ``==> FILE <==``
+  separators (``tail``), several gdb sessions one after another, several py-spy JSON documents.
+* Lines a tool prints about itself (gdb's ``[New LWP ..]``, banners, source echoes; pystack's
+  core summary) are dropped; everything else unrecognised is a message, capped at 10,000 lines.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+from hanganalyze.errors import InputError
+from hanganalyze_gdbext.model import Process, Snapshot
+
+from . import log as _log
+from . import traceback as _traceback
+from .common import Segment, cap_messages, clean_lines, split_processes, split_ranks, unwrap_terminal
+from .detect import FORMAT_NAMES, PARSERS, UNRECOGNISED, detect, parser_for
+
+__all__ = ["parse_text", "FORMAT_NAMES", "PARSERS"]
+
+#: Printed in each process's notes, so a report says how its input was read.
+DESCRIPTIONS = {
+    "gdb": "gdb backtrace",
+    "pybt": "gdb py-bt",
+    "pyspy": "py-spy dump",
+    "pyspy-json": "py-spy dump --json",
+    "pystack": "pystack",
+    "faulthandler": "faulthandler dump",
+    "lldb-bt": "lldb backtrace",
+    "pytest-timeout": "pytest-timeout stacks",
+    "abseil": "abseil stack report",
+    "cxxframes": "C++ frame list (PyTorch c10, backtrace_symbols)",
+    "traceback": "Python traceback",
+}
+
+
+#: ``/usr/lib/python3.11/threading.py``, ``libpython3.11.so.1.0``: the interpreter's version.
+_PY_VERSION_IN_PATH = re.compile(r"(?:/python|libpython)(3\.\d{1,2})(?:/|\.so|d?\.so)")
+
+
+_PY_EXE = re.compile(r"(?:^|/)python(3\.\d{1,2})$")
+
+
+def _infer_python(proc: Process) -> None:
+    """Most dumps do not print the Python version, but their file paths do: use it when unique."""
+    if proc.python:
+        return
+    seen = set()
+    for t in proc.threads:
+        for f in t.all_frames():
+            for where in (f.file, f.library):
+                if where and "python3." in where:
+                    m = _PY_VERSION_IN_PATH.search(where)
+                    if m:
+                        seen.add(m.group(1))
+    m = _PY_EXE.search(proc.executable or "")
+    if m and not seen:
+        seen.add(m.group(1))
+    if len(seen) == 1:
+        proc.python = {"version": seen.pop(), "from": "file paths"}
+
+
+def _has_text(lines: List[str]) -> bool:
+    return any(line.strip() for line in lines)
+
+
+#: Formats looked for in the lines left over by the first one (py-spy --json and ``log`` are
+#: never left over as lines).
+_SECOND_PASS = ("gdb", "pystack", "pyspy", "pybt", "faulthandler", "lldb-bt", "pytest-timeout", "abseil",
+                "cxxframes", "traceback")
+
+
+def _dumps_from_messages(proc: Process, mod, auto: bool) -> None:
+    """Log lines around a dump often hold the exception that started it all (any format), or,
+    when the format was detected, a second dump of another kind (abseil's failure report above
+    faulthandler's Python stacks, a traceback under a C++ frame list): parse them too.  Each
+    format at most once, a bounded number of passes."""
+    used = {mod}
+    for _ in range(3):
+        if not proc.messages:
+            return
+        best, best_score = None, 0.0
+        for name in _SECOND_PASS if auto else ("traceback",):
+            other = PARSERS[name]
+            if other in used:
+                continue
+            sc = other.score(proc.messages)
+            if sc > best_score:
+                best, best_score = other, sc
+        if best is None:
+            return
+        used.add(best)
+        extra = Process(source="text")
+        best.parse(proc.messages, extra)
+        if not extra.threads:
+            return
+        if best is not _traceback:
+            what = DESCRIPTIONS.get(best.NAME, best.NAME)
+            for t in extra.threads:
+                t.notes.append("parsed as %s, from the lines around the main dump" % what)
+        proc.threads.extend(extra.threads)
+        proc.messages = extra.messages
+        proc.signal = proc.signal or extra.signal
+        proc.pid = proc.pid or extra.pid
+
+
+def _parse_segment(seg: Segment, forced) -> List[Process]:
+    mod = forced
+    if mod is None:
+        try:
+            mod = detect(seg.lines)
+        except InputError:
+            mod = None
+    if mod is not None and hasattr(mod, "parse_processes"):
+        # py-spy --json (pids are in the data), gdb (several sessions pasted one after another)
+        procs = mod.parse_processes(seg.lines, seg.label)
+        for p in procs:
+            p.pid = p.pid or seg.pid
+            p.notes.append("parsed as %s" % DESCRIPTIONS.get(mod.NAME, mod.NAME))
+            _dumps_from_messages(p, mod, forced is None)
+        return procs
+    proc = Process(source="text", pid=seg.pid, label=seg.label)
+    if mod is None:
+        proc.messages = cap_messages([line.strip() for line in seg.lines if line.strip()], proc.notes)
+    else:
+        mod.parse(seg.lines, proc)
+        proc.notes.append("parsed as %s" % DESCRIPTIONS.get(mod.NAME, mod.NAME))
+    _dumps_from_messages(proc, mod, forced is None)
+    if not proc.threads and not proc.messages:
+        return []
+    return [proc]
+
+
+def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
+    """Parse a pasted dump into a Snapshot (``Process.source == "text"``).
+
+    ``input_format`` is one of FORMAT_NAMES (None or "auto" detects).  Raises InputError, with
+    one line naming the formats understood, when the text is no known dump.
+    """
+    forced = parser_for(input_format)
+    if not isinstance(text, str):
+        raise InputError("text input must be a string")
+    lines = unwrap_terminal(clean_lines(text))
+    if not _has_text(lines):
+        raise InputError(UNRECOGNISED if text.strip() else "the text is empty")
+    processes: List[Process] = []
+    for ranked in split_ranks(lines):
+        for seg in split_processes(ranked):
+            processes.extend(_parse_segment(seg, forced))
+    for proc in processes:
+        _infer_python(proc)
+    if not any(p.threads for p in processes):
+        if forced is _log and any(p.messages for p in processes):
+            return Snapshot(processes=processes)
+        if forced is not None:
+            raise InputError("found no threads or frames in the text as %s" % forced.NAME)
+        raise InputError(UNRECOGNISED)
+    return Snapshot(processes=processes)

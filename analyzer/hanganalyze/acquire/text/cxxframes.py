@@ -1,0 +1,207 @@
+"""C++ frame lists printed by a program about itself: PyTorch's (``c10::Error``, the NCCL
+watchdog, ``c10::FatalSignalHandler``) and ``backtrace_symbols()`` lines (glibc, UCX).
+
+::
+
+    terminate called after throwing an instance of 'c10::Error'          -> messages
+      what():  CUDA error: initialization error
+    Exception raised from insert_events at .../CUDACachingAllocator.cpp:717 (most recent call first):
+    frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x4d (0x7fcc65f5177d in /x/libc10.so)
+    frame #3: <unknown function> + 0x5f65b2 (0x7f08725575b2 in /x/libtorch_python.so)  -> function None
+    frame #8: /home/user/.venv/bin/python() [0x510ceb]                  -> function None, library
+    frame #9: /lib/libc.so.6(__libc_start_main+0xf3) [0x7f..]            (``backtrace_symbols`` form)
+    SIGABRT(6), PID: 3154296, Thread 3154392:                           -> tid, pid, signal
+     frame #0: c10::FatalSignalHandler::stacktraceSignalHandler(bool) + 0x8b (0x7f.. in /x/libc10.so)
+
+UCX (``[host:pid] Caught signal 11 (Segmentation fault: ...)``, ``==== backtrace (tid:  74387) ====``,
+`` 0  /usr/lib/libucs.so.0(ucs_handle_error+0x10c) [0x7eced5f1a08c]``) -> signal, tid, frames.
+
+``frame #0`` is the innermost frame: kept in that order.  Each ``Exception raised from`` or
+``SIGxxx(n), PID: p, Thread t:`` header, and each ``frame #0`` after other frames, starts a new
+stack (a Thread here).  Lines a log collector prefixed (``| 1679087716684 | frame #23: ...``) and
+Markdown's ``frame_#_0`` are read too; a frame line cut at the terminal's width is joined with its
+continuation.  A frame cut by the end of the paste keeps what it shows, with a note.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+from hanganalyze_gdbext.model import Frame, Process, Thread
+
+from .common import cap_messages, to_int, unknown_function
+
+NAME = "cxxframes"
+
+_NUM = re.compile(r"^(\d{1,6}):\s?(.*)$")
+_SIGNAL_HEAD = re.compile(r"^(SIG[A-Z]{2,8})\(\d{1,3}\), PID: (\d{1,10}), Thread (\d{1,10}):")
+_EXC_HEAD = "Exception raised from "
+_HEX = re.compile(r"^0x[0-9a-fA-F]{1,16}$")
+
+
+def frame_body(line: str) -> Optional[tuple]:
+    """(number, body) of a ``frame #N: body`` line, wherever the line's prefix ends; else None."""
+    i = line.find("frame #")
+    skip = 7
+    if i < 0:
+        i = line.find("frame_#_")
+        skip = 8
+        if i < 0:
+            return None
+    if i > 0 and (line[i - 1].isalnum() or line[i - 1] == "_"):
+        return None
+    m = _NUM.match(line[i + skip:])
+    if not m or m.group(2).startswith("0x"):  # "frame #0: 0x0000.. module`f": lldb's
+        return None
+    return int(m.group(1)), m.group(2).strip()
+
+
+def symbols_body(s: str) -> Optional[tuple]:
+    """(index or None, body) of a ``backtrace_symbols()`` line (stripped): glibc's
+    ``/lib/libc.so.6(abort+0x12) [0x7f..]``, UCX's `` 3  /x/_raylet.so(+0xb996ba) [0x7f..]``."""
+    if not s.endswith("]"):
+        return None
+    k = s.rfind(" [")
+    if k < 0 or not _HEX.match(s[k + 2:-1]):
+        return None
+    left = s[:k].rstrip()
+    p = left.find("(")
+    if p <= 0 or not left.endswith(")"):
+        return None
+    words = left[:p].split()
+    if not words or len(words) > 2 or (len(words) == 2 and not words[0].isdigit()):
+        return None
+    lib = words[-1]
+    if "/" not in lib and ".so" not in lib:
+        return None
+    return (int(words[0]) if len(words) == 2 else None), lib + left[p:] + s[k:]
+
+
+_UCX_HEAD = "==== backtrace"
+_CAUGHT = re.compile(r"^Caught signal (\d{1,2}) \(")
+_SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV"}
+
+
+def score(lines: List[str]) -> float:
+    frames = headers = 0
+    for line in lines:
+        if "frame" in line and frame_body(line) is not None:
+            frames += 1
+            continue
+        s = line.strip()
+        if s.endswith("]") and symbols_body(s) is not None:
+            frames += 1
+        elif s.startswith(_EXC_HEAD) or s.startswith(_UCX_HEAD) or (s.startswith("SIG") and _SIGNAL_HEAD.match(s)):
+            headers += 1
+    if frames == 0:
+        return 0.0
+    return 2.0 * frames + 5.0 * headers
+
+
+def _complete(body: str) -> bool:
+    return body.endswith(")") or body.endswith("]")
+
+
+def parse_frame(body: str) -> Frame:
+    """One frame body -> Frame (string operations only: linear)."""
+    f = Frame(kind="native")
+    if body.endswith("]"):
+        # backtrace_symbols(): "LIB(SYM+0xOFF) [0xADDR]" or "LIB() [0xADDR]"
+        k = body.rfind(" [")
+        if k >= 0 and _HEX.match(body[k + 2:-1]):
+            f.address = to_int(body[k + 2:-1], 16)
+            left = body[:k].rstrip()
+            p = left.find("(")
+            if p > 0 and left.endswith(")"):
+                f.library = left[:p] or None
+                sym = left[p + 1:-1].split("+", 1)[0].strip()  # "+0xb996ba": no symbol
+                f.function = unknown_function(sym or None)
+            else:
+                f.library = left or None
+            return f
+    i = body.rfind(" (0x")
+    if i >= 0:
+        inner = body[i + 2:-1] if body.endswith(")") else body[i + 2:]
+        addr, sep, lib = inner.partition(" in ")
+        f.address = to_int(addr.strip(), 16) if _HEX.match(addr.strip()) else None
+        if sep and body.endswith(")"):
+            f.library = lib.strip() or None
+        body = body[:i]
+    j = body.rfind(" + 0x")
+    if j >= 0:
+        body = body[:j]
+    sym = body.strip()
+    f.function = None if sym == "<unknown function>" else unknown_function(sym or None)
+    return f
+
+
+def parse(lines: List[str], proc: Process) -> None:
+    messages: List[str] = []
+    threads: List[Thread] = []
+    cur: Optional[Thread] = None
+    pending: Optional[str] = None  # the header naming the next stack
+    n = len(lines)
+    i = 0
+    while i < n:
+        line = lines[i]
+        i += 1
+        s = line.strip()
+        if not s:
+            continue
+        fb = frame_body(s) if "frame" in s else None
+        if fb is None and s.endswith("]"):
+            sb = symbols_body(s)
+            if sb is not None:
+                if cur is None or (sb[0] == 0 and cur.frames):
+                    cur = Thread(merge="native-only")
+                    cur.notes.append(pending or "no header above these frames (the paste starts inside a stack)")
+                    threads.append(cur)
+                    pending = None
+                cur.frames.append(parse_frame(sb[1]))
+                continue
+        if fb is not None:
+            num, body = fb
+            joined = 0
+            # a frame line the terminal cut: its continuation holds the rest of "(0x.. in LIB)"
+            while not _complete(body) and i < n and joined < 5 and lines[i].strip() \
+                    and "frame" not in lines[i] and body.count("(") > body.count(")"):
+                body += lines[i].strip()
+                i += 1
+                joined += 1
+            if cur is None or (num == 0 and cur.frames):
+                cur = Thread(merge="native-only")
+                cur.notes.append(pending or "no header above these frames (the paste starts inside a stack)")
+                threads.append(cur)
+                pending = None
+            f = parse_frame(body)
+            if not _complete(body):
+                f.note = "frame line cut: only its beginning is in the text"
+            cur.frames.append(f)
+            continue
+        m = _SIGNAL_HEAD.match(s) if s.startswith("SIG") else None
+        if m:
+            proc.signal = proc.signal or m.group(1)
+            proc.pid = proc.pid or to_int(m.group(2))
+            cur = Thread(tid=to_int(m.group(3)), merge="native-only")
+            cur.notes.append("c10 fatal signal handler: %s" % s.rstrip(":"))
+            threads.append(cur)
+            pending = None
+            continue
+        if s.startswith(_EXC_HEAD):
+            pending = "c10 exception: %s" % s[: 400]
+            cur = None
+        elif s.startswith(_UCX_HEAD):
+            tid = to_int(s[len(_UCX_HEAD):].partition("(tid:")[2].split(")")[0].strip() or None)
+            cur = Thread(tid=tid, merge="native-only")
+            cur.notes.append("UCX backtrace")
+            threads.append(cur)
+            pending = None
+            continue
+        elif "Caught signal " in s:
+            m = _CAUGHT.match(s[s.find("Caught signal "):])
+            if m:
+                proc.signal = proc.signal or _SIGNALS.get(int(m.group(1)))
+        messages.append(s)
+    proc.threads.extend(threads)
+    proc.messages.extend(cap_messages(messages, proc.notes))

@@ -1,0 +1,143 @@
+"""gdb's ``py-bt`` / ``thread apply all py-bt`` / ``py-bt-full`` (CPython's python-gdb.py).
+
+::
+
+    Thread 4 (Thread 0x7f76f93ae6c0 (LWP 10723)):        (gdb's header, as for ``bt``)
+    Traceback (most recent call first):
+      <built-in method sleep of module object at remote 0x7f..>   -> Python frame "sleep"
+      File "/work/txt_deadlock.py", line 34, in sleeper            -> Python frame
+        time.sleep(3600)                                            (source: skipped)
+      Waiting for the GIL                                           -> ThreadState.gil
+
+py-bt prints innermost first, like gdb.  Everything gdb says about itself is dropped (the
+gdb parser's rules); other lines are messages.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+from hanganalyze_gdbext.model import Frame, Process, Thread
+
+from .common import cap_messages, parse_py_file_line, python_frame, to_int
+
+NAME = "pybt"
+
+HEADER = "Traceback (most recent call first):"
+_BUILTIN = re.compile(r"^<built-in (?:method|function) (\S+)(?: of (.{1,200}?))?(?: at remote 0x[0-9a-fA-F]+)?>$")
+#: py-bt-full: ``#5 Frame 0x7f.., for file x.py, line 34, in sleeper (args)``
+_FULL = re.compile(r"^#\d{1,6} Frame 0x[0-9a-fA-F]+, for file (.*), line (\d{1,9}), in (\S+)")
+
+
+def score(lines: List[str]) -> float:
+    headers = frames = 0
+    for line in lines:
+        s = line.strip()
+        if s == HEADER:
+            headers += 1
+        elif s.startswith("<built-in method") or (s.startswith("#") and " Frame 0x" in s and ", for file " in s):
+            frames += 2
+        elif s.startswith("File ") and ", in " in s:
+            frames += 1
+    if headers == 0 and frames == 0:
+        return 0.0
+    if headers == 0 and not any(line.lstrip().startswith("#") and " Frame 0x" in line for line in lines):
+        return 0.0
+    return 10.0 * headers + frames
+
+
+def frame_line(line: str, s: str, cur: Thread, frames: List[Frame]) -> bool:
+    """Handle one line of a py-bt section for thread ``cur`` (frames go to ``frames``)."""
+    parsed = parse_py_file_line(s)
+    if parsed is not None:
+        frames.append(parsed[0])
+        return True
+    if s.startswith("<built-in "):
+        m = _BUILTIN.match(s)
+        if m:
+            f = python_frame(m.group(1), None, None)
+            f.note = "built-in" + (" of %s" % m.group(2) if m.group(2) else "")
+            frames.append(f)
+            return True
+    if s.startswith("#"):
+        m = _FULL.match(s)
+        if m:
+            frames.append(python_frame(m.group(3), m.group(1).strip('"'), to_int(m.group(2))))
+            return True
+    if line[:1] in (" ", "\t"):
+        if s == "Waiting for the GIL":
+            cur.state.gil = "waiting"
+            return True
+        if s == "Garbage-collecting":
+            cur.state.gc = True
+            return True
+        if s.startswith(("(unable to read python frame", "(frame information optimized out)", "Unable to")):
+            cur.notes.append(s)
+            return True
+        if frames:
+            return True  # the source line under a frame
+    if s.startswith("Unable to locate python frame"):
+        cur.notes.append(s)
+        return True
+    return False
+
+
+def parse(lines: List[str], proc: Process) -> None:
+    from . import gdb as _gdb  # gdb imports this module for py-bt sections inside a bt paste
+
+    messages: List[str] = []
+    threads: List[Thread] = []
+    cur: Optional[Thread] = None
+    current_num: Optional[str] = None
+    by_num = {}
+
+    def new_thread() -> Thread:
+        t = Thread(merge="python-only")
+        threads.append(t)
+        return t
+
+    for line in lines:
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("Thread "):
+            m = _gdb._THREAD.match(s)
+            if m:
+                cur = _gdb._thread_from_header(m.group(1), m.group(2))
+                cur.merge = "python-only"
+                threads.append(cur)
+                by_num[m.group(1)] = cur
+                continue
+        if s == HEADER:
+            if cur is None or cur.frames:
+                cur = new_thread()
+            continue
+        if s.startswith("#") and not _FULL.match(s) and _gdb._FRAME.match(s):
+            continue  # gdb's "#0 ..." echo of the stop location
+        if cur is None and (s.startswith(("File ", "<built-in ", "#")) and frame_line(line, s, Thread(), [])):
+            cur = new_thread()
+        if cur is not None and frame_line(line, s, cur, cur.frames):
+            continue
+        m = _gdb._CURRENT.match(s)
+        if m:
+            current_num = m.group(1)
+            continue
+        m = _gdb._CORE_BY.match(s)
+        if m:
+            proc.argv = m.group(1).split() or None
+            proc.executable = proc.argv[0] if proc.argv else None
+            continue
+        m = _gdb._INFERIOR.match(s)
+        if m:
+            proc.pid = proc.pid or to_int(m.group(1))
+            continue
+        if _gdb._is_noise(s) or _gdb._is_stop_echo(s):
+            continue
+        messages.append(s)
+    if current_num in by_num:
+        by_num[current_num].current = True
+    elif len(threads) == 1 and not by_num:
+        threads[0].current = True
+    proc.threads.extend(threads)
+    proc.messages.extend(cap_messages(messages, proc.notes))

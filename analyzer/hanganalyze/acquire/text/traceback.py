@@ -1,0 +1,162 @@
+"""Python tracebacks (``Traceback (most recent call last):``), chained ones included, in logs.
+
+Each traceback block becomes one Thread whose frames are reversed to innermost first (Python
+prints the outermost call first).  The exception line (``ValueError: ...``, with its
+continuation lines) goes to the thread's notes *and* to the process's messages, because many
+signatures are about the message (``InvalidArgumentError``, NCCL errors) rather than the stack.
+Chains are kept in order, each block noting how it relates to the next:
+
+    Traceback ...  ValueError          note: "chained: during handling of it, the next was raised"
+    During handling of the above exception, another exception occurred:
+    Traceback ...  RuntimeError
+
+``Exception in thread NAME:`` before a block (threading.excepthook) names the thread.
+Every other line is a log line and stays in ``Process.messages``.  ``File ..., in f`` lines
+before any header (a paste cut at the top) form a block too, taken as printed outermost first.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+from hanganalyze_gdbext.model import Process, Thread
+
+from .common import cap_messages, indent_of, parse_py_file_line
+
+NAME = "traceback"
+
+HEADER = "Traceback (most recent call last):"
+_CHAIN = {
+    "During handling of the above exception, another exception occurred:": "during handling of it, the next was raised",
+    "The above exception was the direct cause of the following exception:": "it was the direct cause of the next",
+}
+_EXC_IN_THREAD = re.compile(r"^Exception in thread (.+?)(?: \(\w+\))?:$")
+#: ``pkg.mod.ErrorName: message`` / ``ErrorName`` alone: a dotted identifier, then ':' or the end.
+_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]{0,200})(?::\s?(.*))?$")
+#: Exception groups (3.11+) draw boxes: ``  | `` and ``  +-+---- 1 ----`` prefixes.
+_GROUP_PREFIX = re.compile(r"^\s{0,40}(?:\+[-+ 0-9.]{0,60}|\|)\s?")
+
+
+def score(lines: List[str]) -> float:
+    headers = frames = 0
+    for line in lines:
+        s = line.strip()
+        if s.endswith(HEADER):
+            headers += 1
+        elif s.startswith("File ") and ", line " in s and ", in " in s:
+            frames += 1
+    if headers == 0:
+        # No header: a paste cut at the top, inside the frames.  Any format with a header of its
+        # own outscores this.
+        return 0.5 * frames
+    return 4.0 * headers + frames
+
+
+def _strip_group(line: str) -> str:
+    if "|" in line[:40] or "+-" in line[:40]:
+        m = _GROUP_PREFIX.match(line)
+        if m and m.end() > 0:
+            return line[m.end():]
+    return line
+
+
+def _exception_line(s: str) -> bool:
+    m = _EXCEPTION.match(s)
+    if not m:
+        return False
+    name = m.group(1).rsplit(".", 1)[-1]
+    # Exception class names end this way by convention; KeyboardInterrupt & co. are the rest.
+    return name.endswith(("Error", "Exception", "Interrupt", "Exit", "Warning", "Timeout", "Group", "Failure")) or (
+        m.group(2) is not None and name[:1].isupper() and " " not in m.group(1)
+    )
+
+
+def parse(lines: List[str], proc: Process) -> None:
+    messages: List[str] = []
+    blocks: List[Thread] = []
+    pending_name: Optional[str] = None
+    cur: Optional[Thread] = None
+    state = "log"  # "log" | "frames" | "exception"
+    frames_indent = 0
+    for raw in lines:
+        line = _strip_group(raw)
+        s = line.strip()
+        if s.endswith(HEADER):
+            prefix = s[: -len(HEADER)].strip()
+            if prefix and prefix not in ("+ Exception Group", "Exception Group"):
+                messages.append(prefix)  # a log prefix glued to the header ("ERROR: Traceback ...")
+            cur = Thread(name=pending_name, python_name=pending_name)
+            cur.notes.append("Python traceback")
+            blocks.append(cur)
+            pending_name = None
+            state = "frames"
+            frames_indent = -1
+            continue
+        if state == "log" and not blocks and s.startswith("File ") and ", in " in s:
+            parsed = parse_py_file_line(s)
+            if parsed is not None and parsed[1]:
+                # frames before any header: the paste starts inside a traceback
+                cur = Thread(name=pending_name, python_name=pending_name)
+                cur.notes.append("Python traceback (its header is not in the text: the paste starts inside it; "
+                                 "frames taken as printed outermost first)")
+                blocks.append(cur)
+                pending_name = None
+                state = "frames"
+                frames_indent = -1
+        if state == "frames" and cur is not None:
+            parsed = parse_py_file_line(s)
+            if parsed is not None:
+                cur.frames.append(parsed[0])
+                frames_indent = indent_of(line)
+                continue
+            if s and (indent_of(line) > frames_indent >= 0 or s.startswith(("^", "~"))):
+                continue  # source text and caret lines under a frame
+            if s.startswith("[Previous line repeated"):
+                cur.notes.append(s.strip("[]"))
+                continue
+            if not s:
+                continue
+            if _exception_line(s) or indent_of(line) <= max(frames_indent, 0):
+                state = "exception"
+                cur.notes.append("exception: %s" % s)
+                messages.append(s)
+                continue
+        elif state == "exception" and cur is not None:
+            if not s:
+                state = "log"
+                continue
+            if s in _CHAIN:
+                cur.notes.append("chained: %s" % _CHAIN[s])
+                state = "log"
+                continue
+            if not _exception_line(s) and not s.startswith(("Traceback", "[")) and indent_of(line) == 0 \
+                    and len(cur.notes) < 50 and not _looks_like_log(s):
+                # A multi-line exception message continues until a blank line.
+                cur.notes[-1] += "\n" + s
+                messages.append(s)
+                continue
+            state = "log"
+        if s in _CHAIN:
+            if blocks:
+                blocks[-1].notes.append("chained: %s" % _CHAIN[s])
+            continue
+        m = _EXC_IN_THREAD.match(s)
+        if m:
+            pending_name = m.group(1)
+            messages.append(s)
+            continue
+        if s:
+            messages.append(s)
+    for t in blocks:
+        t.frames.reverse()  # innermost first, as every other source
+        t.merge = "python-only"
+    proc.threads.extend(blocks)
+    proc.messages.extend(cap_messages(messages, proc.notes))
+
+
+_LOG_START = re.compile(r"^(?:\d{4}-\d\d-\d\d|\[|[IWEF]\d{4} |INFO|WARNING|ERROR|DEBUG|CRITICAL)")
+
+
+def _looks_like_log(s: str) -> bool:
+    return bool(_LOG_START.match(s))

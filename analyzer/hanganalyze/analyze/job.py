@@ -1,0 +1,476 @@
+"""The job view: many ranks in, one diagnosis out.
+
+When one rank of a distributed job stops, every other rank stops too, each in a collective; one
+process at a time, every rank looks guilty or none does.  Compared side by side they say who is
+at fault.  Pure functions of a Snapshot whose processes are the ranks (per-process matching has
+already run; see ``pipeline.analyze``):
+
+1. flight-recorder dumps are joined to the stacks of the same rank (``join_flight_recorder``);
+2. each process gets a state (``rankstate.rank_state``);
+3. the cross-rank findings, each with ``ranks`` naming the ranks at fault:
+
+   * ``rank-missing``: fewer ranks than WORLD_SIZE came in (a rank exited or crashed);
+   * ``collective-straggler``: ranks wait in a collective (or in the device sync after one)
+     while one or a few are elsewhere: those are named, with their innermost frame;
+   * ``collective-mismatch``: the waiting ranks wait in different collectives, at different call
+     sites, or (flight recorder) at different sequence numbers;
+   * ``collective-hang``: every rank waits in the same collective and none is missing or elsewhere:
+     the collective itself does not finish (network, NCCL, a rank of another node not captured);
+   * ``collective-peer-wait`` (per rank): a rank blocked in a device sync right after a
+     collective waits for its peers: a hang, not the CUDA busy-spin the single process shows;
+
+4. per-process findings that hold on several ranks become one finding naming its ranks;
+5. ``Snapshot.job``: world size, missing ranks, rank classes (equivalence classes of stacks) and
+   the merged call tree (``calltree.py``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from dataclasses import replace
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from hanganalyze.analyze.calltree import build_call_tree, compress_ranks
+from hanganalyze.analyze.rankstate import RankState, rank_state
+from hanganalyze_gdbext.model import Evidence, Finding, Process, Snapshot
+
+#: What each cross-rank finding says; the summary is built from the ranks' states.
+JOB_FINDINGS: Dict[str, Dict[str, Any]] = {
+    "rank-missing": {
+        "title": "A rank of the job is missing (it exited or crashed)",
+        "severity": "hang",
+        "cause": "The job has fewer ranks than its WORLD_SIZE: a rank exited (normally or not) or crashed, and "
+                 "the others wait for it in their next collective or in the rendezvous, until the timeout.",
+        "fix": [
+            "Look at the missing rank's own log and exit status (torchrun prints one per worker; a core or "
+            "dmesg line if it crashed).",
+            "Make every rank run the same number of collectives: an early `return`/`break` or an exception "
+            "caught on one rank only leaves the others waiting.",
+        ],
+        "references": ["https://pytorch.org/docs/stable/distributed.html#debugging-torch-distributed-applications"],
+    },
+    "collective-straggler": {
+        "title": "Ranks wait in a collective that one or a few ranks never reached",
+        "severity": "hang",
+        "cause": "Collectives complete only when every rank of the group has entered them.  Most ranks are "
+                 "inside it; the ranks named are elsewhere (loading data, stuck in I/O, in a longer code "
+                 "path), so the others wait until the process-group timeout.",
+        "fix": [
+            "Look at what the named ranks are doing (their innermost frame is in the summary): slow or "
+            "blocked data loading, a rank-dependent branch, a deadlock on that rank only.",
+            "Set TORCH_NCCL_DUMP_ON_TIMEOUT=1 and TORCH_FR_BUFFER_SIZE=2000 to get flight-recorder dumps "
+            "with the sequence numbers of every rank's collectives.",
+        ],
+        "references": ["https://pytorch.org/docs/stable/torch_nccl_flight_recorder.html",
+                       "https://pytorch.org/docs/stable/distributed.html#debugging-torch-distributed-applications"],
+    },
+    "collective-mismatch": {
+        "title": "Ranks wait in different collectives (mismatched collective order or call site)",
+        "severity": "hang",
+        "cause": "The ranks called different collectives (or the same one from different places, or at different "
+                 "sequence numbers): each waits for peers that are in another call and never match it.",
+        "fix": [
+            "Make every rank issue the same collectives in the same order; look for rank-dependent code paths "
+            "around the call sites named.",
+            "TORCH_DISTRIBUTED_DEBUG=DETAIL checks collective order and shapes across ranks at run time.",
+        ],
+        "references": ["https://pytorch.org/docs/stable/distributed.html#torch-distributed-debug"],
+    },
+    "collective-hang": {
+        "title": "Every rank waits in the same collective and none is missing",
+        "severity": "hang",
+        "cause": "All the ranks given are inside the same collective, so it is the collective itself that does not "
+                 "finish: the network or the communication library hangs, or a rank that was not captured "
+                 "(another node) is elsewhere.",
+        "fix": [
+            "Capture every node's ranks (see docs/job.md); if all wait, run with NCCL_DEBUG=INFO and check the "
+            "network (NCCL_IB_*, NCCL_SOCKET_IFNAME).",
+        ],
+        "references": ["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"],
+    },
+    "worker-straggler": {
+        "title": "Processes wait for a worker that never answers",
+        "severity": "hang",
+        "cause": "The other processes of the job wait for work or results (multiprocessing queues, pipes, "
+                 "Pool.map); the named process is elsewhere and never sends what they wait for.",
+        "fix": [
+            "Look at what the named process is doing (its innermost frame is in the summary).",
+            "Give the wait a timeout (AsyncResult.get(timeout=...), Queue.get(timeout=...)) so a stuck "
+            "worker becomes an error instead of a hang.",
+        ],
+        "references": ["https://docs.python.org/3/library/multiprocessing.html#programming-guidelines"],
+    },
+    "collective-peer-wait": {
+        "title": "Blocked in a device sync after a collective: waiting for peers",
+        "severity": "hang",
+        "cause": "NCCL collectives are queued on the GPU and return at once; the host then blocks at the next "
+                 "synchronisation (.item(), .cpu(), cudaStreamSynchronize) until the collective completes, which "
+                 "needs every peer rank to enter it.",
+        "fix": [
+            "Find the rank that has not entered the collective (the job view names it when its stack is in "
+            "the input).",
+        ],
+        "references": ["https://pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution"],
+    },
+}
+
+#: The findings that compare ranks (the job's diagnosis), as opposed to what one rank shows.
+CROSS_RANK = frozenset({"rank-missing", "collective-straggler", "collective-mismatch", "collective-hang",
+                        "worker-straggler"})
+
+#: Ranks named in a summary before "and N more".
+MAX_NAMED = 8
+#: Per-rank info findings that a ``collective-peer-wait`` explains better.
+SUPERSEDED_BY_PEER_WAIT = frozenset({"cuda-sync-busy-spin"})
+
+
+def _key_label(ranks: List[int], label: str = "rank") -> str:
+    text = compress_ranks(ranks)
+    plural = len(ranks) > 1
+    return "%s%s %s" % (label, "s" if plural else "", text)
+
+
+def _who(states: Sequence[RankState]) -> str:
+    ranks = [s.rank for s in states if s.rank is not None]
+    if len(ranks) == len(states):
+        return _key_label(ranks)
+    pids = [s.pid for s in states if s.pid is not None]
+    if len(pids) == len(states) and len(pids) <= MAX_NAMED:
+        return "pid%s %s" % ("s" if len(pids) > 1 else "", ", ".join(str(p) for p in pids))
+    return "process%s %s" % ("es" if len(states) > 1 else "", compress_ranks([s.process for s in states]))
+
+
+def _coll_text(s: RankState) -> str:
+    what = s.op or ("the device sync after a collective" if s.state == "device-sync" else "a collective")
+    if s.state == "device-sync" and s.op:
+        what = "the device sync after %s" % s.op
+    if s.state == "rendezvous":
+        what = s.op or "the rendezvous"
+    if s.state == "ipc-wait":
+        what = "a %s wait" % (s.op or "multiprocessing")
+    bits = [what]
+    if s.seq is not None:
+        bits.append("(collective #%d)" % s.seq)
+    if s.call_site:
+        bits.append("called from %s" % s.call_site)
+    elif s.where:
+        bits.append("at %s" % s.where)
+    return " ".join(bits)
+
+
+def _classes_of(states: Sequence[RankState], key) -> OrderedDict[Any, List[RankState]]:
+    groups: OrderedDict[Any, List[RankState]] = OrderedDict()
+    for s in states:
+        groups.setdefault(key(s), []).append(s)
+    return groups
+
+
+def _elsewhere_text(states: Sequence[RankState]) -> str:
+    classes = list(_classes_of(states, lambda s: s.where).items())
+    if len(classes) == 1:
+        where, members = classes[0]
+        return "%s in %s" % ("it is" if len(members) == 1 else "they are", where or "an unknown place")
+    parts = []
+    for where, members in classes[:MAX_NAMED]:
+        parts.append("%s %s in %s" % (_who(members), "is" if len(members) == 1 else "are", where or "an unknown place"))
+    return "; ".join(parts)
+
+
+def _source_name(states: Sequence[RankState]) -> str:
+    """Where sequence numbers came from, as a user would name it."""
+    sources = {s.fr_source for s in states}
+    return "PyTorch watchdog log" if sources == {"watchdog-log"} else "flight recorder"
+
+
+def _evidence(states: Sequence[RankState], rule: str) -> List[Evidence]:
+    out = []
+    for s in states[:64]:
+        text = s.where or ""
+        if s.waiting:
+            text = _coll_text(s)
+        elif s.state == "no-stack":
+            text = "no stack (flight recorder only): last enqueued #%s, last completed #%s" % (
+                s.last_enqueued, s.last_completed)
+        out.append(Evidence(rank=s.rank, process=s.process, thread=s.thread, frame=s.frame, rule=rule, text=text))
+    return out
+
+
+def _finding(sig: str, at_fault: Sequence[RankState], summary: str, evidence: List[Evidence],
+             confidence: float, ranks: Optional[List[int]] = None) -> Finding:
+    meta = JOB_FINDINGS[sig]
+    procs = [s.process for s in at_fault]
+    return Finding(
+        signature=sig, title=meta["title"], severity=meta["severity"], process=procs[0] if procs else 0,
+        threads=[s.thread for s in at_fault[:1] if s.thread is not None], summary=summary, fix=list(meta["fix"]),
+        references=list(meta["references"]), evidence=evidence, confidence=confidence, cause=meta["cause"],
+        ranks=sorted(ranks if ranks is not None else [s.rank for s in at_fault if s.rank is not None]),
+        processes=procs,
+    )
+
+
+def world_size(processes: Sequence[Process]) -> Optional[int]:
+    """The largest WORLD_SIZE any rank reports (from its environment or flight-recorder group)."""
+    sizes = []
+    for p in processes:
+        ws = (p.dist or {}).get("world_size") if isinstance(p.dist, dict) else None
+        if isinstance(ws, int) and not isinstance(ws, bool) and 0 < ws < (1 << 24):
+            sizes.append(ws)
+        groups = (p.collectives or {}).get("groups") if isinstance(p.collectives, dict) else None
+        if isinstance(groups, dict):
+            for g in groups.values():
+                rs = g.get("ranks") if isinstance(g, dict) else None
+                if isinstance(rs, list) and rs and all(isinstance(r, int) for r in rs):
+                    sizes.append(max(rs) + 1)
+    return max(sizes) if sizes else None
+
+
+def join_flight_recorder(snapshot: Snapshot) -> None:
+    """A flight-recorder dump gives no stack; the stacks give no sequence numbers: one process per rank.
+
+    Runs before matching (it changes process indices).  A dump whose rank has no stack in the input
+    stays a process of its own (``no-stack``): it still says which collective that rank reached.
+    """
+    by_rank: Dict[int, Process] = {}
+    for p in snapshot.processes:
+        if p.source != "flight-recorder" and p.rank is not None and p.threads and p.rank not in by_rank:
+            by_rank[p.rank] = p
+    kept = []
+    for p in snapshot.processes:
+        target = by_rank.get(p.rank) if p.source == "flight-recorder" and p.rank is not None else None
+        if target is not None and (not isinstance(target.collectives, dict)
+                                   or target.collectives.get("source") != "flight-recorder"):
+            target.collectives = p.collectives
+            target.notes.append("flight-recorder dump %s joined to this rank" % (p.collectives or {}).get("file", ""))
+            continue
+        kept.append(p)
+    snapshot.processes = kept
+
+
+def _job_context(snapshot: Snapshot) -> bool:
+    return len(snapshot.processes) > 1 or any(
+        p.rank is not None or p.collectives for p in snapshot.processes)
+
+
+def _peer_wait(snapshot: Snapshot, states: List[RankState]) -> List[Finding]:
+    syncs = [s for s in states if s.state == "device-sync"]
+    if not syncs:
+        return []
+    parts = []
+    for members in list(_classes_of(syncs, lambda s: (s.op, s.call_site, s.seq)).values())[:MAX_NAMED]:
+        parts.append("%s %s blocked in %s" % (_who(members), "is" if len(members) == 1 else "are",
+                                              _coll_text(members[0])))
+    summary = "; ".join(parts) + ": waiting for the peers to complete the collective"
+    return [_finding("collective-peer-wait", syncs, summary, _evidence(syncs, "device sync after a collective"),
+                     0.8 if any(s.seq is not None for s in syncs) else 0.6)]
+
+
+def cross_rank_findings(snapshot: Snapshot, states: List[RankState], world: Optional[int]) -> List[Finding]:
+    out: List[Finding] = []
+    if any(s.rank is not None for s in states):
+        # ranks are known: a process without one (the launcher's own log lines, a helper) is context,
+        # never a rank at fault
+        states = [s for s in states if s.rank is not None]
+    ranked = [s for s in states if s.rank is not None]
+    waiting = [s for s in states if s.waiting]
+    elsewhere = [s for s in states if s.state == "elsewhere"]
+    seen_ranks = {s.rank for s in ranked}
+    missing: List[int] = []
+    if world is not None and ranked:
+        missing = [r for r in range(world) if r not in seen_ranks][:1 << 16]
+    if missing:
+        tail = ""
+        if waiting:
+            tail = "; %s wait%s in %s" % (_who(waiting), "s" if len(waiting) == 1 else "", _coll_text(waiting[0]))
+        summary = "%s of %d %s not in the input: no process, core or dump (it exited or crashed)%s" % (
+            _key_label(missing), world, "is" if len(missing) == 1 else "are", tail)
+        out.append(_finding("rank-missing", waiting[:1] or list(states[:1]), summary,
+                            _evidence(waiting, "waits for the missing rank"), 0.9, ranks=missing))
+
+    # flight recorder: ranks that never enqueued the collective the others are in
+    fr = [s for s in states if s.last_enqueued is not None]
+    behind: List[RankState] = []
+    if len(fr) >= 2:
+        top = max(s.last_enqueued for s in fr if s.last_enqueued is not None)
+        behind = [s for s in fr if s.last_enqueued is not None and s.last_enqueued < top
+                  and (s.state in ("elsewhere", "no-stack") or s.fr_completed)]
+    stragglers = elsewhere + [s for s in behind if s not in elsewhere and not s.waiting]
+    ipc = [s for s in waiting if s.state == "ipc-wait"]
+    waiting = [s for s in waiting if s.state != "ipc-wait"]
+    if ipc and not waiting and elsewhere:
+        summary = "%s wait%s for other processes (%s); %s never answer%s: %s" % (
+            _who(ipc), "s" if len(ipc) == 1 else "", ", ".join(sorted({s.where or "" for s in ipc})[:3]),
+            _who(elsewhere), "s" if len(elsewhere) == 1 else "", _elsewhere_text(elsewhere))
+        out.append(_finding("worker-straggler", elsewhere, summary,
+                            _evidence(elsewhere, "elsewhere") + _evidence(ipc, "waiting"),
+                            0.8 if len(elsewhere) < len(ipc) else 0.6))
+    if waiting and stragglers:
+        first = waiting[0]
+        summary = "%s wait%s in %s; %s never reached it: %s" % (
+            _who(waiting), "s" if len(waiting) == 1 else "", _coll_text(first), _who(stragglers),
+            _elsewhere_text([s for s in stragglers if s.state == "elsewhere"]) or "no stack in the input")
+        fr_note = [s for s in stragglers if s.last_enqueued is not None]
+        if fr_note and first.seq is not None:
+            lasts = sorted({s.last_enqueued for s in fr_note if s.last_enqueued is not None})
+            summary += " (%s: %s last enqueued #%s, the others #%d)" % (
+                _source_name(fr_note), _who(fr_note), compress_ranks(lasts), first.seq)
+        conf = 0.9 if len(stragglers) <= len(waiting) else 0.7
+        out.append(_finding("collective-straggler", stragglers, summary,
+                            _evidence(stragglers, "elsewhere") + _evidence(waiting, "waiting"), conf))
+    elif behind and not waiting:
+        ahead = [s for s in fr if s not in behind]
+        summary = "%s enqueued collective #%s; %s stopped at #%s (%s)" % (
+            _who(ahead), ahead[0].last_enqueued if ahead else "?", _who(behind),
+            compress_ranks(sorted({s.last_enqueued for s in behind if s.last_enqueued is not None})),
+            _source_name(behind))
+        out.append(_finding("collective-straggler", behind, summary, _evidence(behind, "behind"), 0.7))
+
+    # different collectives among the waiting ranks
+    groups = collective_groups(waiting)
+    if len(groups) > 1:
+        ordered = sorted(groups, key=lambda g: (-len(g), min(s.process for s in g)))
+        major, minors = ordered[0], [s for g in ordered[1:] for s in g]
+        parts = ["%s wait%s in %s" % (_who(g), "s" if len(g) == 1 else "", _coll_text(g[0]))
+                 for g in ordered[:MAX_NAMED]]
+        summary = "; ".join(parts) + ": the calls do not match"
+        known = all(s.op is not None for s in waiting)
+        out.append(_finding("collective-mismatch", minors, summary,
+                            _evidence(minors, "different collective") + _evidence(major, "majority"),
+                            0.85 if known else 0.6))
+    if waiting and not stragglers and not missing and len(groups) <= 1 and len(states) > 1 \
+            and all(s.waiting and s.state != "ipc-wait" for s in states):
+        summary = "all %d ranks wait in %s; none is missing or elsewhere" % (len(waiting), _coll_text(waiting[0]))
+        out.append(_finding("collective-hang", waiting, summary, _evidence(waiting, "waiting"), 0.6))
+    return out
+
+
+def _compatible(a: RankState, b: RankState) -> bool:
+    """Could these two ranks be in the same collective?  An unknown op (an NCCL device sync with no
+    flight recorder) matches any op, but the call site and a known sequence number must agree."""
+    if a.call_site != b.call_site:
+        return False
+    if a.op is not None and b.op is not None and a.op != b.op:
+        return False
+    return a.seq is None or b.seq is None or a.seq == b.seq
+
+
+def collective_groups(waiting: Sequence[RankState]) -> List[List[RankState]]:
+    """Waiting ranks grouped by the collective they are in; more than one group is a mismatch.
+
+    Each group is checked against its first member and its first member with a known op (so a
+    4,096-rank job costs a few comparisons per rank, not one per pair)."""
+    groups: List[List[RankState]] = []
+    reps: List[List[RankState]] = []
+    for s in waiting:
+        for g, rep in zip(groups, reps):
+            if all(_compatible(s, r) for r in rep):
+                g.append(s)
+                if s.op is not None and all(r.op is None for r in rep):
+                    rep.append(s)
+                break
+        else:
+            groups.append([s])
+            reps.append([s])
+    return groups
+
+
+def _rank_suffix(ranks: List[int], procs: List[int]) -> str:
+    if ranks and len(ranks) == len(procs):
+        return " (on %s)" % _key_label(ranks)
+    return " (in %d processes)" % len(procs)
+
+
+def group_findings(snapshot: Snapshot) -> List[Finding]:
+    """One finding per signature across processes, naming the ranks it holds for."""
+    groups: OrderedDict[Tuple[str, str], List[Finding]] = OrderedDict()
+    for f in snapshot.findings:
+        groups.setdefault((f.signature, f.severity), []).append(f)
+    out = []
+    for members in groups.values():
+        first = members[0]
+        procs = sorted({m.process for m in members})
+        if len(procs) > 1:
+            ranks = sorted({snapshot.processes[i].rank for i in procs if 0 <= i < len(snapshot.processes)
+                            and snapshot.processes[i].rank is not None})
+            first.processes = procs
+            first.ranks = ranks
+            first.summary = (first.summary or first.title) + _rank_suffix(ranks, procs)
+            first.evidence = [replace(e, process=m.process) for m in members for e in m.evidence][:256]
+        elif first.process < len(snapshot.processes) and snapshot.processes[first.process].rank is not None:
+            first.ranks = [snapshot.processes[first.process].rank]  # type: ignore[list-item]
+            first.processes = procs
+        out.append(first)
+    return out
+
+
+def state_classes(states: Sequence[RankState], keys: Sequence[int]) -> List[Dict[str, Any]]:
+    """Ranks grouped by where they are (state, collective, call site, innermost frame), largest first.
+
+    Not by their whole stacks: two ranks in the same ``all_reduce`` whose gloo helper threads sit
+    in different places are the same for the diagnosis, and would split a 4,096-rank job into
+    hundreds of classes.  The call tree keeps every thread's differences.
+    """
+    groups = _classes_of(states, lambda s: (s.state, s.op, s.call_site, s.where, s.seq))
+    out = []
+    for members in groups.values():
+        ks = [keys[s.process] for s in members]
+        out.append({"ranks": compress_ranks(ks), "keys": ks[:4096], "processes": [s.process for s in members],
+                    "size": len(members), "state": members[0].state, "where": members[0].where})
+    out.sort(key=lambda c: (-c["size"], c["processes"][0]))
+    return out
+
+
+def keys_for(processes: Sequence[Process]) -> Tuple[List[int], str]:
+    """Ranks when every process has a distinct one; process indices otherwise."""
+    ranks = [p.rank for p in processes]
+    if ranks and all(r is not None for r in ranks) and len(set(ranks)) == len(ranks):
+        return [int(r) for r in ranks if r is not None], "rank"
+    return list(range(len(processes))), "process"
+
+
+def analyze_job(snapshot: Snapshot) -> Snapshot:
+    """Cross-rank findings, grouped per-rank findings and ``Snapshot.job`` (see the module doc)."""
+    if not _job_context(snapshot):
+        return snapshot
+    procs = snapshot.processes
+    if len(procs) == 1:  # one rank: what it shows (a peer wait), no job view
+        states = [rank_state(0, procs[0])]
+        peer = _peer_wait(snapshot, states) if states[0].rank is not None else []
+        if peer:
+            snapshot.findings = peer + [f for f in snapshot.findings if f.signature not in SUPERSEDED_BY_PEER_WAIT]
+        for f in snapshot.findings:
+            if procs[0].rank is not None and not f.ranks:
+                f.ranks = [procs[0].rank]
+        return snapshot
+    states = [rank_state(i, p) for i, p in enumerate(procs)]
+    world = world_size(procs)
+    dup = [r for r, n in Counter(p.rank for p in procs if p.rank is not None).items() if n > 1]
+    if dup:
+        snapshot.warnings.append("%s came in more than once: the job view keys processes by index"
+                                 % _key_label(sorted(dup)))
+    peer = _peer_wait(snapshot, states) if (len(procs) > 1 or any(s.rank is not None for s in states)) else []
+    waiting_procs = {s.process for s in states if s.state == "device-sync"}
+    per_process = [f for f in snapshot.findings
+                   if not (f.signature in SUPERSEDED_BY_PEER_WAIT and f.process in waiting_procs and peer)]
+    snapshot.findings = per_process
+    grouped = group_findings(snapshot)
+    cross = cross_rank_findings(snapshot, states, world) if len(procs) > 1 else []
+    snapshot.findings = cross + peer + grouped
+    keys, key_kind = keys_for(procs)
+    live = [i for i, p in enumerate(procs) if p.threads]
+    classes = state_classes(states, keys)
+    tree = build_call_tree([procs[i] for i in live], [keys[i] for i in live]) if live else None
+    seen = sorted(p.rank for p in procs if p.rank is not None)
+    missing = [r for r in range(world) if r not in set(seen)] if world is not None and seen else []
+    snapshot.job = {
+        "processes": len(procs),
+        "key": key_kind,
+        "world_size": world,
+        "ranks": compress_ranks(seen),
+        "missing": compress_ranks(missing),
+        "failed": [{"process": i, "rank": p.rank, "error": p.error} for i, p in enumerate(procs) if p.error],
+        "states": [{"process": s.process, "rank": s.rank, "state": s.state, "op": s.op, "call_site": s.call_site,
+                    "where": s.where, "seq": s.seq} for s in states],
+        "classes": classes,
+        "tree": tree,
+    }
+    return snapshot

@@ -1,0 +1,546 @@
+"""Match a Snapshot against the compiled signature database (pure: no I/O, no gdb).
+
+How a signature matches one process:
+  1. its ``conditions`` hold (library present / version range, Python version, signal);
+  2. one of its clauses holds: every required thread rule is met by its own thread(s) (distinct
+     threads: "thread X in A while another thread in B"), counting rules (``max``) hold, every
+     message rule finds a line in ``process.messages``, and ``thread_count`` holds.
+A thread meets a rule when its frames (``thread.all_frames()``, innermost first) contain the
+rule's steps in order (each step further out than the previous one, within ``gap`` frames) and
+none of its ``not`` patterns.  A step may match through its ``stripped`` fallback (exported
+neighbour + library, for builds without internal symbols) at a lower confidence.
+
+Speed: names are normalized once per frame and indexed per process (name -> threads); a clause is
+only tried when every required rule's anchor names occur in the process, and a rule only on the
+threads that contain one of its anchors.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from hanganalyze.acquire.embedded_versions import static_name, versions_from_messages
+from hanganalyze.analyze.names import library_version, normalize_function
+from hanganalyze.analyze.signatures import (
+    Clause,
+    FramePattern,
+    Signature,
+    SignatureDB,
+    Step,
+    ThreadRule,
+    parse_version,
+)
+from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
+
+#: Confidence factor for each step matched only through its stripped fallback.
+STRIPPED_FACTOR = 0.75
+#: Confidence factor when a rule needs a GIL state the snapshot does not know.
+UNKNOWN_GIL_FACTOR = 0.8
+#: Confidence factor when a version condition could not be checked: the library is loaded but its
+#: version is unreadable (``libnccl.so.2``), or the Python version is unknown.
+UNKNOWN_VERSION_FACTOR = 0.9
+#: ... and when the library was not found at all (not mapped, no embedded version string, not in
+#: the log): linked statically where we could not read it, or an input that lists no libraries.
+MISSING_LIBRARY_FACTOR = 0.7
+
+_NEEDS_NORMALISING = re.compile(r"[(\[.@ ]")
+
+#: A frame as the matcher sees it: (normalized function, library basename, file, kind).
+FrameKey = Tuple[str, str, str, str]
+
+
+def _norm(name: Optional[str], cache: Dict[Optional[str], str]) -> str:
+    hit = cache.get(name)
+    if hit is None:
+        if name and name != "??" and not _NEEDS_NORMALISING.search(name):
+            hit = name
+        else:
+            hit = normalize_function(name)
+        cache[name] = hit
+    return hit
+
+
+def _frame_matches(pat: FramePattern, key: FrameKey) -> bool:
+    norm, lib, file_, kind = key
+    if pat.kind and kind != pat.kind:
+        return False
+    if pat.function is not None and not (
+        pat.function.matches(norm)
+        or (kind == "python" and "." in norm and pat.function.matches(norm.rsplit(".", 1)[1]))
+    ):
+        return False
+    if pat.library is not None and not pat.library.search(lib):
+        return False
+    if pat.file is not None:
+        return bool(pat.file.search(file_) or (not pat.file_has_slash and pat.file.search(os.path.basename(file_))))
+    return True
+
+
+@dataclass
+class _ThreadView:
+    """A thread's frames with normalized names, computed once per match run."""
+
+    index: int
+    thread: Thread
+    frames: List[Frame]
+    norms: List[str]
+    names: Set[str]
+    keys: List[Optional[FrameKey]]  # None for marker frames, which never match
+    stack: int = 0  # threads with identical keys share this number (positions are computed once)
+    key_positions: Optional[Dict[FrameKey, List[int]]] = None  # distinct key -> frame indices
+
+
+def frame_text(frame: Frame) -> str:
+    """``function (file:line)`` or ``function (library)`` for evidence."""
+    fn = frame.function or "??"
+    if frame.file:
+        where = "%s:%s" % (frame.file, frame.line) if frame.line else frame.file
+    elif frame.library:
+        where = os.path.basename(frame.library)
+    else:
+        where = ""
+    return "%s (%s)" % (fn, where) if where else fn
+
+
+class _Matcher:
+    def __init__(self, process: Process):
+        self.process = process
+        cache: Dict[Optional[str], str] = {}
+        libbase: Dict[Optional[str], str] = {}
+        self.views: List[_ThreadView] = []
+        self.by_name: Dict[str, List[int]] = {}
+        stacks: Dict[Tuple[Optional[FrameKey], ...], int] = {}
+        for ti, t in enumerate(process.threads):
+            frames = t.all_frames()
+            # Python names are qualnames ("Thread.join"): kept as they are, and also indexed by
+            # their last part so that a rule may name just the function ("join").
+            norms = [(f.function or "??") if f.kind == "python" else _norm(f.function, cache) for f in frames]
+            names = set(norms)
+            names.update(n.rsplit(".", 1)[1] for n, f in zip(norms, frames) if f.kind == "python" and "." in n)
+            keys: List[Optional[FrameKey]] = []
+            for f, n in zip(frames, norms):
+                if f.marker:
+                    keys.append(None)
+                    continue
+                lib = libbase.get(f.library)
+                if lib is None:
+                    lib = libbase[f.library] = os.path.basename(f.library or "")
+                keys.append((n, lib, f.file or "", f.kind))
+            stack = stacks.setdefault(tuple(keys), len(stacks))
+            self.views.append(_ThreadView(ti, t, frames, norms, names, keys, stack))
+            for n in names:
+                self.by_name.setdefault(n, []).append(ti)
+        self.all_names = set(self.by_name)
+        self._frame_cache: Dict[int, Dict[FrameKey, bool]] = {}
+        self._pos_cache: Dict[Tuple[int, int], Tuple[List[int], Set[int]]] = {}
+        self._lib_names: Optional[List[Tuple[str, Optional[str], str]]] = None
+
+    # ----- frames ---------------------------------------------------------------------------
+    def frame_ok(self, pat: FramePattern, key: Optional[FrameKey]) -> bool:
+        """Does the frame match the pattern?  Cached per pattern and distinct frame content."""
+        if key is None:
+            return False
+        cache = self._frame_cache.get(id(pat))
+        if cache is None:
+            cache = self._frame_cache[id(pat)] = {}
+        hit = cache.get(key)
+        if hit is None:
+            hit = cache[key] = _frame_matches(pat, key)
+        return hit
+
+    def positions(self, pat: FramePattern, tv: _ThreadView) -> Tuple[List[int], Set[int]]:
+        """Indices of the thread's frames that match the pattern (sorted, and as a set), once per
+        pattern and distinct stack (identical threads share the answer), testing each distinct
+        frame once; a thread without one of the pattern's anchor names is not scanned at all."""
+        ck = (id(pat), tv.stack)
+        hit = self._pos_cache.get(ck)
+        if hit is None:
+            idx: List[int] = []
+            anchors = pat.anchors()
+            if anchors is None or not anchors.isdisjoint(tv.names):
+                if tv.key_positions is None:
+                    tv.key_positions = {}
+                    for i, key in enumerate(tv.keys):
+                        if key is not None:
+                            tv.key_positions.setdefault(key, []).append(i)
+                cache = self._frame_cache.get(id(pat))
+                if cache is None:
+                    cache = self._frame_cache[id(pat)] = {}
+                for key, where in tv.key_positions.items():
+                    ok = cache.get(key)
+                    if ok is None:
+                        ok = cache[key] = _frame_matches(pat, key)
+                    if ok:
+                        idx.extend(where)
+                idx.sort()
+            hit = self._pos_cache[ck] = (idx, set(idx))
+        return hit
+
+    def _step_positions(self, st: Step, tv: _ThreadView, allow_stripped: bool) -> Tuple[List[int], Set[int], Set[int]]:
+        """(sorted indices matching the step, that set, the subset matched only via stripped)."""
+        main, main_set = self.positions(st, tv)
+        if not allow_stripped or st.stripped is None:
+            return main, main_set, set()
+        extra, extra_set = self.positions(st.stripped, tv)
+        via = extra_set - main_set
+        if not via:
+            return main, main_set, via
+        both = main_set | via
+        return sorted(both), both, via
+
+    def search_stack(
+        self, steps: Sequence[Step], tv: _ThreadView, allow_stripped: bool
+    ) -> Optional[List[Tuple[int, int, bool]]]:
+        """[(step, frame index, via_stripped)] for the first ordered placement of the steps.
+
+        Walks only the frames that match each step (``positions``), in frame order, so a thread
+        is scanned once per pattern, not once per placement tried."""
+        n = len(tv.frames)
+        failed: Set[Tuple[int, int]] = set()
+        per_step: List[Optional[Tuple[List[int], Set[int], Set[int]]]] = [None] * len(steps)
+
+        def at(si: int) -> Tuple[List[int], Set[int], Set[int]]:
+            ps = per_step[si]
+            if ps is None:
+                ps = per_step[si] = self._step_positions(steps[si], tv, allow_stripped)
+            return ps
+
+        # Fail fast, step by step (most threads fail the innermost step, often within a few
+        # frames): a depth-limited first step is tried on its few frames before any full scan,
+        # then a required step with no match, or the first one beyond its depth limit.
+        st0 = steps[0] if steps else None
+        if st0 is not None and not st0.optional and st0.within is not None:
+            head = tv.keys[: st0.within]
+            if not any(self.frame_ok(st0, k) for k in head) and not (
+                allow_stripped and st0.stripped is not None and any(self.frame_ok(st0.stripped, k) for k in head)
+            ):
+                return None
+        for si, st in enumerate(steps):
+            if st.optional:
+                continue
+            order = at(si)[0]
+            if not order or (si == 0 and st.within is not None and order[0] >= st.within):
+                return None
+
+        def rec(si: int, prev: int) -> Optional[List[Tuple[int, int, bool]]]:
+            if si == len(steps):
+                return []
+            if (si, prev) in failed:
+                return None
+            st = steps[si]
+            order, members, via = at(si)
+            hi = n - 1
+            if st.within is not None and prev < 0:
+                hi = min(hi, st.within - 1)
+            if st.gap is not None and prev >= 0:
+                hi = min(hi, prev + 1 + st.gap)
+            for i in order[bisect.bisect_right(order, prev):]:
+                if i > hi:
+                    break
+                # The innermost step (where the thread waits) often matches a run of frames
+                # (futex -> ... -> pthread_cond_wait): report the outermost, the one a reader
+                # recognises, and keep the innermost as the fallback placement.
+                j = i
+                while si == 0 and j + 1 < n and (j + 1) in members:
+                    j += 1
+                for k in ((j, i) if j != i else (i,)):
+                    rest = rec(si + 1, k)
+                    if rest is not None:
+                        return [(si, k, k in via)] + rest
+            if st.optional:
+                rest = rec(si + 1, prev)
+                if rest is not None:
+                    return rest
+            failed.add((si, prev))
+            return None
+
+        return rec(0, -1)
+
+    # ----- threads --------------------------------------------------------------------------
+    def thread_rule(self, rule: ThreadRule, tv: _ThreadView) -> Optional[Tuple[List[Evidence], float]]:
+        t = tv.thread
+        if rule.thread_name is not None:
+            names = [x for x in (t.name, t.os_name, t.python_name) if x]
+            if not any(rule.thread_name.search(x) for x in names):
+                return None
+        gil_factor = 1.0
+        gil_ev: List[Evidence] = []
+        if rule.gil is not None:
+            state = t.state.gil if t.state is not None else None
+            if state is None:
+                gil_factor = UNKNOWN_GIL_FACTOR
+            elif state != rule.gil:
+                return None
+            else:
+                gil_ev.append(Evidence(thread=t.tid, rule="%s: GIL %s" % (rule.rule, rule.gil), text="GIL %s" % state))
+        if not rule.stack:
+            if any(self.frame_ok(pat, k) for pat in rule.not_ for k in tv.keys):
+                return None
+            return [Evidence(thread=t.tid, rule=rule.rule, text="thread name %s" % (t.name,))], 1.0
+        placed = self.search_stack(rule.stack, tv, allow_stripped=False)
+        if placed is None and any(s.stripped is not None for s in rule.stack):
+            placed = self.search_stack(rule.stack, tv, allow_stripped=True)
+        if placed is None:
+            return None
+        for pat in rule.not_:  # after the (usually failing) stack search: cheaper that way
+            if any(self.frame_ok(pat, k) for k in tv.keys):
+                return None
+        conf = gil_factor
+        ev = list(gil_ev)
+        for si, fi, via in placed:
+            step = rule.stack[si]
+            ev.append(Evidence(
+                thread=t.tid, frame=fi,
+                rule="%s: %s" % (rule.rule, (step.stripped.text if via and step.stripped else step.text)),
+                text=frame_text(tv.frames[fi]),
+                function=tv.frames[fi].function or "??",
+                stripped=via,
+            ))
+            if via:
+                conf *= STRIPPED_FACTOR
+        return ev, conf
+
+    def candidates(self, rule: ThreadRule) -> List[int]:
+        anchors = rule.anchors()
+        if anchors is None:
+            return list(range(len(self.views)))
+        out: Set[int] = set()
+        for a in anchors:
+            out.update(self.by_name.get(a, ()))
+        return sorted(out)
+
+    def rule_hits(self, rule: ThreadRule) -> List[Tuple[int, List[Evidence], float]]:
+        hits = []
+        for ti in self.candidates(rule):
+            r = self.thread_rule(rule, self.views[ti])
+            if r is not None:
+                hits.append((ti, r[0], r[1]))
+        return hits
+
+    # ----- clauses --------------------------------------------------------------------------
+    def clause(self, clause: Clause) -> Optional[Tuple[float, List[Evidence], List[int], List[str]]]:
+        """(confidence, evidence, tids, summary parts) when the clause holds."""
+        tc = clause.thread_count
+        if tc:
+            n = len(self.process.threads)
+            if n < tc.get("min", 0) or ("max" in tc and n > tc["max"]):
+                return None
+        required = [r for r in clause.threads if not r.optional and r.max is None]
+        for r in required:  # cheap pre-check through the name index
+            a = r.anchors()
+            if a is not None and not (a & self.all_names):
+                return None
+        evidence: List[Evidence] = []
+        parts: List[str] = []
+        conf = clause.confidence
+        hits_by_rule = {id(r): self.rule_hits(r) for r in required}
+        order = sorted(required, key=lambda r: len(hits_by_rule[id(r)]))
+        chosen: Dict[int, List[Tuple[int, List[Evidence], float]]] = {}
+        used: Set[int] = set()
+
+        def assign(k: int) -> bool:
+            if k == len(order):
+                return True
+            r = order[k]
+            free = [h for h in hits_by_rule[id(r)] if h[0] not in used]
+            if len(free) < r.min:
+                return False
+            if r.min <= 1:
+                for h in free:
+                    used.add(h[0])
+                    chosen[id(r)] = [h] if r.min == 1 else []
+                    if assign(k + 1):
+                        return True
+                    used.discard(h[0])
+                return False
+            take = free  # "at least N threads": all of them are evidence
+            for h in take:
+                used.add(h[0])
+            chosen[id(r)] = take
+            if assign(k + 1):
+                return True
+            for h in take:
+                used.discard(h[0])
+            return False
+
+        if not assign(0):
+            return None
+        # counting rules look at the other threads: "no other thread in X" (max 0), "at least N"
+        for r in clause.threads:
+            if r.max is not None:
+                hits = [h for h in self.rule_hits(r) if h[0] not in used]
+                if len(hits) > r.max or len(hits) < r.min:
+                    return None
+                for _ti, ev, _c in hits[:3]:
+                    evidence.extend(ev)
+        tids: List[int] = []
+        for r in required:
+            hs = chosen.get(id(r), [])
+            for ti, ev, c in hs:
+                evidence.extend(ev)
+                conf *= c
+                t = self.views[ti].thread
+                if t.tid not in tids:
+                    tids.append(t.tid)
+            if hs:
+                parts.append(self._describe(r, hs))
+        for r in clause.threads:
+            if r.optional:
+                for ti, ev, _c in self.rule_hits(r):
+                    if ti in used:
+                        continue
+                    evidence.extend(ev)
+                    t = self.views[ti].thread
+                    if t.tid not in tids:
+                        tids.append(t.tid)
+                    parts.append(self._describe(r, [(ti, ev, _c)]))
+                    break
+        for mr in clause.messages:
+            for mi, line in enumerate(self.process.messages):
+                if mr.regex.search(line):
+                    evidence.append(Evidence(message=mi, rule=mr.rule, text=line.strip()[:300]))
+                    parts.append("the log says %r" % line.strip()[:160])
+                    break
+            else:
+                return None
+        return conf, evidence, tids, parts
+
+    def _describe(self, rule: ThreadRule, hits: List[Tuple[int, List[Evidence], float]]) -> str:
+        ti, ev, _c = hits[0]
+        t = self.views[ti].thread
+        who = "thread %s%s" % (t.tid, " (%s)" % t.name if t.name else "")
+        frames = [e.function or "??" for e in ev if e.frame is not None]
+        more = " and %d more thread(s)" % (len(hits) - 1) if len(hits) > 1 else ""
+        if not frames:
+            return "%s%s matches %s" % (who, more, rule.rule)
+        chain = frames[0] + "".join(", called from %s" % f for f in frames[1:])
+        stripped = sum(1 for e in ev if e.stripped)
+        note = " (%d frame(s) matched without symbols)" % stripped if stripped else ""
+        return "%s%s is in %s%s" % (who, more, chain, note)
+
+    # ----- conditions -----------------------------------------------------------------------
+    def libraries(self) -> List[Tuple[str, Optional[str], str]]:
+        """(name, version, where) of every library known: process.libraries (a statically linked
+        one, ``"FILE (static libnccl.so)"``, under its library name), versions NCCL printed in the
+        log (text inputs), plus frame libraries (no version)."""
+        if self._lib_names is None:
+            seen: Dict[str, Tuple[str, Optional[str], str]] = {}
+            for lib in self.process.libraries:
+                static = static_name(lib.path)
+                name = static or os.path.basename(lib.path)
+                key = lib.path if static else name
+                where = "%s linked into %s" % (static, lib.path[: lib.path.rfind(" (static ")]) if static else name
+                seen[key] = (name, lib.version, where)
+            for name, v in versions_from_messages(self.process.messages):
+                seen.setdefault("log:" + name, (name, v, "%s (version printed in the log)" % name))
+            for tv in self.views:
+                for f in tv.frames:
+                    if f.library:
+                        base = os.path.basename(f.library)
+                        seen.setdefault(base, (base, None, base))
+            self._lib_names = list(seen.values())
+        return self._lib_names
+
+    def conditions(self, sig: Signature) -> Optional[Tuple[float, List[Evidence], List[str]]]:
+        """(confidence factor, evidence, notes) when the conditions hold or cannot be checked;
+        None only when a KNOWN fact fails them (a known version outside the range, a known signal
+        or Python version, a presence-only library absent from a known library list)."""
+        c = sig.conditions
+        factor, ev, notes = 1.0, [], []
+        if c.signal is not None and self.process.signal not in c.signal:
+            return None
+        if c.python is not None:
+            v = parse_version((self.process.python or {}).get("version"))
+            if v is None:
+                factor *= UNKNOWN_VERSION_FACTOR
+                notes.append("Python version unknown: this applies to Python %s" % c.python.text)
+            elif not c.python.contains(v):
+                return None
+        for lc in c.libraries:
+            found = [(n, v, w) for n, v, w in self.libraries() if lc.name.search(n)]
+            if lc.version is None:
+                if not found and self.process.libraries:  # full list known and the library is not loaded
+                    return None
+                continue
+            versions = []
+            for n, v, w in found:
+                pv = parse_version(v) if v else _version_from_name(n)
+                # a bare soname major ("libnccl.so.2", the pip wheels' name) says nothing useful
+                if pv is not None and len(pv) >= 2:
+                    versions.append((w, pv))
+            if not versions:
+                # Unknown is not "no": NCCL may be linked statically, or the input (a paste) does
+                # not list libraries.  Keep the finding, lower, and say why.
+                factor *= UNKNOWN_VERSION_FACTOR if found else MISSING_LIBRARY_FACTOR
+                what = _display_name(lc.name_text)
+                why = ("%s is loaded but its version could not be read" % found[0][2] if found
+                       else "%s is not mapped as a file and no embedded version string was found" % lc.name_text)
+                note = "%s version unknown: the fix applies from %s (%s)" % (
+                    what, lc.version.text.lstrip(">="), why) if lc.version.text.startswith(">=") else (
+                    "%s version unknown: this applies to %s %s (%s)" % (what, what, lc.version.text, why))
+                notes.append(note)
+                ev.append(Evidence(rule="library %s %s" % (lc.name_text, lc.version.text), text=note))
+                continue
+            ok = [(w, pv) for w, pv in versions if lc.version.contains(pv)]
+            if not ok:
+                return None
+            ev.append(Evidence(rule="library %s %s" % (lc.name_text, lc.version.text),
+                               text="%s (version %s)" % (ok[0][0], ".".join(map(str, ok[0][1])))))
+        return factor, ev, notes
+
+
+def _display_name(glob: str) -> str:
+    """"NCCL" from "libnccl.so*"."""
+    base = re.sub(r"\.so.*$", "", glob)
+    base = base[3:] if base.startswith("lib") else base
+    return _DISPLAY.get(base.lower(), base)
+
+
+_DISPLAY = {"nccl": "NCCL", "rccl": "RCCL", "cudart": "CUDA runtime", "cuda": "CUDA driver", "cudnn": "cuDNN"}
+
+
+def _version_from_name(basename: str) -> Optional[Tuple[int, ...]]:
+    """2.26.5 from ``libnccl.so.2.26.5``; a bare soname major (``libnccl.so.2``) is not a version."""
+    v = parse_version(library_version(basename))
+    return v if v is not None and len(v) >= 2 else None
+
+
+def match_process(process: Process, index: int, db: SignatureDB) -> List[Finding]:
+    m = _Matcher(process)
+    findings = []
+    for sig in db.signatures:
+        cond = m.conditions(sig)
+        if cond is None:
+            continue
+        factor, cond_ev, cond_notes = cond
+        best = None
+        for clause in sig.clauses:
+            r = m.clause(clause)
+            if r is not None and (best is None or r[0] > best[0]):
+                best = r
+                if r[0] >= 1.0:
+                    break
+        if best is None:
+            continue
+        conf, evidence, tids, parts = best
+        summary = "%s: %s." % (sig.title, "; ".join(parts)) if parts else sig.title + "."
+        if cond_notes:
+            summary += " " + " ".join("%s." % n for n in cond_notes)
+        findings.append(Finding(
+            signature=sig.id, title=sig.title, severity=sig.severity, process=index, threads=tids,
+            summary=summary, fix=sig.fix_lines(), references=list(sig.references),
+            evidence=evidence + cond_ev, confidence=round(conf * factor, 3), cause=sig.cause,
+        ))
+    return findings
+
+
+def match_snapshot(snapshot: Snapshot, db: SignatureDB) -> List[Finding]:
+    """Every signature finding in every process of the snapshot."""
+    out: List[Finding] = []
+    for i, p in enumerate(snapshot.processes):
+        out.extend(match_process(p, i, db))
+    return out

@@ -1,0 +1,241 @@
+"""Where is each rank: waiting in a collective (which one, called from where), in a device sync
+after one, in the rendezvous, or elsewhere (and where).
+
+This is the per-process half of the job view: a pure function of one Process.  The cross-rank
+half (``job.py``) compares these states.  The rules, innermost frame first, main thread first:
+
+* **collective**: a Python frame of ``torch/distributed/distributed_c10d.py`` whose function is a
+  collective (``all_reduce``, ``broadcast`` ...; the op), or a native frame of a collective wait
+  (gloo's ``UnboundBuffer::waitRecv``, ``ProcessGroupNCCL::WorkNCCL::wait``, ``MPI_Allreduce`` ...).
+  The *call site* is the first Python frame outwards that is not in ``torch/``: the user's line.
+* **rendezvous**: ``init_process_group`` / the store (``TCPStore::wait``/``get``): waiting for
+  ranks to join.
+* **device-sync**: a CUDA synchronisation (``cudaStreamSynchronize``, ``.item()``'s
+  ``_local_scalar_dense_cuda`` ...) in a process of a job: with NCCL, collectives are queued on
+  the device, so the host blocks at the next sync: it waits for its peers.
+* **ipc-wait**: a ``multiprocessing`` wait: a worker reading its task queue, a parent in
+  ``Pool.map`` / ``AsyncResult.get`` / ``Queue.get`` / ``Connection.recv``: it waits for another
+  process of the job (a plain multiprocessing job has no collectives, but the same shape).
+* **elsewhere**: none of these; *where* is the innermost Python frame of the main thread (else
+  its innermost native frame outside libc and the interpreter).
+
+The names these rules look for (collectives, rendezvous, native waits, device syncs, multiprocessing
+waits, the files of c10d, multiprocessing and torch) are data: ``signatures/lists/*.yaml``, read
+through ``framelists`` (the README's "Frame lists" names each file).
+
+Flight-recorder facts (``Process.collectives``) add the sequence number and op of the last
+collective this rank enqueued and whether it completed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Dict, List, Optional, Tuple
+
+from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, names, pattern
+from hanganalyze.analyze.names import basename, normalize_native_name
+from hanganalyze_gdbext.model import Frame, Process, Thread
+
+#: The op in a native collective wait's name (group 1).  Code, not a list file: a list is entries
+#: joined with "|", and this is one pattern whose capture group the op is taken from.
+_NATIVE_OP = re.compile(r"(?:ProcessGroup\w*::|ncclAll|ncclReduce|ncclBroad|MPI_)(allreduce|AllReduce|Allreduce|"
+                        r"broadcast|Broadcast|Bcast|barrier|Barrier|allgather|AllGather|Allgather|"
+                        r"reduce_scatter|ReduceScatter|alltoall|Alltoall)")
+
+WAITING = ("collective", "rendezvous", "device-sync", "ipc-wait")
+
+
+@dataclass
+class RankState:
+    """One process's place in the job."""
+
+    process: int
+    rank: Optional[int]
+    state: str  # "collective" | "rendezvous" | "device-sync" | "ipc-wait" | "elsewhere" | "no-stack" | "error"
+    op: Optional[str] = None  # "all_reduce" ...
+    call_site: Optional[str] = None  # "train_step (train.py:12)": the user's line that called it
+    where: Optional[str] = None  # innermost frame that says where the rank is
+    thread: Optional[int] = None  # tid of the thread that says it
+    frame: Optional[int] = None  # index in that thread's all_frames()
+    seq: Optional[int] = None  # flight recorder: the collective's sequence id
+    pg: Optional[str] = None
+    fr_completed: Optional[bool] = None  # flight recorder: the last enqueued collective completed
+    last_enqueued: Optional[int] = None
+    last_completed: Optional[int] = None
+    pid: Optional[int] = None
+    fr_source: Optional[str] = None  # "flight-recorder" | "watchdog-log"
+
+    @property
+    def waiting(self) -> bool:
+        return self.state in WAITING
+
+    def collective_key(self) -> Tuple[Optional[str], Optional[str]]:
+        return (self.op, self.call_site)
+
+
+def frame_where(f: Frame) -> str:
+    """``load_next_batch (train.py:22)`` / ``ncclGroupEnd (libnccl.so.2)``."""
+    name = f.function or "??"
+    if f.kind == "python":
+        name = name.rsplit(".", 1)[-1] if "<" not in name else name
+        loc = basename(f.file)
+        if loc and f.line is not None:
+            loc = "%s:%s" % (loc, f.line)
+        return "%s (%s)" % (name, loc) if loc else name
+    short = _normalized(name) if f.function else "??"
+    lib = basename(f.library)
+    return "%s (%s)" % (short, lib) if lib else short
+
+
+def main_thread(p: Process) -> Optional[Thread]:
+    for t in p.threads:
+        if p.pid is not None and t.tid == p.pid:
+            return t
+    for t in p.threads:
+        if (t.python_name or t.name) == "MainThread":
+            return t
+    return p.threads[0] if p.threads else None
+
+
+def _threads_main_first(p: Process) -> List[Thread]:
+    m = main_thread(p)
+    return ([m] if m is not None else []) + [t for t in p.threads if t is not m]
+
+
+def _call_site(frames: List[Frame], start: int) -> Optional[str]:
+    """The first Python frame outwards of ``start`` that is the user's (not torch's)."""
+    framework_files = pattern("framework_files")
+    for f in frames[start + 1:]:
+        if f.kind == "python" and not f.marker and not framework_files.search((f.file or "").replace("\\", "/")):
+            return frame_where(f)
+    return None
+
+
+@lru_cache(maxsize=65536)
+def _normalized(name: str) -> str:
+    """A 4,096-rank job repeats the same few hundred native names: normalize each once."""
+    return normalize_native_name(name)
+
+
+def _native_name(f: Frame) -> str:
+    return _normalized(f.function) if f.function else ""
+
+
+def _scan_thread(frames: List[Frame]) -> Optional[Tuple[str, Optional[str], int]]:
+    """(state, op, frame index) of the first collective / rendezvous / sync frame, innermost first.
+
+    A Python frame in torch.distributed wins over the native wait below it (it names the op);
+    the innermost match decides the state, the outermost torch.distributed frame names the op.
+    """
+    found: Optional[Tuple[str, Optional[str], int]] = None
+    user_seen = False  # a Python frame of the program's own code, inside any multiprocessing wait
+    ipc_files, ipc_helpers, ipc_waits = pattern("ipc_files"), pattern("ipc_helper_files"), names("ipc_waits")
+    c10d_files, collectives, rendezvous = pattern("c10d_files"), names("collectives"), names("rendezvous")
+    native_rendezvous, native_collective = pattern("native_rendezvous_waits"), pattern("native_collective_waits")
+    device_syncs = names("device_syncs")
+    for i, f in enumerate(frames):
+        if f.marker:
+            continue
+        if f.kind == "python":
+            file = (f.file or "").replace("\\", "/")
+            func = (f.function or "").rsplit(".", 1)[-1]
+            if ipc_files.search(file) and func in ipc_waits and not user_seen and found is None:
+                return ("ipc-wait", "multiprocessing %s" % func, i)
+            if not ipc_files.search(file) and not ipc_helpers.search(file):
+                user_seen = True
+            if c10d_files.search(file):
+                if func in rendezvous:
+                    return ("rendezvous", "init_process_group" if func != "new_group" else "new_group", i)
+                if func in collectives:
+                    state = found[0] if found and found[0] == "device-sync" else "collective"
+                    return (state, func, i)
+            continue
+        name = _native_name(f)
+        if found is None:
+            if native_rendezvous.match(name):
+                found = ("rendezvous", None, i)
+            elif native_collective.match(name):
+                m = _NATIVE_OP.search(name)
+                found = ("collective", m.group(1).lower().replace("bcast", "broadcast") if m else None, i)
+            elif name in device_syncs or (f.function or "") in device_syncs:
+                found = ("device-sync", None, i)
+    return found
+
+
+def _innermost_where(t: Thread) -> Tuple[Optional[str], Optional[int]]:
+    frames = t.all_frames()
+    for i, f in enumerate(frames):
+        if f.kind == "python" and not f.marker:
+            return frame_where(f), i
+    for i, f in enumerate(frames):
+        if f.kind == "native" and f.function and not f.marker and not is_runtime_frame(f) \
+                and not is_interpreter_frame(f):
+            return frame_where(f), i
+    return None, None
+
+
+def _fr_facts(st: RankState, coll: Optional[Dict[str, Any]]) -> None:
+    """Sequence facts from the flight recorder / watchdog lines, type-checked (untrusted input)."""
+    if not isinstance(coll, dict):
+        return
+    st.fr_source = coll.get("source") if isinstance(coll.get("source"), str) else None
+    groups = coll.get("groups")
+    if isinstance(groups, dict) and groups:
+        pg = "0" if "0" in groups else sorted(groups, key=str)[0]
+        g = groups.get(pg)
+        if isinstance(g, dict):
+            st.pg = str(pg)
+            enq, comp = g.get("last_enqueued"), g.get("last_completed")
+            st.last_enqueued = enq if isinstance(enq, int) and not isinstance(enq, bool) else None
+            st.last_completed = comp if isinstance(comp, int) and not isinstance(comp, bool) else None
+            if st.last_enqueued is not None and st.last_completed is not None:
+                st.fr_completed = st.last_completed >= st.last_enqueued
+    entries = coll.get("entries")
+    if isinstance(entries, list):
+        pending = [e for e in entries if isinstance(e, dict) and e.get("state") != "completed"
+                   and isinstance(e.get("seq"), int) and (st.pg is None or str(e.get("pg", st.pg)) == st.pg)]
+        if pending:
+            last = max(pending, key=lambda e: e["seq"])
+            st.seq = last["seq"]
+            if st.state == "no-stack":
+                # a dump alone: the rank enqueued this collective and it never completed, so it waits in it
+                st.state = "collective"
+            if isinstance(last.get("op"), str) and st.op is None and st.waiting:
+                st.op = last["op"]
+            user_frame = last.get("user_frame")
+            if isinstance(user_frame, str) and st.waiting and (st.call_site is None or st.state == "device-sync"):
+                # the dump recorded where the collective was called; the stack only where the host syncs
+                st.call_site = user_frame
+    if st.seq is None and st.fr_completed is False:
+        st.seq = st.last_enqueued
+
+
+def rank_state(index: int, p: Process) -> RankState:
+    """Where process ``index`` of a job is (see the module's rules)."""
+    st = RankState(process=index, rank=p.rank, state="elsewhere", pid=p.pid)
+    if p.error:
+        st.state = "error"
+        return st
+    if not p.threads:
+        st.state = "no-stack"
+        _fr_facts(st, p.collectives)
+        return st
+    for t in _threads_main_first(p):
+        frames = t.all_frames()
+        hit = _scan_thread(frames)
+        if hit is None:
+            continue
+        st.state, st.op, st.frame = hit
+        st.thread = t.tid
+        st.where = frame_where(frames[hit[2]])
+        st.call_site = _call_site(frames, hit[2])
+        break
+    if st.state == "elsewhere":
+        m = main_thread(p)
+        if m is not None:
+            st.thread = m.tid
+            st.where, st.frame = _innermost_where(m)
+    _fr_facts(st, p.collectives)
+    return st

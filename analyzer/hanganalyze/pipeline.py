@@ -1,0 +1,102 @@
+"""The analysis steps in order, as functions of a Snapshot (no gdb, no output):
+
+acquire (``acquire/request.py``) -> wait-for graph -> signature matching -> bucket id -> redaction
+-> render (``render/``, written by ``output.py``).
+
+``report`` is one run's whole path up to rendering: the request's inputs acquired while the
+signature database loads in a thread, then ``analyze``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterable, List, Optional
+
+from hanganalyze import __version__
+from hanganalyze_gdbext.model import SEVERITIES, Snapshot
+
+
+def load_signature_db(extra_dirs: Iterable[Path] = (), use_cache: bool = True):
+    """Built-in signatures plus user folders; raises SignatureError on an invalid file.  The cache
+    (see ``analyze/signatures.py``) only skips the parsing of files validated before."""
+    from hanganalyze.analyze.signatures import load_signatures
+
+    return load_signatures(list(extra_dirs), use_cache=use_cache)
+
+
+def analyze(snapshot: Snapshot, db, redact: bool = False) -> Snapshot:
+    """Fill findings, wait-for graphs and the bucket id of a freshly acquired snapshot; with
+    ``redact``, the result has user names, hosts, IPs and secrets replaced (``analyze/redact.py``)."""
+    from hanganalyze.analyze.bucket import bucket_id
+    from hanganalyze.analyze.job import CROSS_RANK, analyze_job, join_flight_recorder
+    from hanganalyze.analyze.match import match_snapshot
+    from hanganalyze.analyze.waitfor import annotate_waitgraphs, cycle_findings
+
+    join_flight_recorder(snapshot)  # changes process indices: before anything refers to them
+    annotate_waitgraphs(snapshot)
+    snapshot.findings = cycle_findings(snapshot) + match_snapshot(snapshot, db)
+    analyze_job(snapshot)  # several ranks: cross-rank findings, per-rank ones grouped
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    # within a severity, the cross-rank diagnosis (who is at fault) comes before what each rank shows
+    snapshot.findings.sort(key=lambda f: (order.get(f.severity, len(order)), f.signature not in CROSS_RANK,
+                                          -(f.confidence or 0.0)))
+    snapshot.bucket = bucket_id(snapshot)
+    snapshot.tool = {"name": "hanganalyze", "version": __version__}
+    if redact:  # after matching: signatures see the real paths and messages, the report does not
+        from hanganalyze.analyze.redact import redact as redacted
+
+        snapshot = redacted(snapshot)
+    return snapshot
+
+
+def analyze_many(snapshots: List[Snapshot], db) -> Snapshot:
+    """Several acquired snapshots (one per rank, say) analyzed as one job."""
+    merged = Snapshot()
+    for snap in snapshots:
+        merged.processes.extend(snap.processes)
+        merged.warnings.extend(snap.warnings)
+    return analyze(merged, db)
+
+
+class BackgroundLoad:
+    """The signature database, loaded in a thread once ``start()`` is called, or at the latest in
+    ``result()``.  The driver calls ``start`` once gdb has all its work queued: from then on this
+    process only waits for gdb, so the load (CPU-bound, above all a full validation) takes the GIL
+    from nobody, where starting it earlier slowed the core-notes reading."""
+
+    def __init__(self, extra_dirs: List[Path]) -> None:
+        self._dirs = extra_dirs
+        self._result: dict = {}
+        self._thread = None
+
+    def _work(self) -> None:
+        try:
+            self._result["db"] = load_signature_db(self._dirs)
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread as is
+            self._result["error"] = e
+
+    def start(self) -> None:
+        if self._thread is None:
+            import threading
+
+            self._thread = threading.Thread(target=self._work, name="load-signatures", daemon=True)
+            self._thread.start()
+
+    def result(self):
+        self.start()
+        self._thread.join()
+        if "error" in self._result:
+            raise self._result["error"]
+        return self._result["db"]
+
+
+def report(request, signature_dirs: Iterable[Path] = (), redact: bool = False,
+           progress: Optional[Callable[[str], None]] = None) -> Snapshot:
+    """One run up to rendering: every input of ``request`` (an ``acquire.request.AcquireRequest``,
+    prepared) acquired, then analyzed, and redacted when asked."""
+    db_load = BackgroundLoad(list(signature_dirs))
+    snapshot = request.acquire(progress, db_load.start)
+    db = db_load.result()
+    if progress:
+        progress("matching %d thread(s) against signatures" % sum(len(p.threads) for p in snapshot.processes))
+    return analyze(snapshot, db, redact=redact)

@@ -1,0 +1,26 @@
+"""Renderers: turn an analyzed Snapshot into html, md, json or text.  Nothing here computes findings."""
+
+from __future__ import annotations
+
+from hanganalyze_gdbext.model import Snapshot
+from hanganalyze_gdbext.model.termsafe import encodable
+
+
+def render(snapshot: Snapshot, fmt: str) -> str:
+    if fmt == "json":
+        from hanganalyze.render.jsonout import render_json
+
+        return render_json(snapshot)  # ASCII: json escapes surrogates as \udcNN
+    if fmt == "text":
+        from hanganalyze.render.text import render_text
+
+        return encodable(render_text(snapshot))
+    if fmt == "md":
+        from hanganalyze.render.markdown import render_markdown
+
+        return encodable(render_markdown(snapshot))
+    if fmt == "html":
+        from hanganalyze.render.html import render_html
+
+        return encodable(render_html(snapshot))
+    raise ValueError("unknown format %r" % fmt)

@@ -1,0 +1,204 @@
+"""Plain-text report for terminals: findings and fixes first, then thread groups as gdb prints them.
+
+Core data is printed as it is, except control characters (an ESC in a thread name must not
+repaint the user's terminal), which are shown as ``\\xNN``, and invisible bidi/zero-width
+characters, shown as ``\\uNNNN`` (``gdbext/model/termsafe.py``: the escaper the gdb commands use too).
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from hanganalyze.render.view import GroupView, ReportView, build_view
+from hanganalyze_gdbext.model import Snapshot
+from hanganalyze_gdbext.model.termsafe import visible
+
+#: Frames shown per idle group (the rest are summarised): idle stacks are rarely the story.
+IDLE_FRAMES = 6
+RULE = "=" * 78
+
+
+def clean(s: object) -> str:
+    """Terminal-safe text: control characters (ESC, BEL, CR...) become visible escapes, tabs stay.
+    Leading and trailing whitespace goes (signature prose from YAML block scalars ends with a
+    newline)."""
+    return visible(str(s).strip(), keep="\t")
+
+
+def _group_lines(g: GroupView) -> List[str]:
+    lines = []
+    head = clean(g.label)
+    if g.size > 1:
+        head += "  + %d more thread%s like this" % (g.size - 1, "s" * (g.size > 2))
+    badges = g.badges()
+    if badges:
+        head += "  [%s]" % ", ".join(clean(b) for b in badges)
+    lines.append(head)
+    if g.size > 1:
+        lines.append("  tids: %s" % g.tids(20))
+    waits = g.group.first.waits
+    if waits:
+        detail = waits.detail or ""
+        owner = waits.owner_tid
+        lines.append(
+            "  waits on %s %s%s%s"
+            % (
+                clean(waits.kind or "?"),
+                clean(waits.name or waits.resource or ""),
+                " held by thread %s" % owner if owner is not None else "",
+                " (%s)" % clean(detail) if detail else "",
+            )
+        )
+    frames = g.frames
+    shown = frames[:IDLE_FRAMES] if g.idle else frames
+    placed_header_done = False
+    for fv in shown:
+        if not fv.placed and not placed_header_done:
+            lines.append("  -- Python frames that could not be placed among the native ones --")
+            placed_header_done = True
+        mark = ">>" if fv.matched else "  "
+        lines.append("%s%s" % (mark, clean(fv.text)))
+    if len(shown) < len(frames):
+        lines.append("    ... %d more frames (idle thread)" % (len(frames) - len(shown)))
+    if not frames:
+        lines.append("    (no frames)")
+    return lines
+
+
+def _job_lines(view: ReportView) -> List[str]:
+    """The job section: facts, who is where (rank classes), failed inputs, the merged call tree."""
+    job = view.job
+    if job is None:
+        return []
+    out = ["", RULE, "JOB: " + ", ".join("%s %s" % (k, clean(v)) for k, v in job.facts), RULE]
+    if job.classes:
+        out.append("")
+        out.append("RANK CLASSES (ranks in the same place: state, collective, call site, innermost frame)")
+        for c in job.classes:
+            out.append("  [%s] (%d) %s" % (clean(c.ranks), c.size, clean(c.state)))
+    for title, err in job.failed:
+        out.append("  NOT ANALYZED %s: %s" % (clean(title), clean(err)))
+    if job.tree_lines:
+        out.append("")
+        out.append("MERGED CALL TREE (outermost frame first; [ranks] (count) on each branch)")
+        out.extend("  " + clean(line) for line in job.tree_lines)
+    if view.hidden_processes:
+        out.append("")
+        out.append("(%d processes not shown below: each is like the process shown for its rank class)"
+                   % view.hidden_processes)
+    return out
+
+
+#: Mapped-file rows printed per process (the JSON and HTML reports have every one).
+MAX_FILE_ROWS = 400
+
+
+def file_row_text(r) -> str:
+    """``mismatch  /usr/lib/libfoo.so  build-id 12ab.. in the core, 34cd.. on disk (/sysroot/usr/lib/libfoo.so)``."""
+    line = "%-8s  %s" % (r.status, r.path)
+    ids = []
+    if r.build_id:
+        ids.append("build-id %s in the core" % r.build_id)
+    if r.disk_build_id and r.disk_build_id != r.build_id:
+        ids.append("%s on disk" % r.disk_build_id)
+    if ids:
+        line += "  " + ", ".join(ids)
+    if r.found and r.found != r.path:
+        line += "  (found: %s)" % r.found
+    return line
+
+
+def _file_lines(p) -> List[str]:
+    if not p.files:
+        return []
+    from hanganalyze.render.view import files_summary
+
+    out = ["", "MAPPED FILES of %s: %s" % (clean(p.title), files_summary(p.files))]
+    for r in p.files[:MAX_FILE_ROWS]:
+        out.append("  " + clean(file_row_text(r)))
+    if len(p.files) > MAX_FILE_ROWS:
+        out.append("  ... %d more (the JSON and HTML reports list every one)" % (len(p.files) - MAX_FILE_ROWS))
+    return out
+
+
+def render_view_text(view: ReportView) -> str:
+    out: List[str] = [RULE, "hanganalyze: " + clean(view.headline)]
+    if view.bucket:
+        out.append("bucket: %s" % view.bucket)
+    for d in view.doubts:
+        out.append("WARNING: " + clean(d))
+    out.append(RULE)
+    if view.findings:
+        out.append("")
+        out.append("FINDINGS")
+        for n, fv in enumerate(view.findings, 1):
+            f = fv.finding
+            out.append("")
+            out.append("[%d] %s  (%s, signature %s)" % (n, clean(f.title), clean(f.severity), clean(f.signature)))
+            if f.confidence is not None:
+                out[-1] += "  confidence %.2f" % f.confidence
+            if fv.process_label and len(view.snapshot.processes) > 1:
+                out.append("    where: " + clean(fv.process_label))
+            if f.summary:
+                out.append("    " + clean(f.summary))
+            if f.cause:
+                out.append("    cause: " + clean(f.cause))
+            if f.threads:
+                out.append("    threads: " + ", ".join(str(t) for t in f.threads))
+            for fix in f.fix:
+                out.append("    fix: " + clean(fix))
+            for link in fv.links + fv.other_refs:
+                out.append("    see: " + clean(link))
+            for ev in fv.evidence:
+                line = "    evidence: %s" % clean(ev.thread)
+                if ev.rule:
+                    line += " [%s]" % clean(ev.rule)
+                if ev.text:
+                    line += " %s" % clean(ev.text)
+                out.append(line)
+                if ev.frame:
+                    out.append("      " + clean(ev.frame))
+    else:
+        out.append("")
+        out.append("No finding: no signature in the database matched these stacks.")
+    out.extend(_job_lines(view))
+    for p in view.processes:
+        out.append("")
+        out.append(clean(p.title))
+        for k, v in p.facts:
+            out.append("  %-10s %s" % (k, clean(v)))
+        if p.libraries:
+            out.append("  %-10s %s" % ("libraries", clean(", ".join(("%s %s" % lv).strip() for lv in p.libraries))))
+    for p in view.processes:
+        if p.waitgraph_cycles:
+            out.append("")
+            out.append("WAIT-FOR (%s)" % clean(p.title))
+            for c in p.waitgraph_cycles:
+                out.append("  " + clean(c))
+    for p in view.processes:
+        out.append("")
+        out.append(RULE)
+        summary = "THREADS of %s: %d thread%s in %d group%s" % (
+            clean(p.title), p.thread_count, "s" * (p.thread_count != 1), len(p.groups), "s" * (len(p.groups) != 1)
+        )
+        if p.idle_threads:
+            summary += ", %d idle" % p.idle_threads
+        out.append(summary)
+        out.append("(>> marks frames a finding matched; [py] marks Python frames)")
+        out.append(RULE)
+        for g in p.groups:
+            out.append("")
+            out.extend(_group_lines(g))
+    for p in view.processes:
+        out.extend(_file_lines(p))
+    if view.warnings:
+        out.append("")
+        out.append("NOTES")
+        for w in view.warnings:
+            out.append("  - " + clean(w))
+    return "\n".join(out) + "\n"
+
+
+def render_text(snapshot: Snapshot) -> str:
+    """The terminal report (the CLI's default format)."""
+    return render_view_text(build_view(snapshot))
