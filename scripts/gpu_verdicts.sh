@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Real NCCL jobs on the GPU machine, each analyzed five times in a row with `hanganalyze --job`
+# (issue 21): the same right answer every time, or the run says which differed.
+#
+#   OUT=DIR bash scripts/gpu_verdicts.sh [--install]
+#
+# Scenarios (tests/fixtures/gpu/nccl_job.py, NPROC ranks, rank BAD_RANK at fault):
+#   healthy    a training loop that never hangs: no hang finding, ever
+#   straggler  rank BAD_RANK sleeps in load_next_batch; the others wait in all_reduce -> .item()
+#   mismatch   rank BAD_RANK in broadcast, the others in all_reduce
+#   killed     a plain launcher (no torchrun); rank BAD_RANK is SIGKILLed; the others wait
+#   seed       a CUDA graph that captured all_reduce stays alive across destroy_process_group
+# For straggler and mismatch, once the process-group timeout fires and every rank has written its
+# flight-recorder dump, the first run's JSON + the dumps + the torchrun log are analyzed together.
+# Then the benchmark: one sample of one rank (cold and warm symbol cache) against
+# `pystack remote --native`, and `--job` with the default samples, on the straggler's ranks.
+#
+# Writes $OUT/verdicts.tar.gz (every report JSON and log) and $OUT/summary.txt; prints the summary.
+set -u
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:?set OUT to the output folder}
+NPROC=${NPROC:-2}
+BAD_RANK=${BAD_RANK:-1}
+RUNS=${RUNS:-5}
+PG_TIMEOUT=${PG_TIMEOUT:-75}
+SCENARIOS=${SCENARIOS:-"healthy straggler mismatch killed seed"}
+BUDGET_S=${BUDGET_S:-540}
+PY=${PY:-python3}
+WORK=$(mktemp -d /tmp/gpuverdicts.XXXXXX)
+R=$WORK/reports
+mkdir -p "$OUT" "$R" "$WORK/bin"
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+ms_since() { echo "$(( ($(date +%s%N) - $1) / 1000000 )) ms"; }
+say() { echo "$*" | tee -a "$SUMMARY"; }
+
+if [ "${1:-}" = "--install" ]; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        "$REPO"/.whl/*.whl || { echo "wheel install failed"; exit 1; }
+    export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$REPO/analyzer:$REPO/gdbext${PYTHONPATH:+:$PYTHONPATH}"
+printf '#!/bin/sh\nexec %s -m hanganalyze "$@"\n' "$(command -v $PY)" > "$WORK/bin/hanganalyze"
+chmod +x "$WORK/bin/hanganalyze"
+export PATH="$WORK/bin:$PATH"
+nvidia-smi -L 2>&1 | head -4
+$PY -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
+
+# One line per report: the findings (id, ranks, confidence) and, per rank, state and sources.
+cat > "$WORK/summarize.py" <<'PYEOF'
+import json, sys
+for path in sys.argv[1:]:
+    try:
+        snap = json.load(open(path))
+    except Exception as e:
+        print("  %s: unreadable (%s)" % (path.rsplit("/", 1)[-1], e)); continue
+    fs = ["%s%s@%.2f" % (f.get("signature"), f.get("ranks") or "", f.get("confidence") or 0)
+          for f in snap.get("findings", [])]
+    print("  %s: %s" % (path.rsplit("/", 1)[-1], "; ".join(fs) or "no findings"))
+    for f in snap.get("findings", [])[:2]:
+        print("      %s" % (f.get("summary") or "")[:300])
+    for p in snap.get("processes", []):
+        prog = {}
+        for t in p.get("threads", []):
+            st = (t.get("progress") or {}).get("state")
+            if st:
+                prog[st] = prog.get(st, 0) + 1
+        print("      rank %s pid %s sources=%s progress=%s%s" % (
+            p.get("rank"), p.get("pid"), p.get("sources") or "-", prog or "-",
+            " error=" + p["error"][:80] if p.get("error") else ""))
+PYEOF
+summarize() { $PY "$WORK/summarize.py" "$@" | tee -a "$SUMMARY"; }
+
+wait_marks() {  # wait_marks DIR N TIMEOUT: until N rank*.pid files exist
+    local t=0
+    while [ "$(ls "$1"/rank*.pid 2>/dev/null | wc -l)" -lt "$2" ]; do
+        sleep 1; t=$((t + 1)); [ $t -ge "$3" ] && return 1
+    done
+}
+kill_job() {  # the launcher's session, then anything left with the job's tag
+    kill -9 -- -"$1" 2>/dev/null; sleep 1
+    pkill -9 -f "nccl_job.py" 2>/dev/null; sleep 1
+}
+
+start_job() {  # start_job SCENARIO DIR -> launcher pid in $LAUNCHER
+    local sc=$1 d=$2
+    mkdir -p "$d"
+    local env=(HANG_READY_DIR="$d" PG_TIMEOUT="$PG_TIMEOUT" HANG_DIE_WITH_PARENT=1
+               TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_DUMP_TEMP_FILE="$d/fr.rank_")
+    if [ "$sc" = killed ]; then
+        env "${env[@]}" setsid $PY "$REPO/tests/fixtures/gpu/nccl_job.py" --launch "$NPROC" "$sc" "$BAD_RANK" \
+            > "$d/launcher.log" 2>&1 &
+    else
+        env "${env[@]}" setsid $PY -m torch.distributed.run --standalone --nproc_per_node="$NPROC" \
+            "$REPO/tests/fixtures/gpu/nccl_job.py" "$sc" "$BAD_RANK" > "$d/torchrun.log" 2>&1 &
+    fi
+    LAUNCHER=$!
+}
+
+for sc in $SCENARIOS; do
+    [ "$SECONDS" -ge "$BUDGET_S" ] && { say "== $sc: skipped (budget)"; continue; }
+    d=$WORK/$sc
+    start_job "$sc" "$d"
+    say "== $sc (launcher $LAUNCHER)"
+    if ! wait_marks "$d" "$NPROC" 150; then
+        say "  ranks not ready in 150 s"; tail -20 "$d"/*.log; kill_job "$LAUNCHER"; continue
+    fi
+    if [ "$sc" = killed ]; then
+        kill -9 "$(cat "$d/rank$BAD_RANK.pid")"; say "  SIGKILLed rank $BAD_RANK (pid $(cat "$d/rank$BAD_RANK.pid"))"
+    fi
+    sleep 3
+    ls "$d"/rank*.returned >/dev/null 2>&1 && say "  a rank returned from the call that should block"
+    for i in $(seq 1 "$RUNS"); do
+        s=$(date +%s%N)
+        hanganalyze --job "$LAUNCHER" -f json -o "$R/$sc.run$i.json" 2> "$R/$sc.run$i.err"
+        rc=$?
+        say "  run $i: rc=$rc wall=$(ms_since $s)"
+        summarize "$R/$sc.run$i.json"
+        [ -s "$R/$sc.run$i.err" ] && head -3 "$R/$sc.run$i.err"
+    done
+    if [ "$sc" = straggler ]; then  # the benchmark, on these ranks while they hang
+        pids=$(cat "$d"/rank*.pid | tr '\n' ' ')
+        p0=$(cat "$d/rank0.pid")
+        export HANGANALYZE_CACHE_DIR=$WORK/cold; rm -rf "$WORK/cold"
+        for k in 1 2 3 4; do
+            s=$(date +%s%N); hanganalyze --pid "$p0" --samples 1 -f json -o /dev/null 2>/dev/null
+            say "  bench one sample rank0 $([ $k = 1 ] && echo cold || echo warm): $(ms_since $s)"
+        done
+        unset HANGANALYZE_CACHE_DIR
+        for k in 1 2 3; do
+            s=$(date +%s%N); $PY -m pystack remote --native "$p0" > /dev/null 2>&1; prc=$?
+            say "  bench pystack remote --native rank0: $(ms_since $s) rc=$prc"
+        done
+        for k in 1 2 3; do
+            s=$(date +%s%N); hanganalyze --job "$LAUNCHER" -f json -o /dev/null 2>/dev/null
+            say "  bench --job default samples ($NPROC ranks): $(ms_since $s)"
+        done
+    fi
+    if [ "$sc" = straggler ] || [ "$sc" = mismatch ]; then
+        t=0
+        while [ "$(ls "$d"/fr.rank_* 2>/dev/null | wc -l)" -lt "$NPROC" ] && [ $t -lt $((PG_TIMEOUT + 60)) ]; do
+            sleep 2; t=$((t + 2))
+        done
+        cp "$d"/fr.rank_* "$d/torchrun.log" "$R/" 2>/dev/null
+        for f in "$d"/fr.rank_*; do [ -f "$f" ] && cp "$f" "$R/$sc.$(basename "$f")"; done
+        cp "$d/torchrun.log" "$R/$sc.torchrun.log"
+        say "  flight-recorder dumps: $(ls "$d"/fr.rank_* 2>/dev/null | wc -l) after ${t}s"
+        hanganalyze "$R/$sc.run1.json" "$d"/fr.rank_* "$d/torchrun.log" -f json -o "$R/$sc.all-sources.json" \
+            2> "$R/$sc.all-sources.err"
+        say "  stacks + dumps + log: rc=$?"
+        summarize "$R/$sc.all-sources.json"
+    fi
+    cp "$d"/*.log "$R/" 2>/dev/null; for f in "$d"/*.log; do cp "$f" "$R/$sc.$(basename "$f")"; done
+    kill_job "$LAUNCHER"
+done
+rm -f "$R"/fr.rank_* "$R"/torchrun.log "$R"/launcher.log
+tar -C "$WORK" -czf "$OUT/verdicts.tar.gz" reports
+say "done in ${SECONDS}s"
