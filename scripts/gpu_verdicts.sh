@@ -76,8 +76,10 @@ summarize() { $PY "$WORK/summarize.py" "$@" | tee -a "$SUMMARY"; }
 wait_marks() {  # wait_marks DIR N TIMEOUT: until N rank*.pid files exist
     local t=0
     while [ "$(ls "$1"/rank*.pid 2>/dev/null | wc -l)" -lt "$2" ]; do
-        sleep 1; t=$((t + 1)); [ $t -ge "$3" ] && return 1
+        sleep 1; t=$((t + 1))
+        if [ $t -ge "$3" ]; then return 1; fi
     done
+    return 0
 }
 kill_job() {  # the launcher's session, then anything left with the job's tag
     kill -9 -- -"$1" 2>/dev/null; sleep 1
