@@ -58,7 +58,13 @@ def frame_text(f: Frame, index: int) -> str:
         parts.append("from " + f.library)
     if f.note:
         parts.append("[%s]" % f.note)
+    if f.unwind:
+        parts.append("(heuristic: %s)" % HEURISTIC_NAMES.get(f.unwind, f.unwind))
     return " ".join(parts)
+
+
+#: How a frame found without CFI is named in listings (``Frame.unwind``).
+HEURISTIC_NAMES = {"fp": "frame pointer", "scan": "stack scan"}
 
 
 @dataclass
