@@ -115,9 +115,9 @@ class Heuristics:
         self._executable = executable
 
     def is_code(self, addr: int) -> bool:
-        if self.regions is not None:
-            return self.regions.executable(addr)
-        return self._executable(addr)
+        """Executable by the process's own mapping flags, or by the mapped file's segment flags
+        (gdb's gcore leaves code segments out of a core's program headers altogether)."""
+        return (self.regions is not None and self.regions.executable(addr)) or self._executable(addr)
 
     def stack_bounds(self, sp: int) -> Tuple[int, int]:
         if self.regions is not None:
