@@ -75,3 +75,18 @@ fuzz: install fixtures
 
 clean:
 	rm -rf $(BUILD) report.html demo-out
+
+# A library without unwind tables (.eh_frame removed) and stripped, as GPU driver libraries ship,
+# called from a program with CFI: once with frame pointers, once without (issue 21).
+NOCFI_FLAGS = -g -O2 -fno-asynchronous-unwind-tables -fno-unwind-tables -fno-optimize-sibling-calls -shared -fPIC
+$(BUILD)/nocfi_%/libnocfi.so: tests/fixtures/nocfi/libnocfi.c | $(BUILD)
+	mkdir -p $(@D)
+	gcc $(NOCFI_FLAGS) $(if $(filter fp,$*),-fno-omit-frame-pointer,-fomit-frame-pointer) -o $@.full $<
+	objcopy --remove-section=.eh_frame --remove-section=.eh_frame_hdr --strip-unneeded $@.full $@
+	rm -f $@.full
+
+$(BUILD)/nocfi_%/nocfi_main: tests/fixtures/nocfi/nocfi_main.c $(BUILD)/nocfi_%/libnocfi.so
+	gcc -g -O2 -fomit-frame-pointer -fno-optimize-sibling-calls -o $@ $< -L$(@D) -lnocfi -Wl,-rpath,'$$ORIGIN'
+
+.PRECIOUS: $(BUILD)/nocfi_%/libnocfi.so
+fixtures: $(BUILD)/nocfi_fp/nocfi_main $(BUILD)/nocfi_nofp/nocfi_main

@@ -207,6 +207,30 @@ def add_embedded_versions(libraries: List[Library], files: Iterable[str], execut
                 by_path[where].version = v
             else:
                 libraries.append(Library(path=static_path(where, name), version=v))
+    return drop_shadowed(libraries)
+
+
+def static_where(path: str) -> Optional[str]:
+    """Where an embedded version was read, for people: the file's name, or "core memory"."""
+    m = _STATIC.search(path)
+    if m is None:
+        return None
+    where = path[: m.start()]
+    return "core memory" if where.startswith("memory of ") else os.path.basename(where)
+
+
+def drop_shadowed(libraries: List[Library]) -> List[Library]:
+    """Without the embedded versions of a library the process maps with a known version (in
+    place, also returned): the process runs the mapped one (PyTorch cu130 maps libnccl.so.2
+    2.28.9 while libtorch carries the string of the 2.27.0 it was built against), and a second
+    NCCL version beside it would only mislead the reader and the version conditions."""
+    mapped = set()
+    for lib in libraries:
+        if static_name(lib.path) is None and (lib.version or "").count(".") >= 1:
+            base = os.path.basename(_disk_path(lib.path))
+            mapped.update(name for name, _pat in EMBEDDED if base.startswith(name))
+    if mapped:
+        libraries[:] = [lib for lib in libraries if static_name(lib.path) not in mapped]
     return libraries
 
 

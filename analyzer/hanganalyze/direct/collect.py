@@ -73,7 +73,7 @@ def native_frames(target: MappedProcess, raws: Dict[int, List[RawFrame]],
             for k, (fn, file_, line) in enumerate(chain):
                 inline = k < len(chain) - 1
                 fr = Frame(kind="native", function=fn, file=file_, line=line, library=lib, address=rf.pc,
-                           inlined=inline)
+                           inlined=inline, unwind=rf.how)
                 natives.append(DirectNative(fr, rf.sp, INLINE_FRAME if inline else NORMAL_FRAME, rf.pc, rf))
         natives = _up_to_main(natives, exe)
         for k in range(len(natives) - 1):
@@ -95,7 +95,8 @@ def collect_process(target: MappedProcess, with_python: bool = True, with_locks:
     proc = Process(source=target.kind, pid=getattr(target, "pid", None) or None)
     proc.executable = target.executable()
     # unwind first and start naming the frames: the DWARF readers run while the Python walk does
-    raws = {tid: unwind(dwarf_regs(regs), target.modules, target.read) for tid, regs in sorted(target.regs.items())}
+    raws = {tid: unwind(dwarf_regs(regs), target.modules, target.read, regions=target.regions)
+            for tid, regs in sorted(target.regs.items())}
     naming = start_naming(raws)
     pyproc = None
     if with_python:
@@ -122,6 +123,8 @@ def collect_process(target: MappedProcess, with_python: bool = True, with_locks:
                            note="unwind stopped: %s" % last.stop)
             t.frames.append(marker)
             t.notes.append(marker.note or "")
+        if last is not None and last.gave_up and natives and natives[-1].raw is last:
+            t.unwind_stop = last.gave_up  # not when the listing ends at main, before the last frame
         proc.threads.append(t)
     if proc.threads:
         proc.threads[0].current = True

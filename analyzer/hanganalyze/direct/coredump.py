@@ -14,6 +14,7 @@ from typing import List, Optional, Tuple
 from hanganalyze.acquire.corefile import CoreInfo, iter_notes
 from hanganalyze.direct import DirectUnsupported
 from hanganalyze.direct.mapped import MappedProcess
+from hanganalyze.direct.stackscan import Regions
 from hanganalyze.direct.unwind import GREG_NAMES, ModuleMap
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
@@ -75,15 +76,19 @@ class CoreProcess(MappedProcess):
         raw = os.pread(self._fd, phentsize * phnum, phoff)
         loads: List[Tuple[int, int, int]] = []
         notes: List[Tuple[int, int]] = []
+        regions: List[Tuple[int, int, bool]] = []
         for i in range(phnum):
             if (i + 1) * phentsize > len(raw):
                 break
-            p_type, _fl, off, vaddr, _pa, filesz, _memsz, _al = _PHDR.unpack_from(raw, i * phentsize)
+            p_type, p_flags, off, vaddr, _pa, filesz, memsz, _al = _PHDR.unpack_from(raw, i * phentsize)
+            if p_type == 1:
+                regions.append((vaddr, vaddr + memsz, bool(p_flags & 1)))  # code too, dumped or not
             if p_type == 1 and filesz:
                 loads.append((vaddr, filesz, off))
             elif p_type == 4:
                 notes.append((off, filesz))
         loads.sort()
+        self.regions = Regions(regions)
         self._loads = loads
         self._starts = [seg[0] for seg in loads]
         for off, size in notes:

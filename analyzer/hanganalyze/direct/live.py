@@ -18,6 +18,7 @@ from typing import List, Optional, Tuple
 
 from hanganalyze.acquire.deadline import Deadline
 from hanganalyze.direct.mapped import MappedProcess
+from hanganalyze.direct.stackscan import Regions
 from hanganalyze.direct.unwind import GREG_NAMES, ModuleMap
 from hanganalyze.errors import InputError
 
@@ -148,14 +149,19 @@ class LiveProcess(MappedProcess):
 
     def _read_maps(self) -> None:
         rows = []
+        regions = []
         with open("/proc/%d/maps" % self.pid) as f:
             for line in f:
                 parts = line.split(None, 5)
-                if len(parts) < 6 or not parts[5].startswith("/"):
+                if len(parts) < 5:
                     continue
                 lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                regions.append((lo, hi, "x" in parts[1]))
+                if len(parts) < 6 or not parts[5].startswith("/"):
+                    continue
                 rows.append((lo, hi, int(parts[2], 16), parts[5].rstrip("\n")))
         self.mappings = rows
+        self.regions = Regions(regions)
         self.modules = ModuleMap(rows, self._resolve)
 
     def _resolve(self, path: str) -> Optional[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Optional
 
+from hanganalyze.direct.stackscan import Regions
 from hanganalyze.direct.unwind import Module, ModuleMap
 from hanganalyze_gdbext.target import ProcessTarget
 
@@ -19,6 +20,8 @@ class MappedProcess(ProcessTarget):
     """Subclasses set ``modules``, ``regs`` ({lwp: {register: value}}), ``names`` and ``read``."""
 
     modules: Optional[ModuleMap] = None
+    #: Every mapping with its executable flag, for the unwinder's heuristics (None: not known).
+    regions: Optional[Regions] = None
 
     def __init__(self) -> None:
         self.regs: Dict[int, Dict[str, int]] = {}

@@ -4,7 +4,10 @@ The loop is the textbook one (and what libunwind, py-spy's and gdb's DWARF unwin
 the FDE of the pc (``pc - 1`` for callers, so a call at the end of a function still finds it;
 ``pc`` after a signal frame), compute the CFA and the caller's registers, stop where the return
 address is undefined (``_start``, ``clone3``), unreadable or zero, or the stack does not grow.
-Without an FDE the frame-pointer chain is tried once, as gdb's heuristics would.
+Without an FDE (stripped GPU libraries, JIT code) the validated frame-pointer chain and stack scan
+of ``stackscan`` find the caller, as gdb's and lldb's heuristics would, and CFI takes over again
+in the first caller that has it.  Frames found so are marked (``RawFrame.how``); where the unwind
+ends for any reason but the outermost frame, the last frame says why (``RawFrame.gave_up``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from hanganalyze.direct import cfi
 from hanganalyze.direct.elfimage import ElfImage, open_image
+from hanganalyze.direct.stackscan import Heuristics, Regions
 
 MAX_FRAMES = 1024
 #: x86-64 ``user_regs_struct`` / ``elf_gregset_t`` order -> DWARF register number.
@@ -91,16 +95,30 @@ class ModuleMap:
             return self._ranges[i][2]
         return None
 
+    def executable(self, addr: int) -> bool:
+        """Whether ``addr`` lies in an executable segment of a mapped file (used where the process's
+        own mapping flags are not known)."""
+        mod = self.find(addr)
+        if mod is None or mod.image is None:
+            return False
+        link = addr - mod.bias
+        return any(s.flags & 1 and s.vaddr <= link < s.vaddr + s.memsz for s in mod.image.segments)
+
 
 class RawFrame:
     """One unwound frame: pc, the registers as they are in this frame (callee-saved ones recovered),
     and whether the unwinder stopped because memory could not be read."""
 
-    __slots__ = ("pc", "regs", "module", "signal", "stop")
+    __slots__ = ("pc", "regs", "module", "signal", "stop", "how", "gave_up")
 
-    def __init__(self, pc: int, regs: List[Optional[int]], module: Optional[Module], signal: bool):
+    def __init__(self, pc: int, regs: List[Optional[int]], module: Optional[Module], signal: bool,
+                 how: Optional[str] = None):
         self.pc, self.regs, self.module, self.signal = pc, regs, module, signal
         self.stop: Optional[str] = None
+        #: None where CFI (or the registers) gave this frame; "fp" / "scan" where a heuristic did.
+        self.how = how
+        #: On the last frame: why the unwind ended before the outermost frame, for people.
+        self.gave_up: Optional[str] = None
 
     @property
     def sp(self) -> Optional[int]:
@@ -117,9 +135,16 @@ class Unreadable(Exception):
         self.addr = addr
 
 
+def _where(pc: int, mod: Optional[Module]) -> str:
+    if mod is None:
+        return "pc 0x%x outside every mapped file" % pc
+    return "pc 0x%x in %s" % (pc, mod.path.rsplit("/", 1)[-1])
+
+
 def unwind(regs: List[Optional[int]], modules: ModuleMap, read: Callable[[int, int], Optional[bytes]],
-           max_frames: int = MAX_FRAMES) -> List[RawFrame]:
-    """Frames of one thread, innermost first; never raises."""
+           max_frames: int = MAX_FRAMES, regions: Optional[Regions] = None) -> List[RawFrame]:
+    """Frames of one thread, innermost first; never raises.  ``regions`` (every mapping with its
+    flags) lets the heuristics check stack bounds and executable memory exactly."""
 
     def read64(addr: int) -> int:
         b = read(addr, 8)
@@ -127,36 +152,53 @@ def unwind(regs: List[Optional[int]], modules: ModuleMap, read: Callable[[int, i
             raise Unreadable(addr)
         return struct.unpack("<Q", b)[0]
 
+    heur = Heuristics(read, regions, modules.find, modules.executable)
     out: List[RawFrame] = []
     cur = list(regs)
+    how: Optional[str] = None
     after_signal = True  # the innermost frame's pc is exact, like a signal frame's caller
-    while len(out) < max_frames:
+    while True:
         pc = cur[16]
         if not pc:
             break
         mod = modules.find(pc)
-        frame = RawFrame(pc, cur, mod, False)
+        frame = RawFrame(pc, cur, mod, False, how)
         out.append(frame)
-        if mod is None:
+        if len(out) >= max_frames:
+            frame.gave_up = "more than %d frames" % max_frames
+            break
+        if mod is None and not heur.is_code(pc):
+            frame.gave_up = "pc 0x%x is not in executable memory" % pc
             break
         lookup = pc if after_signal else pc - 1
-        rule = mod.eh.rule_at(lookup - mod.bias) if mod.eh is not None else None
+        eh = mod.eh if mod is not None else None
+        rule = eh.rule_at(lookup - mod.bias) if eh is not None and mod is not None else None
         try:
             if rule is None:
-                nxt = _frame_pointer_step(cur, read64)
+                nxt, how = heur.step(cur)
                 after_signal = False
+                if nxt is None:
+                    frame.gave_up = "no CFI for %s and no valid frame pointer or return address on the stack" % (
+                        _where(pc, mod))
+                    break
             else:
                 nxt = _apply(rule, cur, read64)
+                how = None
                 frame.signal = rule.signal
                 after_signal = rule.signal
         except Unreadable as e:
             frame.stop = str(e)
+            frame.gave_up = "%s (unwinding %s)" % (e, _where(pc, mod))
             break
         except (cfi.CfiError, IndexError, struct.error, KeyError, TypeError):
+            frame.gave_up = "the CFI for %s could not be evaluated" % _where(pc, mod)
             break
         if nxt is None:
+            break  # the return address is undefined: the outermost frame
+        if nxt[7] is None or cur[7] is None or (nxt[7] <= cur[7] and not frame.signal):
+            frame.gave_up = "the stack did not grow past %s" % _where(pc, mod)
             break
-        if nxt[7] is None or cur[7] is None or (nxt[7] <= cur[7] and not frame.signal) or not nxt[16]:
+        if not nxt[16]:
             break
         cur = nxt
     return out
@@ -191,15 +233,4 @@ def _apply(rule: cfi.FrameRule, cur: List[Optional[int]],
         elif kind == cfi.UNDEF:
             nxt[r] = None
     nxt[7] = cfa
-    return nxt
-
-
-def _frame_pointer_step(cur: List[Optional[int]], read64: Callable[[int], int]) -> Optional[List[Optional[int]]]:
-    rbp, rsp = cur[6], cur[7]
-    if not rbp or not rsp or rbp < rsp or rbp - rsp > (1 << 24) or rbp & 7:
-        return None
-    nxt = list(cur)
-    nxt[16] = read64(rbp + 8)
-    nxt[6] = read64(rbp)
-    nxt[7] = rbp + 16
     return nxt

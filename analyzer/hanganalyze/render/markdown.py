@@ -167,6 +167,8 @@ def _group_block(g: GroupView) -> str:
         lines.append("   … %d more frames" % (len(g.frames) - cap))
     if not g.frames:
         lines.append("(no frames)")
+    if g.group.first.unwind_stop:
+        lines.append("(unwind stopped early: %s)" % g.group.first.unwind_stop)
     return "<details%s><summary>%s</summary>\n\n%s\n\n</details>\n" % (
         "" if g.idle else " open" if g.group.in_finding else "",
         summary,

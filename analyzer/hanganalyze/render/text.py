@@ -62,6 +62,8 @@ def _group_lines(g: GroupView) -> List[str]:
         lines.append("    ... %d more frames (idle thread)" % (len(frames) - len(shown)))
     if not frames:
         lines.append("    (no frames)")
+    if g.group.first.unwind_stop:
+        lines.append("    (unwind stopped early: %s)" % clean(g.group.first.unwind_stop))
     return lines
 
 

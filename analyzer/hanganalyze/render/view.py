@@ -58,7 +58,13 @@ def frame_text(f: Frame, index: int) -> str:
         parts.append("from " + f.library)
     if f.note:
         parts.append("[%s]" % f.note)
+    if f.unwind:
+        parts.append("(heuristic: %s)" % HEURISTIC_NAMES.get(f.unwind, f.unwind))
     return " ".join(parts)
+
+
+#: How a frame found without CFI is named in listings (``Frame.unwind``).
+HEURISTIC_NAMES = {"fp": "frame pointer", "scan": "stack scan"}
 
 
 @dataclass
@@ -284,17 +290,18 @@ def key_libraries(p: Process) -> List[Tuple[str, str]]:
     key_library = pattern("key_libraries")
     seen = set()
     out = []
-    from hanganalyze.acquire.embedded_versions import static_name
+    from hanganalyze.acquire.embedded_versions import drop_shadowed, static_name, static_where
 
-    for lib in p.libraries:
+    for lib in drop_shadowed(list(p.libraries)):  # older snapshots may still list both
         static = static_name(lib.path)
         base = _base(lib.path) if static is None else static
         if not key_library.search(base) or base in seen:
             continue
         seen.add(base)
         version = library_version(base, lib.version)
-        if static is not None:  # linked into another file: "libnccl.so 2.27.3 (static)"
-            out.append((base, "%s (static)" % (version or "").strip()))
+        if static is not None:  # linked into another file: "libnccl.so 2.27.3 (static) in libfoo.so"
+            where = static_where(lib.path)
+            out.append((base, "%s (static)%s" % ((version or "").strip(), " in %s" % where if where else "")))
             continue
         if version and base.endswith(".so." + version):
             base = base[: -len(version) - 1]  # "libnccl.so 2.26.5", not "libnccl.so.2.26.5 2.26.5"

@@ -55,6 +55,9 @@ class Frame(Record):
     inlined: bool = False
     note: Optional[str] = None  # e.g. marker frames: "python frame chain corrupt: cycle"
     marker: bool = False  # True for synthetic frames that explain a gap, never matched
+    #: How an unwinder without CFI for the callee found this frame: "fp" (frame-pointer chain) or
+    #: "scan" (a return address found on the stack); None where CFI or gdb found it.
+    unwind: Optional[str] = None
 
     CONTRACT = ("kind", "function", "file", "line", "library", "address")
 
@@ -99,6 +102,9 @@ class Thread(Record):
     #: What this thread is blocked on (see WAIT_KINDS).
     waits: Optional[Wait] = None
     notes: List[str] = field(default_factory=list)
+    #: Why the native unwind ended before the thread's outermost frame (or main), when it did,
+    #: e.g. "no CFI for pc 0x7f.. in libcuda.so.1 and no valid frame pointer or return address ...".
+    unwind_stop: Optional[str] = None
 
     CONTRACT = ("tid", "name", "state", "frames")
 
