@@ -33,7 +33,8 @@ from collections import Counter, OrderedDict
 from dataclasses import replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyze.calltree import build_call_tree, compress_ranks
+from hanganalyze.analyze.calltree import build_call_tree
+from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rankstate import RankState, rank_state
 from hanganalyze.analyze.rules import RuleSet, load_rules
 from hanganalyze_gdbext.model import Evidence, Finding, Process, Snapshot

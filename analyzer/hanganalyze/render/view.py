@@ -442,11 +442,13 @@ def _state_text(st: Dict[str, Any]) -> str:
     return str(state or "")
 
 
-def job_view(snapshot: Snapshot) -> Optional[JobView]:
+def build_job_view(snapshot: Snapshot) -> Optional[JobView]:
+    """What the report's job section shows (None for one process); not ``calltree.job_view``,
+    which builds the tree and classes this reads from ``Snapshot.job``."""
     job = snapshot.job if isinstance(snapshot.job, dict) else None
     if not job:
         return None
-    from hanganalyze.analyze.calltree import render_tree_lines
+    from hanganalyze.render.treetext import render_tree_lines
 
     facts = [("processes", str(job.get("processes", len(snapshot.processes))))]
     if job.get("world_size") is not None:
@@ -553,7 +555,7 @@ def build_view(snapshot: Snapshot) -> ReportView:
         others = [str(r) for r in f.references if not safe_url(r)]
         label = process_title(f.process, proc) if proc is not None else ""
         if f.ranks:
-            from hanganalyze.analyze.calltree import compress_ranks
+            from hanganalyze.analyze.ranksets import compress_ranks
 
             label = "rank%s %s" % ("s" if len(f.ranks) > 1 else "", compress_ranks(f.ranks))
         elif len(f.processes) > 1:
@@ -562,7 +564,7 @@ def build_view(snapshot: Snapshot) -> ReportView:
     tool = snapshot.tool or {}
     warnings = list(snapshot.warnings) + [n for p in snapshot.processes for n in p.notes]
     return ReportView(
-        job=job_view(snapshot),
+        job=build_job_view(snapshot),
         hidden_processes=len(snapshot.processes) - len(shown),
         snapshot=snapshot,
         headline=headline(snapshot),
