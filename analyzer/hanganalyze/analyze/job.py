@@ -38,6 +38,7 @@ from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rankstate import RankState, rank_state
 from hanganalyze.analyze.rules import RuleSet, load_rules
 from hanganalyze_gdbext.model import Evidence, Finding, Process, Snapshot
+from hanganalyze_gdbext.model.job import JobFailure, JobRankClass, JobRankState, JobSummary
 
 #: Ranks named in a summary before "and N more".
 MAX_NAMED = 8
@@ -321,7 +322,7 @@ def group_findings(snapshot: Snapshot) -> List[Finding]:
     return out
 
 
-def state_classes(states: Sequence[RankState], keys: Sequence[int]) -> List[Dict[str, Any]]:
+def state_classes(states: Sequence[RankState], keys: Sequence[int]) -> List[JobRankClass]:
     """Ranks grouped by where they are (state, collective, call site, innermost frame), largest first.
 
     Not by their whole stacks: two ranks in the same ``all_reduce`` whose gloo helper threads sit
@@ -332,9 +333,9 @@ def state_classes(states: Sequence[RankState], keys: Sequence[int]) -> List[Dict
     out = []
     for members in groups.values():
         ks = [keys[s.process] for s in members]
-        out.append({"ranks": compress_ranks(ks), "keys": ks[:4096], "processes": [s.process for s in members],
-                    "size": len(members), "state": members[0].state, "where": members[0].where})
-    out.sort(key=lambda c: (-c["size"], c["processes"][0]))
+        out.append(JobRankClass(ranks=compress_ranks(ks), keys=ks[:4096], processes=[s.process for s in members],
+                                size=len(members), state=members[0].state, where=members[0].where))
+    out.sort(key=lambda c: (-c.size, c.processes[0]))
     return out
 
 
@@ -397,16 +398,16 @@ def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot
     tree = build_call_tree([procs[i] for i in live], [keys[i] for i in live]) if live else None
     seen = sorted(p.rank for p in procs if p.rank is not None)
     missing = [r for r in range(world) if r not in set(seen)] if world is not None and seen else []
-    snapshot.job = {
-        "processes": len(procs),
-        "key": key_kind,
-        "world_size": world,
-        "ranks": compress_ranks(seen),
-        "missing": compress_ranks(missing),
-        "failed": [{"process": i, "rank": p.rank, "error": p.error} for i, p in enumerate(procs) if p.error],
-        "states": [{"process": s.process, "rank": s.rank, "state": s.state, "op": s.op, "call_site": s.call_site,
-                    "where": s.where, "seq": s.seq} for s in states],
-        "classes": classes,
-        "tree": tree,
-    }
+    snapshot.job = JobSummary(
+        processes=len(procs),
+        key=key_kind,
+        world_size=world,
+        ranks=compress_ranks(seen),
+        missing=compress_ranks(missing),
+        failed=[JobFailure(process=i, rank=p.rank, error=p.error) for i, p in enumerate(procs) if p.error],
+        states=[JobRankState(process=s.process, rank=s.rank, state=s.state, op=s.op, call_site=s.call_site,
+                             where=s.where, seq=s.seq) for s in states],
+        classes=classes,
+        tree=tree,
+    )
     return snapshot
