@@ -129,7 +129,7 @@ def _analyze_app():
 
 
 SIGNATURE_COMMANDS = {
-    "list": "List every signature (built-in and from --signatures folders).",
+    "list": "List every rule in run order: signatures (built-in, --signatures folders) and code rules.",
     "validate": "Validate signature files against the schema; exit 2 with file:line on the first error.",
 }
 
@@ -222,18 +222,26 @@ def analyze(args: argparse.Namespace) -> int:
 
 
 def signatures_command(command: str, dirs: List[Path]) -> int:
-    """``signatures list``: one line per signature; ``signatures validate``: a count, or exit 2."""
+    """``signatures list``: one line per rule in the order they run, the signatures at the place of
+    the signature database and the code rules marked; ``signatures validate``: the signature files
+    and the rule list checked, a count, or exit 2."""
     from hanganalyze import pipeline
+    from hanganalyze.analyze.rules import validate_rules
 
     try:
         db = pipeline.load_signature_db(dirs, use_cache=False)
+        rules = validate_rules([s.id for s in db.signatures])
     except HangAnalyzeError as e:
         return fail(str(e), e.exit_code)
     if command == "list":
         from hanganalyze.render.text import clean  # user YAML may hold terminal escape sequences
 
-        for sig in db.signatures:
-            sys.stdout.write("%-45s %-9s %s\n" % (clean(sig.id), clean(sig.severity), clean(sig.title)))
+        for rule in rules.rules:
+            if not rule.code:
+                for sig in db.signatures:
+                    sys.stdout.write("%-45s %-9s %s\n" % (clean(sig.id), clean(sig.severity), clean(sig.title)))
+                continue
+            sys.stdout.write("%-45s %-9s %s [code rule]\n" % (rule.id, rule.severity, rule.title))
     else:
         sys.stdout.write("%d signatures valid\n" % len(db.signatures))
     return EXIT_OK

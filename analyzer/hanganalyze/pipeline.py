@@ -1,7 +1,8 @@
 """The analysis steps in order, as functions of a Snapshot (no gdb, no output):
 
-acquire (``acquire/request.py``) -> wait-for graph -> signature matching -> bucket id -> redaction
--> render (``render/``, written by ``output.py``).
+acquire (``acquire/request.py``) -> wait-for graph -> the rules (``signatures/rules/rules.yaml``, in
+its order: per process the wait-for cycles and the signature database, then the job rules) ->
+bucket id -> redaction -> render (``render/``, written by ``output.py``).
 
 ``report`` is one run's whole path up to rendering: the request's inputs acquired while the
 signature database loads in a thread, then ``analyze``.
@@ -10,10 +11,30 @@ signature database loads in a thread, then ``analyze``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional
 
 from hanganalyze import __version__
-from hanganalyze_gdbext.model import SEVERITIES, Snapshot
+from hanganalyze_gdbext.model import SEVERITIES, Finding, Snapshot
+
+
+def _wait_for_cycles(snapshot: Snapshot, db) -> List[Finding]:
+    from hanganalyze.analyze.waitfor import cycle_findings
+
+    return cycle_findings(snapshot)
+
+
+def _signatures(snapshot: Snapshot, db) -> List[Finding]:
+    from hanganalyze.analyze.match import match_snapshot
+
+    return match_snapshot(snapshot, db)
+
+
+#: The code of the per-process rules, by the ``step`` their entries of the rule list name (the job
+#: rules' code is ``job.JOB_STEPS``).
+PROCESS_STEPS: Dict[str, Callable[[Snapshot, object], List[Finding]]] = {
+    "wait_for_cycles": _wait_for_cycles,
+    "signatures": _signatures,
+}
 
 
 def load_signature_db(extra_dirs: Iterable[Path] = (), use_cache: bool = True):
@@ -28,17 +49,22 @@ def analyze(snapshot: Snapshot, db, redact: bool = False) -> Snapshot:
     """Fill findings, wait-for graphs and the bucket id of a freshly acquired snapshot; with
     ``redact``, the result has user names, hosts, IPs and secrets replaced (``analyze/redact.py``)."""
     from hanganalyze.analyze.bucket import bucket_id
-    from hanganalyze.analyze.job import CROSS_RANK, analyze_job, join_flight_recorder
-    from hanganalyze.analyze.match import match_snapshot
-    from hanganalyze.analyze.waitfor import annotate_waitgraphs, cycle_findings
+    from hanganalyze.analyze.job import analyze_job, join_flight_recorder
+    from hanganalyze.analyze.rules import load_rules
+    from hanganalyze.analyze.waitfor import annotate_waitgraphs
 
+    rules = load_rules()
     join_flight_recorder(snapshot)  # changes process indices: before anything refers to them
     annotate_waitgraphs(snapshot)
-    snapshot.findings = cycle_findings(snapshot) + match_snapshot(snapshot, db)
-    analyze_job(snapshot)  # several ranks: cross-rank findings, per-rank ones grouped
+    found: List[Finding] = []
+    for step in rules.steps("process"):  # the rule list's order
+        found.extend(PROCESS_STEPS[step](snapshot, db))
+    snapshot.findings = found
+    analyze_job(snapshot, rules)  # the job rules: cross-rank findings, per-rank ones grouped
     order = {s: i for i, s in enumerate(SEVERITIES)}
+    cross_rank = rules.cross_rank
     # within a severity, the cross-rank diagnosis (who is at fault) comes before what each rank shows
-    snapshot.findings.sort(key=lambda f: (order.get(f.severity, len(order)), f.signature not in CROSS_RANK,
+    snapshot.findings.sort(key=lambda f: (order.get(f.severity, len(order)), f.signature not in cross_rank,
                                           -(f.confidence or 0.0)))
     snapshot.bucket = bucket_id(snapshot)
     snapshot.tool = {"name": "hanganalyze", "version": __version__}

@@ -40,8 +40,8 @@ def test_the_straggler_among_4096_ranks(big_job):
     assert f.signature == "collective-straggler" and f.ranks == [STRAGGLER]
     assert f.summary.startswith("ranks 0-1233,1235-4095 wait in the device sync after a collective called from "
                                 "train_step (fr_strag.py:9); rank 1234 never reached it: it is in load_next_batch")
-    assert big_job.job["world_size"] == RANKS and big_job.job["missing"] == ""
-    assert [(c["ranks"], c["size"]) for c in big_job.job["classes"]] == [("0-1233,1235-4095", 4095), ("1234", 1)]
+    assert big_job.job.world_size == RANKS and big_job.job.missing == ""
+    assert [(c.ranks, c.size) for c in big_job.job.classes] == [("0-1233,1235-4095", 4095), ("1234", 1)]
     peer = [x for x in big_job.findings if x.signature == "collective-peer-wait"]
     assert len(peer) == 1 and len(peer[0].ranks) == RANKS - 1  # one finding for 4,095 ranks, not 4,095
 

@@ -22,106 +22,26 @@ already run; see ``pipeline.analyze``):
 4. per-process findings that hold on several ranks become one finding naming its ranks;
 5. ``Snapshot.job``: world size, missing ranks, rank classes (equivalence classes of stacks) and
    the merged call tree (``calltree.py``).
+
+The rules of step 3 are code; their ids, titles, causes, fixes and what they supersede are data:
+their entries in ``signatures/rules/rules.yaml`` (``analyze/rules.py``), run in that order.
 """
 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from dataclasses import replace
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyze.calltree import build_call_tree, compress_ranks
+from hanganalyze.analyze.calltree import build_call_tree
+from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rankstate import RankState, rank_state
+from hanganalyze.analyze.rules import RuleSet, load_rules
 from hanganalyze_gdbext.model import Evidence, Finding, Process, Snapshot
-
-#: What each cross-rank finding says; the summary is built from the ranks' states.
-JOB_FINDINGS: Dict[str, Dict[str, Any]] = {
-    "rank-missing": {
-        "title": "A rank of the job is missing (it exited or crashed)",
-        "severity": "hang",
-        "cause": "The job has fewer ranks than its WORLD_SIZE: a rank exited (normally or not) or crashed, and "
-                 "the others wait for it in their next collective or in the rendezvous, until the timeout.",
-        "fix": [
-            "Look at the missing rank's own log and exit status (torchrun prints one per worker; a core or "
-            "dmesg line if it crashed).",
-            "Make every rank run the same number of collectives: an early `return`/`break` or an exception "
-            "caught on one rank only leaves the others waiting.",
-        ],
-        "references": ["https://pytorch.org/docs/stable/distributed.html#debugging-torch-distributed-applications"],
-    },
-    "collective-straggler": {
-        "title": "Ranks wait in a collective that one or a few ranks never reached",
-        "severity": "hang",
-        "cause": "Collectives complete only when every rank of the group has entered them.  Most ranks are "
-                 "inside it; the ranks named are elsewhere (loading data, stuck in I/O, in a longer code "
-                 "path), so the others wait until the process-group timeout.",
-        "fix": [
-            "Look at what the named ranks are doing (their innermost frame is in the summary): slow or "
-            "blocked data loading, a rank-dependent branch, a deadlock on that rank only.",
-            "Set TORCH_NCCL_DUMP_ON_TIMEOUT=1 and TORCH_FR_BUFFER_SIZE=2000 to get flight-recorder dumps "
-            "with the sequence numbers of every rank's collectives.",
-        ],
-        "references": ["https://pytorch.org/docs/stable/torch_nccl_flight_recorder.html",
-                       "https://pytorch.org/docs/stable/distributed.html#debugging-torch-distributed-applications"],
-    },
-    "collective-mismatch": {
-        "title": "Ranks wait in different collectives (mismatched collective order or call site)",
-        "severity": "hang",
-        "cause": "The ranks called different collectives (or the same one from different places, or at different "
-                 "sequence numbers): each waits for peers that are in another call and never match it.",
-        "fix": [
-            "Make every rank issue the same collectives in the same order; look for rank-dependent code paths "
-            "around the call sites named.",
-            "TORCH_DISTRIBUTED_DEBUG=DETAIL checks collective order and shapes across ranks at run time.",
-        ],
-        "references": ["https://pytorch.org/docs/stable/distributed.html#torch-distributed-debug"],
-    },
-    "collective-hang": {
-        "title": "Every rank waits in the same collective and none is missing",
-        "severity": "hang",
-        "cause": "All the ranks given are inside the same collective, so it is the collective itself that does not "
-                 "finish: the network or the communication library hangs, or a rank that was not captured "
-                 "(another node) is elsewhere.",
-        "fix": [
-            "Capture every node's ranks (see docs/job.md); if all wait, run with NCCL_DEBUG=INFO and check the "
-            "network (NCCL_IB_*, NCCL_SOCKET_IFNAME).",
-        ],
-        "references": ["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"],
-    },
-    "worker-straggler": {
-        "title": "Processes wait for a worker that never answers",
-        "severity": "hang",
-        "cause": "The other processes of the job wait for work or results (multiprocessing queues, pipes, "
-                 "Pool.map); the named process is elsewhere and never sends what they wait for.",
-        "fix": [
-            "Look at what the named process is doing (its innermost frame is in the summary).",
-            "Give the wait a timeout (AsyncResult.get(timeout=...), Queue.get(timeout=...)) so a stuck "
-            "worker becomes an error instead of a hang.",
-        ],
-        "references": ["https://docs.python.org/3/library/multiprocessing.html#programming-guidelines"],
-    },
-    "collective-peer-wait": {
-        "title": "Blocked in a device sync after a collective: waiting for peers",
-        "severity": "hang",
-        "cause": "NCCL collectives are queued on the GPU and return at once; the host then blocks at the next "
-                 "synchronisation (.item(), .cpu(), cudaStreamSynchronize) until the collective completes, which "
-                 "needs every peer rank to enter it.",
-        "fix": [
-            "Find the rank that has not entered the collective (the job view names it when its stack is in "
-            "the input).",
-        ],
-        "references": ["https://pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution"],
-    },
-}
-
-#: The findings that compare ranks (the job's diagnosis), as opposed to what one rank shows.
-CROSS_RANK = frozenset({"rank-missing", "collective-straggler", "collective-mismatch", "collective-hang",
-                        "worker-straggler"})
+from hanganalyze_gdbext.model.job import JobFailure, JobRankClass, JobRankState, JobSummary
 
 #: Ranks named in a summary before "and N more".
 MAX_NAMED = 8
-#: Per-rank info findings that a ``collective-peer-wait`` explains better.
-SUPERSEDED_BY_PEER_WAIT = frozenset({"cuda-sync-busy-spin"})
 
 
 def _key_label(ranks: List[int], label: str = "rank") -> str:
@@ -197,12 +117,12 @@ def _evidence(states: Sequence[RankState], rule: str) -> List[Evidence]:
 
 def _finding(sig: str, at_fault: Sequence[RankState], summary: str, evidence: List[Evidence],
              confidence: float, ranks: Optional[List[int]] = None) -> Finding:
-    meta = JOB_FINDINGS[sig]
+    rule = load_rules().by_id(sig)
     procs = [s.process for s in at_fault]
     return Finding(
-        signature=sig, title=meta["title"], severity=meta["severity"], process=procs[0] if procs else 0,
-        threads=[s.thread for s in at_fault[:1] if s.thread is not None], summary=summary, fix=list(meta["fix"]),
-        references=list(meta["references"]), evidence=evidence, confidence=confidence, cause=meta["cause"],
+        signature=sig, title=rule.title, severity=rule.severity, process=procs[0] if procs else 0,
+        threads=[s.thread for s in at_fault[:1] if s.thread is not None], summary=summary, fix=list(rule.fix),
+        references=list(rule.references), evidence=evidence, confidence=confidence, cause=rule.cause,
         ranks=sorted(ranks if ranks is not None else [s.rank for s in at_fault if s.rank is not None]),
         processes=procs,
     )
@@ -402,7 +322,7 @@ def group_findings(snapshot: Snapshot) -> List[Finding]:
     return out
 
 
-def state_classes(states: Sequence[RankState], keys: Sequence[int]) -> List[Dict[str, Any]]:
+def state_classes(states: Sequence[RankState], keys: Sequence[int]) -> List[JobRankClass]:
     """Ranks grouped by where they are (state, collective, call site, innermost frame), largest first.
 
     Not by their whole stacks: two ranks in the same ``all_reduce`` whose gloo helper threads sit
@@ -413,9 +333,9 @@ def state_classes(states: Sequence[RankState], keys: Sequence[int]) -> List[Dict
     out = []
     for members in groups.values():
         ks = [keys[s.process] for s in members]
-        out.append({"ranks": compress_ranks(ks), "keys": ks[:4096], "processes": [s.process for s in members],
-                    "size": len(members), "state": members[0].state, "where": members[0].where})
-    out.sort(key=lambda c: (-c["size"], c["processes"][0]))
+        out.append(JobRankClass(ranks=compress_ranks(ks), keys=ks[:4096], processes=[s.process for s in members],
+                                size=len(members), state=members[0].state, where=members[0].where))
+    out.sort(key=lambda c: (-c.size, c.processes[0]))
     return out
 
 
@@ -427,50 +347,67 @@ def keys_for(processes: Sequence[Process]) -> Tuple[List[int], str]:
     return list(range(len(processes))), "process"
 
 
-def analyze_job(snapshot: Snapshot) -> Snapshot:
-    """Cross-rank findings, grouped per-rank findings and ``Snapshot.job`` (see the module doc)."""
+def _cross_rank_step(snapshot: Snapshot, states: List[RankState], world: Optional[int]) -> List[Finding]:
+    """The findings that compare ranks; one process compares with nothing."""
+    return cross_rank_findings(snapshot, states, world) if len(snapshot.processes) > 1 else []
+
+
+def _peer_wait_step(snapshot: Snapshot, states: List[RankState], world: Optional[int]) -> List[Finding]:
+    """A peer wait needs peers: several processes, or one that knows it is a rank."""
+    if len(states) > 1 or any(s.rank is not None for s in states):
+        return _peer_wait(snapshot, states)
+    return []
+
+
+#: The code of the job rules, by the ``step`` their entries of ``signatures/rules/rules.yaml`` name.
+JOB_STEPS: Dict[str, Callable[[Snapshot, List[RankState], Optional[int]], List[Finding]]] = {
+    "cross_rank": _cross_rank_step,
+    "peer_wait": _peer_wait_step,
+}
+
+
+def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot:
+    """Cross-rank findings, grouped per-rank findings and ``Snapshot.job`` (see the module doc).
+
+    The job rules run in the order of the rule list; a finding they make drops the per-process
+    findings its rule ``supersedes`` on the processes it names."""
     if not _job_context(snapshot):
         return snapshot
+    rules = rules if rules is not None else load_rules()
     procs = snapshot.processes
-    if len(procs) == 1:  # one rank: what it shows (a peer wait), no job view
-        states = [rank_state(0, procs[0])]
-        peer = _peer_wait(snapshot, states) if states[0].rank is not None else []
-        if peer:
-            snapshot.findings = peer + [f for f in snapshot.findings if f.signature not in SUPERSEDED_BY_PEER_WAIT]
-        for f in snapshot.findings:
-            if procs[0].rank is not None and not f.ranks:
-                f.ranks = [procs[0].rank]
-        return snapshot
     states = [rank_state(i, p) for i, p in enumerate(procs)]
-    world = world_size(procs)
+    world = world_size(procs) if len(procs) > 1 else None
     dup = [r for r, n in Counter(p.rank for p in procs if p.rank is not None).items() if n > 1]
     if dup:
         snapshot.warnings.append("%s came in more than once: the job view keys processes by index"
                                  % _key_label(sorted(dup)))
-    peer = _peer_wait(snapshot, states) if (len(procs) > 1 or any(s.rank is not None for s in states)) else []
-    waiting_procs = {s.process for s in states if s.state == "device-sync"}
-    per_process = [f for f in snapshot.findings
-                   if not (f.signature in SUPERSEDED_BY_PEER_WAIT and f.process in waiting_procs and peer)]
-    snapshot.findings = per_process
-    grouped = group_findings(snapshot)
-    cross = cross_rank_findings(snapshot, states, world) if len(procs) > 1 else []
-    snapshot.findings = cross + peer + grouped
+    found: List[Finding] = []
+    for step in rules.steps("job"):
+        found.extend(JOB_STEPS[step](snapshot, states, world))
+    snapshot.findings = rules.superseded(found, snapshot.findings)
+    if len(procs) == 1:  # one rank: what it shows (a peer wait), no job view
+        snapshot.findings = found + snapshot.findings
+        for f in snapshot.findings:
+            if procs[0].rank is not None and not f.ranks:
+                f.ranks = [procs[0].rank]
+        return snapshot
+    snapshot.findings = found + group_findings(snapshot)
     keys, key_kind = keys_for(procs)
     live = [i for i, p in enumerate(procs) if p.threads]
     classes = state_classes(states, keys)
     tree = build_call_tree([procs[i] for i in live], [keys[i] for i in live]) if live else None
     seen = sorted(p.rank for p in procs if p.rank is not None)
     missing = [r for r in range(world) if r not in set(seen)] if world is not None and seen else []
-    snapshot.job = {
-        "processes": len(procs),
-        "key": key_kind,
-        "world_size": world,
-        "ranks": compress_ranks(seen),
-        "missing": compress_ranks(missing),
-        "failed": [{"process": i, "rank": p.rank, "error": p.error} for i, p in enumerate(procs) if p.error],
-        "states": [{"process": s.process, "rank": s.rank, "state": s.state, "op": s.op, "call_site": s.call_site,
-                    "where": s.where, "seq": s.seq} for s in states],
-        "classes": classes,
-        "tree": tree,
-    }
+    snapshot.job = JobSummary(
+        processes=len(procs),
+        key=key_kind,
+        world_size=world,
+        ranks=compress_ranks(seen),
+        missing=compress_ranks(missing),
+        failed=[JobFailure(process=i, rank=p.rank, error=p.error) for i, p in enumerate(procs) if p.error],
+        states=[JobRankState(process=s.process, rank=s.rank, state=s.state, op=s.op, call_site=s.call_site,
+                             where=s.where, seq=s.seq) for s in states],
+        classes=classes,
+        tree=tree,
+    )
     return snapshot

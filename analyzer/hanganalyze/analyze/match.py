@@ -94,8 +94,9 @@ class _ThreadView:
     key_positions: Optional[Dict[FrameKey, List[int]]] = None  # distinct key -> frame indices
 
 
-def frame_text(frame: Frame) -> str:
-    """``function (file:line)`` or ``function (library)`` for evidence."""
+def evidence_frame_text(frame: Frame) -> str:
+    """``function (file:line)`` or ``function (library)`` for evidence (a short form; the gdb-like
+    line of a report is ``render.view.frame_text``)."""
     fn = frame.function or "??"
     if frame.file:
         where = "%s:%s" % (frame.file, frame.line) if frame.line else frame.file
@@ -296,7 +297,7 @@ class _Matcher:
             ev.append(Evidence(
                 thread=t.tid, frame=fi,
                 rule="%s: %s" % (rule.rule, (step.stripped.text if via and step.stripped else step.text)),
-                text=frame_text(tv.frames[fi]),
+                text=evidence_frame_text(tv.frames[fi]),
                 function=tv.frames[fi].function or "??",
                 stripped=via,
             ))

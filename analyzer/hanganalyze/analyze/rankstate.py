@@ -36,6 +36,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, names, pattern
 from hanganalyze.analyze.names import basename, normalize_native_name
+from hanganalyze.analyze.stacks import main_thread  # one definition: the job view and the rank states agree
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
 #: The op in a native collective wait's name (group 1).  Code, not a list file: a list is entries
@@ -87,16 +88,6 @@ def frame_where(f: Frame) -> str:
     short = _normalized(name) if f.function else "??"
     lib = basename(f.library)
     return "%s (%s)" % (short, lib) if lib else short
-
-
-def main_thread(p: Process) -> Optional[Thread]:
-    for t in p.threads:
-        if p.pid is not None and t.tid == p.pid:
-            return t
-    for t in p.threads:
-        if (t.python_name or t.name) == "MainThread":
-            return t
-    return p.threads[0] if p.threads else None
 
 
 def _threads_main_first(p: Process) -> List[Thread]:

@@ -3,28 +3,18 @@
 The graph itself is built by ``hanganalyze_gdbext.model.waitgraph`` (shared with the gdb command
 ``hang-locks``); this module stores it on each process and turns cycles into findings.  A cycle
 is proven by memory (each edge is an owner field read from the process), so it needs no
-signature rule and carries full confidence.
+signature rule and carries full confidence.  Its id and texts (titles, causes, fixes) are data:
+the ``deadlock-cycle`` entry of ``signatures/rules/rules.yaml`` (``analyze/rules.py``).
 """
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
+from hanganalyze.analyze.rules import Rule, load_rules
 from hanganalyze_gdbext.model import Evidence, Finding, Snapshot, waitgraph
 
 SIGNATURE = "deadlock-cycle"
-
-FIX_LOCK_ORDER = (
-    "Acquire these locks in one global order everywhere (or take them together, e.g. std::scoped_lock / "
-    "a single coarser lock); a cycle cannot form when every thread takes them in the same order."
-)
-FIX_GIL = (
-    "Never wait for a native lock while holding the GIL: release it first (Py_BEGIN_ALLOW_THREADS, "
-    "pybind11::gil_scoped_release, ctypes.CDLL instead of PyDLL), or do not call back into Python "
-    "while holding that native lock."
-)
-FIX_JOIN = "Do not join a thread while holding a lock that thread needs; release it before join()."
-
 
 def annotate_waitgraphs(snapshot: Snapshot) -> None:
     """Fill ``process.waitgraph`` for every process whose threads record waits."""
@@ -32,8 +22,10 @@ def annotate_waitgraphs(snapshot: Snapshot) -> None:
         p.waitgraph = waitgraph.build(p)
 
 
-def cycle_findings(snapshot: Snapshot) -> List[Finding]:
-    """One ``deadlock-cycle`` finding per cycle, with the frame where each thread waits."""
+def cycle_findings(snapshot: Snapshot, rule: Optional[Rule] = None) -> List[Finding]:
+    """One ``deadlock-cycle`` finding per cycle, with the frame where each thread waits; texts from
+    ``rule`` (the rule list's ``deadlock-cycle`` entry when not given)."""
+    rule = rule if rule is not None else load_rules().by_id(SIGNATURE)
     out: List[Finding] = []
     for pi, p in enumerate(snapshot.processes):
         graph = p.waitgraph if p.waitgraph is not None else waitgraph.build(p)
@@ -64,25 +56,24 @@ def cycle_findings(snapshot: Snapshot) -> List[Finding]:
                 ))
             fix = []
             if "gil" in kinds:
-                fix.append(FIX_GIL)
+                fix.append(rule.text("fix_gil"))
             if kinds & {"join", "pyjoin"}:
-                fix.append(FIX_JOIN)
+                fix.append(rule.text("fix_join"))
             if kinds & {"mutex", "rwlock", "rlock", "pylock"}:
-                fix.append(FIX_LOCK_ORDER)
-            title = "Deadlock: %d threads wait for each other in a cycle" % len(tids) if len(tids) > 1 else \
-                "Deadlock: a thread waits for a lock it holds itself"
+                fix.append(rule.text("fix_lock_order"))
+            title = rule.text("title_cycle") % len(tids) if len(tids) > 1 else rule.text("title_self")
             if "gil" in kinds:
-                title += " (GIL vs native lock)"
+                title += rule.text("title_gil")
             out.append(Finding(
-                signature=SIGNATURE,
+                signature=rule.id,
                 title=title,
-                severity="deadlock",
+                severity=rule.severity,
                 process=pi,
                 threads=tids,
                 summary=waitgraph.describe_cycle(p, cyc),
                 fix=fix,
                 evidence=evidence,
                 confidence=1.0,
-                cause="lock-order inversion" if "gil" not in kinds else "GIL / native lock inversion",
+                cause=rule.text("cause_gil" if "gil" in kinds else "cause_locks"),
             ))
     return out

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, pattern
 from hanganalyze.analyze.grouping import ThreadGroup, group_threads
 from hanganalyze_gdbext.model import Finding, Frame, Process, Snapshot, Thread, waitgraph
+from hanganalyze_gdbext.model.job import JobRankState
 
 #: Only these URL schemes become links in a report.
 SAFE_URL = re.compile(r"^https?://[^\s<>\"'`]+$", re.IGNORECASE)
@@ -417,63 +418,65 @@ SHOW_ALL_PROCESSES = 16
 def shown_processes(snapshot: Snapshot) -> Set[int]:
     """Every process, or for a large job the first of each rank class plus those that failed."""
     n = len(snapshot.processes)
-    job = snapshot.job if isinstance(snapshot.job, dict) else None
-    if n <= SHOW_ALL_PROCESSES or not job or not job.get("classes"):
+    job = snapshot.job
+    if n <= SHOW_ALL_PROCESSES or job is None or not job.classes:
         return set(range(n))
     keep = {i for i, p in enumerate(snapshot.processes) if not p.threads}
-    for c in job.get("classes") or []:
-        members = c.get("processes") if isinstance(c, dict) else None
-        if isinstance(members, list) and members and isinstance(members[0], int):
-            keep.add(members[0])
+    for c in job.classes:
+        if c.processes and isinstance(c.processes[0], int):
+            keep.add(c.processes[0])
     for f in snapshot.findings:
         keep.add(f.process)
     return {i for i in keep if 0 <= i < n}
 
 
-def _state_text(st: Dict[str, Any]) -> str:
-    state = st.get("state")
+def _state_text(st: Optional[JobRankState]) -> str:
+    state = st.state if st is not None else None
+    if st is None:
+        return ""
     if state in ("collective", "rendezvous", "device-sync"):
-        what = st.get("op") or ("a device sync after a collective" if state == "device-sync" else state)
-        if state == "device-sync" and st.get("op"):
-            what = "the device sync after %s" % st["op"]
+        what = st.op or ("a device sync after a collective" if state == "device-sync" else state)
+        if state == "device-sync" and st.op:
+            what = "the device sync after %s" % st.op
         text = "waits in %s" % what
-        if st.get("seq") is not None:
-            text += " (#%s)" % st["seq"]
-        if st.get("call_site"):
-            text += " called from %s" % st["call_site"]
+        if st.seq is not None:
+            text += " (#%s)" % st.seq
+        if st.call_site:
+            text += " called from %s" % st.call_site
         return text
     if state == "elsewhere":
-        return "in %s" % (st.get("where") or "an unknown place")
+        return "in %s" % (st.where or "an unknown place")
     if state == "no-stack":
         return "no stack (flight-recorder dump only)"
     return str(state or "")
 
 
-def job_view(snapshot: Snapshot) -> Optional[JobView]:
-    job = snapshot.job if isinstance(snapshot.job, dict) else None
-    if not job:
+def build_job_view(snapshot: Snapshot) -> Optional[JobView]:
+    """What the report's job section shows (None for one process); not ``calltree.job_view``,
+    which builds the tree and classes this reads from ``Snapshot.job``."""
+    job = snapshot.job
+    if job is None:
         return None
-    from hanganalyze.analyze.calltree import render_tree_lines
+    from hanganalyze.render.treetext import render_tree_lines
 
-    facts = [("processes", str(job.get("processes", len(snapshot.processes))))]
-    if job.get("world_size") is not None:
-        facts.append(("world size", str(job["world_size"])))
-    if job.get("ranks"):
-        facts.append(("ranks", str(job["ranks"])))
-    if job.get("missing"):
-        facts.append(("missing ranks", str(job["missing"])))
-    states = {s.get("process"): s for s in job.get("states") or [] if isinstance(s, dict)}
+    facts = [("processes", str(job.processes))]
+    if job.world_size is not None:
+        facts.append(("world size", str(job.world_size)))
+    if job.ranks:
+        facts.append(("ranks", str(job.ranks)))
+    if job.missing:
+        facts.append(("missing ranks", str(job.missing)))
+    states = {s.process: s for s in job.states}
     classes = []
-    for c in job.get("classes") or []:
-        members = c.get("processes") or []
+    for c in job.classes:
+        members = c.processes
         first = members[0] if members else 0
-        label = str(c.get("ranks", ""))
-        if job.get("key") != "rank":
+        label = str(c.ranks)
+        if job.key != "rank":
             label = "process%s %s" % ("es" if len(members) > 1 else "", label)
-        classes.append(JobClassView(label, int(c.get("size", len(members))),
-                                    _state_text(states.get(first, {})) or str(c.get("where") or ""), first))
+        classes.append(JobClassView(label, int(c.size), _state_text(states.get(first)) or str(c.where or ""), first))
     failed = [(process_title(i, p), p.error) for i, p in enumerate(snapshot.processes) if p.error]
-    tree = job.get("tree") if isinstance(job.get("tree"), dict) else None
+    tree = job.tree if isinstance(job.tree, dict) else None
     return JobView(facts, classes, tree, render_tree_lines(tree) if tree else [], failed)
 
 
@@ -560,7 +563,7 @@ def build_view(snapshot: Snapshot) -> ReportView:
         others = [str(r) for r in f.references if not safe_url(r)]
         label = process_title(f.process, proc) if proc is not None else ""
         if f.ranks:
-            from hanganalyze.analyze.calltree import compress_ranks
+            from hanganalyze.analyze.ranksets import compress_ranks
 
             label = "rank%s %s" % ("s" if len(f.ranks) > 1 else "", compress_ranks(f.ranks))
         elif len(f.processes) > 1:
@@ -569,7 +572,7 @@ def build_view(snapshot: Snapshot) -> ReportView:
     tool = snapshot.tool or {}
     warnings = list(snapshot.warnings) + [n for p in snapshot.processes for n in p.notes]
     return ReportView(
-        job=job_view(snapshot),
+        job=build_job_view(snapshot),
         hidden_processes=len(snapshot.processes) - len(shown),
         snapshot=snapshot,
         headline=headline(snapshot),

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from .job import JobSummary
 from .record import Record
 
 SCHEMA = "hanganalyze/1"
@@ -267,9 +268,8 @@ class Snapshot(Record):
     # extras
     tool: Optional[Dict[str, Any]] = None  # {"name": "hanganalyze", "version": "..."}
     warnings: List[str] = field(default_factory=list)
-    #: The job view, when several processes came in: {"world_size", "ranks", "missing",
-    #: "classes": [{"ranks", "processes", "where"}], "tree": call tree (analyze/calltree.py)}.
-    job: Optional[Dict[str, Any]] = None
+    #: The job view, when several processes came in (``model/job.py``).
+    job: Optional[JobSummary] = None
 
     CONTRACT = ("processes", "findings", "bucket")
 

@@ -1,0 +1,162 @@
+"""The rules that make findings, in the order the pipeline runs them (``signatures/rules/rules.yaml``).
+
+Findings came in three styles (YAML signatures, a table of job findings in ``job.py``, fix strings
+in ``waitfor.py``), so ``signatures list`` could not show the code rules and one rule named another
+by a hard-coded id.  Now there is one ordered list: the signature database is one entry, every
+other entry is a *code rule* whose decision stays code (the function its ``step`` names, in
+``pipeline.PROCESS_STEPS`` and ``job.JOB_STEPS``) while its id, title, cause, fixes, links and what
+it ``supersedes`` are data here.
+
+The file ships with the tool and is read on every run, so the run reads it like the frame lists
+(libyaml, no schema: importing jsonschema alone costs ~75 ms); ``signatures validate`` and the tests
+check it against ``signatures/rules/schema.json`` with ``file:line`` errors as the signature loader
+gives them (``load_rules(validate=True)``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+
+from hanganalyze.errors import SignatureError
+from hanganalyze_gdbext.model import Finding
+
+#: Folder of the rule list inside the built-in signature folder, and its files.
+RULES_DIR = "rules"
+RULES_FILE = "rules.yaml"
+RULES_SCHEMA = "schema.json"
+#: ``Rule.kind`` of the entry where the YAML signature database runs.
+SIGNATURES_KIND = "signatures"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One entry of the rule list: what a finding with this id says (the decision is elsewhere)."""
+
+    id: str
+    kind: str  # "signatures" (the YAML database) or "code"
+    stage: str  # "process" (each process) or "job" (across the processes of a job)
+    step: str  # the code that decides; several rules may share one step (one function, several ids)
+    title: str
+    severity: str = ""
+    cause: str = ""
+    fix: Tuple[str, ...] = ()
+    references: Tuple[str, ...] = ()
+    texts: Dict[str, str] = field(default_factory=dict)
+    supersedes: Tuple[str, ...] = ()
+    cross_rank: bool = False
+    source: str = ""  # file:line
+
+    @property
+    def code(self) -> bool:
+        return self.kind != SIGNATURES_KIND
+
+    def text(self, name: str) -> str:
+        """A named text of a code rule (a KeyError names a text the data lacks: a bug, not input)."""
+        return self.texts[name]
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """The ordered rule list with the look-ups the pipeline needs."""
+
+    rules: Tuple[Rule, ...]
+
+    def by_id(self, rule_id: str) -> Rule:
+        for r in self.rules:
+            if r.id == rule_id:
+                return r
+        raise KeyError("no rule %r in %s" % (rule_id, RULES_FILE))
+
+    def steps(self, stage: str) -> List[str]:
+        """The steps of a stage in rule order, each once (at its first rule)."""
+        out: List[str] = []
+        for r in self.rules:
+            if r.stage == stage and r.step not in out:
+                out.append(r.step)
+        return out
+
+    @property
+    def cross_rank(self) -> FrozenSet[str]:
+        """Ids of the findings that compare ranks (the job's diagnosis)."""
+        return frozenset(r.id for r in self.rules if r.cross_rank)
+
+    def superseded(self, findings: Sequence[Finding], candidates: Sequence[Finding]) -> List[Finding]:
+        """``candidates`` less those that a finding in ``findings`` supersedes: same id named in its
+        rule's ``supersedes`` and a process the superseding finding names."""
+        over: Dict[str, set] = {}
+        for f in findings:
+            rule = self._code_rule(f.signature)
+            if rule is not None:
+                for sid in rule.supersedes:
+                    over.setdefault(sid, set()).update(f.processes or [f.process])
+        return [c for c in candidates if c.process not in over.get(c.signature, ())]
+
+    def _code_rule(self, rule_id: str) -> Optional[Rule]:
+        return next((r for r in self.rules if r.id == rule_id and r.code), None)
+
+
+def rules_path() -> Path:
+    from hanganalyze.analyze.signatures import builtin_dir
+
+    return builtin_dir() / RULES_DIR / RULES_FILE
+
+
+def _rule(d: dict, source: str) -> Rule:
+    return Rule(
+        id=d["id"], kind=d["kind"], stage=d["stage"], step=d["step"], title=d["title"],
+        severity=d.get("severity", ""), cause=d.get("cause", ""), fix=tuple(d.get("fix") or ()),
+        references=tuple(d.get("references") or ()), texts=dict(d.get("texts") or {}),
+        supersedes=tuple(d.get("supersedes") or ()), cross_rank=bool(d.get("cross_rank")), source=source,
+    )
+
+
+def read_rules(path: Path, validate: bool = True) -> RuleSet:
+    """The rule list of ``path``; every problem is one ``SignatureError("file:line: key: message")``."""
+    from hanganalyze.analyze import signatures as sigs
+
+    disp = sigs.display_path(path)
+    data, node = sigs.read_yaml(path, trusted=not validate)
+    if validate:
+        if data is None:
+            raise SignatureError("%s:1: empty rule file" % disp)
+        schema = json.loads((path.parent / RULES_SCHEMA).read_text(encoding="utf-8"))
+        sigs._validate(data, schema, disp, node)
+    out: List[Rule] = []
+    seen: Dict[str, str] = {}
+    for i, d in enumerate(data["rules"]):
+        line = sigs._node_at(node, ["rules", i]).start_mark.line + 1 if node is not None else 0
+        rule = _rule(d, "%s:%d" % (disp, line))
+        if rule.id in seen:
+            raise sigs._err(disp, node, ["rules", i, "id"], "duplicate rule id %r (first defined at %s)"
+                            % (rule.id, seen[rule.id]))
+        seen[rule.id] = rule.source
+        out.append(rule)
+    if sum(1 for r in out if not r.code) != 1:
+        raise SignatureError("%s:1: rules: exactly one rule must be of kind %r" % (disp, SIGNATURES_KIND))
+    return RuleSet(tuple(out))
+
+
+@lru_cache(maxsize=1)
+def load_rules() -> RuleSet:
+    """The built-in rule list, read once per process (trusted: shipped with the tool, see the module doc)."""
+    return read_rules(rules_path(), validate=False)
+
+
+def validate_rules(signature_ids: Sequence[str] = ()) -> RuleSet:
+    """The built-in rule list checked against its schema, and every id it ``supersedes`` known
+    (a rule or one of ``signature_ids``): what ``signatures validate`` runs."""
+    path = rules_path()
+    rules = read_rules(path, validate=True)
+    known = set(signature_ids) | {r.id for r in rules.rules}
+    for r in rules.rules:
+        for sid in r.supersedes:
+            if sid not in known:
+                raise SignatureError("%s: supersedes: unknown finding id %r" % (r.source, sid))
+    clash = sorted(set(signature_ids) & {r.id for r in rules.rules if r.code})
+    if clash:
+        raise SignatureError("%s: id: signature id %r is also a code rule's" % (rules.by_id(clash[0]).source, clash[0]))
+    return rules

@@ -1,0 +1,90 @@
+"""The rule list (signatures/rules/rules.yaml): one ordered list of every rule, code rules included."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers import run_hanganalyze  # noqa: E402
+
+from hanganalyze import pipeline  # noqa: E402
+from hanganalyze.analyze import job  # noqa: E402
+from hanganalyze.analyze.rules import load_rules, read_rules, rules_path, validate_rules  # noqa: E402
+from hanganalyze.errors import SignatureError  # noqa: E402
+from hanganalyze_gdbext.model import Finding  # noqa: E402
+
+JOB_RULES = ["rank-missing", "worker-straggler", "collective-straggler", "collective-mismatch", "collective-hang",
+             "collective-peer-wait"]
+
+
+def test_shipped_rules_are_valid_and_ordered():
+    rules = validate_rules([s.id for s in pipeline.load_signature_db(use_cache=False).signatures])
+    assert [r.id for r in rules.rules] == ["deadlock-cycle", "signatures"] + JOB_RULES
+    assert [r.id for r in rules.rules if not r.code] == ["signatures"]
+    assert rules.cross_rank == frozenset(JOB_RULES[:-1])
+    assert rules.by_id("collective-peer-wait").supersedes == ("cuda-sync-busy-spin",)
+    assert all(r.severity and r.cause and r.source.startswith(str(Path("signatures") / "rules" / "rules.yaml:"))
+               for r in rules.rules if r.code)
+    assert load_rules() == read_rules(rules_path(), validate=False)  # the run's unvalidated read agrees
+
+
+def test_every_step_has_code_and_every_code_a_rule():
+    rules = load_rules()
+    assert rules.steps("process") == list(pipeline.PROCESS_STEPS)
+    assert rules.steps("job") == list(job.JOB_STEPS)
+
+
+def test_supersedes_only_on_the_processes_named():
+    rules = load_rules()
+    peer = Finding(signature="collective-peer-wait", title="t", severity="hang", process=1, processes=[1, 2])
+    spins = [Finding(signature="cuda-sync-busy-spin", title="t", severity="info", process=i) for i in range(4)]
+    other = Finding(signature="gil-held-by-sleeper", title="t", severity="hang", process=1)
+    kept = rules.superseded([peer], spins + [other])
+    assert [(f.signature, f.process) for f in kept] == [("cuda-sync-busy-spin", 0), ("cuda-sync-busy-spin", 3),
+                                                       ("gil-held-by-sleeper", 1)]
+    assert rules.superseded([], spins) == spins
+
+
+def _copy(tmp_path: Path, old: str, new: str) -> Path:
+    d = tmp_path / "rules"
+    shutil.copytree(rules_path().parent, d)
+    text = (d / "rules.yaml").read_text()
+    assert old in text
+    (d / "rules.yaml").write_text(text.replace(old, new, 1))
+    return d / "rules.yaml"
+
+
+def test_schema_errors_name_file_and_line(tmp_path):
+    path = _copy(tmp_path, "  severity: deadlock\n", "  severity: stuck\n")
+    with pytest.raises(SignatureError) as e:
+        read_rules(path)
+    line = path.read_text().splitlines().index("  severity: stuck") + 1
+    assert str(e.value).startswith("%s:%d: severity: 'stuck' is not one of" % (path, line)), str(e.value)
+
+
+def test_duplicate_rule_id_is_refused(tmp_path):
+    path = _copy(tmp_path, "- id: collective-hang\n", "- id: collective-mismatch\n")
+    with pytest.raises(SignatureError, match=r"rules\.yaml:\d+: id: duplicate rule id 'collective-mismatch'"):
+        read_rules(path)
+
+
+def test_code_rule_needs_its_texts(tmp_path):
+    path = _copy(tmp_path, "  severity: hang\n", "")
+    with pytest.raises(SignatureError, match=r"rules\.yaml:\d+: .*'severity' is a required property"):
+        read_rules(path)
+
+
+def test_signatures_list_shows_code_rules_in_order():
+    res = run_hanganalyze(["signatures", "list"])
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.decode().splitlines()
+    ids = [ln.split()[0] for ln in lines]
+    code = [ln.split()[0] for ln in lines if ln.endswith("[code rule]")]
+    assert code == ["deadlock-cycle"] + JOB_RULES
+    assert ids[0] == "deadlock-cycle" and ids[-len(JOB_RULES):] == JOB_RULES
+    assert "cuda-sync-busy-spin" in ids[1:-len(JOB_RULES)] and not lines[ids.index("cuda-sync-busy-spin")].endswith(
+        "[code rule]")
