@@ -225,25 +225,15 @@ def world_size(processes: Sequence[Process]) -> Optional[int]:
 
 
 def join_flight_recorder(snapshot: Snapshot) -> None:
-    """A flight-recorder dump gives no stack; the stacks give no sequence numbers: one process per rank.
+    """A flight-recorder dump gives no stack; the stacks give no sequence numbers: one process per
+    rank.  Every source of a rank (stacks, dumps, log lines) is joined (``rankjoin.join_sources``).
 
     Runs before matching (it changes process indices).  A dump whose rank has no stack in the input
     stays a process of its own (``no-stack``): it still says which collective that rank reached.
     """
-    by_rank: Dict[int, Process] = {}
-    for p in snapshot.processes:
-        if p.source != "flight-recorder" and p.rank is not None and p.threads and p.rank not in by_rank:
-            by_rank[p.rank] = p
-    kept = []
-    for p in snapshot.processes:
-        target = by_rank.get(p.rank) if p.source == "flight-recorder" and p.rank is not None else None
-        if target is not None and (not isinstance(target.collectives, dict)
-                                   or target.collectives.get("source") != "flight-recorder"):
-            target.collectives = p.collectives
-            target.notes.append("flight-recorder dump %s joined to this rank" % (p.collectives or {}).get("file", ""))
-            continue
-        kept.append(p)
-    snapshot.processes = kept
+    from hanganalyze.analyze.rankjoin import join_sources
+
+    join_sources(snapshot)
 
 
 def _job_context(snapshot: Snapshot) -> bool:
