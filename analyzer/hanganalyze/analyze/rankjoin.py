@@ -46,8 +46,9 @@ def source_kind(p: Process) -> str:
 
 def _richness(p: Process) -> Tuple[int, int, int]:
     """Which stack source of a rank is kept: one that read, with native frames, with most frames."""
-    native = sum(1 for t in p.threads for f in t.frames if not f.marker)
-    python = sum(1 for t in p.threads for f in t.python_frames if not f.marker)
+    frames = [f for t in p.threads for f in t.all_frames() if not f.marker]
+    native = sum(1 for f in frames if f.kind != "python")
+    python = len(frames) - native
     return (0 if p.error else 1, 1 if native and python else 0, native + python)
 
 
