@@ -7,7 +7,8 @@ half (``job.py``) compares these states.  The rules, innermost frame first, main
 * **collective**: a Python frame of ``torch/distributed/distributed_c10d.py`` whose function is a
   collective (``all_reduce``, ``broadcast`` ...; the op), or a native frame of a collective wait
   (gloo's ``UnboundBuffer::waitRecv``, ``ProcessGroupNCCL::WorkNCCL::wait``, ``MPI_Allreduce`` ...).
-  The *call site* is the first Python frame outwards that is not in ``torch/``: the user's line.
+  The *call site* is the first Python frame outwards that is not the framework's (an installed
+  package, or one of its own modules: ``framework_files.yaml``; never a bare folder named torch/).
 * **rendezvous**: ``init_process_group`` / the store (``TCPStore::wait``/``get``): waiting for
   ranks to join.
 * **device-sync**: a CUDA synchronisation (``cudaStreamSynchronize``, ``.item()``'s
