@@ -340,7 +340,9 @@ def cross_rank_findings(snapshot: Snapshot, states: List[RankState], world: Opti
                             _evidence(minors, "different collective") + _evidence(major, "majority"),
                             (0.85 if known else 0.6) - penalty))
     if waiting and not stragglers and not missing and len(groups) <= 1 and len(states) > 1 \
-            and all((s.waiting or s in unknown) and s.state != "ipc-wait" for s in states):
+            and all((s.waiting or (s in unknown and s.state == "elsewhere")) and s.state != "ipc-wait"
+                    for s in states):
+        # a rank read but not placed keeps the verdict at low confidence; a failed input gives none
         if unknown:
             summary = "%s wait%s in %s; no rank is proven elsewhere%s" % (
                 _who(waiting), "s" if len(waiting) == 1 else "", _coll_text(waiting[0]), unknown_text)
