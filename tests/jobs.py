@@ -353,8 +353,10 @@ def start_torch_job(
     bad_rank: int = 1,
     timeout: float = START_TIMEOUT,
     env: Optional[Dict[str, str]] = None,
+    script: Optional[Path] = None,
 ) -> Job:
-    """torchrun --standalone --nproc_per_node=nproc tests/fixtures/torch_job.py scenario bad_rank,
+    """torchrun --standalone --nproc_per_node=nproc tests/fixtures/torch_job.py scenario bad_rank
+    (``script``: a copy of it elsewhere, e.g. in a folder named torch/ as users' examples are),
     returned once every rank is really stuck (see _wait_stuck).  --standalone picks a free port
     itself (rendezvous on localhost:0), so parallel jobs never collide.  Files in tmp_path:
     ready/ (markers) and launcher.log (torchrun's and the ranks' stdout + stderr)."""
@@ -364,7 +366,7 @@ def start_torch_job(
         raise ValueError("bad_rank %d outside 0..%d" % (bad_rank, nproc - 1))
     tmp_path = Path(tmp_path)
     argv = [
-        _venv_bin("torchrun"), "--standalone", "--nproc_per_node=%d" % nproc, str(TORCH_JOB), scenario,
+        _venv_bin("torchrun"), "--standalone", "--nproc_per_node=%d" % nproc, str(script or TORCH_JOB), scenario,
         str(bad_rank),
     ]
     job = _launch("torch", argv, tmp_path / "ready", tmp_path / "launcher.log", env or {})

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
-from hanganalyze.acquire.ranks import rank_from_label, rank_from_name
+from hanganalyze.acquire.ranks import identify, rank_from_name
 from hanganalyze.errors import HangAnalyzeError, InputError
 from hanganalyze_gdbext.model import Process, Snapshot
 
@@ -139,25 +139,8 @@ def default_parallel(inputs: Sequence[Input]) -> int:
 
 
 def fill_identity(proc: Process, inp: Input, only_process: bool) -> None:
-    """Rank from what this input kind knows (the environment was read by the driver), then from the
-    text's ``[rankN]`` label, then from the file's name when the file holds one process."""
-    if proc.rank is None:
-        r = rank_from_label(proc.label)
-        if r is not None:
-            proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "torchrun [rank%d] prefix" % r})
-    if proc.rank is None and only_process and inp.path not in (None, "-"):
-        r = rank_from_name(str(inp.path))
-        if r is not None:
-            proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "file name"})
-    if proc.collectives is None and proc.messages:
-        from hanganalyze.acquire.flight_recorder import collectives_from_messages
-
-        proc.collectives = collectives_from_messages(proc.messages)
-        if proc.collectives and proc.rank is None and isinstance(proc.collectives.get("rank"), int):
-            proc.rank = proc.collectives["rank"]
-            proc.dist = dict(proc.dist or {}, **{"from": "watchdog log line"})
-    if proc.rank is not None and not proc.label:
-        proc.label = "rank %d" % proc.rank
+    """Rank identity of one acquired process: decided in ``ranks.identify``, the one place."""
+    identify(proc, inp.path, only_process)
 
 
 def _failed(inp: Input, err: BaseException) -> Process:

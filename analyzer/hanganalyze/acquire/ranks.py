@@ -3,7 +3,9 @@
 Every launcher tells its workers who they are through the environment, and that environment is
 what we can read everywhere: ``/proc/PID/environ`` for a live process, the initial stack of a
 core (``corefile.initial_stack``), and, for pasted text, the ``[rankN]:`` prefixes torchrun
-prints or the file's name (``rank3.txt``, ``job.rank_3.pyspy``).  The variables, by launcher:
+prints or the file's name (``rank3.txt``, ``job.rank_3.pyspy``, ``job.r3.pyspy.txt``,
+``snap-3.json``).  This module is the one place that decides who a process is
+(``identify``); the acquirers only hand it what they read.  The variables, by launcher:
 
 * torchrun / torch.distributed.run / torchelastic: RANK, LOCAL_RANK, WORLD_SIZE, GROUP_RANK,
   LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID;
@@ -21,6 +23,7 @@ import re
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from hanganalyze.acquire.procfs import read_proc
+from hanganalyze_gdbext.model import Process
 
 #: (rank, world size, local rank, group/node rank, local world size) per launcher family.
 FAMILIES: Tuple[Tuple[str, Tuple[Optional[str], ...]], ...] = (
@@ -40,6 +43,14 @@ EXTRA_VARS = {"MASTER_ADDR": "master_addr", "MASTER_PORT": "master_port", "TORCH
 MAX_RANK = 1 << 24
 
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[_-]?(\d{1,8})(?![0-9])", re.IGNORECASE)
+#: ``job.r0.pyspy.txt``, ``r12-stack.txt``: an ``r`` and digits standing alone between separators.
+_R_IN_NAME = re.compile(r"(?:^|[._-])r(\d{1,8})(?=[._-]|$)", re.IGNORECASE)
+#: ``snap-3.json``, ``job.3.txt``: digits alone between ``-``/``.`` and a ``.``; taken only when they
+#: are the name's only digits (``core.12345.0.txt`` or ``py-spy-4242.txt`` may be pids, times).
+_BARE_IN_NAME = re.compile(r"[.-](\d{1,8})\.")
+_DIGITS = re.compile(r"\d+")
+#: Names whose numbers are pids, not ranks.
+_PID_NAME = re.compile(r"(?:^|[^a-z])(?:core|pid)(?:[^a-z]|$)", re.IGNORECASE)
 _RANK_LABEL = re.compile(r"^rank(\d{1,8})$")
 
 
@@ -91,9 +102,22 @@ def read_proc_environ(pid: int) -> Dict[str, str]:
 
 
 def rank_from_name(name: str) -> Optional[int]:
-    """``straggler.fr.rank_0`` -> 0, ``rank12.txt`` -> 12, ``worker.log`` -> None (basename only)."""
+    """``straggler.fr.rank_0`` -> 0, ``rank12.txt`` -> 12, ``job.r0.pyspy.txt`` -> 0,
+    ``snap-3.json`` -> 3, ``worker.log`` / ``core.4242.txt`` -> None (basename only).
+
+    An explicit ``rank`` wins; ``rN`` next; bare digits only when they are the name's only number
+    and the name does not say it is a core or pid: a wrong rank merges two ranks' evidence.
+    """
     base = name.replace("\\", "/").rsplit("/", 1)[-1]
     m = _RANK_IN_NAME.search(base)
+    if m:
+        return _int(m.group(1))
+    found = {int(x.group(1)) for x in _R_IN_NAME.finditer(base)}
+    if len(found) == 1:
+        return _int(str(found.pop()))
+    if found or _PID_NAME.search(base) or len(_DIGITS.findall(base)) != 1:
+        return None
+    m = _BARE_IN_NAME.search(base)
     return _int(m.group(1)) if m else None
 
 
@@ -101,3 +125,30 @@ def rank_from_label(label: Optional[str]) -> Optional[int]:
     """The text parsers label torchrun's ``[rank3]:`` sections ``rank3``."""
     m = _RANK_LABEL.match(label or "")
     return _int(m.group(1)) if m else None
+
+
+def identify(proc: Process, path: Optional[str], only_process: bool) -> None:
+    """Fill ``proc.rank`` (and ``dist["from"]``) from what the input gave, strongest first.
+
+    The environment (live, core) was read by the acquirer and is kept; then the text's
+    ``[rankN]`` label; then the file's name, when the file holds one process (a folder of
+    per-rank files); then the rank a watchdog log line names (``[Rank 3]``).  Collective facts of
+    watchdog lines are read here too, since they are one of the rank's sources.
+    """
+    if proc.rank is None:
+        r = rank_from_label(proc.label)
+        if r is not None:
+            proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "torchrun [rank%d] prefix" % r})
+    if proc.rank is None and only_process and path not in (None, "-"):
+        r = rank_from_name(str(path))
+        if r is not None:
+            proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "file name"})
+    if proc.collectives is None and proc.messages:
+        from hanganalyze.acquire.flight_recorder import collectives_from_messages
+
+        proc.collectives = collectives_from_messages(proc.messages)
+        if proc.collectives and proc.rank is None and isinstance(proc.collectives.get("rank"), int):
+            proc.rank = proc.collectives["rank"]
+            proc.dist = dict(proc.dist or {}, **{"from": "watchdog log line"})
+    if proc.rank is not None and not proc.label:
+        proc.label = "rank %d" % proc.rank

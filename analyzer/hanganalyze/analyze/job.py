@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyze.calltree import build_call_tree
 from hanganalyze.analyze.ranksets import compress_ranks
-from hanganalyze.analyze.rankstate import RankState, rank_state
+from hanganalyze.analyze.rankstate import RankState, judge_against_waiters, rank_state
 from hanganalyze.analyze.rules import RuleSet, load_rules
 from hanganalyze_gdbext.model import Evidence, Finding, Process, Snapshot
 from hanganalyze_gdbext.model.job import JobFailure, JobRankClass, JobRankState, JobSummary
@@ -108,6 +108,8 @@ def _evidence(states: Sequence[RankState], rule: str) -> List[Evidence]:
         text = s.where or ""
         if s.waiting:
             text = _coll_text(s)
+        elif rule == "unknown":
+            text = "state unknown: %s" % (s.evidence_reason or "no evidence")
         elif s.state == "no-stack":
             text = "no stack (flight recorder only): last enqueued #%s, last completed #%s" % (
                 s.last_enqueued, s.last_completed)
@@ -145,25 +147,15 @@ def world_size(processes: Sequence[Process]) -> Optional[int]:
 
 
 def join_flight_recorder(snapshot: Snapshot) -> None:
-    """A flight-recorder dump gives no stack; the stacks give no sequence numbers: one process per rank.
+    """A flight-recorder dump gives no stack; the stacks give no sequence numbers: one process per
+    rank.  Every source of a rank (stacks, dumps, log lines) is joined (``rankjoin.join_sources``).
 
     Runs before matching (it changes process indices).  A dump whose rank has no stack in the input
     stays a process of its own (``no-stack``): it still says which collective that rank reached.
     """
-    by_rank: Dict[int, Process] = {}
-    for p in snapshot.processes:
-        if p.source != "flight-recorder" and p.rank is not None and p.threads and p.rank not in by_rank:
-            by_rank[p.rank] = p
-    kept = []
-    for p in snapshot.processes:
-        target = by_rank.get(p.rank) if p.source == "flight-recorder" and p.rank is not None else None
-        if target is not None and (not isinstance(target.collectives, dict)
-                                   or target.collectives.get("source") != "flight-recorder"):
-            target.collectives = p.collectives
-            target.notes.append("flight-recorder dump %s joined to this rank" % (p.collectives or {}).get("file", ""))
-            continue
-        kept.append(p)
-    snapshot.processes = kept
+    from hanganalyze.analyze.rankjoin import join_sources
+
+    join_sources(snapshot)
 
 
 def _job_context(snapshot: Snapshot) -> bool:
@@ -190,9 +182,11 @@ def cross_rank_findings(snapshot: Snapshot, states: List[RankState], world: Opti
         # ranks are known: a process without one (the launcher's own log lines, a helper) is context,
         # never a rank at fault
         states = [s for s in states if s.rank is not None]
+    judge_against_waiters(states)
     ranked = [s for s in states if s.rank is not None]
     waiting = [s for s in states if s.waiting]
-    elsewhere = [s for s in states if s.state == "elsewhere"]
+    # named at fault only with positive evidence of being elsewhere (rankstate's module doc)
+    elsewhere = [s for s in states if s.state == "elsewhere" and s.evidence == "elsewhere"]
     seen_ranks = {s.rank for s in ranked}
     missing: List[int] = []
     if world is not None and ranked:
@@ -214,6 +208,13 @@ def cross_rank_findings(snapshot: Snapshot, states: List[RankState], world: Opti
         behind = [s for s in fr if s.last_enqueued is not None and s.last_enqueued < top
                   and (s.state in ("elsewhere", "no-stack") or s.fr_completed)]
     stragglers = elsewhere + [s for s in behind if s not in elsewhere and not s.waiting]
+    # no proof either way (lost native stack, a failed input, at the waiters' own line): listed, never blamed
+    unknown = [s for s in states if s.evidence == "unknown" and not s.waiting and s not in stragglers]
+    unknown_text = ""
+    if unknown:
+        unknown_text = "; %s: state unknown (%s)" % (
+            _who(unknown), "; ".join(sorted({s.evidence_reason or "no evidence" for s in unknown})[:3]))
+    penalty = 0.2 if unknown else 0.0
     ipc = [s for s in waiting if s.state == "ipc-wait"]
     waiting = [s for s in waiting if s.state != "ipc-wait"]
     if ipc and not waiting and elsewhere:
@@ -233,16 +234,18 @@ def cross_rank_findings(snapshot: Snapshot, states: List[RankState], world: Opti
             lasts = sorted({s.last_enqueued for s in fr_note if s.last_enqueued is not None})
             summary += " (%s: %s last enqueued #%s, the others #%d)" % (
                 _source_name(fr_note), _who(fr_note), compress_ranks(lasts), first.seq)
-        conf = 0.9 if len(stragglers) <= len(waiting) else 0.7
-        out.append(_finding("collective-straggler", stragglers, summary,
-                            _evidence(stragglers, "elsewhere") + _evidence(waiting, "waiting"), conf))
+        conf = (0.9 if len(stragglers) <= len(waiting) else 0.7) - penalty
+        out.append(_finding("collective-straggler", stragglers, summary + unknown_text,
+                            _evidence(stragglers, "elsewhere") + _evidence(waiting, "waiting")
+                            + _evidence(unknown, "unknown"), conf))
     elif behind and not waiting:
         ahead = [s for s in fr if s not in behind]
         summary = "%s enqueued collective #%s; %s stopped at #%s (%s)" % (
             _who(ahead), ahead[0].last_enqueued if ahead else "?", _who(behind),
             compress_ranks(sorted({s.last_enqueued for s in behind if s.last_enqueued is not None})),
             _source_name(behind))
-        out.append(_finding("collective-straggler", behind, summary, _evidence(behind, "behind"), 0.7))
+        out.append(_finding("collective-straggler", behind, summary + unknown_text, _evidence(behind, "behind"),
+                            0.7 - penalty))
 
     # different collectives among the waiting ranks
     groups = collective_groups(waiting)
@@ -253,20 +256,29 @@ def cross_rank_findings(snapshot: Snapshot, states: List[RankState], world: Opti
                  for g in ordered[:MAX_NAMED]]
         summary = "; ".join(parts) + ": the calls do not match"
         known = all(s.op is not None for s in waiting)
-        out.append(_finding("collective-mismatch", minors, summary,
+        out.append(_finding("collective-mismatch", minors, summary + unknown_text,
                             _evidence(minors, "different collective") + _evidence(major, "majority"),
-                            0.85 if known else 0.6))
+                            (0.85 if known else 0.6) - penalty))
     if waiting and not stragglers and not missing and len(groups) <= 1 and len(states) > 1 \
-            and all(s.waiting and s.state != "ipc-wait" for s in states):
-        summary = "all %d ranks wait in %s; none is missing or elsewhere" % (len(waiting), _coll_text(waiting[0]))
-        out.append(_finding("collective-hang", waiting, summary, _evidence(waiting, "waiting"), 0.6))
+            and all((s.waiting or (s in unknown and s.state == "elsewhere")) and s.state != "ipc-wait"
+                    for s in states):
+        # a rank read but not placed keeps the verdict at low confidence; a failed input gives none
+        if unknown:
+            summary = "%s wait%s in %s; no rank is proven elsewhere%s" % (
+                _who(waiting), "s" if len(waiting) == 1 else "", _coll_text(waiting[0]), unknown_text)
+        else:
+            summary = "all %d ranks wait in %s; none is missing or elsewhere" % (
+                len(waiting), _coll_text(waiting[0]))
+        out.append(_finding("collective-hang", waiting, summary,
+                            _evidence(waiting, "waiting") + _evidence(unknown, "unknown"), 0.6 - penalty))
     return out
 
 
 def _compatible(a: RankState, b: RankState) -> bool:
     """Could these two ranks be in the same collective?  An unknown op (an NCCL device sync with no
-    flight recorder) matches any op, but the call site and a known sequence number must agree."""
-    if a.call_site != b.call_site:
+    flight recorder) or an unknown call site (a dump with no user frame) matches any, but known call
+    sites and known sequence numbers must agree: an unknown is no evidence of a mismatch."""
+    if a.call_site is not None and b.call_site is not None and a.call_site != b.call_site:
         return False
     if a.op is not None and b.op is not None and a.op != b.op:
         return False
@@ -276,15 +288,16 @@ def _compatible(a: RankState, b: RankState) -> bool:
 def collective_groups(waiting: Sequence[RankState]) -> List[List[RankState]]:
     """Waiting ranks grouped by the collective they are in; more than one group is a mismatch.
 
-    Each group is checked against its first member and its first member with a known op (so a
-    4,096-rank job costs a few comparisons per rank, not one per pair)."""
+    Each group is checked against its first member and its first members with a known op and a known
+    call site (so a 4,096-rank job costs a few comparisons per rank, not one per pair)."""
     groups: List[List[RankState]] = []
     reps: List[List[RankState]] = []
     for s in waiting:
         for g, rep in zip(groups, reps):
             if all(_compatible(s, r) for r in rep):
                 g.append(s)
-                if s.op is not None and all(r.op is None for r in rep):
+                if (s.op is not None and all(r.op is None for r in rep)) or \
+                        (s.call_site is not None and all(r.call_site is None for r in rep)):
                     rep.append(s)
                 break
         else:
@@ -406,7 +419,8 @@ def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot
         missing=compress_ranks(missing),
         failed=[JobFailure(process=i, rank=p.rank, error=p.error) for i, p in enumerate(procs) if p.error],
         states=[JobRankState(process=s.process, rank=s.rank, state=s.state, op=s.op, call_site=s.call_site,
-                             where=s.where, seq=s.seq) for s in states],
+                             where=s.where, seq=s.seq, evidence=s.evidence,
+                             evidence_reason=s.evidence_reason, sources=list(s.sources or [])) for s in states],
         classes=classes,
         tree=tree,
     )

@@ -7,7 +7,8 @@ half (``job.py``) compares these states.  The rules, innermost frame first, main
 * **collective**: a Python frame of ``torch/distributed/distributed_c10d.py`` whose function is a
   collective (``all_reduce``, ``broadcast`` ...; the op), or a native frame of a collective wait
   (gloo's ``UnboundBuffer::waitRecv``, ``ProcessGroupNCCL::WorkNCCL::wait``, ``MPI_Allreduce`` ...).
-  The *call site* is the first Python frame outwards that is not in ``torch/``: the user's line.
+  The *call site* is the first Python frame outwards that is not the framework's (an installed
+  package, or one of its own modules: ``framework_files.yaml``; never a bare folder named torch/).
 * **rendezvous**: ``init_process_group`` / the store (``TCPStore::wait``/``get``): waiting for
   ranks to join.
 * **device-sync**: a CUDA synchronisation (``cudaStreamSynchronize``, ``.item()``'s
@@ -25,6 +26,16 @@ through ``framelists`` (the README's "Frame lists" names each file).
 
 Flight-recorder facts (``Process.collectives``) add the sequence number and op of the last
 collective this rank enqueued and whether it completed.
+
+**Evidence.**  A rank is named at fault only with positive evidence of being elsewhere, so each
+state says how it is known (``RankState.evidence``, with ``evidence_reason``): ``waiting`` (a
+stack in a wait, or a dump's pending collective), ``elsewhere`` (a main-thread stack outside any
+collective) or ``unknown``.  Unknown is: a failed input, no stack, a main thread whose native
+frames were not read while the process's other threads have theirs (a real 4-GPU job lost the
+native stack of ranks busy-spinning in libcuda.so for that instant), an unwind that stopped early
+with no Python frame, and (``judge_against_waiters``) a rank whose only place is the waiters' own
+call site: it may be inside that very collective.  The job view lists unknown ranks and lowers
+its confidence; it never blames them.
 """
 
 from __future__ import annotations
@@ -38,6 +49,9 @@ from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_fram
 from hanganalyze.analyze.names import basename, normalize_native_name
 from hanganalyze.analyze.stacks import main_thread  # one definition: the job view and the rank states agree
 from hanganalyze_gdbext.model import Frame, Process, Thread
+
+#: How a rank's place is known (``RankState.evidence``).
+EVIDENCE = ("waiting", "elsewhere", "unknown")
 
 #: The op in a native collective wait's name (group 1).  Code, not a list file: a list is entries
 #: joined with "|", and this is one pattern whose capture group the op is taken from.
@@ -67,6 +81,9 @@ class RankState:
     last_completed: Optional[int] = None
     pid: Optional[int] = None
     fr_source: Optional[str] = None  # "flight-recorder" | "watchdog-log"
+    evidence: str = "unknown"  # one of EVIDENCE: may this rank be named at fault?
+    evidence_reason: Optional[str] = None  # why, for people
+    sources: Optional[List[str]] = None  # Process.sources: the inputs this state was joined from
 
     @property
     def waiting(self) -> bool:
@@ -229,4 +246,53 @@ def rank_state(index: int, p: Process) -> RankState:
             st.thread = m.tid
             st.where, st.frame = _innermost_where(m)
     _fr_facts(st, p.collectives)
+    _judge(st, p)
     return st
+
+
+def _judge(st: RankState, p: Process) -> None:
+    """``evidence``/``evidence_reason`` from what this process alone shows (see the module doc)."""
+    st.sources = list(p.sources) or None
+    if st.state == "error":
+        st.evidence, st.evidence_reason = "unknown", "its input failed: %s" % (p.error or "")[:200]
+    elif st.waiting:
+        how = "flight recorder: collective #%s enqueued, not completed" % st.seq if not p.threads else \
+            "stack in %s" % (st.where or st.op or st.state)
+        st.evidence, st.evidence_reason = "waiting", how
+    elif st.state == "no-stack":
+        st.evidence, st.evidence_reason = "unknown", "no stack in the input"
+    else:
+        reason = _unknown_main(p, st)
+        if reason:
+            st.evidence, st.evidence_reason = "unknown", reason
+        else:
+            st.evidence, st.evidence_reason = "elsewhere", "main thread in %s" % (st.where or "?")
+
+
+def _unknown_main(p: Process, st: RankState) -> Optional[str]:
+    """Why the main thread of a rank that waits nowhere does not prove where it is (None: it does)."""
+    m = main_thread(p)
+    if m is None or st.where is None:
+        return "no readable stack for its main thread"
+    frames = m.all_frames()
+    native = [f for f in frames if f.kind != "python" and not f.marker]
+    python = [f for f in frames if f.kind == "python" and not f.marker]
+    others_native = any(f.kind != "python" and not f.marker for t in p.threads if t is not m for f in t.frames)
+    if not native and (others_native or p.source in ("core", "live")):
+        return "its main thread's native stack was not read (only %s)" % (
+            "its Python frame %s" % st.where if python else "markers")
+    if not python and any(f.marker for f in m.all_frames()):
+        return "its unwind stopped early (%s)" % next(
+            (f.note or f.function or "?" for f in m.all_frames() if f.marker), "?")
+    return None
+
+
+def judge_against_waiters(states: List[RankState]) -> None:
+    """A rank 'elsewhere' at the very line the waiting ranks called their collective from has no
+    proof of being elsewhere: that line is the collective, and the wait below it was not read."""
+    sites = {s.call_site for s in states if s.waiting and s.call_site}
+    for s in states:
+        if s.evidence == "elsewhere" and s.where in sites:
+            s.evidence = "unknown"
+            s.evidence_reason = "its innermost frame is the waiters' own call site %s: it may be inside " \
+                                "that collective" % s.where

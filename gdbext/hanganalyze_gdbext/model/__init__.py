@@ -194,6 +194,9 @@ class Process(Record):
     #: Where the core came from, when systemd-coredump stored it (``--coredumpctl``): {"pid",
     #: "signal", "time", "executable", "cmdline", "hostname", "uid", "storage", "from"}.
     coredump: Optional[Dict[str, Any]] = None
+    #: Job view: the inputs this rank's state was joined from, e.g. ["stacks", "flight-recorder",
+    #: "log"] (``analyze/rankjoin.py``); where they disagree is in ``notes``.
+    sources: List[str] = field(default_factory=list)
 
     CONTRACT = ("source", "pid", "executable", "argv", "signal", "python", "threads")
 

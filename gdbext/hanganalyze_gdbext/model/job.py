@@ -30,6 +30,12 @@ class JobRankState(Record):
     call_site: Optional[str] = None
     where: Optional[str] = None
     seq: Optional[int] = None
+    #: How sure the job view is of ``state``: "waiting", "elsewhere" (positive evidence of being
+    #: outside the collective) or "unknown" (never blamed); written only when known (additive).
+    evidence: Optional[str] = None
+    evidence_reason: Optional[str] = None
+    #: Where this rank's state came from: "stacks", "flight-recorder", "log" (``analyze/rankjoin.py``).
+    sources: List[str] = field(default_factory=list)
 
     CONTRACT = ("process", "rank", "state", "op", "call_site", "where", "seq")
 

@@ -208,12 +208,12 @@ _PROCESS_HEADER = re.compile(r"^\s{0,4}Process (\d{1,10})(?::|\s*$)")
 
 #: ``tail -n +1 rank0.txt rank1.txt`` / ``head`` of several files: ``==> rank0.txt <==``.
 _FILE_HEADER = re.compile(r"^==> (.{1,300}) <==$")
-_RANK_IN_NAME = re.compile(r"rank[_-]?(\d{1,6})", re.IGNORECASE)
-
-
 def _file_label(name: str) -> str:
-    m = _RANK_IN_NAME.search(name)
-    return "rank%s" % m.group(1) if m else name.rsplit("/", 1)[-1]
+    """``rankN`` when the file's name says its rank (``ranks.rank_from_name``, the one rule)."""
+    from hanganalyze.acquire.ranks import rank_from_name
+
+    r = rank_from_name(name)
+    return "rank%d" % r if r is not None else name.rsplit("/", 1)[-1]
 
 
 #: ``ray stack``: ``Stack dump for USER PID %CPU %MEM VSZ RSS TTY STAT START TIME COMMAND`` (a
