@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from hanganalyze.analyze.calltree import build_call_tree, compress_ranks
 from hanganalyze.analyze.rankstate import RankState, rank_state
 from hanganalyze_gdbext.model import Evidence, Finding, Process, Snapshot
+from hanganalyze_gdbext.model.collectives import FLIGHT_RECORDER
 
 #: What each cross-rank finding says; the summary is built from the ranks' states.
 JOB_FINDINGS: Dict[str, Dict[str, Any]] = {
@@ -215,12 +216,9 @@ def world_size(processes: Sequence[Process]) -> Optional[int]:
         ws = (p.dist or {}).get("world_size") if isinstance(p.dist, dict) else None
         if isinstance(ws, int) and not isinstance(ws, bool) and 0 < ws < (1 << 24):
             sizes.append(ws)
-        groups = (p.collectives or {}).get("groups") if isinstance(p.collectives, dict) else None
-        if isinstance(groups, dict):
-            for g in groups.values():
-                rs = g.get("ranks") if isinstance(g, dict) else None
-                if isinstance(rs, list) and rs and all(isinstance(r, int) for r in rs):
-                    sizes.append(max(rs) + 1)
+        for g in p.collectives.groups.values() if p.collectives is not None else ():
+            if g.ranks:
+                sizes.append(max(g.ranks) + 1)
     return max(sizes) if sizes else None
 
 
@@ -237,10 +235,10 @@ def join_flight_recorder(snapshot: Snapshot) -> None:
     kept = []
     for p in snapshot.processes:
         target = by_rank.get(p.rank) if p.source == "flight-recorder" and p.rank is not None else None
-        if target is not None and (not isinstance(target.collectives, dict)
-                                   or target.collectives.get("source") != "flight-recorder"):
+        if target is not None and (target.collectives is None or target.collectives.source != FLIGHT_RECORDER):
             target.collectives = p.collectives
-            target.notes.append("flight-recorder dump %s joined to this rank" % (p.collectives or {}).get("file", ""))
+            target.notes.append("flight-recorder dump %s joined to this rank"
+                                % (p.collectives.file if p.collectives is not None else ""))
             continue
         kept.append(p)
     snapshot.processes = kept
