@@ -152,6 +152,22 @@ def test_sniff_claims_dumps_only():
     assert not looks_like_flight_recorder(os.urandom(64) + b"\x80\x02")
 
 
+def test_sniff_hostile_json_heads():
+    """The head's top-level keys come from the json module, member by member: a value cut by the
+    head's end, nested past the recursion limit or broken ends the keys read so far, quickly."""
+    deep = b"[" * 70_000
+    assert looks_like_flight_recorder(b'{"version": "2.10", "pg_status": ' + deep)
+    assert looks_like_flight_recorder(b'{"pg_config": {"0": 1}, "pg_status": {"0": ' + b"{" * 70_000)
+    assert not looks_like_flight_recorder(b'{"pg_status": ' + deep + b', "version": "2"}')
+    assert not looks_like_flight_recorder(b'{"version": "2", "x": [1,, 2], "pg_status": {}}')
+    heads = [b'{"' + b"a" * 100_000, b'{"entries": "' + b"\\" * 50_000, b'{"version": 1, ' * 10_000,
+             b'{"a": ' + b"[1, " * 30_000, b"{" + b'"k": 1, ' * 20_000, b'{"\xff\xfe": ' + os.urandom(60_000)]
+    t = time.perf_counter()
+    for head in heads * 5:
+        assert not looks_like_flight_recorder(head)
+    assert time.perf_counter() - t < 2.0
+
+
 def test_json_form(tmp_path):
     p = read_flight_recorder(write(tmp_path, "fr_rank-12.json", torch_json(RANK0_DOC).encode()))
     assert p.rank == 12 and p.label == "rank 12"
