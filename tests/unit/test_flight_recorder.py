@@ -24,11 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hanganalyze.acquire import flight_recorder as fr
-from hanganalyze.acquire.flight_recorder import (
-    collectives_from_messages,
-    looks_like_flight_recorder,
-    read_flight_recorder,
-)
+from hanganalyze.acquire import safe_pickle
+from hanganalyze.acquire.flight_recorder import looks_like_flight_recorder, read_flight_recorder
+from hanganalyze.acquire.text.watchdog import collectives_from_messages as watchdog_facts
 from hanganalyze.errors import InputError
 from hanganalyze_gdbext.model import Process
 
@@ -41,8 +39,8 @@ RANK0_BYTES = RANK0.read_bytes()
 
 def plain_load(data: bytes):
     """The dump as plain data, through the module's own restricted unpickler (never pickle.loads)."""
-    fr._scan_pickle(data)
-    return fr._PlainUnpickler(io.BytesIO(data)).load()
+    safe_pickle.scan_pickle(data)
+    return safe_pickle.PlainUnpickler(io.BytesIO(data)).load()
 
 
 RANK0_DOC = plain_load(RANK0_BYTES)
@@ -66,6 +64,12 @@ def torch_json(doc: dict) -> str:
         "entries": entries,
     }
     return json.dumps(out, sort_keys=True)
+
+
+def collectives_from_messages(messages, rank=None):
+    """The watchdog facts as a snapshot's JSON holds them (None when no line is a watchdog line)."""
+    c = watchdog_facts(messages, rank)
+    return None if c is None else c.to_dict()
 
 
 def refused(path: Path) -> str:
@@ -95,7 +99,7 @@ def test_rank0_dump_facts():
     assert p.source == "flight-recorder" and p.threads == []
     assert p.rank == 0 and p.label == "rank 0"
     assert p.dist == {"from": "flight-recorder file name"}
-    c = p.collectives
+    c = p.collectives.to_dict()
     assert c["source"] == "flight-recorder" and c["file"] == str(RANK0)
     assert c["version"] == "2.10" and c["comm_lib_version"] == "2.28.9"
     assert c["groups"] == {"0": {"name": "0", "desc": "default_pg", "ranks": [0, 1], "last_enqueued": 3,
@@ -118,7 +122,7 @@ def test_rank0_dump_facts():
 
 def test_rank1_dump_facts():
     p = read_flight_recorder(RANK1)
-    c = p.collectives
+    c = p.collectives.to_dict()
     assert p.rank == 1
     assert c["groups"]["0"]["last_enqueued"] == 2 and c["groups"]["0"]["last_completed"] == 2
     assert [e["seq"] for e in c["entries"]] == [1, 2]
@@ -148,10 +152,26 @@ def test_sniff_claims_dumps_only():
     assert not looks_like_flight_recorder(os.urandom(64) + b"\x80\x02")
 
 
+def test_sniff_hostile_json_heads():
+    """The head's top-level keys come from the json module, member by member: a value cut by the
+    head's end, nested past the recursion limit or broken ends the keys read so far, quickly."""
+    deep = b"[" * 70_000
+    assert looks_like_flight_recorder(b'{"version": "2.10", "pg_status": ' + deep)
+    assert looks_like_flight_recorder(b'{"pg_config": {"0": 1}, "pg_status": {"0": ' + b"{" * 70_000)
+    assert not looks_like_flight_recorder(b'{"pg_status": ' + deep + b', "version": "2"}')
+    assert not looks_like_flight_recorder(b'{"version": "2", "x": [1,, 2], "pg_status": {}}')
+    heads = [b'{"' + b"a" * 100_000, b'{"entries": "' + b"\\" * 50_000, b'{"version": 1, ' * 10_000,
+             b'{"a": ' + b"[1, " * 30_000, b"{" + b'"k": 1, ' * 20_000, b'{"\xff\xfe": ' + os.urandom(60_000)]
+    t = time.perf_counter()
+    for head in heads * 5:
+        assert not looks_like_flight_recorder(head)
+    assert time.perf_counter() - t < 2.0
+
+
 def test_json_form(tmp_path):
     p = read_flight_recorder(write(tmp_path, "fr_rank-12.json", torch_json(RANK0_DOC).encode()))
     assert p.rank == 12 and p.label == "rank 12"
-    c = p.collectives
+    c = p.collectives.to_dict()
     assert c["groups"]["0"]["last_enqueued"] == 3 and c["groups"]["0"]["last_completed"] == 2
     assert c["groups"]["0"]["ranks"] == [0, 1] and c["groups"]["0"]["desc"] == "default_pg"
     last = c["entries"][-1]
@@ -163,8 +183,8 @@ def test_json_form(tmp_path):
 def test_every_pickle_protocol(tmp_path, proto):
     p = read_flight_recorder(write(tmp_path, "rank3", pickle.dumps(RANK0_DOC, protocol=proto)))
     assert p.rank == 3
-    assert p.collectives["groups"]["0"]["last_enqueued"] == 3
-    assert p.collectives["entries"][-1]["user_frame"] == "train_step (fr_strag.py:8)"
+    assert p.collectives.to_dict()["groups"]["0"]["last_enqueued"] == 3
+    assert p.collectives.to_dict()["entries"][-1]["user_frame"] == "train_step (fr_strag.py:8)"
 
 
 def test_rank_sources(tmp_path):
@@ -182,7 +202,7 @@ def test_older_versions(tmp_path):
     doc = {k: v for k, v in RANK0_DOC.items() if k not in ("comm_lib_version", "pg_status")}
     doc["nccl_version"] = "2.21.5"
     doc["version"] = "2.2"
-    c = read_flight_recorder(write(tmp_path, "rank0", pickle.dumps(doc, protocol=2))).collectives
+    c = read_flight_recorder(write(tmp_path, "rank0", pickle.dumps(doc, protocol=2))).collectives.to_dict()
     assert c["comm_lib_version"] == "2.21.5"
     g = c["groups"]["0"]
     assert (g["last_enqueued"], g["last_completed"], g["derived"]) == (3, 2, "entries")
@@ -191,7 +211,7 @@ def test_older_versions(tmp_path):
 def test_non_utf8_name(tmp_path):
     name = os.fsdecode(b"rank_2.\xff\xfe")
     p = read_flight_recorder(write(tmp_path, name, RANK0_BYTES))
-    assert p.rank == 2 and "\\xff\\xfe" in p.collectives["file"]
+    assert p.rank == 2 and "\\xff\\xfe" in p.collectives.to_dict()["file"]
     json.dumps(p.to_dict(), ensure_ascii=False).encode("utf-8")  # writable as a UTF-8 report
     msg = refused(write(tmp_path, os.fsdecode(b"bad\xff\nname"), b"\x80\x02cos\nsystem\n."))
     assert "\\xff" in msg and "global os.system" in msg
@@ -360,8 +380,8 @@ def test_registered_extension_code_is_refused(tmp_path, marker):
 def test_restricted_unpickler_alone_refuses_globals(marker):
     """The second line of defence, without the opcode scan."""
     for data in (hostile_pickles(marker)["global_proto2"], hostile_pickles(marker)["persid_bin"]):
-        with pytest.raises(fr._Refused):
-            fr._PlainUnpickler(io.BytesIO(data)).load()
+        with pytest.raises(safe_pickle.Refused):
+            safe_pickle.PlainUnpickler(io.BytesIO(data)).load()
 
 
 def test_truncated_at_every_97th_byte(tmp_path):
@@ -461,7 +481,7 @@ def test_long_strings_are_capped(tmp_path):
     e = dict(RANK0_DOC["entries"][-1], profiling_name="nccl:" + "a" * 100_000,
              frames=[{"name": "f\nx" * 10_000, "filename": "/u/x.py", "line": 1}])
     c = read_flight_recorder(write(tmp_path, "long", pickle.dumps(dict(RANK0_DOC, entries=[e]), protocol=2)))
-    entry = c.collectives["entries"][0]
+    entry = c.collectives.to_dict()["entries"][0]
     assert len(entry["profiling_name"]) == fr.MAX_STRING
     assert "\n" not in entry["call_site"][0]["function"]
 
@@ -470,17 +490,17 @@ def test_size_and_count_limits(tmp_path, monkeypatch):
     monkeypatch.setattr(fr, "MAX_FILE_BYTES", 1000)
     assert "larger than" in refused(write(tmp_path, "big", RANK0_BYTES))
     monkeypatch.setattr(fr, "MAX_FILE_BYTES", 64 << 20)
-    monkeypatch.setattr(fr, "MAX_OBJECTS", 100)
+    monkeypatch.setattr(safe_pickle, "MAX_OBJECTS", 100)
     assert "more than 100 objects" in refused(write(tmp_path, "many", RANK0_BYTES))
     assert "more than 100 values" in refused(write(tmp_path, "many.json", b'{"entries": [' + b"[]," * 100 + b"[]]}"))
-    monkeypatch.setattr(fr, "MAX_OBJECTS", 4_000_000)
+    monkeypatch.setattr(safe_pickle, "MAX_OBJECTS", 4_000_000)
     monkeypatch.setattr(fr, "MAX_ENTRIES", 2)
     p = read_flight_recorder(RANK0)
-    assert [e["seq"] for e in p.collectives["entries"]] == [2, 3] and "oldest 1 of 3" in p.notes[0]
+    assert [e["seq"] for e in p.collectives.to_dict()["entries"]] == [2, 3] and "oldest 1 of 3" in p.notes[0]
     monkeypatch.setattr(fr, "MAX_CALL_SITE_FRAMES", 40)
     p = read_flight_recorder(RANK0)
-    assert [len(e["call_site"]) for e in p.collectives["entries"]] == [0, 31]
-    assert p.collectives["entries"][0]["user_frame"] == "train_step (fr_strag.py:8)"
+    assert [len(e["call_site"]) for e in p.collectives.to_dict()["entries"]] == [0, 31]
+    assert p.collectives.to_dict()["entries"][0]["user_frame"] == "train_step (fr_strag.py:8)"
 
 
 def test_shared_references_do_not_amplify(tmp_path):
@@ -493,7 +513,7 @@ def test_shared_references_do_not_amplify(tmp_path):
     t = time.perf_counter()
     p = read_flight_recorder(write(tmp_path, "shared_entries", data))
     assert time.perf_counter() - t < 5.0
-    entries = p.collectives["entries"]
+    entries = p.collectives.to_dict()["entries"]
     assert len(entries) == fr.MAX_ENTRIES
     assert sum(len(e["dtypes"]) + sum(len(x) + 1 for x in e["sizes"]) for e in entries) <= fr.MAX_SIZE_VALUES
     assert sum(len(e["call_site"]) for e in entries) <= fr.MAX_CALL_SITE_FRAMES
@@ -516,7 +536,7 @@ def test_large_real_shaped_dump_is_fast(tmp_path):
     t = time.perf_counter()
     p = read_flight_recorder(path)
     assert time.perf_counter() - t < 2.0
-    assert p.rank == 9 and len(p.collectives["entries"]) == 2000
+    assert p.rank == 9 and len(p.collectives.to_dict()["entries"]) == 2000
 
 
 # --------------------------------------------------------------------------------------------

@@ -135,3 +135,38 @@ def test_megabyte_message_does_not_stall_matching(db):
     assert len(snap.processes[0].messages) <= 10_000
     assert max(len(m) for m in snap.processes[0].messages) <= 20_000
     assert any("left out" in n for n in snap.processes[0].notes)
+
+
+def test_type_confused_collectives_never_crash(db):
+    """Process.collectives is typed (model.collectives): a real dump's facts read back unchanged, and
+    200 documents with its fields replaced by values of other types are rejected in one line or
+    analyzed and rendered in every format (the job view reads the attributes unchecked)."""
+    from pathlib import Path
+
+    from hanganalyze.acquire.flight_recorder import read_flight_recorder
+
+    dump = Path(__file__).resolve().parents[1] / "data" / "flight_recorder" / "straggler.fr.rank_0"
+    base = base_doc()
+    base["processes"][0]["collectives"] = read_flight_recorder(dump).collectives.to_dict()
+    back = read_snapshot(json.dumps(base)).processes[0].collectives
+    assert back.to_dict() == base["processes"][0]["collectives"] and back.entries[-1].seq == 3
+    paths = [p for p in _paths(base["processes"][0]["collectives"]) if p]
+    rng = random.Random(20)
+    rejected = 0
+    for _ in range(200):
+        d = copy.deepcopy(base)
+        for _ in range(rng.randint(1, 2)):
+            p = rng.choice(paths)
+            o = d["processes"][0]["collectives"]
+            try:
+                for k in p[:-1]:
+                    o = o[k]
+                o[p[-1]] = rng.choice(VALUES)
+            except (KeyError, IndexError, TypeError):
+                pass
+        try:
+            run_all(json.dumps(d), db)
+        except InputError as e:
+            assert "\n" not in str(e)
+            rejected += 1
+    assert 0 < rejected < 200

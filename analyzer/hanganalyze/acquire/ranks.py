@@ -144,11 +144,11 @@ def identify(proc: Process, path: Optional[str], only_process: bool) -> None:
         if r is not None:
             proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "file name"})
     if proc.collectives is None and proc.messages:
-        from hanganalyze.acquire.flight_recorder import collectives_from_messages
+        from hanganalyze.acquire.text.watchdog import collectives_from_messages
 
         proc.collectives = collectives_from_messages(proc.messages)
-        if proc.collectives and proc.rank is None and isinstance(proc.collectives.get("rank"), int):
-            proc.rank = proc.collectives["rank"]
+        if proc.collectives is not None and proc.rank is None and proc.collectives.rank is not None:
+            proc.rank = proc.collectives.rank
             proc.dist = dict(proc.dist or {}, **{"from": "watchdog log line"})
     if proc.rank is not None and not proc.label:
         proc.label = "rank %d" % proc.rank

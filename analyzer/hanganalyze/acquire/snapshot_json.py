@@ -64,6 +64,9 @@ def _check_value(value: Any, hint: Any, path: str) -> None:
     if origin is dict:
         if not isinstance(value, dict):
             raise _Invalid("%s: expected an object, got %s" % (path, _type_name(value)))
+        if len(args) == 2 and args[1] is not Any:  # typed values (Collectives.groups)
+            for key, item in value.items():
+                _check_value(item, args[1], "%s[%s]" % (path, json.dumps(key)[:80]))
         return
     if dataclasses.is_dataclass(hint):
         _check_object(value, hint, path)

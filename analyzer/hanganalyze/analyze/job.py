@@ -137,12 +137,9 @@ def world_size(processes: Sequence[Process]) -> Optional[int]:
         ws = (p.dist or {}).get("world_size") if isinstance(p.dist, dict) else None
         if isinstance(ws, int) and not isinstance(ws, bool) and 0 < ws < (1 << 24):
             sizes.append(ws)
-        groups = (p.collectives or {}).get("groups") if isinstance(p.collectives, dict) else None
-        if isinstance(groups, dict):
-            for g in groups.values():
-                rs = g.get("ranks") if isinstance(g, dict) else None
-                if isinstance(rs, list) and rs and all(isinstance(r, int) for r in rs):
-                    sizes.append(max(rs) + 1)
+        for g in p.collectives.groups.values() if p.collectives is not None else ():
+            if g.ranks:
+                sizes.append(max(g.ranks) + 1)
     return max(sizes) if sizes else None
 
 

@@ -28,6 +28,7 @@ from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
 from hanganalyze_gdbext.model import Process, Snapshot
+from hanganalyze_gdbext.model.collectives import FLIGHT_RECORDER, Collectives
 
 #: Identity keys that, when two sources both know them and differ, mean two processes, not one.
 _DISTINCT = ("host", "run_id", "master_addr", "master_port")
@@ -59,25 +60,25 @@ def _conflicts(a: Process, b: Process) -> bool:
 
 def _coll_rank(p: Process) -> int:
     """Flight recorder before watchdog log before nothing."""
-    c = p.collectives if isinstance(p.collectives, dict) else None
-    if not c:
+    c = p.collectives
+    if c is None:
         return 0
-    return 2 if c.get("source") == "flight-recorder" else 1
+    return 2 if c.source == FLIGHT_RECORDER else 1
 
 
-def _last(c: Optional[Dict[str, Any]]) -> Optional[Tuple[Any, Any]]:
-    """(last enqueued, last completed) of the default group of a collectives dict."""
-    groups = c.get("groups") if isinstance(c, dict) else None
-    if not isinstance(groups, dict) or not groups:
+def _last(c: Optional[Collectives]) -> Optional[Tuple[Any, Any]]:
+    """(last enqueued, last completed) of the default group of a rank's collectives."""
+    key = c.main_group() if c is not None else None
+    if key is None:
         return None
-    g = groups.get("0", groups.get(sorted(groups, key=str)[0]))
-    return (g.get("last_enqueued"), g.get("last_completed")) if isinstance(g, dict) else None
+    g = c.groups[key]
+    return (g.last_enqueued, g.last_completed)
 
 
 def _describe(p: Process) -> str:
     name = p.label
-    if not name and isinstance(p.collectives, dict):
-        name = p.collectives.get("file")
+    if not name and p.collectives is not None:
+        name = p.collectives.file
     return "%s (%s)" % (name or "pid %s" % p.pid, source_kind(p))
 
 
@@ -124,7 +125,8 @@ def _merge(members: List[Process]) -> Process:
                 a[0], a[1], _describe(primary) if not coll_from_other else _describe(best_coll),
                 b[0], b[1], _describe(m)))
         if m.source == "flight-recorder":
-            primary.notes.append("flight-recorder dump %s joined to this rank" % (m.collectives or {}).get("file", ""))
+            dump = m.collectives.file if m.collectives is not None else None
+            primary.notes.append("flight-recorder dump %s joined to this rank" % (dump or ""))
     if coll_from_other:
         primary.collectives = best_coll.collectives
     return primary

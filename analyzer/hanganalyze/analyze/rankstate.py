@@ -43,12 +43,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, names, pattern
 from hanganalyze.analyze.names import basename, normalize_native_name
 from hanganalyze.analyze.stacks import main_thread  # one definition: the job view and the rank states agree
 from hanganalyze_gdbext.model import Frame, Process, Thread
+from hanganalyze_gdbext.model.collectives import Collectives
 
 #: How a rank's place is known (``RankState.evidence``).
 EVIDENCE = ("waiting", "elsewhere", "unknown")
@@ -184,38 +185,31 @@ def _innermost_where(t: Thread) -> Tuple[Optional[str], Optional[int]]:
     return None, None
 
 
-def _fr_facts(st: RankState, coll: Optional[Dict[str, Any]]) -> None:
-    """Sequence facts from the flight recorder / watchdog lines, type-checked (untrusted input)."""
-    if not isinstance(coll, dict):
+def _fr_facts(st: RankState, coll: Optional[Collectives]) -> None:
+    """Sequence facts from the flight recorder / watchdog lines (typed by their readers)."""
+    if coll is None:
         return
-    st.fr_source = coll.get("source") if isinstance(coll.get("source"), str) else None
-    groups = coll.get("groups")
-    if isinstance(groups, dict) and groups:
-        pg = "0" if "0" in groups else sorted(groups, key=str)[0]
-        g = groups.get(pg)
-        if isinstance(g, dict):
-            st.pg = str(pg)
-            enq, comp = g.get("last_enqueued"), g.get("last_completed")
-            st.last_enqueued = enq if isinstance(enq, int) and not isinstance(enq, bool) else None
-            st.last_completed = comp if isinstance(comp, int) and not isinstance(comp, bool) else None
-            if st.last_enqueued is not None and st.last_completed is not None:
-                st.fr_completed = st.last_completed >= st.last_enqueued
-    entries = coll.get("entries")
-    if isinstance(entries, list):
-        pending = [e for e in entries if isinstance(e, dict) and e.get("state") != "completed"
-                   and isinstance(e.get("seq"), int) and (st.pg is None or str(e.get("pg", st.pg)) == st.pg)]
-        if pending:
-            last = max(pending, key=lambda e: e["seq"])
-            st.seq = last["seq"]
-            if st.state == "no-stack":
-                # a dump alone: the rank enqueued this collective and it never completed, so it waits in it
-                st.state = "collective"
-            if isinstance(last.get("op"), str) and st.op is None and st.waiting:
-                st.op = last["op"]
-            user_frame = last.get("user_frame")
-            if isinstance(user_frame, str) and st.waiting and (st.call_site is None or st.state == "device-sync"):
-                # the dump recorded where the collective was called; the stack only where the host syncs
-                st.call_site = user_frame
+    st.fr_source = coll.source
+    pg = coll.main_group()
+    if pg is not None:
+        g = coll.groups[pg]
+        st.pg = pg
+        st.last_enqueued, st.last_completed = g.last_enqueued, g.last_completed
+        if st.last_enqueued is not None and st.last_completed is not None:
+            st.fr_completed = st.last_completed >= st.last_enqueued
+    pending = [e for e in coll.entries if e.state != "completed" and e.seq is not None
+               and (st.pg is None or e.pg == st.pg)]
+    if pending:
+        last = max(pending, key=lambda e: e.seq or 0)
+        st.seq = last.seq
+        if st.state == "no-stack":
+            # a dump alone: the rank enqueued this collective and it never completed, so it waits in it
+            st.state = "collective"
+        if last.op is not None and st.op is None and st.waiting:
+            st.op = last.op
+        if last.user_frame is not None and st.waiting and (st.call_site is None or st.state == "device-sync"):
+            # the dump recorded where the collective was called; the stack only where the host syncs
+            st.call_site = last.user_frame
     if st.seq is None and st.fr_completed is False:
         st.seq = st.last_enqueued
 

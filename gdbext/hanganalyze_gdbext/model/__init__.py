@@ -182,11 +182,8 @@ class Process(Record):
     dist: Optional[Dict[str, Any]] = None
     #: The acquisition of this process failed (gdb timed out, pid gone ...): one line, no threads.
     error: Optional[str] = None
-    #: Collective progress from PyTorch's flight recorder (or watchdog lines):
-    #: {"source", "file", "version", "comm_lib_version", "groups": {pg: {"last_enqueued",
-    #:  "last_started", "last_completed", "ranks", "desc"}}, "entries": [{"seq", "pg", "op",
-    #:  "state", "sizes", "call_site": [frame dicts, innermost first]}]}
-    collectives: Optional[Dict[str, Any]] = None
+    #: Collective progress from PyTorch's flight recorder (or watchdog lines): see ``model.collectives``.
+    collectives: Optional[Collectives] = None
     #: Every file the core maps: [{"path", "build_id" (from the core's memory), "found" (the file
     #: on the analyzing machine, --sysroot applied), "disk_build_id", "status": "match" |
     #: "mismatch" | "missing" | "present" | "special"}].
@@ -286,3 +283,7 @@ class Snapshot(Record):
         if d.get("schema") != SCHEMA:
             raise ValueError("not a %s snapshot (schema=%r)" % (SCHEMA, d.get("schema")))
         return super().from_dict(d)
+
+
+# After Frame and Process: model.collectives imports Frame, and Process's annotation names Collectives.
+from .collectives import Collectives  # noqa: E402
