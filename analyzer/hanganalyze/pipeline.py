@@ -30,11 +30,13 @@ def analyze(snapshot: Snapshot, db, redact: bool = False) -> Snapshot:
     from hanganalyze.analyze.bucket import bucket_id
     from hanganalyze.analyze.job import CROSS_RANK, analyze_job, join_flight_recorder
     from hanganalyze.analyze.match import match_snapshot
+    from hanganalyze.analyze.progress import gate_findings
     from hanganalyze.analyze.waitfor import annotate_waitgraphs, cycle_findings
 
     join_flight_recorder(snapshot)  # changes process indices: before anything refers to them
     annotate_waitgraphs(snapshot)
     snapshot.findings = cycle_findings(snapshot) + match_snapshot(snapshot, db)
+    gate_findings(snapshot)  # repeated samples: a wait holds only where its thread held (progress.py)
     analyze_job(snapshot)  # several ranks: cross-rank findings, per-rank ones grouped
     order = {s: i for i, s in enumerate(SEVERITIES)}
     # within a severity, the cross-rank diagnosis (who is at fault) comes before what each rank shows

@@ -31,6 +31,7 @@ from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyze.calltree import build_call_tree, compress_ranks
+from hanganalyze.analyze.progress import job_findings, rank_facts
 from hanganalyze.analyze.rankstate import RankState, rank_state
 from hanganalyze_gdbext.model import Evidence, Finding, Process, Snapshot
 
@@ -454,7 +455,7 @@ def analyze_job(snapshot: Snapshot) -> Snapshot:
     snapshot.findings = per_process
     grouped = group_findings(snapshot)
     cross = cross_rank_findings(snapshot, states, world) if len(procs) > 1 else []
-    snapshot.findings = cross + peer + grouped
+    snapshot.findings = job_findings(snapshot, states, cross + peer) + grouped  # stuck or slow (progress.py)
     keys, key_kind = keys_for(procs)
     live = [i for i, p in enumerate(procs) if p.threads]
     classes = state_classes(states, keys)
@@ -473,4 +474,7 @@ def analyze_job(snapshot: Snapshot) -> Snapshot:
         "classes": classes,
         "tree": tree,
     }
+    facts = rank_facts(snapshot, states)
+    if facts:  # live ranks sampled more than once: how each moved
+        snapshot.job["progress"] = facts
     return snapshot
