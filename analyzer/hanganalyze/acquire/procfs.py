@@ -31,6 +31,9 @@ class ThreadStat:
     cpu_s: float  # utime + stime, seconds
     wchan: Optional[str] = None  # kernel function it sleeps in ("futex_wait_queue"), None when hidden
     switches: Optional[int] = None  # voluntary context switches so far: each is a wake-up and a sleep
+    #: Seconds on a CPU plus seconds runnable but waiting for one (``schedstat``): a spinning
+    #: thread is runnable all the time even when a loaded machine gives it a small share of a CPU.
+    runnable_s: Optional[float] = None
 
 
 def _thread_stat(pid: int, tid: int) -> Optional[ThreadStat]:
@@ -57,12 +60,19 @@ def _thread_stat(pid: int, tid: int) -> Optional[ThreadStat]:
             except (ValueError, IndexError):
                 pass
             break
+    runnable = None
+    sched = (read_proc(pid, "task/%d/schedstat" % tid, 256) or b"").split()
+    if len(sched) >= 2:
+        try:
+            runnable = (int(sched[0]) + int(sched[1])) / 1e9
+        except ValueError:
+            pass
     return ThreadStat(tid=tid, state=fields[0], cpu_s=cpu, wchan=wchan if wchan not in (None, "", "0") else None,
-                      switches=switches)
+                      switches=switches, runnable_s=runnable)
 
 
 def thread_stats(pid: int) -> Dict[int, ThreadStat]:
-    """Every thread of ``pid`` (``/proc/PID/task/TID/{stat,wchan,status}``) by tid; {} when the
+    """Every thread of ``pid`` (``/proc/PID/task/TID/{stat,wchan,status,schedstat}``) by tid; {} when the
     process is gone or not ours.  A thread that exits while it is read is left out."""
     try:
         tids = [int(n) for n in os.listdir("/proc/%d/task" % pid) if n.isdigit()]

@@ -34,9 +34,10 @@ from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread, ThreadPro
 DEFAULT_SAMPLES = 3
 DEFAULT_INTERVAL = 0.5
 MAX_SAMPLES = 100
-#: CPU used over the window, as a share of it, from which a thread that holds its place spins (not
-#: "all of it": on a loaded machine a spinning thread gets a share of a CPU).
-SPIN_SHARE = 0.3
+#: Share of the window a thread that holds its place was runnable (on a CPU or waiting for one;
+#: CPU time alone where ``schedstat`` is missing) from which it spins: on a loaded machine a
+#: spinning thread gets a small share of a CPU but is runnable throughout, except while it is read.
+SPIN_SHARE = 0.5
 #: Wake-ups (voluntary context switches) that reading the thread itself causes, per sample: the
 #: ptrace interrupt wakes a sleeping thread, which sleeps again.  More than this is the thread's own.
 WAKEUPS_PER_SAMPLE = 4
@@ -105,7 +106,7 @@ def acquire_sampled(inputs: Sequence[Input], acquire_one: AcquireOne, parallel: 
                     del procs[pid]  # gone or unreadable: what it showed so far stands
     finally:
         pool.shutdown(wait=True)
-    for pid, hist in history.items():
+    for hist in history.values():
         merge_samples(hist, interval)
     return snapshot
 
@@ -153,7 +154,7 @@ def _held(stacks: List[List[str]]) -> int:
     return n
 
 
-def classify(seen: List[Tuple[Sample, Thread]], interval: float) -> ThreadProgress:
+def classify(seen: List[Tuple[Sample, Thread]]) -> ThreadProgress:
     """One thread's progress over the samples it was seen in (module doc: stuck, progressing,
     spinning, unknown)."""
     last_sample, last = seen[-1]
@@ -170,6 +171,9 @@ def classify(seen: List[Tuple[Sample, Thread]], interval: float) -> ThreadProgre
         if stats[0].switches is not None and stats[-1].switches is not None:
             prog.wakeups = max(0, stats[-1].switches - stats[0].switches)
     stacks = [_keys(t) for _s, t in seen]
+    busy = prog.cpu_s
+    if len(stats) >= 2 and stats[0].runnable_s is not None and stats[-1].runnable_s is not None:
+        busy = max(0.0, stats[-1].runnable_s - stats[0].runnable_s)
     prog.held = _held(stacks)
     last_keys = set(stacks[-1])
     changed: List[str] = []
@@ -180,7 +184,7 @@ def classify(seen: List[Tuple[Sample, Thread]], interval: float) -> ThreadProgre
     prog.changed = changed[:MAX_CHANGED]
     same = all(s == stacks[-1] for s in stacks) and len({_wait_key(t) for _s, t in seen}) == 1
     same_place = all(_place(t) == _place(last) for _s, t in seen)
-    spinning = prog.cpu_s is not None and prog.window_s > 0 and prog.cpu_s >= SPIN_SHARE * prog.window_s
+    spinning = busy is not None and prog.window_s > 0 and busy >= SPIN_SHARE * prog.window_s
     woke = prog.wakeups is not None and prog.wakeups > WAKEUPS_PER_SAMPLE * len(seen) + 4
     if same or (same_place and spinning):
         if spinning:
@@ -203,7 +207,7 @@ def merge_samples(history: List[Sample], interval: float) -> Process:
     threads = []
     for t in last.threads:
         seen = [(s, m[t.tid]) for s, m in zip(history, by_tid) if t.tid in m]
-        t.progress = classify(seen, interval)
+        t.progress = classify(seen)
         threads.append(t)
     base.threads = threads
     base.samples = {"count": len(history), "window_s": round(history[-1].at - history[0].at, 3),
