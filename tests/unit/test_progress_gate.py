@@ -22,9 +22,12 @@ def _sample(at: float, t: Thread, cpu: float, runnable: float, switches: int) ->
 def test_classify_states():
     same = [(_sample(k * 0.5, _thread(7, 10), 0.0, 0.0, k), _thread(7, 10)) for k in range(3)]
     assert classify(same).state == "stuck"
-    moved = [(_sample(k * 0.5, _thread(7, 10 + k), 0.0, 0.0, k), _thread(7, 10 + k)) for k in range(3)]
+    moved = [(_sample(k * 0.5, _thread(7, 10 + k), 0.0, 0.0, 100 * k), _thread(7, 10 + k)) for k in range(3)]
     p = classify(moved)
     assert p.state == "progressing" and "fetch (train.py:10)" in p.changed
+    # never woke, no CPU: it did not run, so a stack that reads differently is the unwinder's noise
+    noise = [(_sample(k * 0.5, _thread(7, 10 + k), 0.0, 0.0, k), _thread(7, 10 + k)) for k in range(3)]
+    assert classify(noise).state == "stuck"
     spin = [(_sample(k * 0.5, _thread(7, 10), 0.1 * k, 0.45 * k, 0), _thread(7, 10)) for k in range(3)]
     assert classify(spin).state == "spinning"
     woke = [(_sample(k * 0.5, _thread(7, 10), 0.0, 0.01, 200 * k), _thread(7, 10)) for k in range(3)]

@@ -7,7 +7,8 @@ with what the kernel says about each thread (``procfs.thread_stats``: CPU time, 
 channel, wake-ups), and the samples are merged into one snapshot: the last sample's stacks, plus
 per thread a ``progress`` (``model.ThreadProgress``) that says
 
-* **stuck**: the same stack and wait in every sample, no CPU burnt;
+* **stuck**: the same stack and wait in every sample, no CPU burnt (or: it never woke and used no
+  CPU, so it cannot have moved, whatever a stripped frame's unwind said);
 * **progressing**: its frames or lines changed (or it woke many times in one wait: a loop
   through the same call);
 * **spinning**: burning CPU (most of the window) in the same place: the NCCL/CUDA busy-wait, a
@@ -186,7 +187,13 @@ def classify(seen: List[Tuple[Sample, Thread]]) -> ThreadProgress:
     same_place = all(_place(t) == _place(last) for _s, t in seen)
     spinning = busy is not None and prog.window_s > 0 and busy >= SPIN_SHARE * prog.window_s
     woke = prog.wakeups is not None and prog.wakeups > WAKEUPS_PER_SAMPLE * len(seen) + 4
-    if same or (same_place and spinning):
+    # A thread that never woke (beyond the reads' own interruptions) and used no CPU did not run, so
+    # it cannot have moved: a stack that reads differently is the unwinder's, not the thread's.
+    asleep = (prog.wakeups is not None and not woke and busy is not None
+              and busy < 0.02 * prog.window_s + 0.01)
+    if asleep:
+        prog.state, prog.changed = "stuck", []
+    elif same or (same_place and spinning):
         if spinning:
             prog.state = "spinning"
         elif woke:

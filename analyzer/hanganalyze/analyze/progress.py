@@ -200,7 +200,7 @@ def job_findings(snapshot: Snapshot, states: Sequence[RankState], findings: List
         elif f.severity not in HANG_SEVERITIES:
             out.append(f)
             continue
-        if held not in f.summary:
+        if "held for" not in f.summary:
             f.summary += " (%s; %s)" % (held, LONGER)
         _scale(f, window)
         out.append(f)
