@@ -77,6 +77,11 @@ def _analyze_app():
         parallel: Optional[int] = typer.Option(
             None, "--parallel", help="Inputs acquired at once (default: one gdb per CPU, within free memory)."
         ),
+        samples: Optional[int] = typer.Option(
+            None, "--samples", help="Reads of each live process, to tell stuck from slow (default 3; 1: one "
+            "snapshot, as a core gives; 1 by default with --engine gdb)."),
+        interval: Optional[float] = typer.Option(
+            None, "--interval", help="Seconds between the samples (default 0.5: 3 samples over about a second)."),
         exe: Optional[Path] = typer.Option(
             None, "--exe", help="Executable of the core (default: found from the core)."
         ),
@@ -121,7 +126,7 @@ def _analyze_app():
             fmt=fmt.value if fmt is not None else None, output=output, gdb=gdb, timeout=timeout,
             signatures=list(signatures), input_format=input_format, redact=redact,
             sysroot=sysroot, solib_search_path=list(solib_search_path), debuginfod=debuginfod, coredumpctl=coredumpctl,
-            engine=engine,
+            engine=engine, samples=samples, interval=interval,
         )
         return analyze(args)
 
@@ -192,6 +197,7 @@ def acquire_request(args: argparse.Namespace):
         gdb=args.gdb, timeout=args.timeout, input_format=args.input_format, engine=getattr(args, "engine", "auto"),
         sysroot=getattr(args, "sysroot", None), solib_search_path=list(getattr(args, "solib_search_path", ())),
         debuginfod=getattr(args, "debuginfod", False), coredumpctl=getattr(args, "coredumpctl", None),
+        samples=getattr(args, "samples", None), interval=getattr(args, "interval", None),
     )
 
 

@@ -50,6 +50,7 @@ def analyze(snapshot: Snapshot, db, redact: bool = False) -> Snapshot:
     ``redact``, the result has user names, hosts, IPs and secrets replaced (``analyze/redact.py``)."""
     from hanganalyze.analyze.bucket import bucket_id
     from hanganalyze.analyze.job import analyze_job, join_flight_recorder
+    from hanganalyze.analyze.progress import gate_findings
     from hanganalyze.analyze.rules import load_rules
     from hanganalyze.analyze.waitfor import annotate_waitgraphs
 
@@ -60,6 +61,7 @@ def analyze(snapshot: Snapshot, db, redact: bool = False) -> Snapshot:
     for step in rules.steps("process"):  # the rule list's order
         found.extend(PROCESS_STEPS[step](snapshot, db))
     snapshot.findings = found
+    gate_findings(snapshot)  # repeated samples: a wait holds only where its thread held (progress.py)
     analyze_job(snapshot, rules)  # the job rules: cross-rank findings, per-rank ones grouped
     order = {s: i for i, s in enumerate(SEVERITIES)}
     cross_rank = rules.cross_rank

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Optional
+import os
+from dataclasses import dataclass
+from typing import Dict, Optional
 
 
 def read_proc(pid: int, name: str, limit: int = -1) -> Optional[bytes]:
@@ -13,3 +15,72 @@ def read_proc(pid: int, name: str, limit: int = -1) -> Optional[bytes]:
             return f.read(limit)
     except OSError:
         return None
+
+
+#: Clock ticks per second of ``utime``/``stime`` in ``/proc/.../stat``.
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass(frozen=True)
+class ThreadStat:
+    """What the kernel says about one thread at one moment: the facts that tell a thread that holds
+    its place (asleep in the same wait, no CPU) from one that moves or spins (repeated samples)."""
+
+    tid: int
+    state: str  # "R" running, "S" sleeping, "D" disk sleep, "t" traced ...
+    cpu_s: float  # utime + stime, seconds
+    wchan: Optional[str] = None  # kernel function it sleeps in ("futex_wait_queue"), None when hidden
+    switches: Optional[int] = None  # voluntary context switches so far: each is a wake-up and a sleep
+    #: Seconds on a CPU plus seconds runnable but waiting for one (``schedstat``): a spinning
+    #: thread is runnable all the time even when a loaded machine gives it a small share of a CPU.
+    runnable_s: Optional[float] = None
+
+
+def _thread_stat(pid: int, tid: int) -> Optional[ThreadStat]:
+    raw = read_proc(pid, "task/%d/stat" % tid, 4096)
+    if not raw:
+        return None
+    text = raw.decode("ascii", "replace")
+    close = text.rfind(")")  # the name in parentheses may hold spaces and ')'
+    fields = text[close + 2:].split() if close >= 0 else []
+    if len(fields) < 13:
+        return None
+    try:
+        cpu = (int(fields[11]) + int(fields[12])) / float(CLOCK_TICKS)  # utime, stime: fields 14 and 15
+    except ValueError:
+        return None
+    wchan_raw = read_proc(pid, "task/%d/wchan" % tid, 256)
+    wchan = wchan_raw.decode("ascii", "replace").strip() if wchan_raw else None
+    switches = None
+    status = read_proc(pid, "task/%d/status" % tid, 8192)
+    for line in (status or b"").splitlines():
+        if line.startswith(b"voluntary_ctxt_switches:"):
+            try:
+                switches = int(line.split()[1])
+            except (ValueError, IndexError):
+                pass
+            break
+    runnable = None
+    sched = (read_proc(pid, "task/%d/schedstat" % tid, 256) or b"").split()
+    if len(sched) >= 2:
+        try:
+            runnable = (int(sched[0]) + int(sched[1])) / 1e9
+        except ValueError:
+            pass
+    return ThreadStat(tid=tid, state=fields[0], cpu_s=cpu, wchan=wchan if wchan not in (None, "", "0") else None,
+                      switches=switches, runnable_s=runnable)
+
+
+def thread_stats(pid: int) -> Dict[int, ThreadStat]:
+    """Every thread of ``pid`` (``/proc/PID/task/TID/{stat,wchan,status,schedstat}``) by tid; {} when the
+    process is gone or not ours.  A thread that exits while it is read is left out."""
+    try:
+        tids = [int(n) for n in os.listdir("/proc/%d/task" % pid) if n.isdigit()]
+    except OSError:
+        return {}
+    out: Dict[int, ThreadStat] = {}
+    for tid in tids:
+        st = _thread_stat(pid, tid)
+        if st is not None:
+            out[tid] = st
+    return out

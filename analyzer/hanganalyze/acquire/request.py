@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from hanganalyze.acquire.deadline import check_timeout
-from hanganalyze.acquire.many import Input, acquire_all, plan_inputs
+from hanganalyze.acquire.many import Input, plan_inputs
 from hanganalyze.errors import InputError
 from hanganalyze_gdbext.model import Snapshot
 
@@ -42,6 +42,10 @@ class AcquireRequest:
     solib_search_path: List[str] = field(default_factory=list)
     debuginfod: bool = False
     coredumpctl: Optional[str] = None
+    #: Samples per live process and seconds between them (``acquire/sampling.py``); None: the
+    #: default (3 over about a second; 1 through gdb, whose reads take seconds each).
+    samples: Optional[int] = None
+    interval: Optional[float] = None
     # Filled by prepare():
     gdb_options: object = None  # sysroot.GdbOptions
     stored_core: object = None  # coredumpctl.StoredCore
@@ -55,6 +59,9 @@ class AcquireRequest:
         overwrite an input)."""
         progress = progress or _quiet
         self.timeout = check_timeout(self.timeout)
+        from hanganalyze.acquire.sampling import check_options
+
+        check_options(self.samples, self.interval)
         if self.parallel is not None and not 1 <= self.parallel <= 1024:
             raise InputError("--parallel must be between 1 and 1024 (got %s)" % self.parallel)
         for t in self.targets:
@@ -81,9 +88,27 @@ class AcquireRequest:
                 gdb_busy: Optional[Callable[[], None]] = None) -> Snapshot:
         """Every input (``prepare`` planned them) in one Snapshot; ``gdb_busy``: see ``acquire_all``."""
         progress = progress or _quiet
-        snapshot = acquire_all(self.inputs, self._acquire_one(progress), self.parallel, progress, gdb_busy)
+        from hanganalyze.acquire.sampling import acquire_sampled
+
+        samples, interval = self._sampling()
+        snapshot = acquire_sampled(self.inputs, self._acquire_one(progress), self.parallel, progress, gdb_busy,
+                                   samples, interval)
         snapshot.warnings.extend(self.notes)
         return snapshot
+
+    def _sampling(self) -> Tuple[int, float]:
+        """(samples, interval) for live inputs: the defaults of ``sampling.py``, or one sample when
+        gdb reads them (seconds per read) and ``--samples`` was not given."""
+        from hanganalyze.acquire import sampling
+        from hanganalyze.acquire.inputs import choose_engine
+
+        interval = sampling.DEFAULT_INTERVAL if self.interval is None else self.interval
+        if self.samples is not None:
+            return self.samples, interval
+        if self.pids or self.job is not None:
+            if choose_engine(self.engine, self.gdb, self.gdb_options) == "gdb":
+                return 1, interval
+        return sampling.DEFAULT_SAMPLES, interval
 
     def _acquire_one(self, progress: Progress):
         """How one input (a pid or a path) becomes a Snapshot, with this run's options."""

@@ -34,6 +34,7 @@ from dataclasses import replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyze.calltree import build_call_tree
+from hanganalyze.analyze.progress import job_findings, rank_facts
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rankstate import RankState, judge_against_waiters, rank_state
 from hanganalyze.analyze.rules import RuleSet, load_rules
@@ -394,6 +395,7 @@ def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot
     found: List[Finding] = []
     for step in rules.steps("job"):
         found.extend(JOB_STEPS[step](snapshot, states, world))
+    found = job_findings(snapshot, states, found)  # stuck or slow over the samples (progress.py)
     snapshot.findings = rules.superseded(found, snapshot.findings)
     if len(procs) == 1:  # one rank: what it shows (a peer wait), no job view
         snapshot.findings = found + snapshot.findings
@@ -420,5 +422,6 @@ def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot
                              evidence_reason=s.evidence_reason, sources=list(s.sources or [])) for s in states],
         classes=classes,
         tree=tree,
+        progress=rank_facts(snapshot, states),  # live ranks sampled more than once: how each moved
     )
     return snapshot

@@ -21,6 +21,7 @@ import html
 import re
 from typing import List, Optional
 
+from hanganalyze.analyze.progress import progress_text
 from hanganalyze.render.text import clean
 from hanganalyze.render.view import FindingView, GroupView, ReportView, build_view
 from hanganalyze_gdbext.model import Snapshot
@@ -150,6 +151,9 @@ def _group_block(g: GroupView) -> str:
     lines = []
     if g.size > 1:
         lines.append("tids: %s" % g.tids(40, "…"))
+    moved = progress_text(g.group.first.progress)  # repeated samples: stuck, progressing, spinning
+    if moved:
+        lines.append("progress: %s" % moved)
     waits = g.group.first.waits
     if waits:
         w = "waits on %s %s" % (waits.kind or "?", waits.name or waits.resource or "")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import List
 
+from hanganalyze.analyze.progress import progress_text
 from hanganalyze.render.view import GroupView, ReportView, build_view
 from hanganalyze_gdbext.model import Snapshot
 from hanganalyze_gdbext.model.termsafe import visible
@@ -36,6 +37,9 @@ def _group_lines(g: GroupView) -> List[str]:
     lines.append(head)
     if g.size > 1:
         lines.append("  tids: %s" % g.tids(20))
+    moved = progress_text(g.group.first.progress)  # repeated samples: stuck, progressing, spinning
+    if moved:
+        lines.append("  progress: %s" % clean(moved))
     waits = g.group.first.waits
     if waits:
         detail = waits.detail or ""

@@ -85,6 +85,29 @@ class Wait(Record):
     CONTRACT = ("kind", "resource", "name", "owner_tid", "frame", "detail")
 
 
+#: What repeated samples of a live thread say (``Thread.progress.state``).
+PROGRESS_STATES = ("stuck", "progressing", "spinning", "unknown")
+
+
+@dataclass
+class ThreadProgress(Record):
+    """How a live thread moved over repeated samples (``--samples``): one snapshot cannot tell a hung
+    thread from a busy one, several can.  Absent for a core (one sample)."""
+
+    state: str = "unknown"  # one of PROGRESS_STATES
+    samples: int = 1  # samples this thread was seen in
+    window_s: Optional[float] = None  # seconds from its first sample to its last
+    cpu_s: Optional[float] = None  # CPU time (utime + stime) it used over the window
+    #: Frames (innermost first) seen in an earlier sample that differ from the last one: what moved.
+    changed: List[str] = field(default_factory=list)
+    held: Optional[int] = None  # outermost frames identical in every sample
+    wakeups: Optional[int] = None  # voluntary context switches over the window
+    os_state: Optional[str] = None  # the kernel's state letter in the last sample ("S", "R" ...)
+    wchan: Optional[str] = None  # kernel wait channel in the last sample, when the kernel shows it
+
+    CONTRACT = ("state", "samples", "window_s", "cpu_s", "changed")
+
+
 @dataclass
 class Thread(Record):
     tid: Optional[int] = None  # LWP
@@ -106,6 +129,8 @@ class Thread(Record):
     #: Why the native unwind ended before the thread's outermost frame (or main), when it did,
     #: e.g. "no CFI for pc 0x7f.. in libcuda.so.1 and no valid frame pointer or return address ...".
     unwind_stop: Optional[str] = None
+    #: Repeated samples of a live thread: stuck, progressing or spinning (None: one sample).
+    progress: Optional[ThreadProgress] = None
 
     CONTRACT = ("tid", "name", "state", "frames")
 
@@ -194,6 +219,9 @@ class Process(Record):
     #: Job view: the inputs this rank's state was joined from, e.g. ["stacks", "flight-recorder",
     #: "log"] (``analyze/rankjoin.py``); where they disagree is in ``notes``.
     sources: List[str] = field(default_factory=list)
+    #: A live process sampled more than once: {"count", "window_s", "interval_s"}; each thread's
+    #: ``progress`` says what moved.  None for one sample (a core, ``--samples 1``).
+    samples: Optional[Dict[str, Any]] = None
 
     CONTRACT = ("source", "pid", "executable", "argv", "signal", "python", "threads")
 

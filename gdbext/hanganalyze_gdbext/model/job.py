@@ -78,6 +78,9 @@ class JobSummary(Record):
     states: List[JobRankState] = field(default_factory=list)
     classes: List[JobRankClass] = field(default_factory=list)
     tree: Optional[Dict[str, Any]] = None
+    #: Live ranks sampled more than once: per rank, how the thread that says where it is moved
+    #: (``analyze/progress.py``: state, window, samples, CPU, what changed); empty for one sample.
+    progress: List[Dict[str, Any]] = field(default_factory=list)
 
     CONTRACT = ("processes", "key", "world_size", "ranks", "missing", "failed", "states", "classes", "tree")
 
