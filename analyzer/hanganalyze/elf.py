@@ -5,8 +5,9 @@ Why our own and not pyelftools: its construct objects cost ~70,000 ``_parse`` ca
 rank (a core with thousands of segments and notes, hundreds of mapped libraries), a third of the
 run; the few fixed layouts we need are one ``struct.unpack_from`` each.  Everything here reads
 through a ``read(offset, size)`` callable, so a file (``pread``), an ``mmap`` and a core's memory
-(the first page of a mapped library) are read by the same code.  pyelftools stays only for DWARF
-(``direct/cfi.py`` and the debug-line reader), where its work is real.
+(the first page of a mapped library) are read by the same code.  The analyzer no longer imports
+pyelftools (DWARF and CFI are read by ``direct/cfi.py`` and gdb); only ``scripts/fuzz.py`` and a
+test still use it, as an independent second reader.
 
 Both classes and byte orders are decoded for headers and build-ids (a foreign core's libraries);
 the register layout is the 64-bit Linux ``struct elf_prstatus`` (x86-64 and aarch64 share it).
