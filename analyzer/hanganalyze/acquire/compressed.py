@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
 
+from hanganalyze.elf import is_elf
 from hanganalyze.errors import HangAnalyzeError, InputError
 
 #: Decompressed bytes asked for at a time (and the size of what the zstd reader yields).
@@ -350,7 +351,7 @@ def acquire_compressed(
                     break
             if not first:
                 raise InputError("%s is %s-compressed and holds nothing" % (path, kind))
-            if first.startswith(b"\x7fELF") and input_format is None:
+            if is_elf(first) and input_format is None:
                 with decompressed_core(path, kind, fh, chunks, first, tmpdir) as d:
                     try:
                         snap = core(d.path)
@@ -375,7 +376,7 @@ def acquire_compressed(
         except _Corrupt as e:
             raise InputError("%s: %s" % (path, e)) from None
     data = b"".join(parts)
-    if input_format is None and (data.startswith(b"\x7fELF") or b"\0" in data[:8192]):
+    if input_format is None and (is_elf(data) or b"\0" in data[:8192]):
         raise InputError("%s is %s-compressed, and what it holds is neither an ELF core nor a text file "
                          "(binary data)" % (path, kind))
     return text(data.decode("utf-8", errors="replace"))

@@ -21,17 +21,19 @@ from __future__ import annotations
 
 import bisect
 import os
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
+from hanganalyze import elf
+from hanganalyze.acquire.corestack import CoreMemory, argv_from_stack, initial_stack
+from hanganalyze.elf import build_id_from_notes, build_id_of_file
 from hanganalyze.errors import InputError
 from hanganalyze_gdbext.model.signals import fatal_signal
 
-# Offsets in the 64-bit Linux ``struct elf_prstatus`` (the same on x86-64 and aarch64).
-_PRSTATUS_CURSIG = 12  # short, after struct elf_siginfo {int si_signo, si_code, si_errno}
-_PRSTATUS_PID = 32  # pid_t pr_pid
+#: Read from here by other modules and tests (the one ELF reader lives in ``hanganalyze.elf``).
+__all__ = ["CoreMemory", "argv_from_stack", "initial_stack", "build_id_from_notes", "build_id_of_file",
+           "build_id_in_memory"]
 
 # auxv keys we use
 AT_NULL = 0
@@ -39,13 +41,6 @@ AT_PHDR = 3
 AT_ENTRY = 9
 AT_EXECFN = 31
 
-#: pyelftools names program header types; we compare numbers.
-_P_TYPES = {"PT_NULL": 0, "PT_LOAD": 1, "PT_DYNAMIC": 2, "PT_INTERP": 3, "PT_NOTE": 4}
-
-#: Upper bound on bytes read from the initial stack to find argv (argv+envp strings live there).
-_STACK_READ_MAX = 8 << 20
-#: Environment variables read from a core's initial stack (a real one has a few hundred).
-_MAX_ENV = 4096
 #: Upper bound on mapped files whose build-id we read from disk (GPU processes map thousands).
 _MAX_BUILD_ID_FILES = 2000
 #: Libraries whose build-id differs that we name one by one (a core from another host: hundreds).
@@ -184,63 +179,6 @@ def human_size(n: int) -> str:
     return "%.1f TB" % (value / 1000.0)
 
 
-class CoreMemory:
-    """Read the process's memory as the core stored it, by seeking (never loading the core)."""
-
-    def __init__(self, fh: BinaryIO, loads: List[Tuple[int, int, int, int]]) -> None:
-        # (vaddr, memsz, offset, filesz), sorted by vaddr
-        self._fh = fh
-        self._loads = self.loads = sorted(loads)
-        self._starts = [seg[0] for seg in self._loads]
-
-    def segment(self, addr: int) -> Optional[Tuple[int, int, int, int]]:
-        """The PT_LOAD holding addr (binary search: GPU cores have thousands of segments)."""
-        i = bisect.bisect_right(self._starts, addr) - 1
-        if i >= 0:
-            seg = self._loads[i]
-            if addr < seg[0] + seg[1]:
-                return seg
-        return None
-
-    def read(self, addr: int, size: int) -> Optional[bytes]:
-        """Bytes at [addr, addr+size) if the core holds all of them, else None."""
-        seg = self.segment(addr)
-        if seg is None:
-            return None
-        vaddr, _memsz, off, filesz = seg
-        if addr + size > vaddr + filesz:
-            return None  # not dumped (e.g. read-only file pages the kernel skipped)
-        data = self._read_at(off + (addr - vaddr), size)
-        return data if data is not None and len(data) == size else None
-
-    def _read_at(self, pos: int, size: int) -> Optional[bytes]:
-        """The file's bytes at ``pos``; None where a corrupt program header points outside any
-        file (a negative or 64-bit offset that cannot even be sought to)."""
-        if pos < 0 or pos >= 1 << 63 or size < 0:
-            return None
-        try:
-            self._fh.seek(pos)
-            return self._fh.read(size)
-        except (OSError, ValueError, OverflowError):
-            return None
-
-    def read_cstring(self, addr: int, limit: int = 4096) -> Optional[str]:
-        seg = self.segment(addr)
-        if seg is None:
-            return None
-        vaddr, _memsz, off, filesz = seg
-        avail = min(limit, vaddr + filesz - addr)
-        if avail <= 0:
-            return None
-        data = self._read_at(off + (addr - vaddr), avail)
-        if data is None:
-            return None
-        end = data.find(b"\0")
-        if end < 0:
-            return None
-        return data[:end].decode("utf-8", "surrogateescape")
-
-
 # ----------------------------------------------------------------------------------- validation
 
 #: Compressed files users hand us instead of the core (systemd-coredump stores cores as .zst).
@@ -261,44 +199,14 @@ def compressed_kind(head: bytes) -> Optional[Tuple[str, str]]:
     return None
 
 
-
-def _is_pie_executable(elf) -> bool:
-    """ET_DYN is both PIE executables and shared objects: DF_1_PIE, else an interpreter and no
-    soname, says executable (libc.so.6 has an interpreter too, and a soname)."""
-    interp, soname = False, False
-    try:
-        for seg in elf.iter_segments():
-            if seg["p_type"] == "PT_INTERP":
-                interp = True
-            elif seg["p_type"] == "PT_DYNAMIC":
-                for tag in seg.iter_tags():
-                    if tag.entry.d_tag == "DT_FLAGS_1" and tag.entry.d_val & 0x08000000:  # DF_1_PIE
-                        return True
-                    if tag.entry.d_tag == "DT_SONAME":
-                        soname = True
-    except Exception:  # noqa: BLE001 - odd dynamic sections: fall back to what we saw
-        pass
-    return interp and not soname
-
-
-def _elf_kind(e_type: str, pie: bool) -> str:
-    if e_type == "ET_EXEC" or (e_type == "ET_DYN" and pie):
+def _elf_kind(e_type: int, pie: bool) -> str:
+    if e_type == elf.ET_EXEC or (e_type == elf.ET_DYN and pie):
         return "an ELF executable"
-    if e_type == "ET_DYN":
+    if e_type == elf.ET_DYN:
         return "an ELF shared object"
-    if e_type == "ET_REL":
+    if e_type == elf.ET_REL:
         return "an ELF object file"
-    return "an ELF file of type %s" % e_type
-
-
-def _open_elf(path: Path, fh: BinaryIO):
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-
-    try:
-        return ELFFile(fh)
-    except (ELFError, struct.error, ValueError, OSError) as e:
-        raise InputError("%s is not a readable ELF file: %s" % (path, e)) from None
+    return "an ELF file of type %d" % e_type
 
 
 _ELF64_EHDR = 64  # bytes of an ELF64 file header
@@ -308,97 +216,45 @@ _ELF64_EHDR = 64  # bytes of an ELF64 file header
 _INCOMPLETE = "%s is incomplete: cut %s (%s; still being written, or the disk filled up)"
 
 
-def _check_headers_present(path: Path, head: bytes, size: int) -> None:
-    """A core cut inside its ELF header or program header table is unfinished: say so before
-    pyelftools parses what is not there (it would report a puzzling struct error)."""
-    if size < _ELF64_EHDR:
-        raise InputError(_INCOMPLETE % (path, "inside its ELF header", "%d of %d bytes" % (size, _ELF64_EHDR)))
-    if head[4] != 2 or head[5] != 1:  # not ELF64 little-endian: read_core says so after parsing
+def _check_headers_present(path: Path, hdr: elf.Header, size: int) -> None:
+    """A core cut inside its program header table is unfinished: say so before reading what is
+    not there (the table would just look short)."""
+    if hdr.bits != 64 or not hdr.little:  # not ELF64 little-endian: read_core says so after parsing
         return
-    e_type, = struct.unpack_from("<H", head, 16)
-    e_phoff, = struct.unpack_from("<Q", head, 32)
-    e_phentsize, e_phnum = struct.unpack_from("<HH", head, 54)
-    expected = e_phoff + e_phentsize * e_phnum
-    if e_type == 4 and expected > size:  # ET_CORE
+    expected = hdr.ph_end
+    if hdr.type == elf.ET_CORE and expected > size:
         raise InputError(_INCOMPLETE % (path, "inside its program headers", "the file has %d bytes, they end at %d"
                                         % (size, expected)))
 
 
-def _check_size(path: Path, segs: List[Dict[str, int]], size: int) -> int:
+def _check_size(path: Path, segs: List[elf.Phdr], size: int) -> int:
     """The size the core should have (the end of its last segment).  Memory may be missing (the
     core is cut short but usable: every thread's registers are in the notes), the notes may not:
     a core cut inside its notes is unfinished, one error."""
     expected = 0
     for seg in segs:
-        if not seg["p_filesz"]:
+        if not seg.filesz:
             continue
-        end = seg["p_offset"] + seg["p_filesz"]
+        end = seg.offset + seg.filesz
         expected = max(expected, end)
-        if seg["p_type"] == 4 and end > size:  # PT_NOTE
-            if seg["p_offset"] < size:
+        if seg.type == elf.PT_NOTE and end > size:
+            if seg.offset < size:
                 where, what = "inside its notes", "the file has %d bytes, the notes end at %d" % (size, end)
             else:  # gdb's gcore writes the notes after the memory
                 where = "before its notes"
-                what = "the file has %d bytes, the notes start at %d" % (size, seg["p_offset"])
+                what = "the file has %d bytes, the notes start at %d" % (size, seg.offset)
             raise InputError(_INCOMPLETE % (path, where, what))
     return expected
 
 
 # ------------------------------------------------------------------------------------- notes
 
-
-def _parse_auxv(desc: bytes) -> Dict[int, int]:
-    out: Dict[int, int] = {}
-    for i in range(0, len(desc) - 15, 16):
-        key, val = struct.unpack_from("<QQ", desc, i)
-        if key == AT_NULL:
-            break
-        out.setdefault(key, val)
-    return out
-
-
-def _cstr(b: bytes) -> str:
-    return b.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-
-
-#: Raw note types (pyelftools' note parsing builds construct objects per note: far too slow for
-#: the thousands of notes of a 200-thread core, so the few formats we need are decoded here).
-_NT_PRSTATUS, _NT_PRPSINFO, _NT_AUXV = 1, 3, 6
-_NT_SIGINFO, _NT_FILE = 0x53494749, 0x46494C45
-_PRPSINFO_PID, _PRPSINFO_PSARGS = 24, 56  # struct elf_prpsinfo, 64-bit Linux
+#: A note segment larger than this is corrupt (a 1,000-thread core's notes are a few MB).
 _MAX_NOTE_SEGMENT = 512 << 20
 
 
-def iter_notes(data: bytes) -> Iterator[Tuple[bytes, int, bytes]]:
-    """(name, type, desc) of each ELF note in a PT_NOTE segment's bytes (4-byte aligned)."""
-    i, n = 0, len(data)
-    while i + 12 <= n:
-        namesz, descsz, ntype = struct.unpack_from("<III", data, i)
-        i += 12
-        name = data[i : i + namesz].rstrip(b"\0")
-        i += (namesz + 3) & ~3
-        if i + descsz > n:
-            raise ValueError("note of type %#x runs past its segment" % ntype)
-        desc = data[i : i + descsz]
-        i += (descsz + 3) & ~3
-        yield name, ntype, desc
-
-
-def _parse_nt_file(desc: bytes) -> List[Mapping]:
-    count, page = struct.unpack_from("<QQ", desc, 0)
-    if count > len(desc) // 24:
-        raise ValueError("NT_FILE claims %d entries" % count)
-    names = desc[16 + 24 * count :].split(b"\0")
-    out = []
-    for k in range(count):
-        start, end, pgoff = struct.unpack_from("<QQQ", desc, 16 + 24 * k)
-        name = names[k].decode("utf-8", "surrogateescape") if k < len(names) else "?"
-        out.append(Mapping(start, end, pgoff * (page or 1), name))
-    return out
-
-
-def _read_notes(fh: BinaryIO, segs: List[Dict[str, int]], info: CoreInfo) -> Tuple[Optional[str], List[int],
-                                                                                    Optional[int], bytes]:
+def _read_notes(fh: BinaryIO, segs: List[elf.Phdr], info: CoreInfo) -> Tuple[Optional[str], List[int],
+                                                                           Optional[int], bytes]:
     """Fill info from the PT_NOTE segments (read by offset); returns (psargs, cursigs, first
     NT_SIGINFO signo, raw NT_AUXV bytes)."""
     psargs: Optional[str] = None
@@ -406,29 +262,33 @@ def _read_notes(fh: BinaryIO, segs: List[Dict[str, int]], info: CoreInfo) -> Tup
     siginfo: Optional[int] = None
     auxv_bytes = b""
     for seg in segs:
-        if seg["p_type"] != 4 or not seg["p_filesz"]:  # PT_NOTE
+        if seg.type != elf.PT_NOTE or not seg.filesz:
             continue
-        if seg["p_filesz"] > _MAX_NOTE_SEGMENT:
-            raise ValueError("note segment of %d bytes" % seg["p_filesz"])
-        fh.seek(seg["p_offset"])
-        for name, ntype, desc in iter_notes(fh.read(seg["p_filesz"])):
+        if seg.filesz > _MAX_NOTE_SEGMENT:
+            raise ValueError("note segment of %d bytes" % seg.filesz)
+        fh.seek(seg.offset)
+        for name, ntype, desc in elf.iter_notes(fh.read(seg.filesz)):
             if name == b"GDB":
                 info.written_by_gdb = True  # gdb's target description note (0xff000000)
             if name != b"CORE":
                 continue
-            if ntype == _NT_PRSTATUS and len(desc) >= _PRSTATUS_PID + 4:
-                cursigs.append(struct.unpack_from("<h", desc, _PRSTATUS_CURSIG)[0])
-                info.tids.append(struct.unpack_from("<i", desc, _PRSTATUS_PID)[0])
-            elif ntype == _NT_PRPSINFO and len(desc) >= _PRPSINFO_PSARGS + 80:
-                info.pid = info.pid or struct.unpack_from("<i", desc, _PRPSINFO_PID)[0]
-                psargs = _cstr(desc[_PRPSINFO_PSARGS : _PRPSINFO_PSARGS + 80]).strip()
-            elif ntype == _NT_SIGINFO and siginfo is None and len(desc) >= 4:
-                siginfo = struct.unpack_from("<i", desc, 0)[0]
-            elif ntype == _NT_AUXV and not auxv_bytes:
+            if ntype == elf.NT_PRSTATUS:
+                st = elf.prstatus(desc)
+                if st is not None:
+                    cursigs.append(st.cursig)
+                    info.tids.append(st.tid)
+            elif ntype == elf.NT_PRPSINFO:
+                ps = elf.prpsinfo(desc)
+                if ps is not None:
+                    info.pid = info.pid or ps[0]
+                    psargs = ps[1]
+            elif ntype == elf.NT_SIGINFO and siginfo is None:
+                siginfo = elf.siginfo_signo(desc)
+            elif ntype == elf.NT_AUXV and not auxv_bytes:
                 auxv_bytes = desc
-                info.auxv = _parse_auxv(desc)
-            elif ntype == _NT_FILE and len(desc) >= 16:
-                info.mappings.extend(_parse_nt_file(desc))
+                info.auxv = elf.auxv(desc)
+            elif ntype == elf.NT_FILE:
+                info.mappings.extend(Mapping(*row) for row in elf.nt_file(desc))
     return psargs, cursigs, siginfo, auxv_bytes
 
 
@@ -444,158 +304,10 @@ def _decide_signal(info: CoreInfo, cursigs: List[int], siginfo: Optional[int]) -
 # ----------------------------------------------------------------------------------- build-ids
 
 
-def build_id_from_notes(data: bytes, little: bool = True) -> Optional[str]:
-    """The NT_GNU_BUILD_ID in a run of ELF notes (the bytes of a PT_NOTE segment)."""
-    fmt = "<III" if little else ">III"
-    i = 0
-    while i + 12 <= len(data):
-        namesz, descsz, ntype = struct.unpack_from(fmt, data, i)
-        i += 12
-        name = data[i : i + namesz]
-        i += (namesz + 3) & ~3
-        desc = data[i : i + descsz]
-        i += (descsz + 3) & ~3
-        if ntype == 3 and name.rstrip(b"\0") == b"GNU" and desc:
-            return desc.hex()
-    return None
-
-
-def build_id_of_file(path: str) -> Optional[str]:
-    """The GNU build-id of an ELF file on disk: reads the ELF header, the program headers and the
-    PT_NOTE segments only (pyelftools' segment objects parse dynamic sections too: slow for the
-    hundreds of libraries of a CUDA process)."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(64)
-            if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2):
-                return None
-            e = "<" if head[5] == 1 else ">"
-            if head[4] == 2:
-                phoff = struct.unpack_from(e + "Q", head, 32)[0]
-                phentsize, phnum = struct.unpack_from(e + "HH", head, 54)
-                phfmt, ent = e + "IIQQQQ", 56
-            else:
-                phoff = struct.unpack_from(e + "I", head, 28)[0]
-                phentsize, phnum = struct.unpack_from(e + "HH", head, 42)
-                phfmt, ent = e + "IIIIII", 32
-            if phentsize < ent or phnum > 4096:
-                return None
-            fh.seek(phoff)
-            table = fh.read(phentsize * phnum)
-            for k in range(min(phnum, len(table) // phentsize)):
-                fields = struct.unpack_from(phfmt, table, k * phentsize)
-                if head[4] == 2:
-                    p_type, p_offset, p_filesz = fields[0], fields[2], fields[5]
-                else:
-                    p_type, p_offset, p_filesz = fields[0], fields[1], fields[4]
-                if p_type == 4 and 0 < p_filesz <= 1 << 20:
-                    fh.seek(p_offset)
-                    bid = build_id_from_notes(fh.read(p_filesz), e == "<")
-                    if bid:
-                        return bid
-    except (OSError, struct.error):
-        return None
-    return None
-
-
 def build_id_in_memory(mem: CoreMemory, base: int) -> Optional[str]:
     """The build-id of the ELF mapped at `base`, from the first page the core dumped (the kernel
     keeps first pages of ELF mappings by default: coredump_filter bit 4)."""
-    head = mem.read(base, 64)
-    if not head or head[:4] != b"\x7fELF" or head[4] != 2:  # ELFCLASS64 only
-        return None
-    little = head[5] == 1
-    e = "<" if little else ">"
-    phoff = struct.unpack_from(e + "Q", head, 32)[0]
-    phentsize, phnum = struct.unpack_from(e + "HH", head, 54)
-    if not phnum or phentsize < 56 or phoff + phnum * phentsize > 4096:
-        return None
-    phdrs = mem.read(base + phoff, phnum * phentsize)
-    if phdrs is None:
-        return None
-    for k in range(phnum):
-        p_type, _flags, p_offset, _vaddr, _paddr, p_filesz = struct.unpack_from(e + "IIQQQQ", phdrs, k * phentsize)
-        if p_type == 4 and p_filesz and p_offset + p_filesz <= 4096:  # PT_NOTE in the first page
-            data = mem.read(base + p_offset, p_filesz)
-            if data:
-                bid = build_id_from_notes(data, little)
-                if bid:
-                    return bid
-    return None
-
-
-# -------------------------------------------------------------------------------------- argv
-
-
-def argv_from_stack(mem: CoreMemory, auxv_bytes: bytes, execfn: Optional[int]) -> Optional[List[str]]:
-    """argv from the process's initial stack (see ``initial_stack``)."""
-    found = initial_stack(mem, auxv_bytes, execfn)
-    return found[0] if found else None
-
-
-def initial_stack(
-    mem: CoreMemory, auxv_bytes: bytes, execfn: Optional[int]
-) -> Optional[Tuple[List[str], Dict[str, str]]]:
-    """argv and the environment from the initial stack: ``argc, argv[], NULL, envp[], NULL, auxv[]``.
-
-    NT_PRPSINFO only has the first 80 characters of the command line, and gdb's gcore writes just
-    argv[0] there; the stack has all of it, and the environment the process was started with
-    (where a launcher such as torchrun put RANK and WORLD_SIZE).  We find the auxv vector (its
-    bytes equal NT_AUXV) in the stack mapping that holds AT_EXECFN, then walk backwards over envp
-    and argv.  Environment strings that cannot be read are skipped, never guessed.
-    """
-    if not execfn or len(auxv_bytes) < 32:
-        return None
-    seg = mem.segment(execfn)
-    if seg is None:
-        return None
-    vaddr, _memsz, _off, filesz = seg
-    lo = max(vaddr, vaddr + filesz - _STACK_READ_MAX)
-    data = mem.read(lo, vaddr + filesz - lo)
-    if not data:
-        return None
-    pos = data.rfind(auxv_bytes[:32])
-    if pos < 0 or pos % 8:
-        return None
-
-    def word(i: int) -> int:
-        return struct.unpack_from("<Q", data, i)[0]
-
-    i = pos - 8
-    if i < 0 or word(i) != 0:  # NULL ending envp
-        return None
-    i -= 8
-    env_ptrs: List[int] = []
-    while i >= 0 and word(i) != 0:  # envp pointers
-        env_ptrs.append(word(i))
-        i -= 8
-    i -= 8  # skip the NULL ending argv
-    ptrs: List[int] = []
-    while i >= 0:
-        w = word(i)
-        if w == len(ptrs) and (ptrs or w == 0):  # argc
-            break
-        if not (vaddr <= w < vaddr + filesz):
-            return None
-        ptrs.append(w)
-        i -= 8
-    else:
-        return None
-    argv = []
-    for p in reversed(ptrs):
-        s = mem.read_cstring(p, limit=128 * 1024)
-        if s is None:
-            return None
-        argv.append(s)
-    env: Dict[str, str] = {}
-    for p in reversed(env_ptrs[:_MAX_ENV]):
-        if not (vaddr <= p < vaddr + filesz):
-            continue
-        s = mem.read_cstring(p, limit=32 * 1024)
-        if s and "=" in s:
-            key, _, value = s.partition("=")
-            env.setdefault(key, value)
-    return (argv, env) if argv else None
+    return elf.build_id(lambda off, size: mem.read(base + off, size), limit=4096)
 
 
 # --------------------------------------------------------------------------------------- main
@@ -657,28 +369,30 @@ def read_core(path, locate: Optional[Locate] = None) -> CoreInfo:
     with fh:
         size = os.fstat(fh.fileno()).st_size
         head = fh.read(_ELF64_EHDR)
-        if head[:4] != b"\x7fELF":
+        if not elf.is_elf(head):
             raise InputError("%s is not an ELF core file" % path)
-        _check_headers_present(path, head, size)
-        fh.seek(0)
-        elf = _open_elf(path, fh)
+        if size < _ELF64_EHDR:
+            raise InputError(_INCOMPLETE % (path, "inside its ELF header", "%d of %d bytes" % (size, _ELF64_EHDR)))
         try:
-            e_type = elf.header["e_type"]
-            if e_type != "ET_CORE":
-                pie = e_type == "ET_DYN" and _is_pie_executable(elf)
-                raise InputError("%s is %s, not a core" % (path, _elf_kind(e_type, pie)))
-            if elf.elfclass != 64 or not elf.little_endian:
+            hdr = elf.parse_header(head)
+        except elf.ElfError as e:
+            raise InputError("%s is not a readable ELF file: %s" % (path, e)) from None
+        _check_headers_present(path, hdr, size)
+        read = elf.file_reader(fh.fileno())
+        try:
+            segs = elf.read_phdrs(hdr, read)  # program headers, once
+            if hdr.type != elf.ET_CORE:
+                pie = hdr.type == elf.ET_DYN and elf.is_pie_executable(hdr, segs, read)
+                raise InputError("%s is %s, not a core" % (path, _elf_kind(hdr.type, pie)))
+            if hdr.bits != 64 or not hdr.little:
                 raise InputError("%s: only 64-bit little-endian cores are supported" % path)
-            segs = [dict(seg.header) for seg in elf.iter_segments()]  # program headers, once
-            for seg in segs:
-                seg["p_type"] = _P_TYPES.get(seg["p_type"], seg["p_type"])
             expected = _check_size(path, segs, size)
             info = CoreInfo(path=str(path), file_size=size, expected_size=max(expected, size))
             psargs, cursigs, siginfo, auxv_bytes = _read_notes(fh, segs, info)
-            loads = [(s["p_vaddr"], s["p_memsz"], s["p_offset"], s["p_filesz"]) for s in segs if s["p_type"] == 1]
+            loads = [(s.vaddr, s.memsz, s.offset, s.filesz) for s in segs if s.type == elf.PT_LOAD]
         except InputError:
             raise
-        except Exception as e:  # noqa: BLE001 - pyelftools raises many types on corrupt notes
+        except Exception as e:  # noqa: BLE001 - corrupt notes fail in many ways (struct, ValueError, memory)
             raise InputError("%s: corrupt core notes (%s: %s)" % (path, type(e).__name__, e)) from None
         if not info.tids:
             raise InputError("%s: core has no thread (NT_PRSTATUS) notes" % path)
@@ -715,7 +429,7 @@ def check_executable(info: CoreInfo, exe: Optional[Path], locate: Optional[Locat
         if not exe.is_file():
             raise InputError("--exe %s: no such file" % exe)
         with open(exe, "rb") as fh:
-            if fh.read(4) != b"\x7fELF":
+            if not elf.is_elf(fh.read(4)):
                 raise InputError("--exe %s is not an ELF executable" % exe)
         chosen = str(exe)
     else:

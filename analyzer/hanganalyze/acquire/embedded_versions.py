@@ -27,6 +27,7 @@ import os
 import re
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from hanganalyze import elf
 from hanganalyze_gdbext.model import Library, Process
 
 #: (library name the conditions glob against, regex whose group 1 is the version)
@@ -77,17 +78,15 @@ def _first_match(buf, start: int, end: int) -> Optional[str]:
 
 
 def version_in_file(path: str, budget: List[int]) -> Optional[str]:
-    """The embedded NCCL version in the file's data sections (pyelftools for the section table,
-    mmap for the bytes); ``budget[0]`` (bytes left to read) is decreased."""
+    """The embedded NCCL version in the file's data sections (``hanganalyze.elf`` for the section
+    table, mmap for the bytes); ``budget[0]`` (bytes left to read) is decreased."""
     try:
-        from elftools.elf.elffile import ELFFile
-
         with open(path, "rb") as fh:
-            elf = ELFFile(fh)
+            read = elf.file_reader(fh.fileno())
             spans = []
-            for sec in elf.iter_sections():
-                if sec.name in _SECTIONS and sec["sh_type"] != "SHT_NOBITS" and sec["sh_size"]:
-                    spans.append((sec["sh_offset"], min(sec["sh_size"], MAX_SECTION_BYTES)))
+            for sec in elf.read_shdrs(elf.parse_header(read(0, 64) or b""), read):
+                if sec.name in _SECTIONS and sec.type != elf.SHT_NOBITS and sec.size:
+                    spans.append((sec.offset, min(sec.size, MAX_SECTION_BYTES)))
             if not spans:
                 return None
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
@@ -117,12 +116,10 @@ def version_in_core(core: str, mappings: Iterable[Tuple[int, int, str]] = ()) ->
     """(version, where) from a bounded scan of the core's PT_LOAD segments; ``where`` is the mapped
     file holding the address (from NT_FILE ``mappings``: (start, end, path)) or "memory of CORE"."""
     try:
-        from elftools.elf.elffile import ELFFile
-
         with open(core, "rb") as fh:
-            elf = ELFFile(fh)
-            loads = [(s["p_vaddr"], s["p_offset"], s["p_filesz"]) for s in elf.iter_segments()
-                     if s["p_type"] == "PT_LOAD" and s["p_filesz"]]
+            read = elf.file_reader(fh.fileno())
+            loads = [(s.vaddr, s.offset, s.filesz) for s in elf.read_phdrs(elf.parse_header(read(0, 64) or b""), read)
+                     if s.type == elf.PT_LOAD and s.filesz]
             left = MAX_CORE_BYTES
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 for vaddr, off, filesz in loads:

@@ -9,7 +9,6 @@ and ``hang-dump`` are then queued at once (``gdbsession.GdbSession``: each step 
 from __future__ import annotations
 
 import os
-import struct
 import tempfile
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
@@ -140,25 +139,9 @@ def _send_missing_memory(session: GdbSession, info: CoreInfo, tmp: str) -> int:
 def _load_vaddr(path: str) -> Optional[int]:
     """The link-time address of a shared object's first PT_LOAD, page-aligned (0 for ordinary
     libraries), from its program headers; None when it is no 64-bit ELF file."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(64)
-            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
-                return None
-            e = "<" if head[5] == 1 else ">"
-            phoff = struct.unpack_from(e + "Q", head, 32)[0]
-            phentsize, phnum = struct.unpack_from(e + "HH", head, 54)
-            if phentsize < 56 or phnum > 4096:
-                return None
-            fh.seek(phoff)
-            table = fh.read(phentsize * phnum)
-    except OSError:
-        return None
-    for k in range(len(table) // phentsize):
-        p_type, _flags, p_offset, p_vaddr = struct.unpack_from(e + "IIQQ", table, k * phentsize)
-        if p_type == 1:  # PT_LOAD
-            return (p_vaddr - p_offset) & ~0xFFF
-    return None
+    from hanganalyze.elf import load_vaddr
+
+    return load_vaddr(path)
 
 
 def _add_unlisted_libraries(session: GdbSession, info: CoreInfo, tmp: str) -> Dict[str, str]:

@@ -16,10 +16,9 @@ import stat
 from pathlib import Path
 from typing import Callable, List, Optional
 
+from hanganalyze.elf import is_elf
 from hanganalyze.errors import InputError
 from hanganalyze.output import read_stdin
-
-ELF_MAGIC = b"\x7fELF"
 
 Progress = Optional[Callable[[str], None]]
 
@@ -31,7 +30,7 @@ def _quiet(msg: str) -> None:
 def _is_elf(path: Path) -> bool:
     try:
         with open(path, "rb") as f:
-            return f.read(4) == ELF_MAGIC
+            return is_elf(f.read(4))
     except OSError as e:
         raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
 
@@ -228,7 +227,7 @@ def _read_fifo(path: Path, timeout: float) -> str:
     finally:
         os.close(fd)
     data = b"".join(chunks)
-    if data.startswith(ELF_MAGIC):
+    if is_elf(data):
         raise InputError("%s is a pipe: give an ELF core as a file (gdb reads it by offset)" % path)
     if b"\0" in data[:8192]:
         raise InputError("%s is neither an ELF core nor a text file (binary data)" % path)

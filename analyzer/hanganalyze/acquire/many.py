@@ -53,13 +53,14 @@ class Input:
 def _looks_elf(path: Optional[str]) -> bool:
     """An ELF core, or a compressed file (a compressed core is decompressed and then goes to gdb)."""
     from hanganalyze.acquire.corefile import compressed_kind
+    from hanganalyze.elf import is_elf
 
     try:
         with open(str(path), "rb") as f:
             head = f.read(8)
     except OSError:
         return False
-    return head[:4] == b"\x7fELF" or compressed_kind(head) is not None
+    return is_elf(head) or compressed_kind(head) is not None
 
 
 _NUM = re.compile(r"(\d+)")

@@ -25,7 +25,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from hanganalyze.acquire.corefile import CoreInfo, build_id_of_file
+from hanganalyze.acquire.corefile import CoreInfo
+from hanganalyze.elf import build_id_of_file
 from hanganalyze.errors import InputError
 
 #: Rows of the mapped-file table shown in the text and Markdown reports (JSON and HTML keep all).

@@ -6,23 +6,15 @@ offsets ``NT_FILE`` records, checked against the build-ids the core holds.
 
 from __future__ import annotations
 
-import bisect
 import os
-import struct
-from typing import List, Optional, Tuple
+from typing import Optional
 
-from hanganalyze.acquire.corefile import CoreInfo, iter_notes
+from hanganalyze import elf
+from hanganalyze.acquire.corefile import CoreInfo
 from hanganalyze.direct import DirectUnsupported
 from hanganalyze.direct.mapped import MappedProcess
 from hanganalyze.direct.stackscan import Regions
 from hanganalyze.direct.unwind import GREG_NAMES, ModuleMap
-
-_EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
-_PHDR = struct.Struct("<IIQQQQQQ")
-_NT_PRSTATUS = 1
-_PR_PID = 32
-_PR_REG = 112
-_REGS = struct.Struct("<27Q")
 
 
 class CoreProcess(MappedProcess):
@@ -67,38 +59,28 @@ class CoreProcess(MappedProcess):
         self.close()
 
     def _read_headers(self) -> None:
-        head = os.pread(self._fd, _EHDR.size, 0)
-        if len(head) < _EHDR.size:
-            raise DirectUnsupported("core header cut short")
-        ident, _t, machine, _v, _e, phoff, _sh, _f, _eh, phentsize, phnum, _se, _sn, _ss = _EHDR.unpack(head)
-        if ident[4] != 2 or ident[5] != 1 or machine != 62:
+        read = elf.file_reader(self._fd)
+        try:
+            hdr = elf.parse_header(read(0, 64) or b"")
+        except elf.ElfError:
+            raise DirectUnsupported("core header cut short") from None
+        if hdr.bits != 64 or not hdr.little or hdr.machine != elf.EM_X86_64:
             raise DirectUnsupported("not an x86-64 core")
-        raw = os.pread(self._fd, phentsize * phnum, phoff)
-        loads: List[Tuple[int, int, int]] = []
-        notes: List[Tuple[int, int]] = []
-        regions: List[Tuple[int, int, bool]] = []
-        for i in range(phnum):
-            if (i + 1) * phentsize > len(raw):
-                break
-            p_type, p_flags, off, vaddr, _pa, filesz, memsz, _al = _PHDR.unpack_from(raw, i * phentsize)
-            if p_type == 1:
-                regions.append((vaddr, vaddr + memsz, bool(p_flags & 1)))  # code too, dumped or not
-            if p_type == 1 and filesz:
-                loads.append((vaddr, filesz, off))
-            elif p_type == 4:
-                notes.append((off, filesz))
-        loads.sort()
-        self.regions = Regions(regions)
-        self._loads = loads
-        self._starts = [seg[0] for seg in loads]
-        for off, size in notes:
-            data = os.pread(self._fd, size, off)
+        phdrs = elf.read_phdrs(hdr, read)
+        self._loads = elf.LoadMap([(p.vaddr, p.filesz, p.offset, p.filesz) for p in phdrs
+                                   if p.type == elf.PT_LOAD and p.filesz])
+        # Every PT_LOAD, dumped or not (gcore leaves code out): which addresses are executable.
+        self.regions = Regions([(p.vaddr, p.vaddr + p.memsz, bool(p.flags & 1)) for p in phdrs
+                                if p.type == elf.PT_LOAD])
+        for p in phdrs:
+            if p.type != elf.PT_NOTE:
+                continue
             try:
-                for name, ntype, desc in iter_notes(data):
-                    if name == b"CORE" and ntype == _NT_PRSTATUS and len(desc) >= _PR_REG + _REGS.size:
-                        tid = struct.unpack_from("<i", desc, _PR_PID)[0]
-                        self.regs[tid] = dict(zip(GREG_NAMES, _REGS.unpack_from(desc, _PR_REG)))
-                        self.names[tid] = None
+                for name, ntype, desc in elf.iter_notes(read(p.offset, p.filesz) or b""):
+                    st = elf.prstatus(desc) if name == b"CORE" and ntype == elf.NT_PRSTATUS else None
+                    if st is not None and st.regs is not None:
+                        self.regs[st.tid] = dict(zip(GREG_NAMES, st.regs))
+                        self.names[st.tid] = None
             except ValueError:
                 continue
         if not self.regs:
@@ -110,14 +92,12 @@ class CoreProcess(MappedProcess):
     def read(self, addr: int, size: int) -> Optional[bytes]:
         if self._fd is None or addr <= 0 or size <= 0:
             return None
-        i = bisect.bisect_right(self._starts, addr) - 1
-        if i >= 0:
-            vaddr, filesz, off = self._loads[i]
-            if addr + size <= vaddr + filesz:
-                b = os.pread(self._fd, size, off + addr - vaddr)
-                if len(b) == size:
-                    return b
-                return None  # beyond the end of a truncated core
+        off = self._loads.file_offset(addr, size)
+        if off is not None:
+            b = os.pread(self._fd, size, off)
+            if len(b) == size:
+                return b
+            return None  # beyond the end of a truncated core
         # not dumped: file-backed memory the kernel leaves out (code, read-only data)
         mod = self.modules.find(addr) if self.modules else None
         if mod is not None and mod.image is not None:

@@ -16,15 +16,10 @@ import struct
 import tempfile
 from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
-from hanganalyze import datapaths
+from hanganalyze import datapaths, elf
 from hanganalyze.direct import DirectUnsupported
 
-_EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
-_PHDR = struct.Struct("<IIQQQQQQ")
-_SHDR = struct.Struct("<IIQQQQIIQQ")
-PT_LOAD = 1
-PT_NOTE = 4
-EM_X86_64 = 62
+EM_X86_64 = elf.EM_X86_64
 STT_OBJECT, STT_FUNC, STT_GNU_IFUNC = 1, 2, 10
 SHN_UNDEF = 0
 DEBUG_ROOT = "/usr/lib/debug"
@@ -32,19 +27,10 @@ DEBUG_ROOT = "/usr/lib/debug"
 _CODE_TYPES = (STT_FUNC, STT_GNU_IFUNC, 0)  # 0 = NOTYPE (assembler labels, e.g. _start)
 
 
-class Segment:
-    __slots__ = ("offset", "vaddr", "filesz", "memsz", "flags")
-
-    def __init__(self, offset: int, vaddr: int, filesz: int, memsz: int, flags: int):
-        self.offset, self.vaddr, self.filesz, self.memsz, self.flags = offset, vaddr, filesz, memsz, flags
-
-
-class Section:
-    __slots__ = ("name", "type", "addr", "offset", "size", "link", "entsize")
-
-    def __init__(self, name: str, type_: int, addr: int, offset: int, size: int, link: int, entsize: int):
-        self.name, self.type, self.addr, self.offset, self.size = name, type_, addr, offset, size
-        self.link, self.entsize = link, entsize
+#: A PT_LOAD program header (offset, vaddr, filesz, memsz, flags) and a section header (name, type,
+#: addr, offset, size, link, entsize): the one ELF reader's records.
+Segment = elf.Phdr
+Section = elf.Shdr
 
 
 class SymbolTable:
@@ -197,37 +183,30 @@ class ElfImage:
         self.path = path
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            if size < _EHDR.size:
+            if size < 64:
                 raise DirectUnsupported("%s: not an ELF file" % path)
             self.data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        (ident, e_type, machine, _v, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum, shentsize, shnum,
-         shstrndx) = _EHDR.unpack_from(self.data, 0)
-        if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
+        data = self.data
+
+        def read(off: int, n: int) -> bytes:
+            return data[off:off + n]
+
+        try:
+            hdr = elf.parse_header(data[:64])
+        except elf.ElfError:
+            hdr = None
+        if hdr is None or hdr.bits != 64 or not hdr.little:
             raise DirectUnsupported("%s: not a little-endian ELF64 file" % path)
-        if machine != EM_X86_64:
-            raise DirectUnsupported("%s: not x86-64 (machine %d)" % (path, machine))
-        self.e_type = e_type
-        self.segments: List[Segment] = []
-        self.notes: List[Tuple[int, int]] = []
-        for i in range(phnum):
-            off = phoff + i * phentsize
-            if off + _PHDR.size > size:
-                break
-            p_type, p_flags, p_offset, p_vaddr, _pa, p_filesz, p_memsz, _al = _PHDR.unpack_from(self.data, off)
-            if p_type == PT_LOAD:
-                self.segments.append(Segment(p_offset, p_vaddr, p_filesz, p_memsz, p_flags))
-            elif p_type == PT_NOTE:
-                self.notes.append((p_offset, p_filesz))
+        if hdr.machine != EM_X86_64:
+            raise DirectUnsupported("%s: not x86-64 (machine %d)" % (path, hdr.machine))
+        self.e_type = hdr.type
+        phdrs = elf.read_phdrs(hdr, read)
+        self.segments: List[Segment] = [p for p in phdrs if p.type == elf.PT_LOAD]
+        self.notes: List[Tuple[int, int]] = [(p.offset, p.filesz) for p in phdrs if p.type == elf.PT_NOTE]
+        self.section_list: List[Section] = elf.read_shdrs(hdr, read)
         self.sections: Dict[str, Section] = {}
-        self.section_list: List[Section] = []
-        if shoff and shnum and shoff + shnum * shentsize <= size:
-            raw = [_SHDR.unpack_from(self.data, shoff + i * shentsize) for i in range(shnum)]
-            strtab = raw[shstrndx] if shstrndx < shnum else None
-            for r in raw:
-                name = self.cstring(strtab[4] + r[0], strtab[4] + strtab[5]) if strtab else ""
-                s = Section(name, r[1], r[3], r[4], r[5], r[6], r[9])
-                self.section_list.append(s)
-                self.sections.setdefault(name, s)
+        for sec in self.section_list:
+            self.sections.setdefault(sec.name, sec)
         self._symtab: Optional[SymbolTable] = None
         self._symtab_done = False
         self._dynsym: Optional[SymbolTable] = None
@@ -271,14 +250,9 @@ class ElfImage:
     def build_id(self) -> Optional[str]:
         if self._build_id is None:
             for off, size in self.notes:
-                pos, end = off, off + size
-                while pos + 12 <= end:
-                    namesz, descsz, ntype = struct.unpack_from("<III", self.data, pos)
-                    name_end = pos + 12 + ((namesz + 3) & ~3)
-                    if ntype == 3 and self.data[pos + 12:pos + 12 + namesz].rstrip(b"\0") == b"GNU":
-                        self._build_id = bytes(self.data[name_end:name_end + descsz]).hex()
-                        return self._build_id
-                    pos = name_end + ((descsz + 3) & ~3)
+                self._build_id = elf.build_id_from_notes(self.data[off:off + size])
+                if self._build_id:
+                    break
         return self._build_id
 
     @property
