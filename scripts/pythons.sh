@@ -286,6 +286,9 @@ for name in $unavailable; do
         >>"$CACHE/unavailable.tmp"
 done
 mv "$CACHE/unavailable.tmp" "$CACHE/unavailable"
+# The builds this run was asked for: a test fails for one of them that is neither built nor listed
+# unavailable (a cache that never saw a run, or a run asked for others, makes the tests skip instead).
+echo "$BUILDS" | tr ' ' '\n' | sed '/^$/d' >"$CACHE/requested"
 if [ -n "$unavailable" ]; then
     echo "pythons.sh: UNAVAILABLE:$unavailable: no source could be downloaded here" >&2
 fi
