@@ -153,8 +153,25 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
             except (OSError, ValueError, IndexError):
                 time.sleep(0.1)
 
+    def _stepds(self) -> List[int]:
+        """This cluster's slurmstepd processes: forked by our slurmd, they carry its SLURM_CONF."""
+        needle = b"\0SLURM_CONF=%s\0" % str(self.root / "slurm.conf").encode()
+        found = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                if Path("/proc", name, "comm").read_text().strip() != "slurmstepd":
+                    continue
+                if needle in b"\0" + Path("/proc", name, "environ").read_bytes():
+                    found.append(int(name))
+            except OSError:
+                continue
+        return found
+
     def stop(self) -> None:
-        """Cancel every job, then stop the daemons this cluster started (by their pid files)."""
+        """Cancel every job, then stop the daemons this cluster started (by their pid files) and the
+        step daemons they left (a step whose tasks were killed can outlive slurmd)."""
         if "slurmctld" in self.pids:
             subprocess.run(["scancel", "--full", "-u", str(os.getuid())], env=self.env(), capture_output=True,
                            timeout=30)
@@ -167,6 +184,11 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
                 for _ in range(100):
                     os.kill(pid, 0)
                     time.sleep(0.1)
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in self._stepds():
+            try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
