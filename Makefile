@@ -16,19 +16,27 @@ EXES    = $(patsubst tests/fixtures/%,$(BUILD)/%,$(basename $(EXE_SRC)))
 LIBS    = $(patsubst tests/fixtures/%,$(BUILD)/%.so,$(basename $(LIB_SRC)))
 STRIPPED = $(addsuffix .stripped,$(EXES))
 
-.PHONY: all install fixtures pythons test demo lint bench clean
+.PHONY: all install install-test fixtures pythons test demo lint bench clean
 
 all: test
 
+# Two steps, so that `make demo` installs only the tool (a few pure-Python wheels, seconds) and
+# PyTorch (hundreds of MB) comes only with the targets that run it (test, bench, lint, fuzz).
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e . --config-settings editable_mode=compat
 	$(PY) scripts/src_paths.py
+	touch $@
+
+$(VENV)/.test-installed: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat
 	$(PY) -m pip install -q '$(TORCH_SPEC)'
 	touch $@
 
 install: $(VENV)/.installed
+
+install-test: $(VENV)/.test-installed
 
 $(BUILD):
 	mkdir -p $(BUILD)
@@ -50,27 +58,30 @@ $(BUILD)/%.stripped: $(BUILD)/%
 
 fixtures: $(EXES) $(LIBS) $(STRIPPED)
 
-# CPython 3.14, 3.14t, 3.13t (scripts/pythons.sh: built once per machine, ~/.cache/hanganalyze).
+# CPython 3.8-3.13 (shared libpython, like pyenv's), 3.14, 3.14t, 3.13t (scripts/pythons.sh: built
+# once per machine, ~/.cache/hanganalyze/pythons; the tests look there before pyenv).
 # Exit 3 = some sources cannot be downloaded here: the tests report those builds as unavailable;
 # any other failure stops `make test`.
 pythons:
 	bash scripts/pythons.sh || [ $$? -eq 3 ]
 
-test: install fixtures pythons
+test: install-test fixtures pythons
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q
 
-demo: install fixtures
+# Only the fixture the demo runs (scripts/demo.sh), not all of them: the demo is meant to take under
+# two minutes on a fresh machine.
+demo: install $(BUILD)/cxx_thread_terminate
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash scripts/demo.sh
 
-lint: install
+lint: install-test
 	$(VENV)/bin/ruff check .
 
-bench: install fixtures
+bench: install-test fixtures
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) bench/run.py
 
 # The fuzzing campaign (issue 13): 8,800 seeded mutated cores, texts, snapshot JSONs and signature
 # files; prints the counts; SEED=... SCALE=... to vary it.
-fuzz: install fixtures
+fuzz: install-test fixtures
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" nice -n 19 $(PY) scripts/fuzz.py --seed $(or $(SEED),13) --scale $(or $(SCALE),1)
 
 clean:

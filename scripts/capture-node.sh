@@ -3,10 +3,11 @@
 #
 #   scripts/capture-node.sh OUTDIR [AGENT_PID ...]
 #
-# Without AGENT_PID, every torchrun / torch.distributed.run agent of this node is used.  Each worker
-# (a child of an agent) is analyzed live with `hanganalyze --pid` (read-only, detached afterwards),
-# at most HANGANALYZE_PARALLEL (default: number of CPUs) at a time, into OUTDIR/<host>.rank<R>.json
-# (R from the worker's RANK; the pid when it has none).  Run it on every node through the job's own
+# Without AGENT_PID, every torchrun / torch.distributed.run agent and Slurm step (slurmstepd) of this
+# node is used, except the step this script runs in (srun --overlap).  Each worker (a child of an
+# agent) is analyzed live with `hanganalyze --pid` (read-only, detached afterwards), at most
+# HANGANALYZE_PARALLEL (default: number of CPUs) at a time, into OUTDIR/<host>.rank<R>.json (R from
+# the worker's RANK, else OMPI_COMM_WORLD_RANK, else SLURM_PROCID).  Run it on every node through the job's own
 # launcher (srun --overlap, pdsh, kubectl exec: see docs/job.md), then merge: hanganalyze OUTDIR.
 # Exit status: 0 when every rank was captured, 1 otherwise (the other ranks' files are still written).
 set -u
@@ -18,8 +19,16 @@ parallel=${HANGANALYZE_PARALLEL:-$(nproc)}
 host=$(hostname -s 2>/dev/null || echo node)
 agents=("$@")
 if [ ${#agents[@]} -eq 0 ]; then
-  mapfile -t agents < <(pgrep -f 'torch\.distributed\.run|torchrun' || true)
+  mapfile -t agents < <(pgrep -f 'torch\.distributed\.run|torchrun' || true; pgrep -x slurmstepd || true)
 fi
+# Our own ancestors are no agents to capture: under `srun --overlap` our slurmstepd's child is this
+# script, which carries SLURM_PROCID too.
+ancestors=" "
+p=$$
+while [ -n "$p" ] && [ "$p" -gt 1 ] 2>/dev/null; do
+  ancestors="$ancestors$p "
+  p=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)
+done
 if [ ${#agents[@]} -eq 0 ]; then
   echo "capture-node: no torchrun agent on $host" >&2
   exit 1
@@ -27,8 +36,12 @@ fi
 status=0
 running=0
 for agent in "${agents[@]}"; do
+  case "$ancestors" in *" $agent "*) continue ;; esac
   for w in $(pgrep -P "$agent"); do
-    r=$(tr '\0' '\n' < "/proc/$w/environ" 2>/dev/null | sed -n 's/^RANK=//p')
+    env_of=$(tr '\0' '\n' < "/proc/$w/environ" 2>/dev/null)
+    r=$(sed -n 's/^RANK=//p' <<<"$env_of")
+    [ -n "$r" ] || r=$(sed -n 's/^OMPI_COMM_WORLD_RANK=//p' <<<"$env_of")
+    [ -n "$r" ] || r=$(sed -n 's/^SLURM_PROCID=//p' <<<"$env_of")
     [ -n "$r" ] || continue  # not a worker (no RANK)
     "$hanganalyze" --pid "$w" --format json -o "$out/$host.rank$r.json" 2>"$out/.$host.rank$r.err" &
     running=$((running + 1))

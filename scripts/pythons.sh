@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# Build, once per machine, the CPython interpreters the test suite walks but that no package here
-# provides: CPython 3.14 (GIL) and the free-threaded 3.14t and 3.13t (`--disable-gil`).
+# Build, once per machine, every CPython interpreter the test suite walks (so a fresh Debian/Ubuntu
+# machine needs no pyenv): CPython 3.8-3.13 built like pyenv builds them (`--enable-shared`, DWARF
+# in libpython3.X.so.1.0: the offset tables' reference shape), CPython 3.14 (GIL, static libpython)
+# and the free-threaded 3.14t and 3.13t (`--disable-gil`).
 #
-# Sources: the distributions' own source packages python3.14 / python3.13: Debian (sid, testing,
-# trixie), then Ubuntu (resolute-updates, resolute) for a version whose files Debian's mirror does
-# not serve (here python3.14: listed in sid's index, answered 404). Their deb-src indexes are read
+# Why sources and not the distributions' binary .debs: a binary interpreter runs only where its glibc
+# is not newer than the machine's (trixie's 3.13 and noble's 3.12 do not start on bookworm), its
+# extension modules need that release's libffi/libssl sonames, and it links libpython statically
+# with the DWARF in a separate -dbg package; the tests compare a shared libpython with its DWARF.
+# A source build runs on every machine that builds it.
+#
+# Sources: the distributions' own source packages python3.X: Debian (sid, testing, trixie, bookworm,
+# bullseye: 3.9, 3.11, 3.13, 3.14), then Ubuntu (resolute, noble, jammy, focal: 3.8, 3.10, 3.12, and a
+# version whose files Debian's mirror does not serve (here python3.14: listed in sid's index,
+# answered 404)). Their deb-src indexes are read
 # into a private folder under the cache (Dir::State::Lists, Dir::Etc::SourceList, Dir::Cache): the
 # machine's apt sources and caches are never touched. Debian's index is checked with the machine's
 # Debian keyring; Ubuntu's with Ubuntu's archive key taken from Debian's own ubuntu-keyring package
@@ -13,7 +22,8 @@
 # (*.orig.tar.*) is built as it is (the distributions' patches are for their own build layout).
 #
 # Each interpreter: ./configure --prefix=CACHE/NAME --without-ensurepip [--disable-gil] (no PGO, no
-# LTO, CPython's default -g -O3), make -jJOBS, make altinstall. libpython is linked statically
+# LTO, CPython's default -g -O3), make -jJOBS, make altinstall. 3.8-3.13 (GIL): --enable-shared
+# with an RPATH to CACHE/NAME/lib, as pyenv does. 3.14, 3.14t, 3.13t: libpython is linked statically
 # into the executable (CPython's default, like Debian's /usr/bin/python3.X), which exports
 # _PyRuntime in .dynsym. A stripped copy sits next to it (bin/python3.14-stripped): same stdlib,
 # no symbols but .dynsym, like a distro build without debug info.
@@ -25,21 +35,22 @@
 # (configure, make, a download that breaks) exits 1 with the step named.
 #
 #   HANGANALYZE_PYTHONS         cache folder (default ~/.cache/hanganalyze/pythons)
-#   HANGANALYZE_PYTHONS_BUILDS  which builds (default "3.14 3.14t 3.13t")
+#   HANGANALYZE_PYTHONS_BUILDS  which builds (default "3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.14t 3.13t")
 #   HANGANALYZE_PYTHONS_JOBS    make -j (default 2)
-#   HANGANALYZE_PYTHONS_SUITES  Debian suites to look in (default "sid testing trixie")
+#   HANGANALYZE_PYTHONS_SUITES  Debian suites to look in (default "sid testing trixie bookworm bullseye")
 #   HANGANALYZE_PYTHONS_MIRROR  Debian mirror (default http://deb.debian.org/debian)
 #   HANGANALYZE_PYTHONS_UBUNTU_SUITES  Ubuntu suites to look in next (default "resolute-updates
-#                               resolute"; empty: Debian only)
+#                               resolute noble-updates noble jammy-updates jammy focal-updates focal";
+#                               empty: Debian only)
 #   HANGANALYZE_PYTHONS_UBUNTU_MIRROR  Ubuntu mirror (default http://archive.ubuntu.com/ubuntu)
 set -euo pipefail
 
 CACHE="${HANGANALYZE_PYTHONS:-$HOME/.cache/hanganalyze/pythons}"
-BUILDS="${HANGANALYZE_PYTHONS_BUILDS:-3.14 3.14t 3.13t}"
+BUILDS="${HANGANALYZE_PYTHONS_BUILDS:-3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.14t 3.13t}"
 JOBS="${HANGANALYZE_PYTHONS_JOBS:-2}"
-SUITES="${HANGANALYZE_PYTHONS_SUITES:-sid testing trixie}"
+SUITES="${HANGANALYZE_PYTHONS_SUITES:-sid testing trixie bookworm bullseye}"
 MIRROR="${HANGANALYZE_PYTHONS_MIRROR:-http://deb.debian.org/debian}"
-UBUNTU_SUITES="${HANGANALYZE_PYTHONS_UBUNTU_SUITES-resolute-updates resolute}"
+UBUNTU_SUITES="${HANGANALYZE_PYTHONS_UBUNTU_SUITES-resolute-updates resolute noble-updates noble jammy-updates jammy focal-updates focal}"
 UBUNTU_MIRROR="${HANGANALYZE_PYTHONS_UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}"
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
@@ -75,24 +86,23 @@ apt_opts() {
 APT_READY=""
 apt_index() {  # the private deb-src index (Debian, then Ubuntu), read once per run
     [ -n "$APT_READY" ] && return 0
+    local want opt s
+    opt="$(debian_opt)"
+    want="$(for s in $SUITES; do echo "deb-src [$opt] $MIRROR $s main"; done
+            for s in $UBUNTU_SUITES; do
+                echo "deb-src [signed-by=$APT_DIR/ubuntu-archive-keyring.gpg] $UBUNTU_MIRROR $s main"
+            done)"
+    # Read less than 6 hours ago, from the same suites (a cache from an older list is read again).
     if [ -n "$(find "$APT_DIR/lists" -maxdepth 1 -name '*_Sources*' -mmin -360 2>/dev/null | head -1)" ] \
-        && { [ -z "$UBUNTU_SUITES" ] || grep -q "$UBUNTU_MIRROR" "$APT_DIR/sources.list" 2>/dev/null; }; then
-        APT_READY=1  # read less than 6 hours ago
+        && [ "$want" = "$(cat "$APT_DIR/sources.list" 2>/dev/null)" ]; then
+        APT_READY=1
         return 0
     fi
     mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/sources.list.d" "$APT_DIR/cache/archives/partial" \
              "$APT_DIR/preferences.d"
     : >"$APT_DIR/preferences"
-    local opt s
-    opt="$(debian_opt)"
-    : >"$APT_DIR/sources.list"
-    for s in $SUITES; do echo "deb-src [$opt] $MIRROR $s main" >>"$APT_DIR/sources.list"; done
-    if [ -n "$UBUNTU_SUITES" ]; then
-        ubuntu_keyring
-        for s in $UBUNTU_SUITES; do
-            echo "deb-src [signed-by=$APT_DIR/ubuntu-archive-keyring.gpg] $UBUNTU_MIRROR $s main" >>"$APT_DIR/sources.list"
-        done
-    fi
+    [ -z "$UBUNTU_SUITES" ] || ubuntu_keyring
+    echo "$want" >"$APT_DIR/sources.list"
     # shellcheck disable=SC2046
     apt-get $(apt_opts) -qq update >"$APT_DIR/update.log" 2>&1 \
         || die "apt-get update of the private deb-src index failed: $(tail -3 "$APT_DIR/update.log")"
@@ -205,14 +215,23 @@ make_nodebug() {  # NAME: CACHE/NAME/nodebug, the same interpreter with no debug
     ln -sfn "../nodebug/bin/python$name" "$prefix/bin/python$name-stripped"
 }
 
-build_one() {  # NAME: 3.14, 3.14t, 3.13t
-    local name="$1" ver="${1%t}" flags=() prefix="$CACHE/$1"
+shared_build() {  # NAME: 3.8-3.13 are built like pyenv's (shared libpython), the others static
+    case "$1" in 3.[89]|3.1[0-3]) return 0;; *) return 1;; esac
+}
+
+build_one() {  # NAME: 3.8 ... 3.13, 3.14, 3.14t, 3.13t
+    local name="$1" ver="${1%t}" flags=() prefix="$CACHE/$1" ldflags=""
     [ "$name" != "$ver" ] && flags+=(--disable-gil)
+    # pyenv's shape: libpython3.X.so.1.0 holds the code and the DWARF, found through the RPATH.
+    shared_build "$name" && { flags+=(--enable-shared); ldflags="-Wl,-rpath,$prefix/lib"; }
     local exe; exe="$(interp_of "$name")"
     lock 7 "$CACHE/.$name.lock"
-    if [ -f "$prefix/.done" ] && [ -x "$exe" ] && [ -x "$exe-stripped" ]; then
-        if [ ! -d "$prefix/nodebug" ]; then make_nodebug "$name"; fi
-        return 0
+    if [ -f "$prefix/.done" ] && [ -x "$exe" ]; then
+        shared_build "$name" && return 0
+        if [ -x "$exe-stripped" ]; then
+            if [ ! -d "$prefix/nodebug" ]; then make_nodebug "$name"; fi
+            return 0
+        fi
     fi
     local tarball rc=0
     tarball="$(fetch_source "python$ver")" || rc=$?
@@ -224,15 +243,16 @@ build_one() {  # NAME: 3.14, 3.14t, 3.13t
     tar -xf "$tarball" -C "$work" --strip-components=1 || die "unpacking $tarball failed"
     (
         cd "$work"
-        ./configure --prefix="$prefix" --without-ensurepip "${flags[@]}" >build.log 2>&1 \
+        ./configure --prefix="$prefix" --without-ensurepip "${flags[@]}" LDFLAGS="$ldflags" >build.log 2>&1 \
             || { echo "configure failed"; exit 1; }
         make -j"$JOBS" >>build.log 2>&1 || { echo "make failed"; exit 1; }
         make altinstall >>build.log 2>&1 || { echo "make altinstall failed"; exit 1; }
     ) || { tail -25 "$work/build.log" >&2; die "building $name failed (log: $work/build.log)"; }
     [ -x "$exe" ] || die "building $name gave no $exe"
-    make_nodebug "$name"
-    "$exe-stripped" -c 'import sys, threading, ctypes; assert sys.version_info[:2] == tuple(map(int, sys.argv[1].split(".")))' "$ver" \
-        || die "the stripped copy $exe-stripped does not run"
+    local check="$exe-stripped"
+    if shared_build "$name"; then check="$exe"; else make_nodebug "$name"; fi
+    "$check" -c 'import sys, threading, ctypes; assert sys.version_info[:2] == tuple(map(int, sys.argv[1].split(".")))' "$ver" \
+        || die "$check does not run"
     t1=$(date +%s)
     local gil; gil="$("$exe" -c 'import sysconfig; print("free-threaded" if sysconfig.get_config_var("Py_GIL_DISABLED") else "gil")')"
     printf '%s %s %s build_seconds=%d jobs=%s\n' "$name" "$("$exe" -c 'import sys; print(sys.version.split()[0])')" \
@@ -244,7 +264,7 @@ build_one() {  # NAME: 3.14, 3.14t, 3.13t
 unavailable=""
 built=""
 for name in $BUILDS; do
-    case "$name" in 3.1[3-9]|3.1[3-9]t) ;; *) die "unknown build $name (3.14, 3.14t, 3.13t)";; esac
+    case "$name" in 3.[89]|3.1[0-9]|3.1[3-9]t) ;; *) die "unknown build $name (3.8 ... 3.14, 3.14t, 3.13t)";; esac
     rc=0
     build_one "$name" || rc=$?
     if [ "$rc" = 3 ]; then
@@ -266,10 +286,13 @@ for name in $unavailable; do
         >>"$CACHE/unavailable.tmp"
 done
 mv "$CACHE/unavailable.tmp" "$CACHE/unavailable"
+# The builds this run was asked for: a test fails for one of them that is neither built nor listed
+# unavailable (a cache that never saw a run, or a run asked for others, makes the tests skip instead).
+echo "$BUILDS" | tr ' ' '\n' | sed '/^$/d' >"$CACHE/requested"
 if [ -n "$unavailable" ]; then
     echo "pythons.sh: UNAVAILABLE:$unavailable: no source could be downloaded here" >&2
 fi
 for name in $built; do interp_of "$name"; done
-for name in $built; do echo "$(interp_of "$name")-stripped"; done
+for name in $built; do shared_build "$name" || echo "$(interp_of "$name")-stripped"; done
 # 3: some builds could not be had (their sources are not served here); the others are built.
 [ -z "$unavailable" ] || exit 3

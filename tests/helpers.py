@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -26,9 +26,32 @@ PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")))
 SYSTEM_PY311 = Path("/usr/bin/python3.11")  # Debian's stripped build
 
 
+#: Interpreters ``scripts/pythons.sh`` builds once per machine into this cache (tests never build),
+#: outside the clone so that every worktree and CI run of a machine shares them.
+PYTHONS_CACHE = Path(os.environ.get("HANGANALYZE_PYTHONS", str(Path.home() / ".cache" / "hanganalyze" / "pythons")))
+#: Built like pyenv builds them (shared libpython3.X.so.1.0 with DWARF, RPATH): the same shape as a
+#: pyenv interpreter, so a test written for one takes the other.
+SHARED_NAMES = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13")
+#: Built with libpython linked into the executable; a copy without debug info next to each.
+BUILT_NAMES = ("3.14", "3.14t", "3.13t")
+
+
+def _cached(name: str) -> Optional[Path]:
+    exe = PYTHONS_CACHE / name / "bin" / ("python%s" % name)
+    if (PYTHONS_CACHE / name / ".done").is_file() and exe.exists():
+        return exe
+    return None
+
+
 def pyenv_pythons() -> Dict[str, Path]:
-    """{"3.8": path, ...} for every pyenv CPython 3.8-3.14 installed here."""
+    """{"3.8": path, ...}: CPython 3.8-3.14 built with a shared libpython, first from the
+    scripts/pythons.sh cache (a fresh machine has no pyenv), then from pyenv for a version the
+    cache lacks."""
     found: Dict[str, Path] = {}
+    for name in SHARED_NAMES:
+        exe = _cached(name)
+        if exe is not None:
+            found[name] = exe
     vdir = PYENV_ROOT / "versions"
     if not vdir.is_dir():
         return found
@@ -40,13 +63,8 @@ def pyenv_pythons() -> Dict[str, Path]:
         if 8 <= minor <= 14:
             exe = d / "bin" / ("python3.%d" % minor)
             if exe.exists():
-                found["3.%d" % minor] = exe
+                found.setdefault("3.%d" % minor, exe)
     return found
-
-
-#: Interpreters ``scripts/pythons.sh`` builds once per machine into this cache (tests never build).
-PYTHONS_CACHE = Path(os.environ.get("HANGANALYZE_PYTHONS", str(Path.home() / ".cache" / "hanganalyze" / "pythons")))
-BUILT_NAMES = ("3.14", "3.14t", "3.13t")
 
 
 def built_pythons() -> Dict[str, Path]:
@@ -55,13 +73,45 @@ def built_pythons() -> Dict[str, Path]:
     a name ending in "t" is a free-threaded build."""
     found: Dict[str, Path] = {}
     for name in BUILT_NAMES:
-        exe = PYTHONS_CACHE / name / "bin" / ("python%s" % name)
-        if (PYTHONS_CACHE / name / ".done").is_file() and exe.exists():
+        exe = _cached(name)
+        if exe is not None:
             found[name] = exe
             stripped = exe.with_name(exe.name + "-stripped")
             if stripped.exists():
                 found["nodebug-%s" % name] = stripped
     return found
+
+
+def requested_pythons() -> List[str]:
+    """The builds the last finished scripts/pythons.sh run here was asked for (CACHE/requested)."""
+    f = PYTHONS_CACHE / "requested"
+    return f.read_text().split() if f.is_file() else []
+
+
+def python_missing(name: str) -> Optional[Tuple[bool, str]]:
+    """None when CPython ``name`` ("3.8", "3.13t", ...) is here (cache or pyenv); else (must_fail,
+    why).  must_fail: scripts/pythons.sh was asked for it, did not build it and did not say it cannot
+    be had (a broken set-up); otherwise the test skips with ``why`` (a machine with neither the cache
+    nor pyenv: `make pythons` builds them)."""
+    if name in pyenv_pythons() or name in built_pythons():
+        return None
+    why = unavailable_pythons().get(name)
+    if why:
+        return False, "CPython %s is not available on this machine: %s" % (name, why)
+    if name in requested_pythons():
+        return True, "CPython %s is not built although scripts/pythons.sh ran (cache %s)" % (name, PYTHONS_CACHE)
+    return False, ("CPython %s is not on this machine: neither in the scripts/pythons.sh cache %s (run `make "
+                   "pythons`) nor under %s/versions" % (name, PYTHONS_CACHE, PYENV_ROOT))
+
+
+def need_python(name: str) -> Path:
+    """The interpreter ``name``, or the calling test skips (fails: see python_missing) with the reason."""
+    import pytest
+
+    miss = python_missing(name)
+    if miss is not None:
+        (pytest.fail if miss[0] else pytest.skip)(miss[1])
+    return {**pyenv_pythons(), **built_pythons()}[name]
 
 
 def unavailable_pythons() -> Dict[str, str]:

@@ -1,9 +1,10 @@
 """The offset tables (gdbext/pyframes/tables.py) equal what each real
 interpreter's DWARF says: ``scripts/gen_offsets.py --diff`` (one gdb run, no process) for every
-pyenv CPython 3.8-3.13 and the scripts/pythons.sh builds with debug info.
+CPython 3.8-3.13 built with a shared libpython (scripts/pythons.sh's cache, else pyenv) and the
+scripts/pythons.sh builds with debug info.
 
-A missing pyenv interpreter fails (they are the tables' reference builds); a scripts/pythons.sh
-build that is absent is skipped with the reason (test_pyframes.py's presence test fails for it).
+An interpreter that is absent skips with the reason; one scripts/pythons.sh was asked for and
+neither built nor called unobtainable fails (helpers.python_missing).
 """
 
 from __future__ import annotations
@@ -16,14 +17,11 @@ import sys
 import pytest
 from helpers import (
     BUILT_NAMES,
-    PYENV_ROOT,
-    PYTHONS_CACHE,
     REPO,
     built_pythons,
+    need_python,
     py_debug_info,
     py_free_threaded,
-    pyenv_pythons,
-    unavailable_pythons,
 )
 
 SCRIPT = REPO / "scripts" / "gen_offsets.py"
@@ -39,7 +37,6 @@ CORE_KEYS = ("rt.interpreters_head", "is.next", "is.threads_head", "ts.next", "t
              "co.name", "co.firstlineno", "co.linetable", "tp.name", "dict.ma_keys", "str.length")
 NOT_OFFSET_REASONS = ("not in DWARF", "not a byte offset", "free-threaded build:")
 
-PYENV = pyenv_pythons()
 BUILT = built_pythons()
 
 
@@ -73,13 +70,10 @@ def _assert_matches(report: dict, min_keys: int) -> None:
 
 @pytest.mark.parametrize("version", PYENV_VERSIONS)
 def test_pyenv_tables_match_dwarf(version):
-    python = PYENV.get(version)
-    if python is None:
-        pytest.fail("pyenv CPython %s is not installed under %s/versions: the offset tables cannot be checked "
-                    "against its DWARF (install it with `pyenv install %s`)" % (version, PYENV_ROOT, version))
+    python = need_python(version)
     report = _report(python)
     assert report["version"] == version and not report["free_threaded"], report["label"]
-    assert report["dwarf_file"].endswith(".so.1.0"), report["dwarf_file"]  # pyenv: DWARF in libpython
+    assert report["dwarf_file"].endswith(".so.1.0"), report["dwarf_file"]  # shared build: DWARF in libpython
     _assert_matches(report, MIN_KEYS)
     missing = [k for k in CORE_KEYS if k not in report["compared"]]
     assert not missing, (version, missing)
@@ -87,11 +81,9 @@ def test_pyenv_tables_match_dwarf(version):
 
 @pytest.mark.parametrize("name", BUILT_NAMES)
 def test_built_tables_match_dwarf(name):
-    if name not in BUILT:
-        why = unavailable_pythons().get(name) or "not built: run scripts/pythons.sh (cache %s)" % PYTHONS_CACHE
-        pytest.skip("CPython %s is not available on this machine: %s" % (name, why))
+    python = need_python(name)
     assert py_debug_info(name)
-    report = _report(BUILT[name])
+    report = _report(python)
     assert report["label"] == name, (report["label"], name)
     assert report["free_threaded"] == py_free_threaded(name)
     if py_free_threaded(name):
@@ -102,9 +94,7 @@ def test_built_tables_match_dwarf(name):
 
 def test_json_output_is_the_dwarf_offsets():
     """Without --diff: {version: {key: offset}}, the same numbers the diff compared, exit 0."""
-    python = PYENV.get("3.12")
-    if python is None:
-        pytest.fail("pyenv CPython 3.12 is not installed under %s/versions" % PYENV_ROOT)
+    python = need_python("3.12")
     r = _gen(str(python))
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -116,9 +106,7 @@ def test_json_output_is_the_dwarf_offsets():
 def test_a_wrong_mapping_is_reported():
     """The diff is not vacuous: a wrong expression is a difference, a wrong member name an error,
     a table key without an expression is unmapped, and --diff then exits 1."""
-    python = PYENV.get("3.11")
-    if python is None:
-        pytest.fail("pyenv CPython 3.11 is not installed under %s/versions" % PYENV_ROOT)
+    python = need_python("3.11")
     spec = importlib.util.spec_from_file_location("gen_offsets_under_test", str(SCRIPT))
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)

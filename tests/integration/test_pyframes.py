@@ -18,18 +18,18 @@ import pytest
 from helpers import (
     BUILT_NAMES,
     FIXTURES,
-    PYTHONS_CACHE,
+    SHARED_NAMES,
     all_pythons,
     built_pythons,
     gcore,
     gdb_batch,
     gdb_snapshot,
+    need_python,
     py_debug_info,
     py_free_threaded,
     py_static,
     py_version,
     start_hung,
-    unavailable_pythons,
 )
 
 FIXTURE = FIXTURES / "py_named_threads.py"
@@ -427,10 +427,12 @@ def test_free_threaded_eight_threads_running_python(hung, tmp_path, key):
 @pytest.mark.parametrize("name", BUILT_NAMES)
 def test_built_interpreters_present(name):
     """scripts/pythons.sh (run by `make test`) built every interpreter, or said why it could not:
-    a build missing for any other reason fails here, never silently skips the tests above."""
-    if name in built_pythons():
-        return
-    why = unavailable_pythons().get(name)
-    if why:
-        pytest.skip("CPython %s is not available on this machine: %s" % (name, why))
-    pytest.fail("CPython %s is not built: run scripts/pythons.sh (cache %s)" % (name, PYTHONS_CACHE))
+    a build it was asked for and missing for any other reason fails here, never silently skips the
+    tests above (helpers.python_missing); where it never ran, the reason is the skip."""
+    assert need_python(name) == built_pythons()[name]
+
+
+@pytest.mark.parametrize("name", SHARED_NAMES)
+def test_shared_interpreters_present(name):
+    """The same for CPython 3.8-3.13 (scripts/pythons.sh's cache or pyenv)."""
+    assert need_python(name) == PYTHONS[name]
