@@ -290,13 +290,13 @@ def _children() -> set:
 @pytest.mark.parametrize("body", ["sleep 30 &\nwait\n", "kill -SEGV $$\n", "exit 7\n"])
 def test_driver_leaves_no_child_behind(real_core, tmp_path, body):
     """In-process: a hung, crashing or exiting gdb ends in GdbError and no child (no zombie)."""
-    from hanganalyze.acquire.gdbcore import snapshot_from_core
+    from hanganalyze.acquire.engine import EngineRequest, from_core
     from hanganalyze.errors import GdbError
 
     before = _children()
     fake = _script(tmp_path, body)
     with pytest.raises(GdbError, match="while starting gdb"):
-        snapshot_from_core(real_core, gdb=str(fake), timeout=1.5)
+        from_core(real_core, EngineRequest(engine="gdb", gdb=str(fake), timeout=1.5))
     assert _children() - before == set()
 
 

@@ -51,10 +51,11 @@ def db():
 
 def _analyze(path: Path, db, input_format=None):
     from hanganalyze import pipeline
+    from hanganalyze.acquire.engine import EngineRequest
     from hanganalyze.acquire.inputs import acquire
     from hanganalyze.acquire.many import Input, fill_identity
 
-    snap = acquire(str(path), None, None, "gdb", 60.0, input_format)
+    snap = acquire(str(path), None, EngineRequest(timeout=60.0), input_format=input_format)
     for p in snap.processes:
         fill_identity(p, Input(path=str(path)), len(snap.processes) == 1)
     return pipeline.analyze(snap, db)

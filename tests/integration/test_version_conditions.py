@@ -23,8 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import fixture_binary, gcore, gdb_batch, run_hanganalyze, start_hung  # noqa: E402
 
-from hanganalyze.acquire.gdbcore import snapshot_from_core  # noqa: E402
-from hanganalyze.acquire.gdblive import snapshot_from_pid  # noqa: E402
+from hanganalyze.acquire.engine import EngineRequest, from_core, from_pid  # noqa: E402
 from hanganalyze.analyze.match import MISSING_LIBRARY_FACTOR, match_snapshot  # noqa: E402
 from hanganalyze.analyze.signatures import load_signatures  # noqa: E402
 
@@ -65,7 +64,7 @@ def _finding(snap, db):
 
 def test_static_nccl_version_read_from_executable_in_core(new_core, db):
     core, exe = new_core
-    snap = snapshot_from_core(core, exe=exe)
+    snap = from_core(core, EngineRequest(engine="gdb"), exe)
     proc = snap.processes[0]
     assert not any("libnccl" in lib.path.split(" (static")[0] for lib in proc.libraries)  # nothing mapped
     static = [lib for lib in proc.libraries if lib.path.endswith(" (static libnccl.so)")]
@@ -97,7 +96,7 @@ def test_static_nccl_version_read_from_core_memory(tmp_path):
 def test_old_static_nccl_is_not_the_graph_destroy_hang(old_core, db):
     """Near miss: same stack, NCCL 2.18.1 linked in: the known version fails >=2.26."""
     core, exe = old_core
-    snap = snapshot_from_core(core, exe=exe)
+    snap = from_core(core, EngineRequest(engine="gdb"), exe)
     static = [lib for lib in snap.processes[0].libraries if lib.path.endswith(" (static libnccl.so)")]
     assert [lib.version for lib in static] == ["2.18.1"]
     assert _finding(snap, db) is None
@@ -116,7 +115,7 @@ def test_cli_on_static_nccl_core(new_core):
 def test_live_pid_reads_static_nccl_version(db):
     h = start_hung([fixture_binary("sig_static_nccl")])
     try:
-        snap = snapshot_from_pid(h.pid)
+        snap = from_pid(h.pid, EngineRequest(engine="gdb"))
     finally:
         h.kill()
     static = [lib for lib in snap.processes[0].libraries if lib.path.endswith(" (static libnccl.so)")]

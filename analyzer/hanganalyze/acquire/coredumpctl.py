@@ -178,8 +178,8 @@ class StoredCore:
         """``acquire_one`` of the CLI, adding the record to the snapshot of this core."""
         target = os.path.realpath(str(self.path))
 
-        def one(inp, gdb_busy):
-            snap = acquire_one(inp, gdb_busy)
+        def one(inp):
+            snap = acquire_one(inp)
             if inp.path not in (None, "-") and os.path.realpath(str(inp.path)) == target:
                 self.apply(snap)
             return snap

@@ -4,6 +4,7 @@ snapshot, and the core's notes complete it (``procfacts.py``).
 
 gdb starts first and loads gdbext while the core's notes are read here; the executable, the core
 and ``hang-dump`` are then queued at once (``gdbsession.GdbSession``: each step its own deadline).
+Called through ``engine.from_core`` only (it decides when gdb reads a core).
 """
 
 from __future__ import annotations
@@ -11,38 +12,34 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from hanganalyze.acquire.corefile import CoreInfo, check_executable
-from hanganalyze.acquire.gdbsession import GdbSession, Progress, gdb_safe_path, mi_quote, read_dump
+from hanganalyze.acquire.gdbsession import GdbSession, gdb_safe_path, mi_quote, read_dump
 from hanganalyze.acquire.procfacts import complete_from_core, core_warnings, is_library, truncated_core_facts
 from hanganalyze.errors import GdbError
 from hanganalyze_gdbext.model import Snapshot
 
+if TYPE_CHECKING:
+    from hanganalyze.acquire.engine import EngineRequest
 
-def snapshot_from_core(
-    core,
-    info: Optional[CoreInfo] = None,
-    exe=None,
-    gdb: str = "gdb",
-    timeout: float = 120.0,
-    progress: Progress = None,
-    gdb_busy: Optional[Callable[[], None]] = None,
-    options=None,
-) -> Snapshot:
+
+def snapshot_from_core(core, info: Optional[CoreInfo], request: EngineRequest, exe=None) -> Snapshot:
     """Snapshot of a core: gdb unwinds, the notes give argv, signal, build-ids.
-    ``options`` (sysroot.GdbOptions): --sysroot, --solib-search-path, --debuginfod.
+    ``request.options`` (sysroot.GdbOptions): --sysroot, --solib-search-path, --debuginfod.
 
     gdb starts first and loads gdbext while the core's notes are read here (``info`` is read
     here when not given); then the executable, the core and ``hang-dump`` are queued at once,
-    and ``gdb_busy`` is called: the caller's chance to work while we only wait for gdb.
+    and ``request.gdb_busy`` is called: the caller's chance to work while we only wait for gdb.
     """
     from hanganalyze.acquire.corefile import read_core
-    from hanganalyze.acquire.sysroot import GdbOptions, debuginfod_note, reconcile_with_gdb
+    from hanganalyze.acquire.sysroot import debuginfod_note, reconcile_with_gdb
 
     core = Path(core)
-    options = options or GdbOptions()
-    session = GdbSession(gdb, timeout, progress, options)
+    options = request.options
+    progress = request.progress
+    gdb_busy = request.gdb_busy
+    session = GdbSession(request.gdb, request.timeout, progress, options)
     try:
         with tempfile.TemporaryDirectory(prefix="hanganalyze-") as tmp:
             t_ext = session.send_gdbext()

@@ -4,6 +4,8 @@ snapshot with what /proc says (``procfacts.py``).
 Live processes are only read (memory and registers, never inferior calls) and are always
 detached in a ``finally``; if gdb had to be killed while the target was stopped, the target gets
 SIGCONT so that it is left in the state we found it in.
+
+Called through ``engine.from_pid`` only (it checks the pid and decides when gdb reads it).
 """
 
 from __future__ import annotations
@@ -12,25 +14,21 @@ import os
 import signal
 import tempfile
 import time
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
-from hanganalyze.acquire.gdbsession import GdbSession, Progress, read_dump
-from hanganalyze.acquire.procfacts import check_pid, complete_from_live, live_argv, proc_status, state_letter
+from hanganalyze.acquire.gdbsession import GdbSession, read_dump
+from hanganalyze.acquire.procfacts import complete_from_live, live_argv, proc_status, state_letter
 from hanganalyze.acquire.ranks import read_proc_environ
 from hanganalyze.errors import GdbError, InputError
 from hanganalyze_gdbext.model import Snapshot
 
+if TYPE_CHECKING:
+    from hanganalyze.acquire.engine import EngineRequest
 
-def snapshot_from_pid(
-    pid: int,
-    gdb: str = "gdb",
-    timeout: float = 120.0,
-    progress: Progress = None,
-    gdb_busy: Optional[Callable[[], None]] = None,
-    options=None,
-) -> Snapshot:
-    """Snapshot of a live process: attach, read, detach.  The process is never left stopped."""
-    check_pid(pid)
+
+def snapshot_from_pid(pid: int, request: EngineRequest) -> Snapshot:
+    """Snapshot of a live process: attach, read, detach.  The process is never left stopped.
+    ``request.gdb_busy`` is called once the dump is queued."""
     state_before = state_letter(pid)
     argv = live_argv(pid)
     environ = read_proc_environ(pid)
@@ -38,7 +36,7 @@ def snapshot_from_pid(
         exe = os.readlink("/proc/%d/exe" % pid)
     except OSError:
         exe = None
-    session = GdbSession(gdb, timeout, progress, options)
+    session = GdbSession(request.gdb, request.timeout, request.progress, request.options)
     attached = False
     try:
         t_ext = session.send_gdbext()
@@ -58,8 +56,8 @@ def snapshot_from_pid(
         attached = True
         with tempfile.TemporaryDirectory(prefix="hanganalyze-") as tmp:
             t_dump, out = session.send_dump(tmp)
-            if gdb_busy is not None:
-                gdb_busy()
+            if request.gdb_busy is not None:
+                request.gdb_busy()
             session.wait("collecting threads (hang-dump)", t_dump)
             snap = read_dump(out)
         gdb_warnings = session.warnings()

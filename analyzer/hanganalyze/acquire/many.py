@@ -165,10 +165,9 @@ def _failed(inp: Input, err: BaseException) -> Process:
 
 def acquire_all(
     inputs: Sequence[Input],
-    acquire_one: Callable[[Input, Optional[Callable[[], None]]], Snapshot],
+    acquire_one: Callable[[Input], Snapshot],
     parallel: Optional[int] = None,
     progress: Progress = None,
-    gdb_busy: Optional[Callable[[], None]] = None,
 ) -> Snapshot:
     """One Snapshot holding every input's processes, in input order.
 
@@ -177,19 +176,17 @@ def acquire_all(
     run end, with the first error.
     """
     if len(inputs) == 1:
-        snap = acquire_one(inputs[0], gdb_busy)
+        snap = acquire_one(inputs[0])
         for p in snap.processes:
             fill_identity(p, inputs[0], len(snap.processes) == 1)
         return snap
-    if gdb_busy is not None:
-        gdb_busy()
     n = parallel or default_parallel(inputs)
     if progress:
         progress("acquiring %d inputs, %d at a time" % (len(inputs), n))
 
     def work(inp: Input) -> Union[Snapshot, BaseException]:
         try:
-            return acquire_one(inp, None)
+            return acquire_one(inp)
         except HangAnalyzeError as e:
             return e
         except Exception as e:  # noqa: BLE001 - one broken input must not end a job's analysis

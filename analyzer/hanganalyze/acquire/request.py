@@ -1,6 +1,7 @@
 """A run's acquisition: what the command line asked for (files, pids, a job, and how to read them),
 checked before any slow work, planned into inputs (``many.plan_inputs``), and acquired into one
-Snapshot (``many.acquire_all``, each input through ``inputs.acquire``).
+Snapshot (``many.acquire_all``, each input through ``inputs.acquire``; cores and pids through
+``engine.py``, with the one ``engine.EngineRequest`` that ``prepare`` checks).
 
 ``cli.py`` turns its options into an AcquireRequest and calls ``prepare``; ``pipeline.report``
 acquires it and analyzes the result.  Used as a context manager: a core that ``--coredumpctl``
@@ -9,14 +10,17 @@ dumped to a temporary file is removed when the run ends.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
 from hanganalyze.acquire.deadline import check_timeout
 from hanganalyze.acquire.many import Input, plan_inputs
 from hanganalyze.errors import InputError
 from hanganalyze_gdbext.model import Snapshot
+
+if TYPE_CHECKING:
+    from hanganalyze.acquire.engine import EngineRequest
 
 Progress = Callable[[str], None]
 
@@ -47,7 +51,7 @@ class AcquireRequest:
     samples: Optional[int] = None
     interval: Optional[float] = None
     # Filled by prepare():
-    gdb_options: object = None  # sysroot.GdbOptions
+    reading: Optional[EngineRequest] = None  # how every core and pid is read
     stored_core: object = None  # coredumpctl.StoredCore
     inputs: List[Input] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
@@ -68,12 +72,11 @@ class AcquireRequest:
             check_target(t)
         if not self.targets:
             check_target(None)
+        from hanganalyze.acquire.engine import EngineRequest
         from hanganalyze.acquire.sysroot import GdbOptions
 
-        self.gdb_options = options = GdbOptions.from_cli(self.sysroot, self.solib_search_path, self.debuginfod)
-        if self.engine == "direct" and (options.elsewhere or options.debuginfod):
-            raise InputError("--sysroot, --solib-search-path and --debuginfod are gdb's settings: "
-                             "use them without --engine direct")
+        options = GdbOptions.from_cli(self.sysroot, self.solib_search_path, self.debuginfod)
+        self.reading = EngineRequest(engine=self.engine, gdb=self.gdb, timeout=self.timeout, options=options)
         if self.coredumpctl is not None:
             from hanganalyze.acquire.coredumpctl import find_stored_core
 
@@ -86,37 +89,42 @@ class AcquireRequest:
 
     def acquire(self, progress: Optional[Progress] = None,
                 gdb_busy: Optional[Callable[[], None]] = None) -> Snapshot:
-        """Every input (``prepare`` planned them) in one Snapshot; ``gdb_busy``: see ``acquire_all``."""
+        """Every input (``prepare`` planned them) in one Snapshot.  ``gdb_busy`` is called once gdb
+        has its work queued (the caller's moment to do other work): by the gdb backend when there
+        is one input, at once when there are several (the pool has no single gdb to wait on)."""
         progress = progress or _quiet
+        reading = replace(self.reading, progress=progress)
+        if len(self.inputs) == 1:
+            reading = replace(reading, gdb_busy=gdb_busy)
+        elif gdb_busy is not None:
+            gdb_busy()
         from hanganalyze.acquire.sampling import acquire_sampled
 
-        samples, interval = self._sampling()
-        snapshot = acquire_sampled(self.inputs, self._acquire_one(progress), self.parallel, progress, gdb_busy,
-                                   samples, interval)
+        samples, interval = self._sampling(reading)
+        snapshot = acquire_sampled(self.inputs, self._acquire_one(reading), replace(reading, gdb_busy=None),
+                                   self.parallel, progress, samples, interval)
         snapshot.warnings.extend(self.notes)
         return snapshot
 
-    def _sampling(self) -> Tuple[int, float]:
+    def _sampling(self, reading: EngineRequest) -> Tuple[int, float]:
         """(samples, interval) for live inputs: the defaults of ``sampling.py``, or one sample when
         gdb reads them (seconds per read) and ``--samples`` was not given."""
         from hanganalyze.acquire import sampling
-        from hanganalyze.acquire.inputs import choose_engine
+        from hanganalyze.acquire.engine import GDB, choose
 
         interval = sampling.DEFAULT_INTERVAL if self.interval is None else self.interval
         if self.samples is not None:
             return self.samples, interval
-        if self.pids or self.job is not None:
-            if choose_engine(self.engine, self.gdb, self.gdb_options) == "gdb":
-                return 1, interval
+        if (self.pids or self.job is not None) and choose(reading) == GDB:
+            return 1, interval
         return sampling.DEFAULT_SAMPLES, interval
 
-    def _acquire_one(self, progress: Progress):
+    def _acquire_one(self, reading: EngineRequest) -> Callable[[Input], Snapshot]:
         """How one input (a pid or a path) becomes a Snapshot, with this run's options."""
         from hanganalyze.acquire.inputs import acquire
 
-        def one(inp: Input, gdb_busy):
-            return acquire(inp.path, inp.pid, self.exe, self.gdb, self.timeout, self.input_format, gdb_busy, progress,
-                           options=self.gdb_options, engine=self.engine)
+        def one(inp: Input) -> Snapshot:
+            return acquire(inp.path, inp.pid, reading, self.exe, self.input_format)
 
         if self.stored_core is not None:  # --coredumpctl: the stored core gets coredumpctl's metadata
             return self.stored_core.wrap(one)

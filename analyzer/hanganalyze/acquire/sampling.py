@@ -27,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from hanganalyze.acquire import engine
+from hanganalyze.acquire.engine import EngineRequest
 from hanganalyze.acquire.many import Input, acquire_all, default_parallel
 from hanganalyze.acquire.procfs import ThreadStat, thread_stats
 from hanganalyze.errors import InputError
@@ -45,7 +47,7 @@ WAKEUPS_PER_SAMPLE = 4
 #: Frames listed in ``progress.changed`` per thread.
 MAX_CHANGED = 8
 
-AcquireOne = Callable[[Input, Optional[Callable[[], None]]], Snapshot]
+AcquireOne = Callable[[Input], Snapshot]
 
 
 @dataclass
@@ -65,25 +67,24 @@ def check_options(samples: Optional[int], interval: Optional[float]) -> None:
         raise InputError("--interval must be between 0 and 600 seconds (got %s)" % interval)
 
 
-def read_live(acquire_one: AcquireOne, pid: int) -> Snapshot:
-    """The one live entry point, for every sample after the first (``acquire/engine.py``'s
-    ``from_pid`` once it lands): today, the request's own reader of one input."""
-    return acquire_one(Input(pid=pid), None)
+def read_live(reading: EngineRequest, pid: int) -> Snapshot:
+    """Every sample after the first: ``engine.from_pid``, the one place a live pid is read."""
+    return engine.from_pid(pid, reading)
 
 
-def acquire_sampled(inputs: Sequence[Input], acquire_one: AcquireOne, parallel: Optional[int] = None,
-                    progress: Optional[Callable[[str], None]] = None, gdb_busy: Optional[Callable[[], None]] = None,
+def acquire_sampled(inputs: Sequence[Input], acquire_one: AcquireOne, reading: EngineRequest,
+                    parallel: Optional[int] = None, progress: Optional[Callable[[str], None]] = None,
                     samples: int = DEFAULT_SAMPLES, interval: float = DEFAULT_INTERVAL) -> Snapshot:
     """``many.acquire_all``, with every live input read ``samples`` times and merged (module doc)."""
     live = [i.pid for i in inputs if i.pid is not None]
     first: Dict[int, Tuple[float, Dict[int, ThreadStat]]] = {}
 
-    def first_read(inp: Input, busy: Optional[Callable[[], None]]) -> Snapshot:
+    def first_read(inp: Input) -> Snapshot:
         if inp.pid is not None and samples > 1:
             first[inp.pid] = (time.monotonic(), thread_stats(inp.pid))
-        return acquire_one(inp, busy)
+        return acquire_one(inp)
 
-    snapshot = acquire_all(inputs, first_read, parallel, progress, gdb_busy)
+    snapshot = acquire_all(inputs, first_read, parallel, progress)
     if samples <= 1 or not live:
         return snapshot
     procs = {p.pid: p for p in snapshot.processes if p.source == "live" and p.pid in first and not p.error}
@@ -98,7 +99,7 @@ def acquire_sampled(inputs: Sequence[Input], acquire_one: AcquireOne, parallel: 
             pause = start + k * interval - time.monotonic()
             if pause > 0:
                 time.sleep(pause)
-            for pid, got in zip(list(procs), pool.map(lambda pid: _one_sample(acquire_one, pid), list(procs))):
+            for pid, got in zip(list(procs), pool.map(lambda pid: _one_sample(reading, pid), list(procs))):
                 if isinstance(got, Sample):
                     history[pid].append(got)
                 else:
@@ -112,11 +113,11 @@ def acquire_sampled(inputs: Sequence[Input], acquire_one: AcquireOne, parallel: 
     return snapshot
 
 
-def _one_sample(acquire_one: AcquireOne, pid: int):
+def _one_sample(reading: EngineRequest, pid: int):
     """A Sample, or the one-line reason it could not be taken."""
     at, stats = time.monotonic(), thread_stats(pid)
     try:
-        snap = read_live(acquire_one, pid)
+        snap = read_live(reading, pid)
     except Exception as e:  # noqa: BLE001 - the process exited mid-window: keep the earlier samples
         return " ".join(str(e).split())[:200] or type(e).__name__
     if not snap.processes or not snap.processes[0].threads:

@@ -1,12 +1,14 @@
 """Snapshots of a live process or a core through the direct reader, completed with the same
 process facts (argv, rank, libraries, NCCL version) as the gdb path, so reports cannot tell
-which engine ran except by ``Process.notes``' one line and the time it took."""
+which engine ran except by ``Process.notes``' one line and the time it took.
+
+Called through ``acquire/engine.py`` only (it checks the pid and decides when this reader runs),
+with the same arguments as the gdb backends."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from hanganalyze.acquire import procfacts
 from hanganalyze.acquire.corefile import CoreInfo, check_executable
@@ -16,22 +18,24 @@ from hanganalyze.direct.coredump import CoreProcess
 from hanganalyze.direct.live import LiveProcess
 from hanganalyze_gdbext.model import Snapshot
 
+if TYPE_CHECKING:
+    from hanganalyze.acquire.engine import EngineRequest
+
 ENGINE_NOTE = "read directly (ptrace or core, .eh_frame unwinding, no gdb)"
 
 
-def snapshot_from_pid(pid: int, timeout: float = 120.0) -> Snapshot:
+def snapshot_from_pid(pid: int, request: EngineRequest) -> Snapshot:
     """Stop every thread, read, release: the process runs on as before (never an inferior call)."""
-    procfacts.check_pid(pid)
     argv = procfacts.live_argv(pid)
     environ = read_proc_environ(pid)
-    with LiveProcess(pid, timeout=min(timeout, 30.0)) as lp:
+    with LiveProcess(pid, timeout=min(request.timeout, 30.0)) as lp:
         proc = collect_process(lp)
     procfacts.complete_from_live(proc, pid, lp.executable(), argv, environ)
     proc.notes.append(ENGINE_NOTE)
     return Snapshot(processes=[proc])
 
 
-def snapshot_from_core(core: Path, info: CoreInfo, exe: Optional[Path] = None, options=None) -> Snapshot:
+def snapshot_from_core(core: Path, info: CoreInfo, request: EngineRequest, exe: Optional[Path] = None) -> Snapshot:
     """A core, truncated or not: memory the core lacks ends that thread's unwind with a marker
     (said per thread and in the first warning), as on the gdb path; no dynamic linker list is
     needed, the mapped files come from the notes."""
@@ -44,14 +48,6 @@ def snapshot_from_core(core: Path, info: CoreInfo, exe: Optional[Path] = None, o
     procfacts.complete_from_core(proc, info, exe_path)
     proc.notes.append(ENGINE_NOTE)
     snap = Snapshot(processes=[proc])
-    snap.warnings = procfacts.core_warnings(info, warnings, options)
+    snap.warnings = procfacts.core_warnings(info, warnings, request.options)
     return snap
 
-
-def usable_for_core(info: CoreInfo, exe: Optional[Path] = None) -> bool:
-    """Cores the direct reader handles as well as gdb: those whose executable is here, at the
-    path the core names or given with ``--exe`` (``--sysroot`` goes to gdb, which searches for
-    the libraries its own way)."""
-    if exe is not None:
-        return Path(exe).is_file()
-    return bool(info.executable) and os.path.isfile((info.executable or "").replace(" (deleted)", ""))
