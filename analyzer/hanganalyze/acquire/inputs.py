@@ -21,6 +21,7 @@ from hanganalyze.elf import is_elf
 from hanganalyze.errors import InputError
 from hanganalyze.output import read_stdin
 
+
 def _is_elf(path: Path) -> bool:
     try:
         with open(path, "rb") as f:
