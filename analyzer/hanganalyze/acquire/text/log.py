@@ -51,6 +51,8 @@ KNOWN_LINES = re.compile("|".join([
 
 #: A continuation line never starts a record of its own: a timestamp, a log level, a frame.
 _RECORD_START = re.compile(r"^\s*(#\d|\[|\d{4}-\d\d-\d\d|[IWEF]\d{4} |Thread |File \"|frame #|Traceback)")
+#: A sentence going on: two lower-case words ("ran for 600064 ..."), not a new ``what():`` record.
+_GOES_ON = re.compile(r"^[a-z]+ [a-z]")
 #: At most this many lines are joined into one message.
 MAX_JOIN = 6
 
@@ -79,7 +81,7 @@ def join_broken(lines: List[str]) -> List[str]:
         s = line.strip()
         if out and s and joined < MAX_JOIN and not _RECORD_START.match(s):
             prev = out[-1]
-            if _open(prev) > 0 or (s[0].islower() and not prev.endswith((".", ":", "!", "?"))
+            if _open(prev) > 0 or (_GOES_ON.match(s) and not prev.endswith((".", ":", "!", "?"))
                                    and KNOWN_LINES.search(prev)):
                 out[-1] = prev + " " + s
                 joined += 1
