@@ -525,7 +525,8 @@ PROSE = [
 
 def test_a_known_crash_line_without_a_frame_is_read_as_a_log():
     """Issue 22.2: a line only a crash writes is an input (a triage says it crashed), not refused."""
-    text = "terminate called after throwing an instance of 'c10::Error'\n  what():  CUDA error: an illegal memory access\n"
+    text = ("terminate called after throwing an instance of 'c10::Error'\n"
+            "  what():  CUDA error: an illegal memory access\n")
     assert any("terminate called" in m for m in parse_text(text).processes[0].messages)
 
 
