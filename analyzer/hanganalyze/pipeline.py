@@ -52,6 +52,7 @@ def analyze(snapshot: Snapshot, db, redact: bool = False) -> Snapshot:
     from hanganalyze.analyze.job import analyze_job, join_flight_recorder
     from hanganalyze.analyze.progress import gate_findings
     from hanganalyze.analyze.rules import load_rules
+    from hanganalyze.analyze.triage import add_triage
     from hanganalyze.analyze.waitfor import annotate_waitgraphs
 
     rules = load_rules()
@@ -68,6 +69,7 @@ def analyze(snapshot: Snapshot, db, redact: bool = False) -> Snapshot:
     # within a severity, the cross-rank diagnosis (who is at fault) comes before what each rank shows
     snapshot.findings.sort(key=lambda f: (order.get(f.severity, len(order)), f.signature not in cross_rank,
                                           -(f.confidence or 0.0)))
+    add_triage(snapshot)  # always an answer: the wait, the blame frame, the next step (first when no known bug)
     snapshot.bucket = bucket_id(snapshot)
     snapshot.tool = {"name": "hanganalyze", "version": __version__}
     if redact:  # after matching: signatures see the real paths and messages, the report does not

@@ -11,6 +11,11 @@ that made it, the cause the thread established, and what hanganalyze must answer
 * ``known_miss: "why"``: a known wrong or missing answer, explained (a paste cut before the frames
   the signature needs, say); the test asserts it is still not right (so a fix shows up as a failure
   to update the manifest), and it counts as what it is (wrong / no finding) in the score.
+* ``wait: CATEGORY``: the established cause's wait category (``signatures/triage/waits.yaml``, or
+  ``crashed``); the triage's must be it on at least 90% of such dumps (``test_triage_*``).
+
+Every dump must get a verdict (a known bug or a triage), none may be refused, and no known-bug
+finding at confidence >= 0.8 may name another cause than the established one.
 
 The score (right / wrong / no finding) is printed at the end of the test run (conftest.py).
 """
@@ -28,6 +33,12 @@ CORPUS = REPO / "tests" / "data" / "realworld"
 HANG_CLASS = ("hang", "deadlock")
 #: file -> "right" | "wrong" | "no finding" | "refused" | "no expectation", for conftest's summary
 SCORE: Dict[str, str] = {}
+#: file -> (expected wait category, the triage's), for test_triage_wait_category
+WAITS: Dict[str, tuple] = {}
+
+
+def expect_in(entry: dict, snap) -> bool:
+    return bool(entry.get("expect")) and entry["expect"] in [f.signature for f in snap.findings]
 
 
 def _entries() -> List[dict]:
@@ -80,6 +91,16 @@ def test_dump(entry, db):
     except InputError as e:
         SCORE[entry["file"]] = "refused: refused"
         pytest.fail("refused: %s" % e)
+    triage = [f for f in snap.findings if f.signature == "triage"]
+    assert triage or expect_in(entry, snap), "no verdict: neither a known bug nor a triage"
+    if entry.get("wait"):
+        WAITS[entry["file"]] = (entry["wait"], triage[0].triage["wait"] if triage else None)
+    if entry.get("expect") or entry.get("hang") is False:
+        wrong = [f.signature for f in snap.findings if f.signature not in ("triage", entry.get("expect"))
+                 and f.severity in ("crash", "deadlock", "hang", "error") and (f.confidence or 1.0) >= 0.8
+                 and entry.get("category") not in f.signature]
+        if entry.get("expect"):
+            assert not wrong, "confident findings of another cause: %s" % wrong
     found = [f.signature for f in snap.findings]
     hangs = [f.signature for f in snap.findings if f.severity in HANG_CLASS]
     expect = entry.get("expect")
@@ -99,3 +120,13 @@ def test_dump(entry, db):
         assert expect in found, "expected %s, got %s (%s)" % (expect, found, entry.get("cause"))
     if entry.get("hang") is False:
         assert not hangs, "unrelated cause (%s), but hang-class findings %s" % (entry.get("cause"), hangs)
+
+
+def test_triage_wait_category_is_right_on_nine_in_ten():
+    """After every dump ran: the triage names the established wait on >= 90% of the dumps with one."""
+    expected = [e for e in ENTRIES if e.get("wait")]
+    if len(WAITS) < len(expected):
+        pytest.skip("run with the whole corpus (test_dump) first")
+    right = [f for f, (want, got) in WAITS.items() if want == got]
+    wrong = {f: v for f, v in WAITS.items() if v[0] != v[1]}
+    assert len(right) >= 0.9 * len(WAITS), "triage wait right on %d of %d; wrong: %s" % (len(right), len(WAITS), wrong)

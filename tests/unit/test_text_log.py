@@ -16,9 +16,23 @@ WATCHDOG = (
 )
 
 
-def test_plain_log_is_rejected_without_the_flag():
+def test_hang_log_is_read_without_the_flag():
+    """A watchdog log holds no frame but is an input: detected, not refused (issue 22.2)."""
+    snap = parse_text(WATCHDOG, None)
+    assert any("Watchdog caught" in m for m in snap.processes[0].messages)
+
+
+def test_text_with_neither_frames_nor_known_lines_is_refused():
     with pytest.raises(InputError, match="--input-format log"):
-        parse_text(WATCHDOG, None)
+        parse_text("[rank0]: epoch 3 loss 0.12\n[rank0]: saved checkpoint\n", None)
+
+
+def test_watchdog_message_broken_by_a_paste_is_joined():
+    broken = WATCHDOG.replace("Timeout(ms)=600000) ran for", "Timeout(ms)=600000)\n[rank1]: ran for").replace(
+        "NumelIn=1, NumelOut=1,", "NumelIn=1,\n[rank1]:  NumelOut=1,")
+    snap = pipeline.analyze(parse_text(broken, None), pipeline.load_signature_db())
+    assert snap.findings[0].signature == "pgnccl-collective-timeout"
+    assert any("ran for 600094 milliseconds" in m and "WorkNCCL(" in m for m in snap.processes[0].messages)
 
 
 def test_plain_log_matches_message_signature_with_the_flag():
@@ -26,7 +40,8 @@ def test_plain_log_matches_message_signature_with_the_flag():
     assert [p.label for p in snap.processes] == ["rank1"]
     assert any("Watchdog caught collective operation timeout" in m for m in snap.processes[0].messages)
     snap = pipeline.analyze(snap, pipeline.load_signature_db())
-    assert [f.signature for f in snap.findings] == ["pgnccl-collective-timeout"]
+    assert [f.signature for f in snap.findings] == ["pgnccl-collective-timeout", "triage"]
+    assert snap.findings[1].triage["wait"] == "collective"
 
 
 def test_healthy_log_gives_no_finding():

@@ -517,11 +517,17 @@ PROSE = [
     "ray 2.9, pytest-timeout 2.2\n```\n</details>\n",
     "> Stack of the main thread, see frame #0 above\n> we wait on the mutex @ line 12\n",
     "    Stack dump for the job attached below\n    (it never arrived)\n",
-    "terminate called after throwing an instance of 'c10::Error'\n  what():  CUDA error: an illegal memory access\n",
     "[mutex.cc : 1359] RAW: Potential Mutex deadlock:\n\n(the stack was not printed)\n",
     "~~~~~~~~~~~~~~~~ Stack of MainThread (140123) ~~~~~~~~~~~~~~~~\n",
     "&#8203;\u200b\n\n>\n",
 ]
+
+
+def test_a_known_crash_line_without_a_frame_is_read_as_a_log():
+    """Issue 22.2: a line only a crash writes is an input (a triage says it crashed), not refused."""
+    text = ("terminate called after throwing an instance of 'c10::Error'\n"
+            "  what():  CUDA error: an illegal memory access\n")
+    assert any("terminate called" in m for m in parse_text(text).processes[0].messages)
 
 
 @pytest.mark.parametrize("text", PROSE)

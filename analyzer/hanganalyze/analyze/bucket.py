@@ -89,6 +89,12 @@ def bucket_key(snapshot: Snapshot) -> Optional[str]:
         top = snapshot.findings[0]
         if not (0 <= top.process < len(snapshot.processes)):
             return "%s|finding:%s" % (VERSION, top.signature)
+        if top.signature == "triage":  # no known bug: the wait and the blame frame (analyze/triage.py)
+            from hanganalyze.analyze.triage import bucket_text
+
+            text = bucket_text(top)
+            if text:
+                return "%s|%s" % (VERSION, text)
         proc = snapshot.processes[top.process]
         tids = [e.thread for e in top.evidence if e.thread is not None]
         if not tids:

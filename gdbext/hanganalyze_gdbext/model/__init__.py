@@ -277,6 +277,9 @@ class Finding(Record):
     ranks: List[int] = field(default_factory=list)
     #: Job view: every process index the finding holds for (``process`` is the first of them).
     processes: List[int] = field(default_factory=list)
+    #: The triage finding (signature ``triage``): {"wait", "label", "about": [tids], "blame",
+    #: "threads": [{"tid", "name", "wait", "waits_in", "blame", "owner"}], "from"}.
+    triage: Optional[Dict[str, Any]] = None
 
     CONTRACT = ("signature", "title", "severity", "process", "threads", "summary", "fix", "references", "evidence")
 

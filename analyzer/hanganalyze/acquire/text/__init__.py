@@ -180,8 +180,11 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
             processes.extend(_parse_segment(seg, forced))
     for proc in processes:
         _infer_python(proc)
+        proc.messages = _log.join_broken(proc.messages)  # a message a terminal or a paste broke
     if not any(p.threads for p in processes):
-        if forced is _log and any(p.messages for p in processes):
+        # a log with no frame is an input too when it holds lines a hang leaves (log.KNOWN_LINES)
+        if any(p.messages for p in processes) and (
+                forced is _log or (forced is None and any(_log.known_lines(p.messages) for p in processes))):
             return Snapshot(processes=processes)
         if forced is not None:
             raise InputError("found no threads or frames in the text as %s" % forced.NAME)

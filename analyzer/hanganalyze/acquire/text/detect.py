@@ -40,7 +40,7 @@ PARSERS: Dict[str, ModuleType] = {
     "abseil": abseil,
     "cxxframes": cxxframes,
     "traceback": traceback,
-    "log": log,  # scores 0: only ever used when asked for with --input-format log
+    "log": log,  # scores 0: used when asked for, or when no dump format scores (``detect``)
 }
 
 FORMAT_NAMES = tuple(PARSERS) + ("auto",)
@@ -48,8 +48,8 @@ FORMAT_NAMES = tuple(PARSERS) + ("auto",)
 UNRECOGNISED = (
     "could not recognise the text as any known dump format (gdb backtrace, py-bt, py-spy dump, "
     "py-spy --json, pystack, faulthandler, Python traceback, lldb bt, pytest-timeout, abseil "
-    "deadlock report, PyTorch C++ frames, backtrace_symbols): no stack frame found; use --input-format, or "
-    "--input-format log for a plain log"
+    "deadlock report, PyTorch C++ frames, backtrace_symbols) or hang log: no stack frame and no known log "
+    "line found; use --input-format, or --input-format log for a plain log"
 )
 
 
@@ -84,8 +84,12 @@ def scores(lines: List[str]) -> List[Tuple[float, str]]:
 
 
 def detect(lines: List[str]) -> ModuleType:
-    """The best-scoring parser; InputError with the list of formats when none recognises the text."""
+    """The best-scoring parser; the log reader when no dump format scores but the text holds known
+    log lines (a watchdog timeout, a stall report: no frames, still an answer); InputError with the
+    list of formats when neither."""
     best_score, best = scores(lines)[0]
     if best_score <= 0:
+        if log.known_lines(lines[:SCORE_LINES] + lines[-SCORE_LINES:]):
+            return log
         raise InputError(UNRECOGNISED)
     return PARSERS[best]

@@ -1,12 +1,21 @@
-"""Plain log text with no stack dump (``--input-format log``): every line becomes a message.
+"""Log text (``--input-format log``, or auto-detected when no dump format recognises a frame):
+every line becomes a message.
 
-Never auto-detected: any text is a "log", so detection would turn garbage into an empty analysis
-instead of the clear "not a known format" error.  Asked for explicitly, it lets message-level
-signatures (NCCL watchdog timeouts, TensorFlow errors, fork warnings) run on a job's log.
+Auto-detection takes text as a log only when it holds lines that a hang or crash leaves in a
+log (``KNOWN_LINES``: ProcessGroupNCCL's watchdog and heartbeat monitor, NCCL_DEBUG lines,
+Horovod's stall report, XLA's stuck rendezvous, glog/abseil records, fatal errors): real
+threads in public issues are often such logs with no stack, and refusing them left users with
+nothing.  Text with neither frames nor such lines is still refused ("not a known format"), so
+garbage never becomes an empty analysis.
+
+Messages broken over several lines by a terminal or a paste (an opened ``WorkNCCL(`` closed on
+the next line, a sentence that goes on in lower case) are joined (``join_broken``) so message
+rules see the whole message.
 """
 
 from __future__ import annotations
 
+import re
 from typing import List
 
 from hanganalyze_gdbext.model import Process
@@ -15,10 +24,72 @@ from .common import cap_messages
 
 NAME = "log"
 
+#: Lines that only a hang or crash report writes (searched anywhere in a line).
+KNOWN_LINES = re.compile("|".join([
+    r"Watchdog caught collective operation timeout",
+    r"ProcessGroupNCCL'?s? watchdog",
+    r"\[PG \S* ?Rank \d+\].*(timeout|Timeout|heartbeat|watchdog)",
+    r"ProcessGroupNCCL\.cpp:\d+",
+    r"ProcessGroupWrapper\.cpp:\d+",
+    r"\bNCCL (INFO|WARN)\b",
+    r"subset of ranks are waiting for remainder of ranks",
+    r"One or more tensors were submitted to be reduced",
+    r"[Rr]endezvous\b.*\bmay be stuck",
+    r"This thread has been waiting for \d+",
+    r"Detected mismatch between collectives",
+    r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\]",  # glog / abseil
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\]",  # TensorFlow's logging
+    r"^\[[IWEF] \S+\.(cpp|cc|h):\d+\]",  # c10 logging
+    r"Fatal Python error: ",
+    r"terminate called (without an active exception|after throwing)",
+    r"Segmentation fault|Aborted \(core dumped\)|Bus error \(core dumped\)",
+    r"DEADLINE_EXCEEDED|Deadline Exceeded",
+    r"torch\.distributed\.\S+ ?(Error|Exception|Timeout)",
+    r"^Process \d+: .+$",  # py-spy's header (its dump may have failed: "failed to get os threadid")
+    r"^Error: failed to (get|find|open|read) ",  # py-spy's own errors
+]))
+
+#: A continuation line never starts a record of its own: a timestamp, a log level, a frame.
+_RECORD_START = re.compile(r"^\s*(#\d|\[|\d{4}-\d\d-\d\d|[IWEF]\d{4} |Thread |File \"|frame #|Traceback)")
+#: A sentence going on: two lower-case words ("ran for 600064 ..."), not a new ``what():`` record.
+_GOES_ON = re.compile(r"^[a-z]+ [a-z]")
+#: At most this many lines are joined into one message.
+MAX_JOIN = 6
+
 
 def score(lines: List[str]) -> float:
+    """0: a log never outscores a dump format (``detect`` falls back to ``known_lines``)."""
     return 0.0
 
 
+def known_lines(lines: List[str]) -> int:
+    """How many known log lines the text holds."""
+    return sum(1 for line in lines if KNOWN_LINES.search(line))
+
+
+def _open(text: str) -> int:
+    return text.count("(") - text.count(")") + text.count("[") - text.count("]")
+
+
+def join_broken(lines: List[str]) -> List[str]:
+    """Messages that a terminal or a paste broke, joined: a line whose brackets stay open takes
+    the next ones until they close; a known log line ending mid-sentence takes the next line when
+    it goes on in lower case ("... Timeout(ms)=600000)" + "ran for 600064 milliseconds ...")."""
+    out: List[str] = []
+    joined = 0
+    for line in lines:
+        s = line.strip()
+        if out and s and joined < MAX_JOIN and not _RECORD_START.match(s):
+            prev = out[-1]
+            if _open(prev) > 0 or (_GOES_ON.match(s) and not prev.endswith((".", ":", "!", "?"))
+                                   and KNOWN_LINES.search(prev)):
+                out[-1] = prev + " " + s
+                joined += 1
+                continue
+        out.append(s)
+        joined = 0
+    return out
+
+
 def parse(lines: List[str], proc: Process) -> None:
-    proc.messages.extend(cap_messages([line.strip() for line in lines if line.strip()], proc.notes))
+    proc.messages.extend(cap_messages([line for line in join_broken(lines) if line], proc.notes))

@@ -1,0 +1,459 @@
+"""The triage: an answer for every input, as WinDbg's ``!analyze`` always names a faulting frame.
+
+Known-bug signatures fit the shapes they were written from; most real hangs match none, and "no
+known bug matched" told users nothing.  The triage says, from any stack or log: per thread, what
+it waits for (GPU work, a collective, a lock and its owner, the GIL, a join, a child process, a
+queue or pipe, network or file I/O, a sleep, the loader lock) or that it runs; which thread(s) the
+hang is about; the blame frame (the first frame outside the C runtime, the interpreter, the CUDA
+driver and the wait helpers); and what to capture or set next.  It is one finding per process
+(signature ``triage``, severity ``triage``), first when no known bug matched, and the bucket id is
+then built on its wait and blame frame (``bucket_text``).
+
+The categories, their frame patterns and the next steps are data: ``signatures/triage/waits.yaml``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from hanganalyze.acquire.text import log
+from hanganalyze.analyze.names import basename, library_base, normalize_native_name, wait_name
+from hanganalyze.analyze.signatures import builtin_dir, display_path, read_yaml
+from hanganalyze.errors import SignatureError
+from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
+
+SIGNATURE = "triage"
+SEVERITY = "triage"
+#: Severities of a known bug: with none of them, the triage is the answer and comes first.
+KNOWN_BUG = ("crash", "deadlock", "hang", "error")
+FATAL = frozenset({"SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGTRAP", "SIGSYS"})
+#: Frames of a crashed thread that show the signal (a handler, abort) near the top.
+_CRASH_FRAMES = re.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore_rt|<signal handler called>|"
+                           r"__pthread_kill\w*|faulthandler_\w+|__GI_abort|std::terminate|__gnu_cxx::"
+                           r"__verbose_terminate_handler|__cxxabiv1::__terminate|c10::detail::torchCheckFail\w*)$")
+#: Threads named in the evidence, at most.
+MAX_ABOUT = 6
+#: Threads listed in ``Finding.triage["threads"]``, at most (a 1,000-thread process stays small).
+MAX_LISTED = 64
+
+
+@dataclass
+class Category:
+    """One wait category of ``waits.yaml``."""
+
+    id: str
+    label: str
+    rank: int = 5
+    within: int = 12
+    native: Optional[re.Pattern] = None
+    unnamed: Tuple[str, ...] = ()
+    python: Tuple[Tuple[str, str], ...] = ()
+    python_path: Optional[re.Pattern] = None
+    messages: Optional[re.Pattern] = None
+    needs_lock_wait: bool = False
+    next: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Table:
+    categories: List[Category]
+    crashed: Category
+    runs: Category
+    skip_libraries: re.Pattern
+    skip_functions: re.Pattern
+    skip_python_files: frozenset
+    general: Dict[str, str]
+
+
+def _rx(items: Any, where: str) -> Optional[re.Pattern]:
+    if not items:
+        return None
+    try:
+        return re.compile("|".join("(?:%s)" % i for i in items))
+    except re.error as e:
+        raise SignatureError("%s: bad regex: %s" % (where, e)) from None
+
+
+def _category(d: Dict[str, Any], where: str) -> Category:
+    if not isinstance(d, dict) or not d.get("id") or not d.get("label"):
+        raise SignatureError("%s: each category needs an id and a label" % where)
+    py = []
+    for item in d.get("python") or []:
+        file, _, func = str(item).rpartition(":")
+        py.append((file or "*", func or "*"))
+    return Category(id=str(d["id"]), label=str(d["label"]), rank=int(d.get("rank", 5)),
+                    within=int(d.get("within", 12)), native=_rx(d.get("native"), where),
+                    unnamed=tuple(d.get("unnamed") or ()), python=tuple(py),
+                    python_path=_rx(d.get("python_path"), where), messages=_rx(d.get("messages"), where),
+                    needs_lock_wait=bool(d.get("needs_lock_wait")), next=list(d.get("next") or []))
+
+
+@lru_cache(maxsize=None)
+def table() -> Table:
+    """``signatures/triage/waits.yaml``, read once; a broken file is one SignatureError line."""
+    path = builtin_dir() / "triage" / "waits.yaml"
+    where = display_path(path)
+    data, _node = read_yaml(path, trusted=True)
+    try:
+        cats = [_category(c, "%s: %s" % (where, c.get("id") if isinstance(c, dict) else c))
+                for c in data["categories"]]
+        skip = data["blame_skip"]
+        return Table(categories=cats, crashed=_category(data["crashed"], where), runs=_category(data["runs"], where),
+                     skip_libraries=_rx(skip["libraries"], where) or re.compile("$^"),
+                     skip_functions=_rx(skip["functions"], where) or re.compile("$^"),
+                     skip_python_files=frozenset(skip["python_files"]), general=dict(data["general"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise SignatureError("%s: not a triage table (%s)" % (where, e)) from None
+
+
+# --------------------------------------------------------------------------------------------
+# One thread
+# --------------------------------------------------------------------------------------------
+
+
+def _names(f: Frame) -> Tuple[str, str]:
+    if not f.function or f.function == "??":
+        return "", ""
+    norm = normalize_native_name(f.function)
+    return norm, wait_name(norm)
+
+
+def _frame_matches(cat: Category, f: Frame) -> bool:
+    if f.marker:
+        return False
+    if f.kind == "python":
+        # a paste's own annotation after the name ("join  # <-- HERE") is not part of it
+        file, func = basename(f.file), (f.function or "").split(" ", 1)[0].rsplit(".", 1)[-1]
+        if cat.python_path is not None and f.file and cat.python_path.search(f.file):
+            return True
+        return any(fnmatch.fnmatchcase(file, pf) and fnmatch.fnmatchcase(func, pn) for pf, pn in cat.python)
+    norm, short = _names(f)
+    if not norm:
+        lib = basename(f.library)
+        return bool(lib) and any(fnmatch.fnmatchcase(lib, g) for g in cat.unnamed)
+    return cat.native is not None and bool(cat.native.search(norm) or cat.native.search(short))
+
+
+def _lock_category() -> Optional[Category]:
+    return next((c for c in table().categories if c.id == "lock"), None)
+
+
+@dataclass
+class ThreadTriage:
+    """What one thread waits for (``category``), where (``frame``) and the blame frame."""
+
+    thread: Thread
+    category: Category
+    frame: Optional[int] = None
+    blame: Optional[int] = None
+    owner: Optional[int] = None
+    how: str = "frames"
+
+    def to_dict(self) -> Dict[str, Any]:
+        frames = self.thread.all_frames()
+        d: Dict[str, Any] = {"tid": self.thread.tid, "name": self.thread.name, "wait": self.category.id,
+                             "waits_in": _frame_text(frames[self.frame]) if self.frame is not None else None,
+                             "blame": _frame_text(frames[self.blame]) if self.blame is not None else None}
+        if self.owner is not None:
+            d["owner"] = self.owner
+        return d
+
+
+def _crashed(proc: Process, t: Thread, first: bool) -> bool:
+    """The thread that got a fatal signal; without a signal, the current (else the first) thread
+    of a process whose log says it crashed ("Fatal Python error", "Caught signal 11", LOG(FATAL))."""
+    if proc.signal not in FATAL:
+        if not (t.current or first) or _message_category(proc, [table().crashed])[0] is None:
+            return False
+        return t.current or not any(x.current for x in proc.threads)
+    if t.current:
+        return True
+    return any(_CRASH_FRAMES.match(_names(f)[1] or (f.function or "")) for f in t.frames[:10])
+
+
+_WAIT_KINDS = {"mutex": "lock", "rwlock": "lock", "pylock": "lock", "rlock": "lock", "futex": "lock",
+               "join": "join", "pyjoin": "join", "gil": "gil", "condvar": "condition"}
+
+
+def classify(proc: Process, t: Thread, crashed: bool = False) -> ThreadTriage:
+    """The first category (``waits.yaml`` order) one of the thread's innermost frames matches."""
+    tab = table()
+    frames = t.all_frames()
+    owner = t.waits.owner_tid if t.waits is not None else None
+    if crashed:
+        return ThreadTriage(t, tab.crashed, None, blame_frame(frames), owner, "signal")
+    lock = _lock_category()
+    for cat in tab.categories:
+        for i, f in enumerate(frames[:cat.within]):
+            if _frame_matches(cat, f):
+                if cat.needs_lock_wait and not (lock and any(_frame_matches(lock, g) for g in frames[:i])):
+                    break
+                return ThreadTriage(t, cat, i, blame_frame(frames, i), owner)
+    if t.waits is not None and t.waits.kind in _WAIT_KINDS:
+        cat = next((c for c in tab.categories if c.id == _WAIT_KINDS[t.waits.kind]), tab.runs)
+        return ThreadTriage(t, cat, t.waits.frame, blame_frame(frames, t.waits.frame or 0), owner, "memory")
+    if t.state.gil == "waiting":
+        cat = next((c for c in tab.categories if c.id == "gil"), tab.runs)
+        return ThreadTriage(t, cat, None, blame_frame(frames), owner, "gil state")
+    return ThreadTriage(t, tab.runs, None, blame_frame(frames), owner)
+
+
+def _skipped(f: Frame) -> bool:
+    tab = table()
+    if f.marker:
+        return True
+    if f.kind == "python":
+        file = basename(f.file)
+        if file in tab.skip_python_files:
+            return True
+        path = f.file or ""
+        return bool(re.search(r"/lib/python\d[.\d]*t?/(?!.*(site|dist)-packages/)", path))
+    lib = basename(f.library)
+    if lib and tab.skip_libraries.search(lib):
+        return True
+    norm, short = _names(f)
+    if not norm:
+        return not lib  # a ?? frame with a library outside the runtime still says where
+    return bool(tab.skip_functions.search(norm) or tab.skip_functions.search(short)
+                or any(c.native is not None and (c.native.search(short) or c.native.search(norm))
+                       for c in tab.categories if c.id != "collective"))
+
+
+def blame_frame(frames: Sequence[Frame], start: int = 0) -> Optional[int]:
+    """The first frame from ``start`` outward outside the runtime, the interpreter, the driver and
+    the wait helpers; None when every frame is one of those."""
+    for i in range(max(start, 0), len(frames)):
+        if not _skipped(frames[i]):
+            return i
+    for i in range(0, min(max(start, 0), len(frames))):
+        if not _skipped(frames[i]):
+            return i
+    return None
+
+
+def _frame_text(f: Frame) -> str:
+    name = f.function or "??"
+    if f.kind == "python":
+        where = "%s:%s" % (basename(f.file), f.line) if f.line else basename(f.file)
+        return "%s (%s)" % (name, where) if where else name
+    if f.kind != "python" and (not f.function or f.function == "??"):
+        return "?? (%s)" % (library_base(f.library) or "no library")
+    lib = library_base(f.library)
+    return "%s (%s)" % (normalize_native_name(name), lib) if lib else normalize_native_name(name)
+
+
+def _thread_label(t: Thread) -> str:
+    bits = []
+    if t.name:
+        bits.append(t.name)
+    if t.tid is not None:
+        bits.append("LWP %d" % t.tid)
+    return "thread %s" % " ".join(bits) if bits else "a thread"
+
+
+# --------------------------------------------------------------------------------------------
+# One process
+# --------------------------------------------------------------------------------------------
+
+
+def _main_first(t: Thread, index: int, proc: Process) -> int:
+    """0 for the thread most likely the program's own (main / the signalled one), else 1."""
+    if t.current or (t.name or "").lower() in ("mainthread", "main") or (proc.pid is not None and t.tid == proc.pid):
+        return 0
+    return 0 if index == 0 and not any(x.current for x in proc.threads) else 1
+
+
+def subject(proc: Process, rows: List[ThreadTriage]) -> List[ThreadTriage]:
+    """The threads the hang is about: the most telling category (crash, lock, GIL, collective...),
+    the main thread first within it, then threads sharing its wait and blame frame, then the
+    owner of what it waits for."""
+    if not rows:
+        return []
+    tab = table()
+    rank = {c.id: c.rank for c in tab.categories}
+    rank.update({tab.crashed.id: 0, tab.runs.id: 5})
+    order = sorted(range(len(rows)), key=lambda i: (rank.get(rows[i].category.id, 5),
+                                                    _main_first(rows[i].thread, i, proc), i))
+    first = rows[order[0]]
+    key = (first.category.id, _blame_key(first))
+    about = [first] + [r for r in (rows[i] for i in order[1:]) if (r.category.id, _blame_key(r)) == key]
+    owners = {r.owner for r in about if r.owner is not None}
+    about += [r for r in rows if r.thread.tid in owners and r not in about]
+    if first.category.id == "gil":
+        about += [r for r in rows if r.thread.state.gil == "held" and r not in about]
+    return about[:MAX_ABOUT]
+
+
+def _blame_key(r: ThreadTriage) -> str:
+    frames = r.thread.all_frames()
+    return _frame_text(frames[r.blame]) if r.blame is not None else ""
+
+
+def _message_category(proc: Process, cats: Optional[List[Category]] = None
+                      ) -> Tuple[Optional[Category], Optional[int]]:
+    """The first category (crash first) whose log pattern a message of the process matches."""
+    tab = table()
+    for cat in cats if cats is not None else [tab.crashed] + tab.categories:
+        if cat.messages is None:
+            continue
+        for i, m in enumerate(proc.messages[:20000]):
+            if cat.messages.search(m):
+                return cat, i
+    return None, None
+
+
+def _next_steps(proc: Process, cat: Category, frames_seen: bool) -> List[str]:
+    tab = table()
+    steps = list(cat.next)
+    if not frames_seen:
+        steps.append(tab.general["log_only"])
+        return steps
+    kinds = {f.kind for t in proc.threads for f in t.all_frames() if not f.marker}
+    if kinds == {"python"}:
+        steps.append(tab.general["python_only"])
+    elif kinds == {"native"}:
+        steps.append(tab.general["native_only"])
+    native = [f for t in proc.threads for f in t.frames if f.kind == "native" and not f.marker]
+    if native and sum(1 for f in native if not f.function or f.function == "??") * 2 > len(native):
+        steps.append(tab.general["unnamed"])
+    return steps
+
+
+def _confidence(first: ThreadTriage, frames_seen: bool) -> float:
+    if not frames_seen:
+        return 0.4
+    if first.category.id == "runs":
+        return 0.3
+    conf = 0.6 if first.how in ("frames", "signal") else 0.5
+    if first.owner is not None:
+        conf += 0.2
+    if first.thread.merge == "python-only":
+        conf -= 0.1
+    return round(min(conf, 0.8), 2)
+
+
+def triage_process(index: int, proc: Process) -> Optional[Finding]:
+    """The triage finding of one process; None when it has neither threads nor a known log line."""
+    tab = table()
+    threads = [t for t in proc.threads if any(not f.marker for f in t.all_frames())]
+    if not threads:
+        cat, msg = _message_category(proc)
+        if cat is None:
+            if not log.known_lines(proc.messages):
+                return None
+            cat = tab.runs
+        summary = "the log says this process waits for %s (no stack in the input)" % cat.label
+        if cat is tab.crashed:
+            summary = "the log says this process crashed (no stack in the input)"
+        elif cat is tab.runs:
+            summary = "the log names no wait and holds no stack"
+        ev = [Evidence(message=msg, rule="wait: %s" % cat.id, text=proc.messages[msg][:300])] if msg is not None else []
+        info = {"wait": cat.id, "label": cat.label, "about": [], "blame": None, "threads": [], "from": "log"}
+        return _finding(index, proc, summary, ev, info, _next_steps(proc, cat, False), 0.4)
+    crashed = [t for i, t in enumerate(threads) if _crashed(proc, t, i == 0)][:1]
+    rows = [classify(proc, t) for t in threads]
+    for i, r in enumerate(rows):
+        # a crash known from the log only: unless the thread's frames tell a stronger story (a
+        # collective's watchdog that aborted the process after a timeout is the collective's)
+        if r.thread in crashed and (proc.signal in FATAL or r.category.rank >= 3):
+            rows[i] = classify(proc, r.thread, crashed=True)
+    about = subject(proc, rows)
+    first = about[0]
+    if first.category is tab.runs:  # the frames name no wait: a log line may (py-bt's "Waiting for the GIL")
+        said, _msg = _message_category(proc, [c for c in tab.categories if c.messages is not None])
+        if said is not None:
+            first.category, first.how = said, "log"
+    cat = first.category
+    blame = _blame_key(first) or None
+    lead = _thread_label(first.thread)
+    if cat is tab.crashed:
+        summary = "%s crashed (%s)" % (lead, proc.signal)
+    elif cat is tab.runs:
+        summary = "no thread waits in a wait this tool knows: %s runs" % lead
+    else:
+        summary = "%s waits for %s" % (lead, cat.label)
+        if first.frame is not None:
+            summary += " in %s" % _frame_text(first.thread.all_frames()[first.frame])
+    if first.owner is not None:
+        summary += ", held by LWP %d" % first.owner
+    if blame:
+        summary += "; blame frame: %s" % blame
+    same = sum(1 for r in about if r.category is cat) - 1
+    if same > 0:
+        summary += " (and %d more thread(s) the same way)" % same
+    counts: Dict[str, int] = {}
+    for r in rows:
+        counts[r.category.id] = counts.get(r.category.id, 0) + 1
+    summary += ". Threads: %s" % ", ".join("%d %s" % (n, c) for c, n in sorted(counts.items(), key=lambda x: -x[1]))
+    ev = []
+    for r in about:
+        frames = r.thread.all_frames()
+        where = (" in %s" % _frame_text(frames[r.frame])) if r.frame is not None else ""
+        text = "%s: %s%s" % (_thread_label(r.thread), r.category.label if r.category is not tab.crashed
+                             else "crashed", where)
+        if r.blame is not None:
+            text += "; blame frame %s" % _frame_text(frames[r.blame])
+        ev.append(Evidence(thread=r.thread.tid, frame=r.blame if r.blame is not None else r.frame,
+                           rule="wait: %s" % r.category.id, text=text,
+                           function=frames[r.blame].function if r.blame is not None else None))
+    info = {"wait": cat.id, "label": cat.label, "about": [r.thread.tid for r in about], "blame": blame,
+            "threads": [r.to_dict() for r in rows[:MAX_LISTED]], "from": first.how}
+    return _finding(index, proc, summary, ev, info, _next_steps(proc, cat, True), _confidence(first, True))
+
+
+def _finding(index: int, proc: Process, summary: str, ev: List[Evidence], info: Dict[str, Any],
+             steps: List[str], confidence: float) -> Finding:
+    title = "Triage: %s" % (("waits for %s" % info["label"]) if info["wait"] not in ("crashed", "runs")
+                            else ("crashed" if info["wait"] == "crashed" else "no recognised wait"))
+    return Finding(signature=SIGNATURE, title=title, severity=SEVERITY, process=index,
+                   threads=[t for t in info["about"] if t is not None], summary=summary, fix=steps,
+                   evidence=ev, confidence=confidence, triage=info,
+                   cause="What the stacks show when no known bug explains them: the wait, the thread(s) "
+                         "it is about, the blame frame, and what to capture next.")
+
+
+# --------------------------------------------------------------------------------------------
+# The snapshot
+# --------------------------------------------------------------------------------------------
+
+
+def add_triage(snapshot: Snapshot) -> None:
+    """One triage finding per process (processes with the same wait and blame frame share one),
+    placed first when no known bug matched, last otherwise."""
+    found: List[Finding] = []
+    by_key: Dict[Tuple[str, Optional[str]], Finding] = {}
+    for i, proc in enumerate(snapshot.processes):
+        f = triage_process(i, proc)
+        if f is None:
+            continue
+        key = (f.triage["wait"], f.triage["blame"])  # type: ignore[index]
+        if len(snapshot.processes) > 1 and key in by_key:
+            first = by_key[key]
+            first.processes = sorted(set(first.processes or [first.process]) | {i})
+            if proc.rank is not None and proc.rank not in first.ranks:
+                first.ranks.append(proc.rank)
+            continue
+        if len(snapshot.processes) > 1:
+            f.processes = [i]
+            f.ranks = [proc.rank] if proc.rank is not None else []
+        by_key[key] = f
+        found.append(f)
+    for f in found:
+        if len(f.processes) > 1:
+            f.summary += " (in %d processes%s)" % (len(f.processes), ", ranks %s" % ",".join(map(str, sorted(f.ranks)))
+                                                    if f.ranks else "")
+    known = any(f.severity in KNOWN_BUG for f in snapshot.findings)
+    snapshot.findings = (snapshot.findings + found) if known else (found + snapshot.findings)
+
+
+def bucket_text(finding: Finding) -> Optional[str]:
+    """The bucket key's body for a triage finding on top: its wait and blame frame."""
+    info = finding.triage or {}
+    if not info.get("blame"):
+        return None
+    blame = re.sub(r":\d+\)", ")", str(info["blame"]))  # no line numbers: the same bug moves
+    return "triage:%s|%s" % (info.get("wait"), blame)

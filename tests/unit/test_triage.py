@@ -1,0 +1,86 @@
+"""The triage (analyze/triage.py): an answer for every input, from the frames or the log."""
+
+from __future__ import annotations
+
+import pytest
+
+from hanganalyze import pipeline
+from hanganalyze.acquire.text import parse_text
+
+
+@pytest.fixture(scope="module")
+def db():
+    return pipeline.load_signature_db()
+
+
+def triage_of(text: str, db):
+    snap = pipeline.analyze(parse_text(text), db)
+    return snap, [f for f in snap.findings if f.signature == "triage"]
+
+
+GPU_WAIT = """Thread 1 (Thread 0x7f (LWP 100)):
+#0  0x00007f1 in ?? () from /usr/lib/x86_64-linux-gnu/libcuda.so.1
+#1  0x00007f2 in ?? () from /usr/lib/x86_64-linux-gnu/libcuda.so.1
+#2  0x00007f3 in ?? () from /usr/lib/x86_64-linux-gnu/libcuda.so.1
+#3  0x00007f4 in cudaMemcpyAsync () from /usr/local/cuda/lib64/libcudart.so.12
+#4  0x00007f5 in at::native::copy_kernel_cuda(at::TensorIterator&, bool) () from /opt/torch/lib/libtorch_cuda.so
+#5  0x00007f6 in my_train_step () from /opt/app/libapp.so
+"""
+
+
+def test_gpu_wait_over_unnamed_driver_frames(db):
+    snap, tri = triage_of(GPU_WAIT, db)
+    assert snap.findings[0].signature == "triage"  # no known bug: the triage is the answer
+    assert tri[0].triage["wait"] == "gpu"
+    assert tri[0].triage["blame"] == "at::native::copy_kernel_cuda (libtorch_cuda.so)"
+    assert tri[0].fix and snap.bucket and snap.bucket.startswith("b2-")
+
+
+def test_bucket_is_built_on_the_blame_frame(db):
+    a, _ = triage_of(GPU_WAIT, db)
+    b, _ = triage_of(GPU_WAIT.replace("0x00007f1", "0x00007aa"), db)
+    c, _ = triage_of(GPU_WAIT.replace("copy_kernel_cuda", "fill_kernel_cuda"), db)
+    assert a.bucket == b.bucket != c.bucket
+
+
+def test_lock_wait_names_its_waiter_and_blame(db):
+    text = """Thread 2 (Thread 0x7f (LWP 201)):
+#0  __lll_lock_wait (futex=0x5) at lowlevellock.c:52
+#1  0x00007f in __GI___pthread_mutex_lock (mutex=0x5) at pthread_mutex_lock.c:80
+#2  0x00007f in Cache::insert (this=0x1) at cache.cc:40
+#3  0x00007f in worker () at main.cc:10
+Thread 1 (Thread 0x7f (LWP 200)):
+#0  0x00007f in epoll_wait () from /lib/x86_64-linux-gnu/libc.so.6
+#1  0x00007f in event_loop () at loop.cc:5
+"""
+    _snap, tri = triage_of(text, db)
+    assert tri[0].triage["wait"] == "lock"
+    assert tri[0].triage["about"] == [201]
+    assert "Cache::insert" in tri[0].triage["blame"]
+
+
+def test_watchdog_stack_is_a_collective_without_a_log_line(db):
+    text = """#0  0x00007f in raise () from /lib/x86_64-linux-gnu/libc.so.6
+#1  0x00007f in abort () from /lib/x86_64-linux-gnu/libc.so.6
+#2  0x00007f in c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<long>) () from /opt/t/libtorch_cuda.so
+#3  0x00007f in c10d::ProcessGroupNCCL::watchdogHandler() () from /opt/torch/lib/libtorch_cuda.so
+#4  0x00007f in c10d::ProcessGroupNCCL::ncclCommWatchdog() () from /opt/torch/lib/libtorch_cuda.so
+"""
+    _snap, tri = triage_of(text, db)
+    assert tri[0].triage["wait"] == "collective"
+
+
+def test_log_only_input_gets_a_triage_from_its_lines(db):
+    text = "[2024-05-01 10:00:00] W horovod: One or more tensors were submitted to be reduced, gathered " \
+           "or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds.\n"
+    _snap, tri = triage_of(text, db)
+    assert tri[0].triage["wait"] == "collective" and tri[0].triage["from"] == "log"
+
+
+def test_an_idle_process_is_not_called_a_lock_wait(db):
+    text = """Thread 1 (Thread 0x7f (LWP 300)):
+#0  0x00007f in epoll_wait () from /lib/x86_64-linux-gnu/libc.so.6
+#1  0x00007f in event_loop () at loop.cc:5
+"""
+    _snap, tri = triage_of(text, db)
+    assert tri[0].triage["wait"] == "idle"
