@@ -79,12 +79,20 @@ class JobView:
     same_branches: int = 0
     #: ids of the tree nodes the HTML tree opens: the paths down to each divergence.
     open_nodes: Set[int] = field(default_factory=set)
+    split_nodes: Set[int] = field(default_factory=set)  # ids of the divergence points
+    branch_nodes: Set[int] = field(default_factory=set)  # ids of their diverging children
     #: Process indices whose wait-for graph only holds parked threads (folded away).
     idle_waitgraphs: Set[int] = field(default_factory=set)
 
-    def tree_open(self, node: Any) -> bool:
-        """For the HTML tree macro: is this node on the way to a point where ranks diverge?"""
-        return id(node) in self.open_nodes
+    def tree_mark(self, node: Any) -> str:
+        """For the HTML tree macro: "split" at a point where ranks diverge, "trunk" on the way to
+        one (opened, its common frames folded), "branch" for the ways the ranks part there (opened,
+        frames shown), "" elsewhere (closed)."""
+        if id(node) in self.split_nodes:
+            return "split"
+        if id(node) in self.open_nodes:
+            return "trunk"
+        return "branch" if id(node) in self.branch_nodes else ""
 
 
 def state_text(st: Optional[JobRankState]) -> str:
@@ -338,5 +346,7 @@ def build_job_view(snapshot: Snapshot, pvs: Sequence[ProcessView] = ()) -> Optio
         d = divergences(tree)
         view.divergences, view.same_branches, view.open_nodes = d.points, d.same_branches, d.open_nodes
         view.divergence_lines = d.lines()
+        view.split_nodes = {id(x.node) for x in d.points}
+        view.branch_nodes = {id(b) for x in d.points for b in x.branches}
     view.idle_waitgraphs = {pv.index for pv in pvs if idle_waitgraph(pv.process)}
     return view
