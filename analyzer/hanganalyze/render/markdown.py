@@ -22,7 +22,7 @@ import re
 from typing import List, Optional
 
 from hanganalyze.analyze.progress import progress_text
-from hanganalyze.render.text import clean
+from hanganalyze.render.text import SHORT_FACT, clean, indented
 from hanganalyze.render.view import FindingView, GroupView, ReportView, build_view
 from hanganalyze_gdbext.model import Snapshot
 
@@ -86,9 +86,10 @@ def h(s: object, limit: int = MAX_FIELD) -> str:
     return "".join(_HTML_MD_ENTITIES.get(c, c) for c in html.escape(_no_autolink(text), quote=True))
 
 
-def fence(lines: List[str], lang: str = "text") -> str:
-    """A fenced block that no content line can close: fence longer than any backtick run."""
-    body = "\n".join(clean(x) for x in lines)
+def fence(lines: List[str], lang: str = "text", indent: bool = False) -> str:
+    """A fenced block that no content line can close: fence longer than any backtick run.
+    ``indent`` keeps each line's leading spaces (a tree's levels), which ``clean`` strips."""
+    body = "\n".join(indented(x) if indent else clean(x) for x in lines)
     longest = max((len(m.group(0)) for m in re.finditer(r"`+", body)), default=0)
     tick = "`" * max(3, longest + 1)
     return "%s%s\n%s\n%s" % (tick, lang, body, tick)
@@ -262,11 +263,61 @@ def _job_block(view: ReportView) -> str:
                 break
             lines.append(line)
         parts.append("\n<details><summary>Merged call tree (outermost frame first, ranks on each branch)"
-                     "</summary>\n\n" + fence(lines) + "\n</details>\n")
+                     "</summary>\n\n" + fence(lines, indent=True) + "\n</details>\n")
     if view.hidden_processes:
         parts.append("\n%d processes are not shown below: each is like the process shown for its rank class.\n"
                      % view.hidden_processes)
     return "".join(parts)
+
+
+#: Rows of the rank table and lines of the divergence tree on a job's first screen.
+FIRST_ROWS = 40
+FIRST_TREE_LINES = 60
+
+
+def _cell(s: object, limit: int = 400) -> str:
+    return md(s, limit, line_start=False).replace("|", "\\|")
+
+
+def first_screen_block(view: ReportView) -> str:
+    """A job report's first screen: the verdict, the rank table, the metadata all ranks share
+    (said once) and what differs, where the ranks diverge (common frames elided), idle wait-for
+    graphs folded to one line."""
+    job = view.job
+    if job is None:
+        return ""
+    parts = ["**Verdict:** %s\n\n" % md(job.verdict, 1500)]
+    parts.append("| rank | host | pid | state | progress | sources | where |\n|---|---|---|---|---|---|---|\n")
+    for r in job.rows[:FIRST_ROWS]:
+        rank = ("**%s** (at fault)" if r.at_fault else "%s") % _cell(r.ranks, 300)
+        parts.append("| %s |\n" % " | ".join([rank] + [_cell(x or "-") for x in (
+            r.host, r.pid, r.state, r.progress, r.sources, r.where)]))
+    if len(job.rows) > FIRST_ROWS:
+        parts.append("\n%d more rows in the JSON report.\n" % (len(job.rows) - FIRST_ROWS))
+    if job.progress_note:
+        parts.append("\n%s\n" % md(job.progress_note))
+    sh = job.shared
+    if sh is not None:
+        same = " · ".join("%s **%s**" % (md(k, 40), md(v, 300)) for k, v in sh.same if len(v) <= SHORT_FACT)
+        parts.append("\n**Same on %s:** %s\n" % (md(sh.who, 200), same or "nothing"))
+        for k, v in sh.same:
+            if len(v) > SHORT_FACT:
+                parts.append("\n- %s: %s" % (md(k, 40), md(v, 2000)))
+        for k, vals in sh.differ[:12]:
+            parts.append("\n- differs, %s: %s" % (md(k, 40), "; ".join(
+                "%s on %s" % (md(v, 300), md(r, 200)) for r, v in vals[:8])))
+        parts.append("\n")
+    if job.divergence_lines:
+        lines = job.divergence_lines[:FIRST_TREE_LINES]
+        if len(job.divergence_lines) > FIRST_TREE_LINES:
+            lines.append("… (the merged call tree below has the rest)")
+        parts.append("\n**Where the ranks diverge** (merged call tree, outermost frame first; common frames "
+                     "elided):\n\n" + fence(lines, indent=True) + "\n")
+    if job.idle_waitgraphs:
+        n = len(job.idle_waitgraphs)
+        parts.append("\n%d idle wait-for graph%s folded (every thread in %s waits on a resource nobody holds).\n"
+                     % (n, "s" * (n != 1), "them" if n != 1 else "it"))
+    return "".join(parts) + "\n"
 
 
 #: Room the mapped-file tables may take (doubtful rows come first, so a cut drops matches).
@@ -311,9 +362,10 @@ def render_view_markdown(view: ReportView, limit: int = LIMIT) -> str:
     for d in view.doubts[:5]:
         b.add("> **Warning:** %s\n\n" % md(d))
 
+    b.add(first_screen_block(view))
     cap = b.left - int(limit * PROCESS_SHARE)
     dropped = 0
-    for p in view.processes:
+    for p in view.processes if view.job is None else ():  # a job says them once, on its first screen
         block = _process_block(p) if len(view.processes) <= FULL_TABLES else _process_line(p)
         if dropped or b.left - len(block) < cap or not b.add(block):
             dropped += 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import List
 
 from hanganalyze.analyze.progress import progress_text
+from hanganalyze.render.jobview import JobView
 from hanganalyze.render.view import GroupView, ReportView, build_view
 from hanganalyze_gdbext.model import Snapshot
 from hanganalyze_gdbext.model.termsafe import visible
@@ -71,6 +72,64 @@ def _group_lines(g: GroupView) -> List[str]:
     return lines
 
 
+#: Shared facts short enough to share one line (``source live · python 3.12.3 · threads 9``).
+SHORT_FACT = 40
+
+
+def indented(line: str) -> str:
+    """A tree line made terminal-safe with its indentation kept (``clean`` strips it)."""
+    return line[: len(line) - len(line.lstrip(" "))] + clean(line)
+
+
+def rank_table_lines(job: JobView) -> List[str]:
+    """The rank table as aligned columns; ``*`` marks the ranks the top cross-rank finding names."""
+    head = (" rank", "host", "pid", "state", "progress", "sources", "where")
+    cells = [head] + [tuple(clean(c) for c in (r.ranks, r.host or "-", r.pid or "-", r.state or "-",
+                                               r.progress or "-", r.sources or "-", r.where or "-"))
+                      for r in job.rows]
+    cells[1:] = [(("*" if r.at_fault else " ") + row[0],) + row[1:] for r, row in zip(job.rows, cells[1:])]
+    widths = [min(max(len(row[i]) for row in cells), 30) for i in range(len(head) - 1)]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1] for row in cells]
+
+
+def shared_lines(job: JobView) -> List[str]:
+    """Per-process metadata said once for all ranks, then only the differences."""
+    sh = job.shared
+    if sh is None:
+        return []
+    short = [(k, v) for k, v in sh.same if len(v) <= SHORT_FACT]
+    out = ["SAME ON %s: %s" % (clean(sh.who).upper(), " · ".join("%s %s" % (k, clean(v)) for k, v in short))]
+    out.extend("  %-10s %s" % (k, clean(v)) for k, v in sh.same if len(v) > SHORT_FACT)
+    for k, vals in sh.differ:
+        out.append("  DIFFERS %s: %s" % (k, "; ".join("%s on %s" % (clean(v), clean(r)) for r, v in vals)))
+    return out
+
+
+def first_screen_lines(view: ReportView) -> List[str]:
+    """A job report's first screen: the verdict, the rank table, the shared metadata, where the
+    ranks diverge, the idle wait-for graphs folded to one line."""
+    job = view.job
+    if job is None:
+        return []
+    out = ["VERDICT: " + clean(job.verdict)]
+    if job.progress_note:
+        out.append("  (%s)" % clean(job.progress_note))
+    out.append("")
+    out.extend(rank_table_lines(job))
+    out.append("")
+    out.extend(shared_lines(job))
+    if job.divergence_lines:
+        out.append("")
+        out.append("WHERE THE RANKS DIVERGE (merged call tree, outermost first; common frames elided)")
+        out.extend("  " + indented(line) for line in job.divergence_lines)
+    if job.idle_waitgraphs:
+        n = len(job.idle_waitgraphs)
+        out.append("")
+        out.append("(%d idle wait-for graph%s folded: every thread in %s waits on a resource nobody holds)"
+                   % (n, "s" * (n != 1), "them" if n != 1 else "it"))
+    return out
+
+
 def _job_lines(view: ReportView) -> List[str]:
     """The job section: facts, who is where (rank classes), failed inputs, the merged call tree."""
     job = view.job
@@ -87,7 +146,7 @@ def _job_lines(view: ReportView) -> List[str]:
     if job.tree_lines:
         out.append("")
         out.append("MERGED CALL TREE (outermost frame first; [ranks] (count) on each branch)")
-        out.extend("  " + clean(line) for line in job.tree_lines)
+        out.extend("  " + indented(line) for line in job.tree_lines)
     if view.hidden_processes:
         out.append("")
         out.append("(%d processes not shown below: each is like the process shown for its rank class)"
@@ -134,6 +193,7 @@ def render_view_text(view: ReportView) -> str:
     for d in view.doubts:
         out.append("WARNING: " + clean(d))
     out.append(RULE)
+    out.extend(first_screen_lines(view))
     if view.findings:
         out.append("")
         out.append("FINDINGS")
@@ -168,7 +228,7 @@ def render_view_text(view: ReportView) -> str:
         out.append("")
         out.append("No finding: no signature in the database matched these stacks.")
     out.extend(_job_lines(view))
-    for p in view.processes:
+    for p in view.processes if view.job is None else ():  # a job says them once, on its first screen
         out.append("")
         out.append(clean(p.title))
         for k, v in p.facts:

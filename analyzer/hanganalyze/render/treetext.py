@@ -6,7 +6,7 @@ diverge.  Used by the text and Markdown reports (``view.JobView.tree_lines``).
 from __future__ import annotations
 
 import heapq
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from hanganalyze.analyze.ranksets import compress_ranks, expand_ranks
 from hanganalyze.analyze.stacks import clean_label
@@ -175,3 +175,113 @@ def render_tree_lines(tree: dict, max_lines: int = 200, width: int = 160) -> Lis
             later.append(("more", text[:width]))
         todo.extend(reversed(later))
     return out
+
+
+# ----------------------------------------------------------------------------- where ranks diverge
+
+#: Divergence points shown on a job's first screen (biggest first), and lines per branch under one.
+MAX_DIVERGENCES = 6
+BRANCH_LINES = 12
+
+
+class Divergence:
+    """A node of the merged tree whose children do not all hold its ranks: where ranks part ways.
+    ``trunk`` is the path of nodes from below the root down to it (the frames all its ranks share)."""
+
+    __slots__ = ("node", "trunk", "branches")
+
+    def __init__(self, node: dict, trunk: List[dict]) -> None:
+        self.node = node
+        self.trunk = trunk
+        #: The children that do not hold every rank of the node: the ways the ranks part.  The
+        #: others go on as common trunk (walked further) or are folded.
+        self.branches = [c for c in _kids(node) if c.get("ranks") != node.get("ranks")]
+
+    @property
+    def ranks(self) -> str:
+        return clean_label(str(self.node.get("ranks", "")), 10 ** 6)
+
+
+def _kids(node: dict) -> List[dict]:
+    kids = node.get("children")
+    return [c for c in kids if isinstance(c, dict)] if isinstance(kids, list) else []
+
+
+def _splits(node: dict) -> bool:
+    return any(c.get("ranks") != node.get("ranks") for c in _kids(node))
+
+
+def _has_python(node: dict) -> bool:
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if n.get("kind") == "python":
+            return True
+        todo.extend(_kids(n))
+    return False
+
+
+class Divergences:
+    """Every outermost divergence point of a tree, the branches where all ranks agree (folded), and
+    the nodes an HTML tree opens (the paths down to the divergence points)."""
+
+    def __init__(self, points: List[Divergence], same_branches: int, open_nodes: set) -> None:
+        self.points = points
+        self.same_branches = same_branches
+        self.open_nodes = open_nodes
+
+    def lines(self, width: int = 160) -> List[str]:
+        """Text: per divergence point one ``N common frames`` line (the trunk elided to its
+        innermost frame), then its branches as the compact tree, then one line for what is folded."""
+        out: List[str] = []
+        for d in self.points[:MAX_DIVERGENCES]:
+            n = len(d.trunk)
+            inner = clean_label(str(d.trunk[-1].get("label", "?"))) if d.trunk else ""
+            count = _num(d.node, "count")
+            if n:
+                out.append("[%s (%d)] %d common frame%s, down to %s" % (
+                    _short_ranks(d.ranks, max(width // 3, 12)), count, n, "s" * (n != 1), inner))
+            else:
+                out.append("[%s (%d)] no common frame" % (_short_ranks(d.ranks, max(width // 3, 12)), count))
+            for b in d.branches:
+                out.extend("  " + line for line in render_tree_lines(b, BRANCH_LINES, width - 2))
+        if len(self.points) > MAX_DIVERGENCES:
+            out.append("… %d more points where ranks diverge (the merged call tree has them)"
+                       % (len(self.points) - MAX_DIVERGENCES))
+        if self.same_branches:
+            out.append("(%d branch%s where every rank is in the same place folded: the merged call tree has them)"
+                       % (self.same_branches, "es" * (self.same_branches != 1)))
+        return out
+
+
+def divergences(tree: dict) -> Divergences:
+    """The outermost points where the ranks of ``tree`` diverge, user code (Python frames) first,
+    then by rank count.  Walked without recursion (the tree may come from a snapshot file)."""
+    below: Dict[int, bool] = {}  # id(node) -> a divergence at or below it
+    order: List[dict] = []
+    todo = [tree]
+    while todo:  # pre-order, then reversed: children before parents
+        n = todo.pop()
+        order.append(n)
+        todo.extend(_kids(n))
+    for n in reversed(order):
+        below[id(n)] = _splits(n) or any(below[id(c)] for c in _kids(n))
+    points: List[Divergence] = []
+    same = 0
+    opened = {id(tree)}
+    walk: List[Tuple[dict, List[dict]]] = [(tree, [])]
+    while walk:
+        node, path = walk.pop()
+        trunk = path + [node] if node is not tree else []
+        kids = _kids(node)
+        if _splits(node):
+            points.append(Divergence(node, trunk))
+            opened.update(id(x) for x in trunk)
+            kids = [c for c in kids if c.get("ranks") == node.get("ranks")]
+        for c in reversed(kids):
+            if below[id(c)]:
+                walk.append((c, trunk))
+            else:
+                same += 1
+    points.sort(key=lambda d: (not _has_python(d.node), -_num(d.node, "count"), -_num(d.node, "threads")))
+    return Divergences(points, same, opened)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, pattern
 from hanganalyze.analyze.grouping import ThreadGroup, group_threads
 from hanganalyze_gdbext.model import Finding, Frame, Process, Snapshot, Thread, waitgraph
-from hanganalyze_gdbext.model.job import JobRankState
+
+if TYPE_CHECKING:
+    from hanganalyze.render.jobview import JobView
 
 #: Only these URL schemes become links in a report.
 SAFE_URL = re.compile(r"^https?://[^\s<>\"'`]+$", re.IGNORECASE)
@@ -195,25 +197,6 @@ class ProcessView:
 
 
 @dataclass
-class JobClassView:
-    ranks: str  # "0-2,4"
-    size: int
-    state: str  # "waits in all_reduce called from train_step (train.py:12)" / "in load_next_batch (...)"
-    process: int  # the process shown for the class
-
-
-@dataclass
-class JobView:
-    """The job section: who is where, the rank classes and the merged call tree."""
-
-    facts: List[Tuple[str, str]]
-    classes: List[JobClassView]
-    tree: Optional[Dict[str, Any]]
-    tree_lines: List[str]
-    failed: List[Tuple[str, str]]  # (process title, error)
-
-
-@dataclass
 class ReportView:
     snapshot: Snapshot
     headline: str
@@ -225,7 +208,7 @@ class ReportView:
     #: Warnings that put the stacks themselves in doubt (another build of the executable or a
     #: library than the one that ran): shown first, so the report is never read as sound without them.
     doubts: List[str] = field(default_factory=list)
-    job: Optional[JobView] = None
+    job: Optional[JobView] = None  # render/jobview.py
     #: Processes not shown because another of the same rank class is (large jobs).
     hidden_processes: int = 0
 
@@ -430,56 +413,6 @@ def shown_processes(snapshot: Snapshot) -> Set[int]:
     return {i for i in keep if 0 <= i < n}
 
 
-def _state_text(st: Optional[JobRankState]) -> str:
-    state = st.state if st is not None else None
-    if st is None:
-        return ""
-    if state in ("collective", "rendezvous", "device-sync"):
-        what = st.op or ("a device sync after a collective" if state == "device-sync" else state)
-        if state == "device-sync" and st.op:
-            what = "the device sync after %s" % st.op
-        text = "waits in %s" % what
-        if st.seq is not None:
-            text += " (#%s)" % st.seq
-        if st.call_site:
-            text += " called from %s" % st.call_site
-        return text
-    if state == "elsewhere":
-        return "in %s" % (st.where or "an unknown place")
-    if state == "no-stack":
-        return "no stack (flight-recorder dump only)"
-    return str(state or "")
-
-
-def build_job_view(snapshot: Snapshot) -> Optional[JobView]:
-    """What the report's job section shows (None for one process); not ``calltree.job_view``,
-    which builds the tree and classes this reads from ``Snapshot.job``."""
-    job = snapshot.job
-    if job is None:
-        return None
-    from hanganalyze.render.treetext import render_tree_lines
-
-    facts = [("processes", str(job.processes))]
-    if job.world_size is not None:
-        facts.append(("world size", str(job.world_size)))
-    if job.ranks:
-        facts.append(("ranks", str(job.ranks)))
-    if job.missing:
-        facts.append(("missing ranks", str(job.missing)))
-    states = {s.process: s for s in job.states}
-    classes = []
-    for c in job.classes:
-        members = c.processes
-        first = members[0] if members else 0
-        label = str(c.ranks)
-        if job.key != "rank":
-            label = "process%s %s" % ("es" if len(members) > 1 else "", label)
-        classes.append(JobClassView(label, int(c.size), _state_text(states.get(first)) or str(c.where or ""), first))
-    failed = [(process_title(i, p), p.error) for i, p in enumerate(snapshot.processes) if p.error]
-    tree = job.tree if isinstance(job.tree, dict) else None
-    return JobView(facts, classes, tree, render_tree_lines(tree) if tree else [], failed)
-
-
 def headline(snapshot: Snapshot) -> str:
     if snapshot.findings:
         f = snapshot.findings[0]
@@ -571,8 +504,10 @@ def build_view(snapshot: Snapshot) -> ReportView:
         findings.append(FindingView(f, links, others, evs, label))
     tool = snapshot.tool or {}
     warnings = list(snapshot.warnings) + [n for p in snapshot.processes for n in p.notes]
+    from hanganalyze.render.jobview import build_job_view  # it builds on this module's helpers
+
     return ReportView(
-        job=build_job_view(snapshot),
+        job=build_job_view(snapshot, procs),
         hidden_processes=len(snapshot.processes) - len(shown),
         snapshot=snapshot,
         headline=headline(snapshot),

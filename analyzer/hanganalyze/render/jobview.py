@@ -1,0 +1,352 @@
+"""The job part of a report's view: the first screen of a job report is the answer.
+
+A user who opens the report of a hung 64-rank job wants one sentence first: which rank, where
+(function and line), stuck or slow.  Then who is where (one row per rank: host, pid, state,
+where, the inputs it was read from, progress when sampled), what every rank has in common said
+once, and the merged call tree opened where the ranks part ways.  Everything here is computed
+once for every format (text, Markdown, HTML lay it out); strings are raw core data, escaped by
+each renderer for its medium.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+from hanganalyze.analyze.ranksets import compress_ranks
+from hanganalyze.render.treetext import Divergence, divergences, render_tree_lines
+from hanganalyze.render.view import ProcessView, process_title
+from hanganalyze_gdbext.model import Finding, Process, Snapshot
+from hanganalyze_gdbext.model.job import JobRankState, JobSummary
+
+#: Jobs with up to this many ranks get one table row per rank; larger ones one row per rank class.
+ROWS_PER_RANK = 16
+#: Facts that the rank table shows per rank already, or that say the rank itself.
+_PER_RANK_FACTS = ("rank", "pid")
+
+
+@dataclass
+class JobClassView:
+    ranks: str  # "0-2,4"
+    size: int
+    state: str  # "waits in all_reduce called from train_step (train.py:12)" / "in load_next_batch (...)"
+    process: int  # the process shown for the class
+
+
+@dataclass
+class RankRow:
+    """One row of the rank table (a rank, or a rank class of a large job)."""
+
+    ranks: str  # "1", "0-2,4" or "process 3"
+    host: str
+    pid: str
+    state: str  # "device-sync", "elsewhere", "unknown" ...
+    where: str  # "in load_next_batch (train.py:80)"
+    sources: str  # "stacks, flight-recorder"
+    progress: str  # "stuck", "progressing", "spinning", "" (not sampled)
+    at_fault: bool = False  # named by the top cross-rank finding
+
+
+@dataclass
+class SharedFacts:
+    """Per-process metadata said once: what every process shares, then only what differs."""
+
+    who: str  # "ranks 0-3"
+    same: List[Tuple[str, str]]
+    #: (fact, [(ranks, value)]): e.g. ("threads", [("0,2", "9"), ("1", "8")]).
+    differ: List[Tuple[str, List[Tuple[str, str]]]]
+
+
+@dataclass
+class JobView:
+    """The job's first screen (verdict, rank table, shared facts, divergence) and its section
+    (facts, rank classes, the merged call tree)."""
+
+    facts: List[Tuple[str, str]]
+    classes: List[JobClassView]
+    tree: Optional[Dict[str, Any]]
+    tree_lines: List[str]
+    failed: List[Tuple[str, str]]  # (process title, error)
+    verdict: str = ""
+    rows: List[RankRow] = field(default_factory=list)
+    #: "" when progress was sampled; else why stuck or slow cannot be told.
+    progress_note: str = ""
+    shared: Optional[SharedFacts] = None
+    #: Where the ranks part ways in the merged tree, and what the text form of it is.
+    divergences: List[Divergence] = field(default_factory=list)
+    divergence_lines: List[str] = field(default_factory=list)
+    #: Tree branches where every rank is in the same place (folded on the first screen).
+    same_branches: int = 0
+    #: ids of the tree nodes the HTML tree opens: the paths down to each divergence.
+    open_nodes: Set[int] = field(default_factory=set)
+    split_nodes: Set[int] = field(default_factory=set)  # ids of the divergence points
+    branch_nodes: Set[int] = field(default_factory=set)  # ids of their diverging children
+    #: Process indices whose wait-for graph only holds parked threads (folded away).
+    idle_waitgraphs: Set[int] = field(default_factory=set)
+
+    def tree_mark(self, node: Any) -> str:
+        """For the HTML tree macro: "split" at a point where ranks diverge, "trunk" on the way to
+        one (opened, its common frames folded), "branch" for the ways the ranks part there (opened,
+        frames shown), "" elsewhere (closed)."""
+        if id(node) in self.split_nodes:
+            return "split"
+        if id(node) in self.open_nodes:
+            return "trunk"
+        return "branch" if id(node) in self.branch_nodes else ""
+
+
+def state_text(st: Optional[JobRankState]) -> str:
+    """Where a rank is, in words: ``waits in all_reduce (#3) called from train_step (t.py:9)``."""
+    state = st.state if st is not None else None
+    if st is None:
+        return ""
+    if state in ("collective", "rendezvous", "device-sync"):
+        what = st.op or ("a device sync after a collective" if state == "device-sync" else state)
+        if state == "device-sync" and st.op:
+            what = "the device sync after %s" % st.op
+        text = "waits in %s" % what
+        if st.seq is not None:
+            text += " (#%s)" % st.seq
+        if st.call_site:
+            text += " called from %s" % st.call_site
+        return text
+    if state == "elsewhere":
+        return "in %s" % (st.where or "an unknown place")
+    if state == "no-stack":
+        return "no stack (flight-recorder dump only)"
+    return str(state or "")
+
+
+def _who(keys: Sequence[int], by_rank: bool) -> str:
+    if not keys:
+        return "no rank"
+    if by_rank:
+        return "rank%s %s" % ("s" if len(keys) > 1 else "", compress_ranks(keys))
+    return "process%s %s" % ("es" if len(keys) > 1 else "", compress_ranks(keys))
+
+
+def _phrases(states: Sequence[JobRankState], by_rank: bool, most: int = 2) -> str:
+    """``rank 1 is in load_next_batch (t.py:8)``, ``ranks 0,2 wait in all_reduce ...``: one phrase
+    per place, the ranks there named."""
+    places: Dict[str, List[int]] = {}
+    for s in states:
+        places.setdefault(state_text(s) or "in an unknown place", []).append(_key(s, by_rank))
+    out = []
+    for text, keys in sorted(places.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))[:most]:
+        many = len(set(keys)) > 1
+        if text.startswith("waits "):
+            text = ("wait " if many else "waits ") + text[len("waits "):]
+        else:
+            text = ("are " if many else "is ") + text
+        out.append("%s %s" % (_who(sorted(set(keys)), by_rank), text))
+    if len(places) > most:
+        out.append("%d more places" % (len(places) - most))
+    return "; ".join(out)
+
+
+def _key(st: JobRankState, by_rank: bool) -> int:
+    return st.rank if by_rank and st.rank is not None else st.process
+
+
+def top_cross_rank(snapshot: Snapshot) -> Optional[Finding]:
+    """The finding that names the ranks at fault: the first cross-rank rule's finding."""
+    from hanganalyze.analyze.rules import load_rules
+
+    try:
+        cross = load_rules().cross_rank
+    except Exception:  # noqa: BLE001 - a broken rule file must not cost the report: any ranked finding
+        cross = frozenset()
+    ranked = [f for f in snapshot.findings if f.ranks]
+    return next((f for f in ranked if f.signature in cross), ranked[0] if ranked else None)
+
+
+def _progress(job: JobSummary) -> Dict[int, Dict[str, Any]]:
+    return {int(p["process"]): p for p in job.progress if isinstance(p, dict) and isinstance(p.get("process"), int)}
+
+
+def _pace(entries: List[Optional[Dict[str, Any]]], sampled: bool) -> str:
+    """Stuck or slow for the blamed ranks, or an honest "unknown"."""
+    states = sorted({str(e.get("state")) for e in entries if e})
+    if not states:
+        if sampled:
+            return "stuck or slow: unknown (seen in one sample only)"
+        return "stuck or slow: unknown (one sample)"
+    e = next(x for x in entries if x)
+    window = " over %.1f s, %s samples" % (float(e.get("window_s") or 0.0), e.get("samples"))
+    if states == ["stuck"]:
+        return "STUCK" + window
+    if states == ["progressing"]:
+        moved = ", ".join(str(c) for c in (e.get("changed") or [])[:3])
+        return "SLOW, not stuck" + window + (": moving through %s" % moved if moved else "")
+    if states == ["spinning"]:
+        return "SPINNING (busy-waiting)" + window
+    return "mixed: " + ", ".join(states) + window
+
+
+def verdict(snapshot: Snapshot, job: JobSummary) -> str:
+    """One sentence: who, where (function and line), stuck or slow; ranks of unknown state listed,
+    never blamed."""
+    by_rank = job.key == "rank"
+    states = list(job.states)
+    progress = _progress(job)
+    sampled = any(p.samples for p in snapshot.processes)
+    unknown = [s for s in states if s.evidence == "unknown"]
+    top = top_cross_rank(snapshot)
+    if top is not None:
+        blamed = [s for s in states if _key(s, by_rank) in set(top.ranks) and s.evidence != "unknown"]
+        others = [s for s in states if s not in blamed and s.evidence != "unknown"]
+        if blamed:
+            out = "%s -- %s" % (_phrases(blamed, by_rank, 3), _pace([progress.get(s.process) for s in blamed], sampled))
+            if others:
+                out += "; meanwhile " + _phrases(others, by_rank)
+        else:  # the finding names ranks with no stack (a missing rank, a dump only)
+            out = "%s: %s" % (_who(top.ranks, by_rank), top.title)
+        out += " [%s]" % top.signature
+    elif snapshot.findings:
+        out = "no cross-rank finding; top finding: %s" % snapshot.findings[0].title
+    else:
+        moving = [p for p in job.progress if isinstance(p, dict) and p.get("state") == "progressing"]
+        if states and len(moving) == len(states):
+            out = "no hang: every rank made progress over the samples"
+        else:
+            out = "no known hang: the ranks are in %d place%s (rank table below)" % (
+                len(job.classes), "s" * (len(job.classes) != 1))
+    if unknown:
+        out += "; state unknown, not blamed: %s" % "; ".join(
+            "%s (%s)" % (_who([_key(s, by_rank)], by_rank), s.evidence_reason or "no evidence") for s in unknown[:4])
+        if len(unknown) > 4:
+            out += "; %d more" % (len(unknown) - 4)
+    return out
+
+
+def _host(p: Optional[Process]) -> str:
+    dist = p.dist if p is not None and isinstance(p.dist, dict) else {}
+    return str(dist.get("host") or "")
+
+
+def _sources(p: Optional[Process], st: JobRankState) -> str:
+    src = list(st.sources) or (list(p.sources) if p is not None else [])
+    return ", ".join(dict.fromkeys(str(s) for s in src))
+
+
+def _row_state(st: JobRankState) -> str:
+    return "unknown" if st.evidence == "unknown" else str(st.state or "")
+
+
+def rank_rows(snapshot: Snapshot, job: JobSummary, at_fault: Set[int]) -> List[RankRow]:
+    """One row per rank (a small job) or per rank class (a large one), in rank order."""
+    by_rank = job.key == "rank"
+    procs = snapshot.processes
+    progress = _progress(job)
+
+    def proc(i: int) -> Optional[Process]:
+        return procs[i] if 0 <= i < len(procs) else None
+
+    states = sorted(job.states, key=lambda s: (_key(s, by_rank), s.process))
+    if len(states) <= ROWS_PER_RANK:
+        rows = []
+        for st in states:
+            p = proc(st.process)
+            prog = progress.get(st.process)
+            label = str(st.rank) if by_rank and st.rank is not None else "process %d" % st.process
+            rows.append(RankRow(label, _host(p), str(p.pid) if p is not None and p.pid is not None else "",
+                                _row_state(st), state_text(st), _sources(p, st), str(prog["state"]) if prog else "",
+                                _key(st, by_rank) in at_fault))
+        return rows
+    rows = []
+    by_proc = {s.process: s for s in states}
+    for c in job.classes:
+        members = [by_proc[i] for i in c.processes if i in by_proc]
+        if not members:
+            continue
+        hosts = sorted({_host(proc(s.process)) for s in members} - {""})
+        pace = sorted({str(progress[s.process]["state"]) for s in members if s.process in progress})
+        rows.append(RankRow(str(c.ranks), hosts[0] if len(hosts) == 1 else "%d hosts" % len(hosts) if hosts else "",
+                            "%d pids" % len(members) if len(members) > 1 else str(proc(members[0].process).pid or ""),
+                            _row_state(members[0]), state_text(members[0]) or str(c.where or ""),
+                            ", ".join(sorted({_sources(proc(s.process), s) for s in members})), "/".join(pace),
+                            any(_key(s, by_rank) in at_fault for s in members)))
+    return rows
+
+
+def shared_facts(pvs: Sequence[ProcessView], by_rank: bool) -> Optional[SharedFacts]:
+    """What every shown process has in common, said once, and only the differences per rank."""
+    if len(pvs) < 2:
+        return None
+    keys: List[int] = []
+    facts: List[Dict[str, str]] = []
+    for pv in pvs:
+        p = pv.process
+        keys.append(p.rank if by_rank and p.rank is not None else pv.index)
+        d = {k: v for k, v in pv.facts if k not in _PER_RANK_FACTS}
+        if pv.libraries:  # the same set in another load order is the same libraries
+            d["libraries"] = ", ".join(sorted(("%s %s" % lv).strip() for lv in pv.libraries))
+        facts.append(d)
+    order: List[str] = list(dict.fromkeys(k for d in facts for k in d))
+    same, differ = [], []
+    for k in order:
+        values: Dict[str, List[int]] = {}
+        for key, d in zip(keys, facts):
+            values.setdefault(d.get(k, "-"), []).append(key)
+        if len(values) == 1:
+            same.append((k, next(iter(values))))
+        else:
+            groups = sorted(values.items(), key=lambda kv: min(kv[1]))
+            differ.append((k, [(compress_ranks(sorted(set(ks))), v) for v, ks in groups]))
+    who = _who(sorted(set(keys)), by_rank)
+    return SharedFacts(who, same, differ)
+
+
+def idle_waitgraph(p: Process) -> bool:
+    """A wait-for graph with no cycle and no thread that waits on another thread: every thread in
+    it is parked on a resource nobody holds (a watchdog's timed condition wait, a queue), which
+    says nothing about a hang; folded away on a job's first screen."""
+    g = p.waitgraph
+    if not g or g.cycles:
+        return False
+    return not any(e.kind == "held_by" for e in g.edges)
+
+
+def _job_facts(job: JobSummary) -> List[Tuple[str, str]]:
+    facts = [("processes", str(job.processes))]
+    if job.world_size is not None:
+        facts.append(("world size", str(job.world_size)))
+    if job.ranks:
+        facts.append(("ranks", str(job.ranks)))
+    if job.missing:
+        facts.append(("missing ranks", str(job.missing)))
+    return facts
+
+
+def build_job_view(snapshot: Snapshot, pvs: Sequence[ProcessView] = ()) -> Optional[JobView]:
+    """What a job report shows first and in its job section (None for one process); not
+    ``calltree.job_view``, which builds the tree and classes this reads from ``Snapshot.job``."""
+    job = snapshot.job
+    if job is None:
+        return None
+    states = {s.process: s for s in job.states}
+    classes = []
+    for c in job.classes:
+        members = c.processes
+        first = members[0] if members else 0
+        label = str(c.ranks)
+        if job.key != "rank":
+            label = "process%s %s" % ("es" if len(members) > 1 else "", label)
+        classes.append(JobClassView(label, int(c.size), state_text(states.get(first)) or str(c.where or ""), first))
+    failed = [(process_title(i, p), p.error or "") for i, p in enumerate(snapshot.processes) if p.error]
+    tree = job.tree if isinstance(job.tree, dict) else None
+    view = JobView(_job_facts(job), classes, tree, render_tree_lines(tree) if tree else [], failed)
+    top = top_cross_rank(snapshot)
+    view.verdict = verdict(snapshot, job)
+    view.rows = rank_rows(snapshot, job, set(top.ranks) if top is not None else set())
+    if not any(p.samples for p in snapshot.processes):
+        view.progress_note = "progress: one sample (a core, a dump or --samples 1): stuck or slow cannot be told"
+    view.shared = shared_facts([pv for pv in pvs if pv.process.threads or pv.process.error], job.key == "rank")
+    if tree is not None:
+        d = divergences(tree)
+        view.divergences, view.same_branches, view.open_nodes = d.points, d.same_branches, d.open_nodes
+        view.divergence_lines = d.lines()
+        view.split_nodes = {id(x.node) for x in d.points}
+        view.branch_nodes = {id(b) for x in d.points for b in x.branches}
+    view.idle_waitgraphs = {pv.index for pv in pvs if idle_waitgraph(pv.process)}
+    return view
