@@ -20,6 +20,7 @@ Raw memory only, no DWARF: Debian's stripped ``python3.11`` works like a pyenv b
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 if TYPE_CHECKING:
@@ -38,6 +39,9 @@ NAME_ATTRS = 64
 NAME_ITEMS = 64
 #: How far back from the innermost frame a module's globals are looked for.
 GLOBALS_FRAMES = 64
+#: Python frames whose locals make a thread's activity fingerprint (``PyLocks.activity``): the
+#: loop counters and batches of a training loop sit within a few frames of the innermost one.
+ACTIVITY_FRAMES = 8
 #: Locals whose attributes are not where a program keeps its locks (or are named otherwise:
 #: module attributes are the module globals the fallback already finds).
 _NOT_OWNERS = ("module", "function", "builtin_function_or_method", "method", "frame", "code", "cell",
@@ -180,6 +184,28 @@ class PyLocks:
             if v:
                 out.append((names[i] if i < len(names) else None, v))
         return out
+
+    def activity(self, lwp: int) -> Optional[str]:
+        """A fingerprint of what the thread's Python code has done so far: the frames it is in and
+        their fast locals (an int by its value, any other object by its address).  Fast locals
+        change only when the frame's own code runs, so two samples whose fingerprints differ prove
+        the thread ran Python code in between, even when both caught it in the same wait (a training
+        loop caught in ``.item()``'s device sync each time).  Equal fingerprints prove nothing."""
+        frames = self.p.innermost_frames(lwp, ACTIVITY_FRAMES)
+        if not frames:
+            return None
+        parts: List[str] = []
+        for frame in frames:
+            parts.append("%x" % frame)
+            for _name, obj in self.frame_locals(frame):
+                value = None
+                if self.type_name(obj) == "int":
+                    try:
+                        value = self.o.int(obj)
+                    except Exception:  # noqa: BLE001 - unreadable: the address stands for it
+                        value = None
+                parts.append("i%d" % value if value is not None else "%x" % obj)
+        return hashlib.sha1(" ".join(parts).encode()).hexdigest()[:16]
 
     def join_target_ident(self, lwp: int) -> Optional[int]:
         """3.13+ ``Thread.join()`` without DWARF for the C thread handle: the ``threading`` ident

@@ -68,6 +68,11 @@ def test_stuck_progressing_spinning_threads(three_threads, tmp_path):
     spinner = threads["spinner"]["progress"]
     assert spinner["state"] == "spinning", spinner
     assert spinner["cpu_s"] > 0.05, spinner
+    # the same line and C call in every sample, but its step counter moved: it ran, it is not stuck
+    cruncher = threads["cruncher"]["progress"]
+    assert cruncher["state"] == "progressing", cruncher
+    assert any(c.startswith("Python locals changed in crunch") for c in cruncher["changed"]), cruncher
+    assert all("py_activity" not in t for t in snap["processes"][0]["threads"])  # never written
     assert all(t["progress"]["cpu_s"] < 0.1 for t in (threads["stuck"], threads["MainThread"]))
 
 

@@ -40,6 +40,9 @@ class Input:
 
     pid: Optional[int] = None
     path: Optional[str] = None
+    #: ``--job``: the launcher whose workers these are.  Its descendants are every process of the job
+    #: on this host, so a local rank that is not among them is gone (``job.py``'s rank-missing).
+    launcher_pid: Optional[int] = None
 
     def describe(self) -> str:
         return "pid %d" % self.pid if self.pid is not None else ("stdin" if self.path == "-" else str(self.path))
@@ -102,7 +105,7 @@ def plan_inputs(targets: Sequence[str], pids: Sequence[int], job: Optional[int])
 
         found = job_processes(job)
         notes.extend(found.notes)
-        out.extend(Input(pid=p) for p in found.pids)
+        out.extend(Input(pid=p, launcher_pid=job) for p in found.pids)
     if sum(1 for i in out if i.path == "-") > 1:
         raise InputError("stdin ('-') can be read only once")
     seen = set()
@@ -142,6 +145,8 @@ def default_parallel(inputs: Sequence[Input]) -> int:
 def fill_identity(proc: Process, inp: Input, only_process: bool) -> None:
     """Rank identity of one acquired process: decided in ``ranks.identify``, the one place."""
     identify(proc, inp.path, only_process)
+    if inp.launcher_pid is not None and isinstance(proc.dist, dict):
+        proc.dist["launcher_pid"] = inp.launcher_pid
 
 
 def _failed(inp: Input, err: BaseException) -> Process:

@@ -185,6 +185,9 @@ def classify(seen: List[Tuple[Sample, Thread]]) -> ThreadProgress:
                 changed.append(k)
     prog.changed = changed[:MAX_CHANGED]
     same = all(s == stacks[-1] for s in stacks) and len({_wait_key(t) for _s, t in seen}) == 1
+    # Python locals that changed between samples: the thread ran Python code, wherever it was caught
+    fingerprints = [t.py_activity for _s, t in seen]
+    ran_python = None not in fingerprints and len(set(fingerprints)) > 1
     same_place = all(_place(t) == _place(last) for _s, t in seen)
     spinning = busy is not None and prog.window_s > 0 and busy >= SPIN_SHARE * prog.window_s
     woke = prog.wakeups is not None and prog.wakeups > WAKEUPS_PER_SAMPLE * len(seen) + 4
@@ -194,6 +197,10 @@ def classify(seen: List[Tuple[Sample, Thread]]) -> ThreadProgress:
               and busy < 0.02 * prog.window_s + 0.01)
     if asleep:
         prog.state, prog.changed = "stuck", []
+    elif ran_python:
+        prog.state = "progressing"
+        where = next((f.function for f in last.all_frames() if f.kind == "python"), None) or "its Python frames"
+        prog.changed = (prog.changed + ["Python locals changed in %s" % where])[:MAX_CHANGED]
     elif same or (same_place and spinning):
         if spinning:
             prog.state = "spinning"

@@ -144,6 +144,40 @@ def world_size(processes: Sequence[Process]) -> Optional[int]:
     return max(sizes) if sizes else None
 
 
+def _whole_host(processes: Sequence[Process]) -> bool:
+    """Every process came from one ``--job`` launcher: its descendants are all the job has on this
+    host, so a local rank that is not among them has exited (positive evidence, unlike a rank that
+    simply was not given as an input)."""
+    launchers = {(p.dist or {}).get("launcher_pid") if isinstance(p.dist, dict) else None for p in processes}
+    return len(launchers) == 1 and None not in launchers
+
+
+def missing_ranks(processes: Sequence[Process], states: Sequence[RankState],
+                  world: Optional[int]) -> Tuple[List[int], Optional[str]]:
+    """(the ranks proven missing, a note on ranks that were merely not captured).
+
+    Without local-rank facts every rank below WORLD_SIZE that no input has is missing (the inputs
+    are taken as the whole job, as before).  When every rank reports the same node (``group_rank``)
+    and LOCAL_WORLD_SIZE < WORLD_SIZE, only this node's local ranks can be judged: the ranks of the
+    other nodes were not captured, which is no evidence that they exited."""
+    ranked = [s for s in states if s.rank is not None]
+    if world is None or not ranked:
+        return [], None
+    seen = {s.rank for s in ranked}
+    dists = [processes[s.process].dist if isinstance(processes[s.process].dist, dict) else {} for s in ranked]
+    nodes = {d.get("group_rank") for d in dists}
+    local_sizes = {d.get("local_world_size") for d in dists}
+    bases = {s.rank - d["local_rank"] for s, d in zip(ranked, dists) if isinstance(d.get("local_rank"), int)}
+    if len(nodes) == 1 and None not in nodes and len(local_sizes) == 1 and len(bases) == 1 \
+            and isinstance(next(iter(local_sizes)), int) and next(iter(local_sizes)) < world:
+        size, base = next(iter(local_sizes)), next(iter(bases))
+        missing = [base + lr for lr in range(size) if base + lr not in seen]
+        note = "ranks of the other nodes (%d of %d) were not captured: capture every node to judge them" % (
+            world - size, world)
+        return missing, note
+    return [r for r in range(world) if r not in seen][:1 << 16], None
+
+
 def join_flight_recorder(snapshot: Snapshot) -> None:
     """A flight-recorder dump gives no stack; the stacks give no sequence numbers: one process per
     rank.  Every source of a rank (stacks, dumps, log lines) is joined (``rankjoin.join_sources``).
@@ -181,14 +215,12 @@ def cross_rank_findings(snapshot: Snapshot, states: List[RankState], world: Opti
         # never a rank at fault
         states = [s for s in states if s.rank is not None]
     judge_against_waiters(states)
-    ranked = [s for s in states if s.rank is not None]
     waiting = [s for s in states if s.waiting]
     # named at fault only with positive evidence of being elsewhere (rankstate's module doc)
     elsewhere = [s for s in states if s.state == "elsewhere" and s.evidence == "elsewhere"]
-    seen_ranks = {s.rank for s in ranked}
-    missing: List[int] = []
-    if world is not None and ranked:
-        missing = [r for r in range(world) if r not in seen_ranks][:1 << 16]
+    missing, not_captured = missing_ranks(snapshot.processes, states, world)
+    if not_captured and not_captured not in snapshot.warnings:
+        snapshot.warnings.append(not_captured)
     if missing:
         tail = ""
         if waiting:
@@ -387,7 +419,7 @@ def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot
     rules = rules if rules is not None else load_rules()
     procs = snapshot.processes
     states = [rank_state(i, p) for i, p in enumerate(procs)]
-    world = world_size(procs) if len(procs) > 1 else None
+    world = world_size(procs) if len(procs) > 1 or _whole_host(procs) else None
     dup = [r for r, n in Counter(p.rank for p in procs if p.rank is not None).items() if n > 1]
     if dup:
         snapshot.warnings.append("%s came in more than once: the job view keys processes by index"
@@ -397,7 +429,7 @@ def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot
         found.extend(JOB_STEPS[step](snapshot, states, world))
     found = job_findings(snapshot, states, found)  # stuck or slow over the samples (progress.py)
     snapshot.findings = rules.superseded(found, snapshot.findings)
-    if len(procs) == 1:  # one rank: what it shows (a peer wait), no job view
+    if len(procs) == 1 and world is None:  # one rank, not a whole host: what it shows (a peer wait), no job view
         snapshot.findings = found + snapshot.findings
         for f in snapshot.findings:
             if procs[0].rank is not None and not f.ranks:

@@ -179,17 +179,37 @@ _WAIT_KINDS = {"mutex": "lock", "rwlock": "lock", "pylock": "lock", "rlock": "lo
                "join": "join", "pyjoin": "join", "gil": "gil", "condvar": "condition"}
 
 
+def _called_from_outside(cat: Category, frames: Sequence[Frame], i: int) -> bool:
+    """A frame matched only by its library (an unnamed driver frame) counts when something outside
+    that library and the C runtime called it: a host thread that entered the driver.  The driver's
+    own helper threads (started inside it, polling its event queue) wait for nothing of the program."""
+    norm, _short = _names(frames[i])
+    if norm or frames[i].kind == "python":
+        return True
+    for f in frames[i + 1:]:
+        if f.marker:
+            continue
+        lib = basename(f.library)
+        if f.kind == "python" or (lib and not any(fnmatch.fnmatchcase(lib, g) for g in cat.unnamed)
+                                  and not table().skip_libraries.search(lib)):
+            return True
+    return False
+
+
 def classify(proc: Process, t: Thread, crashed: bool = False) -> ThreadTriage:
-    """The first category (``waits.yaml`` order) one of the thread's innermost frames matches."""
+    """The first category (``waits.yaml`` order) one of the thread's innermost frames matches.  A
+    thread that repeated samples saw run Python code (``progress``) runs, wherever it was caught."""
     tab = table()
     frames = t.all_frames()
     owner = t.waits.owner_tid if t.waits is not None else None
     if crashed:
         return ThreadTriage(t, tab.crashed, None, blame_frame(frames), owner, "signal")
+    if t.progress is not None and t.progress.state == "progressing":
+        return ThreadTriage(t, tab.runs, None, blame_frame(frames), owner, "samples")
     lock = _lock_category()
     for cat in tab.categories:
         for i, f in enumerate(frames[:cat.within]):
-            if _frame_matches(cat, f):
+            if _frame_matches(cat, f) and _called_from_outside(cat, frames, i):
                 if cat.needs_lock_wait and not (lock and any(_frame_matches(lock, g) for g in frames[:i])):
                     break
                 return ThreadTriage(t, cat, i, blame_frame(frames, i), owner)

@@ -13,6 +13,7 @@ from hanganalyze.direct.unwind import RawFrame, dwarf_regs, unwind
 from hanganalyze_gdbext import facts, locks, merge
 from hanganalyze_gdbext.model import UNREADABLE_MARKER, Frame, Process, Thread
 from hanganalyze_gdbext.pyframes import walker
+from hanganalyze_gdbext.pylocks import PyLocks
 from hanganalyze_gdbext.target import FrameView
 
 NORMAL_FRAME, INLINE_FRAME = 0, 2  # gdb's frame type numbers, as merge expects
@@ -108,12 +109,18 @@ def collect_process(target: MappedProcess, with_python: bool = True, with_locks:
         proc.python, notes = facts.python_facts(pyproc, target)
         proc.notes.extend(notes)
     natives_by_tid = native_frames(target, raws, naming)
+    activity = PyLocks(pyproc).activity if pyproc is not None else None
     for tid in sorted(raws):
         natives = natives_by_tid[tid]
         t = Thread(tid=tid, os_name=target.names.get(tid))
         t.name = t.os_name
         if pyproc is not None:
             merge.merge_thread(t, natives, pyproc)
+            if activity is not None and tid in pyproc.threads:
+                try:
+                    t.py_activity = activity(tid)
+                except Exception:  # noqa: BLE001 - a fingerprint is a bonus; a bad frame costs nothing
+                    t.py_activity = None
         else:
             t.frames = [n.frame for n in natives]
             t.merge = "native-only"

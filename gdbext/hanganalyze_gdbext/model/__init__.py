@@ -131,8 +131,12 @@ class Thread(Record):
     unwind_stop: Optional[str] = None
     #: Repeated samples of a live thread: stuck, progressing or spinning (None: one sample).
     progress: Optional[ThreadProgress] = None
+    #: A live sample's fingerprint of the thread's Python frames and fast locals
+    #: (``pylocks.PyLocks.activity``), compared across samples: never written (TRANSIENT).
+    py_activity: Optional[str] = None
 
     CONTRACT = ("tid", "name", "state", "frames")
+    TRANSIENT = ("py_activity",)
 
     def all_frames(self) -> List[Frame]:
         """Frames to match against: merged frames plus any Python frames that could not be placed."""

@@ -84,6 +84,8 @@ class Record:
 
     #: Keys written even when empty (the ``hanganalyze/1`` contract of this object).
     CONTRACT: ClassVar[Tuple[str, ...]] = ()
+    #: Fields that live only in memory, between the reader and the analysis (never written).
+    TRANSIENT: ClassVar[Tuple[str, ...]] = ()
 
     def to_dict(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
@@ -93,6 +95,8 @@ class Record:
                 v = v.to_dict()
             elif how == _RECORDS:
                 v = [x.to_dict() for x in v]
+            if name in self.TRANSIENT:
+                continue
             if name in self.CONTRACT or _carries(v):
                 out[name] = v
         return out
