@@ -286,9 +286,16 @@ def cross_rank_findings(snapshot: Snapshot, states: List[RankState], world: Opti
                  for g in ordered[:MAX_NAMED]]
         summary = "; ".join(parts) + ": the calls do not match"
         known = all(s.op is not None for s in waiting)
-        out.append(_finding("collective-mismatch", minors, summary + unknown_text,
-                            _evidence(minors, "different collective") + _evidence(major, "majority"),
-                            (0.85 if known else 0.6) - penalty))
+        if len(ordered[0]) == len(ordered[1]):
+            # no majority: nothing says which side took the wrong path, so every side is named
+            summary += " (no majority: the stacks cannot tell which side took the wrong path)"
+            out.append(_finding("collective-mismatch", list(waiting), summary + unknown_text,
+                                _evidence(list(waiting), "different collective"),
+                                (0.7 if known else 0.5) - penalty))
+        else:
+            out.append(_finding("collective-mismatch", minors, summary + unknown_text,
+                                _evidence(minors, "different collective") + _evidence(major, "majority"),
+                                (0.85 if known else 0.6) - penalty))
     if waiting and not stragglers and not missing and len(groups) <= 1 and len(states) > 1 \
             and all((s.waiting or (s in unknown and s.state == "elsewhere")) and s.state != "ipc-wait"
                     for s in states):
