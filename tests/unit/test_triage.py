@@ -84,3 +84,42 @@ def test_an_idle_process_is_not_called_a_lock_wait(db):
 """
     _snap, tri = triage_of(text, db)
     assert tri[0].triage["wait"] == "idle"
+
+
+# Real helper threads of a live 2-GPU NCCL rank (tests/data/gpu_verdicts, PyTorch 2.11, NCCL 2.28):
+# they sleep in their loops in every healthy process, so they wait for no collective and no GPU work.
+NCCL_HELPERS = """Thread 4 (Thread 0x7f2076 (LWP 2076)):
+#0  0x00007f in __poll () from /lib/x86_64-linux-gnu/libc.so.6
+#1  0x00007f in ?? () from /usr/local/nvidia/lib64/libcuda.so.580.159.04
+#2  0x00007f in ?? () from /usr/local/nvidia/lib64/libcuda.so.580.159.04
+#3  0x00007f in ?? () from /lib/x86_64-linux-gnu/libc.so.6
+Thread 3 (Thread 0x7f752 (LWP 752)):
+#0  0x00007f in ?? () from /lib/x86_64-linux-gnu/libc.so.6
+#1  0x00007f in pthread_cond_timedwait () from /lib/x86_64-linux-gnu/libc.so.6
+#2  0x00007f in c10d::ProcessGroupNCCL::HeartbeatMonitor::runLoop() () from /opt/torch/lib/libtorch_cuda.so
+#3  0x00007f in ?? () from /lib/x86_64-linux-gnu/libstdc++.so.6
+Thread 2 (Thread 0x7f758 (LWP 758)):
+#0  0x00007f in __poll () from /lib/x86_64-linux-gnu/libc.so.6
+#1  0x00007f in ncclProxyService(void*) () from /opt/torch/lib/libnccl.so.2
+#2  0x00007f in ?? () from /lib/x86_64-linux-gnu/libc.so.6
+"""
+
+
+def test_runtime_helper_threads_between_their_checks_wait_for_nothing(db):
+    _snap, tri = triage_of(NCCL_HELPERS, db)
+    rows = {r["tid"]: r["wait"] for r in tri[0].triage["threads"]}
+    assert rows[752] == "helper" and rows[758] == "helper", rows
+    assert rows[2076] != "gpu", rows  # the driver's own thread: nothing of the program called it
+    assert tri[0].triage["wait"] not in ("collective", "gpu"), tri[0].summary
+
+
+def test_a_host_thread_in_the_driver_under_the_program_is_a_gpu_wait(db):
+    text = NCCL_HELPERS + """Thread 1 (Thread 0x7f731 (LWP 731)):
+#0  0x00007f in ?? () from /usr/local/nvidia/lib64/libcuda.so.580.159.04
+#1  0x00007f in ?? () from /usr/local/nvidia/lib64/libcuda.so.580.159.04
+#2  0x00007f in ?? () from /usr/local/nvidia/lib64/libcuda.so.580.159.04
+#3  0x00007f in ?? () from /usr/local/cuda/lib64/libcudart.so.13
+#4  0x00007f in at::native::_local_scalar_dense_cuda(at::Tensor const&) () from /opt/torch/lib/libtorch_cuda.so
+"""
+    _snap, tri = triage_of(text, db)
+    assert tri[0].triage["wait"] == "gpu" and tri[0].triage["about"][0] == 731, tri[0].summary

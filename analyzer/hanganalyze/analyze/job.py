@@ -225,8 +225,14 @@ def cross_rank_findings(snapshot: Snapshot, states: List[RankState], world: Opti
         tail = ""
         if waiting:
             tail = "; %s wait%s in %s" % (_who(waiting), "s" if len(waiting) == 1 else "", _coll_text(waiting[0]))
-        summary = "%s of %d %s not in the input: no process, core or dump (it exited or crashed)%s" % (
-            _key_label(missing), world, "is" if len(missing) == 1 else "are", tail)
+        if _whole_host(snapshot.processes):
+            launcher = (snapshot.processes[0].dist or {}).get("launcher_pid")
+            summary = "%s of %d %s not among the processes of launcher %s on this host (it exited, crashed " \
+                      "or was killed)%s" % (_key_label(missing), world, "is" if len(missing) == 1 else "are",
+                                            launcher, tail)
+        else:
+            summary = "%s of %d %s not in the input: no process, core or dump (it exited or crashed)%s" % (
+                _key_label(missing), world, "is" if len(missing) == 1 else "are", tail)
         out.append(_finding("rank-missing", waiting[:1] or list(states[:1]), summary,
                             _evidence(waiting, "waits for the missing rank"), 0.9, ranks=missing))
 
@@ -399,7 +405,7 @@ def keys_for(processes: Sequence[Process]) -> Tuple[List[int], str]:
 
 def _cross_rank_step(snapshot: Snapshot, states: List[RankState], world: Optional[int]) -> List[Finding]:
     """The findings that compare ranks; one process compares with nothing."""
-    return cross_rank_findings(snapshot, states, world) if len(snapshot.processes) > 1 else []
+    return cross_rank_findings(snapshot, states, world) if len(snapshot.processes) > 1 or world is not None else []
 
 
 def _peer_wait_step(snapshot: Snapshot, states: List[RankState], world: Optional[int]) -> List[Finding]:

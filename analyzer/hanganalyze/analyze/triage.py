@@ -55,6 +55,10 @@ class Category:
     python_path: Optional[re.Pattern] = None
     messages: Optional[re.Pattern] = None
     needs_lock_wait: bool = False
+    #: The matched frame counts only when every frame inside it is a wait primitive matching this
+    #: (or an unnamed C-runtime frame): a helper thread's loop sleeping between its checks, not busy
+    #: in one.
+    only_above: Optional[re.Pattern] = None
     next: List[str] = field(default_factory=list)
 
 
@@ -89,7 +93,8 @@ def _category(d: Dict[str, Any], where: str) -> Category:
                     within=int(d.get("within", 12)), native=_rx(d.get("native"), where),
                     unnamed=tuple(d.get("unnamed") or ()), python=tuple(py),
                     python_path=_rx(d.get("python_path"), where), messages=_rx(d.get("messages"), where),
-                    needs_lock_wait=bool(d.get("needs_lock_wait")), next=list(d.get("next") or []))
+                    needs_lock_wait=bool(d.get("needs_lock_wait")), only_above=_rx(d.get("only_above"), where),
+                    next=list(d.get("next") or []))
 
 
 @lru_cache(maxsize=None)
@@ -179,6 +184,20 @@ _WAIT_KINDS = {"mutex": "lock", "rwlock": "lock", "pylock": "lock", "rlock": "lo
                "join": "join", "pyjoin": "join", "gil": "gil", "condvar": "condition"}
 
 
+def _asleep_above(cat: Category, frames: Sequence[Frame], i: int) -> bool:
+    """``only_above``: every frame inside the matched one is a wait primitive (module data)."""
+    if cat.only_above is None:
+        return True
+    for f in frames[:i]:
+        norm, short = _names(f)
+        if not norm:
+            if f.kind == "python" or not table().skip_libraries.search(basename(f.library) or ""):
+                return False
+        elif not (cat.only_above.search(norm) or cat.only_above.search(short)):
+            return False
+    return True
+
+
 def _called_from_outside(cat: Category, frames: Sequence[Frame], i: int) -> bool:
     """A frame matched only by its library (an unnamed driver frame) counts when something outside
     that library and the C runtime called it: a host thread that entered the driver.  The driver's
@@ -209,7 +228,7 @@ def classify(proc: Process, t: Thread, crashed: bool = False) -> ThreadTriage:
     lock = _lock_category()
     for cat in tab.categories:
         for i, f in enumerate(frames[:cat.within]):
-            if _frame_matches(cat, f) and _called_from_outside(cat, frames, i):
+            if _frame_matches(cat, f) and _called_from_outside(cat, frames, i) and _asleep_above(cat, frames, i):
                 if cat.needs_lock_wait and not (lock and any(_frame_matches(lock, g) for g in frames[:i])):
                     break
                 return ThreadTriage(t, cat, i, blame_frame(frames, i), owner)
@@ -392,6 +411,9 @@ def triage_process(index: int, proc: Process) -> Optional[Finding]:
     lead = _thread_label(first.thread)
     if cat is tab.crashed:
         summary = "%s crashed (%s)" % (lead, proc.signal)
+    elif cat is tab.runs and first.how == "samples" and first.thread.progress is not None:
+        pr = first.thread.progress
+        summary = "no hang seen: %s made progress over %.1f s (%d samples)" % (lead, pr.window_s or 0.0, pr.samples)
     elif cat is tab.runs:
         summary = "no thread waits in a wait this tool knows: %s runs" % lead
     else:
@@ -427,8 +449,11 @@ def triage_process(index: int, proc: Process) -> Optional[Finding]:
 
 def _finding(index: int, proc: Process, summary: str, ev: List[Evidence], info: Dict[str, Any],
              steps: List[str], confidence: float) -> Finding:
-    title = "Triage: %s" % (("waits for %s" % info["label"]) if info["wait"] not in ("crashed", "runs")
-                            else ("crashed" if info["wait"] == "crashed" else "no recognised wait"))
+    if info["wait"] == "runs" and info.get("from") == "samples":
+        title = "Triage: no hang seen (the threads made progress over the samples)"
+    else:
+        title = "Triage: %s" % (("waits for %s" % info["label"]) if info["wait"] not in ("crashed", "runs")
+                                else ("crashed" if info["wait"] == "crashed" else "no recognised wait"))
     return Finding(signature=SIGNATURE, title=title, severity=SEVERITY, process=index,
                    threads=[t for t in info["about"] if t is not None], summary=summary, fix=steps,
                    evidence=ev, confidence=confidence, triage=info,
