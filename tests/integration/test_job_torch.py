@@ -13,7 +13,7 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import pytest
 from helpers import REPO, run_hanganalyze
@@ -22,18 +22,19 @@ from jobs import gcore_ranks, mp_job_fixture, torch_job_fixture
 straggler_job = torch_job_fixture("straggler", name="straggler_job", bad_rank=1)
 mismatch_job = torch_job_fixture("mismatch", name="mismatch_job", bad_rank=3)
 exit_job = torch_job_fixture("exit", name="exit_job", bad_rank=2)
+lone_survivor_job = torch_job_fixture("exit", name="lone_survivor_job", nproc=2, bad_rank=1)
 mp_job = mp_job_fixture()
 
 TIMEOUT = 600
 
 
-def _analyze(args: List, tmp_path: Path, name: str = "job.json") -> Dict:
+def _analyze(args: List, tmp_path: Path, name: str = "job.json", rc: Optional[int] = 3) -> Dict:
     out = tmp_path / name
     t0 = time.monotonic()
     res = run_hanganalyze(list(args) + ["--format", "json", "-o", out], timeout=TIMEOUT)
     took = time.monotonic() - t0
     err = res.stderr.decode("utf-8", "replace")
-    assert res.returncode == 3, "exit %d: %s" % (res.returncode, err[-2000:])
+    assert res.returncode in ((0, 3) if rc is None else (rc,)), "exit %d: %s" % (res.returncode, err[-2000:])
     assert err == "", err
     snap = json.loads(out.read_text())
     print("%s: %.1f s" % (" ".join(map(str, args))[:80], took))
@@ -161,17 +162,34 @@ def test_mismatch_from_cores(mismatch_job, tmp_path):
         shutil.rmtree(tmp_path / "cores", ignore_errors=True)
 
 
-def _check_exit(snap: Dict, job) -> None:
+def _check_exit(snap: Dict, job, live: bool = False) -> None:
     assert _ranks(snap) == [0, 1, 3]
     f = _finding(snap, "rank-missing")
     assert f["ranks"] == [job.bad_rank], f
-    assert "rank 2 of 4 is not in the input" in f["summary"], f
+    if live:  # --job read every process of the launcher: the rank is gone, not merely not given
+        assert "rank 2 of 4 is not among the processes of launcher %d" % job.launcher_pid in f["summary"], f
+    else:
+        assert "rank 2 of 4 is not in the input" in f["summary"], f
     assert re.search(r"ranks 0-1,3 wait in init_process_group", f["summary"]), f
     assert snap["job"]["missing"] == "2"
 
 
 def test_exited_rank_live_job(exit_job, tmp_path):
-    _check_exit(_analyze(["--job", exit_job.launcher_pid], tmp_path), exit_job)
+    _check_exit(_analyze(["--job", exit_job.launcher_pid], tmp_path), exit_job, live=True)
+
+
+def test_one_survivor_still_names_the_rank_that_left(lone_survivor_job, tmp_path):
+    """A 2-rank job whose rank 1 exited: --job finds one process, and that is still a job (its
+    launcher's only rank of WORLD_SIZE 2), so the missing rank is named; a lone --pid of the same
+    process is not (the user may simply not have given the other rank)."""
+    job = lone_survivor_job
+    snap = _analyze(["--job", job.launcher_pid], tmp_path)
+    f = _finding(snap, "rank-missing")
+    assert f["ranks"] == [1], f
+    assert "rank 1 of 2 is not among the processes of launcher %d" % job.launcher_pid in f["summary"], f
+    assert snap["job"]["missing"] == "1"
+    alone = _analyze(["--pid", job.rank_pids[0]], tmp_path, name="alone.json", rc=None)
+    assert not [x for x in alone["findings"] if x["signature"] == "rank-missing"], alone["findings"]
 
 
 def test_exited_rank_from_a_folder_of_cores(exit_job, tmp_path):
