@@ -33,7 +33,8 @@ def test_every_builtin_signature_has_a_positive_and_a_near_miss_test():
     text = _module(TESTS / "unit" / "test_signatures_text.py")
     by_core = {case[0] for case in cores.CASES}
     by_text = {text.read(name)[1] for name, _key in text.CASES}
-    covered = by_core | by_text
+    classes = _module(TESTS / "unit" / "test_signatures_classes.py")
+    covered = by_core | by_text | set(classes.COVERED)
     ids = {s.id for s in load_signatures().signatures}
     missing = sorted(ids - covered)
     assert not missing, "signatures with no real-stack positive + near-miss test: %s" % missing

@@ -30,7 +30,8 @@ GPU_WAIT = """Thread 1 (Thread 0x7f (LWP 100)):
 
 def test_gpu_wait_over_unnamed_driver_frames(db):
     snap, tri = triage_of(GPU_WAIT, db)
-    assert snap.findings[0].signature == "triage"  # no known bug: the triage is the answer
+    # the class's signature answers (a host thread waiting for the device), the triage says the same wait
+    assert snap.findings[0].signature == "cuda-host-waits-for-device"
     assert tri[0].triage["wait"] == "gpu"
     assert tri[0].triage["blame"] == "at::native::copy_kernel_cuda (libtorch_cuda.so)"
     assert tri[0].fix and snap.bucket and snap.bucket.startswith("b2-")

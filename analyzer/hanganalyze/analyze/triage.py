@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.acquire.text import log
+from hanganalyze.acquire.text.faulthandler import CURRENT_NOTE
 from hanganalyze.analyze.names import basename, library_base, normalize_native_name, wait_name
 from hanganalyze.analyze.signatures import builtin_dir, display_path, read_yaml
 from hanganalyze.errors import SignatureError
@@ -34,7 +35,9 @@ FATAL = frozenset({"SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGTRAP"
 #: Frames of a crashed thread that show the signal (a handler, abort) near the top.
 _CRASH_FRAMES = re.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore_rt|<signal handler called>|"
                            r"__pthread_kill\w*|faulthandler_\w+|__GI_abort|std::terminate|__gnu_cxx::"
-                           r"__verbose_terminate_handler|__cxxabiv1::__terminate|c10::detail::torchCheckFail\w*)$")
+                           r"__verbose_terminate_handler|__cxxabiv1::__terminate|c10::detail::torchCheckFail\w*|"
+                           r"ucs_handle_error|ucs_error_signal_handler|ucs_debug_\w+|\w*[Ss]ignal_?[Hh]andler\w*|"
+                           r"__sigaction|google::\w*FailureSignalHandler\w*|absl::\w*FailureSignalHandler\w*)$")
 #: Threads named in the evidence, at most.
 MAX_ABOUT = 6
 #: Threads listed in ``Finding.triage["threads"]``, at most (a 1,000-thread process stays small).
@@ -168,15 +171,23 @@ class ThreadTriage:
         return d
 
 
-def _crashed(proc: Process, t: Thread, first: bool) -> bool:
+def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = ()) -> bool:
     """The thread that got a fatal signal; without a signal, the current (else the first) thread
-    of a process whose log says it crashed ("Fatal Python error", "Caught signal 11", LOG(FATAL))."""
+    of a process whose log says it crashed ("Fatal Python error", "Caught signal 11", LOG(FATAL),
+    gdb's "received signal SIGSEGV"), or whose faulthandler dump marks a current thread.
+    ``threads``: the threads with frames (a current thread with none, as faulthandler's
+    "<no Python frame>", does not hide the one that has them)."""
+    threads = threads or proc.threads
     if proc.signal not in FATAL:
-        if not (t.current or first) or _message_category(proc, [table().crashed])[0] is None:
+        if not (t.current or first):
             return False
-        return t.current or not any(x.current for x in proc.threads)
+        if _message_category(proc, [table().crashed])[0] is None and not (t.current and CURRENT_NOTE in proc.notes):
+            return False
+        return t.current or not any(x.current for x in threads)
     if t.current:
         return True
+    if first and len(threads) == 1:
+        return True  # one thread and a fatal signal: the signal's thread (a UCX or glog backtrace)
     return any(_CRASH_FRAMES.match(_names(f)[1] or (f.function or "")) for f in t.frames[:10])
 
 
@@ -229,7 +240,8 @@ def classify(proc: Process, t: Thread, crashed: bool = False) -> ThreadTriage:
     for cat in tab.categories:
         for i, f in enumerate(frames[:cat.within]):
             if _frame_matches(cat, f) and _called_from_outside(cat, frames, i) and _asleep_above(cat, frames, i):
-                if cat.needs_lock_wait and not (lock and any(_frame_matches(lock, g) for g in frames[:i])):
+                # the loader's frame innermost: the paste stops there, or the lock wait is inlined
+                if cat.needs_lock_wait and i > 0 and not (lock and any(_frame_matches(lock, g) for g in frames[:i])):
                     break
                 return ThreadTriage(t, cat, i, blame_frame(frames, i), owner)
     if t.waits is not None and t.waits.kind in _WAIT_KINDS:
@@ -375,15 +387,18 @@ def _confidence(first: ThreadTriage, frames_seen: bool) -> float:
     return round(min(conf, 0.8), 2)
 
 
-def triage_process(index: int, proc: Process) -> Optional[Finding]:
-    """The triage finding of one process; None when it has neither threads nor a known log line."""
+def triage_process(index: int, proc: Process, known_crash: bool = False) -> Optional[Finding]:
+    """The triage finding of one process; None when it has neither threads nor a log line that
+    names a wait or a hang.
+    ``known_crash``: a known bug of severity crash matched the process (its signal line may be
+    cut from the paste): the current (else the first) thread crashed unless it waits."""
     tab = table()
     threads = [t for t in proc.threads if any(not f.marker for f in t.all_frames())]
     if not threads:
         cat, msg = _message_category(proc)
         if cat is None:
             if not log.known_lines(proc.messages):
-                return None
+                return None  # a healthy log: nothing to say
             cat = tab.runs
         summary = "the log says this process waits for %s (no stack in the input)" % cat.label
         if cat is tab.crashed:
@@ -393,7 +408,9 @@ def triage_process(index: int, proc: Process) -> Optional[Finding]:
         ev = [Evidence(message=msg, rule="wait: %s" % cat.id, text=proc.messages[msg][:300])] if msg is not None else []
         info = {"wait": cat.id, "label": cat.label, "about": [], "blame": None, "threads": [], "from": "log"}
         return _finding(index, proc, summary, ev, info, _next_steps(proc, cat, False), 0.4)
-    crashed = [t for i, t in enumerate(threads) if _crashed(proc, t, i == 0)][:1]
+    crashed = [t for i, t in enumerate(threads) if _crashed(proc, t, i == 0, threads)][:1]
+    if known_crash and not crashed:
+        crashed = [next((t for t in threads if t.current), threads[0])]
     rows = [classify(proc, t) for t in threads]
     for i, r in enumerate(rows):
         # a crash known from the log only: unless the thread's frames tell a stronger story (a
@@ -470,10 +487,16 @@ def add_triage(snapshot: Snapshot) -> None:
     """One triage finding per process (processes with the same wait and blame frame share one),
     placed first when no known bug matched, last otherwise."""
     found: List[Finding] = []
+    vague: List[Finding] = []
     by_key: Dict[Tuple[str, Optional[str]], Finding] = {}
+    crashes = {j for f in snapshot.findings if f.severity == "crash"
+               for j in (f.processes or ([f.process] if f.process is not None else []))}
     for i, proc in enumerate(snapshot.processes):
-        f = triage_process(i, proc)
+        f = triage_process(i, proc, known_crash=i in crashes)
         if f is None:
+            continue
+        if f.triage["from"] == "log" and f.triage["wait"] == "runs":  # type: ignore[index]
+            vague.append(f)  # a log naming no wait: the answer only when nothing else says more
             continue
         key = (f.triage["wait"], f.triage["blame"])  # type: ignore[index]
         if len(snapshot.processes) > 1 and key in by_key:
@@ -487,6 +510,8 @@ def add_triage(snapshot: Snapshot) -> None:
             f.ranks = [proc.rank] if proc.rank is not None else []
         by_key[key] = f
         found.append(f)
+    if not found:
+        found = vague[:1]
     for f in found:
         if len(f.processes) > 1:
             f.summary += " (in %d processes%s)" % (len(f.processes), ", ranks %s" % ",".join(map(str, sorted(f.ranks)))

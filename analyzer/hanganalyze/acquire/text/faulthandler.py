@@ -33,6 +33,10 @@ _C_STACK = re.compile(r"^(?:Current thread's )?C stack trace(?: \(most recent ca
 _BINARY = re.compile(r'^Binary file "(.*)", at ([^\s\[]*?)(?:\+(0x[0-9a-fA-F]+))? \[(0x[0-9a-fA-F]+)\]$')
 _HEADS = ("Thread 0x", "Current thread 0x")
 _FATAL = re.compile(r"^Fatal Python error: (.*)$")
+#: A process note: faulthandler marks a "Current thread" on a fatal error (or an explicit
+#: faulthandler.dump_traceback()), never in a dump_traceback_later timeout; the triage reads it as
+#: crash evidence when the fatal-error header was cut from the paste.
+CURRENT_NOTE = "faulthandler marked a current thread (written on a fatal error, or by faulthandler.dump_traceback())"
 
 #: faulthandler's text for each fatal signal (Modules/faulthandler.c).
 SIGNAL_TEXT = {
@@ -115,4 +119,6 @@ def parse(lines: List[str], proc: Process) -> None:
             proc.signal = proc.signal or SIGNAL_TEXT.get(m.group(1).strip())
         messages.append(s)
     proc.threads.extend(threads)
+    if any(t.current for t in threads) and CURRENT_NOTE not in proc.notes:
+        proc.notes.append(CURRENT_NOTE)
     proc.messages.extend(cap_messages(messages, proc.notes))

@@ -25,7 +25,7 @@ from .common import cap_messages
 NAME = "log"
 
 #: Lines that only a hang or crash report writes (searched anywhere in a line).
-KNOWN_LINES = re.compile("|".join([
+_KNOWN = [
     r"Watchdog caught collective operation timeout",
     r"ProcessGroupNCCL'?s? watchdog",
     r"\[PG \S* ?Rank \d+\].*(timeout|Timeout|heartbeat|watchdog)",
@@ -47,12 +47,22 @@ KNOWN_LINES = re.compile("|".join([
     r"torch\.distributed\.\S+ ?(Error|Exception|Timeout)",
     r"^Process \d+: .+$",  # py-spy's header (its dump may have failed: "failed to get os threadid")
     r"^Error: failed to (get|find|open|read) ",  # py-spy's own errors
-]))
+]
+KNOWN_LINES = re.compile("|".join(_KNOWN))
+_EACH_KNOWN = [re.compile(p) for p in _KNOWN]
+
+
+def _new_known(prev: str, nxt: str, glue: str) -> bool:
+    """Whether ``prev + glue + nxt`` holds a known line that neither half holds."""
+    both = prev + glue + nxt
+    return any(p.search(both) and not p.search(prev) and not p.search(nxt) for p in _EACH_KNOWN)
 
 #: A continuation line never starts a record of its own: a timestamp, a log level, a frame.
 _RECORD_START = re.compile(r"^\s*(#\d|\[|\d{4}-\d\d-\d\d|[IWEF]\d{4} |Thread |File \"|frame #|Traceback)")
 #: A sentence going on: two lower-case words ("ran for 600064 ..."), not a new ``what():`` record.
 _GOES_ON = re.compile(r"^[a-z]+ [a-z]")
+#: The object a message goes on with after its colon ("...timeout:" + "WorkNCCL(SeqNum=...").
+_OBJECT = re.compile(r"^[A-Z]\w*\(")
 #: At most this many lines are joined into one message.
 MAX_JOIN = 6
 
@@ -74,7 +84,9 @@ def _open(text: str) -> int:
 def join_broken(lines: List[str]) -> List[str]:
     """Messages that a terminal or a paste broke, joined: a line whose brackets stay open takes
     the next ones until they close; a known log line ending mid-sentence takes the next line when
-    it goes on in lower case ("... Timeout(ms)=600000)" + "ran for 600064 milliseconds ...")."""
+    it goes on in lower case ("... Timeout(ms)=600000)" + "ran for 600064 milliseconds ...") or
+    with the object after its colon ("...timeout:" + "WorkNCCL(...)"); two lines that make a known
+    line only together are joined, at a space or inside a word (a terminal's hard wrap)."""
     out: List[str] = []
     joined = 0
     for line in lines:
@@ -82,10 +94,23 @@ def join_broken(lines: List[str]) -> List[str]:
         if out and s and joined < MAX_JOIN and not _RECORD_START.match(s):
             prev = out[-1]
             if _open(prev) > 0 or (_GOES_ON.match(s) and not prev.endswith((".", ":", "!", "?"))
-                                   and KNOWN_LINES.search(prev)):
+                                   and KNOWN_LINES.search(prev)) or (prev.endswith(":") and _OBJECT.match(s)
+                                                                     and KNOWN_LINES.search(prev)):
                 out[-1] = prev + " " + s
                 joined += 1
                 continue
+            # a known line that only the two halves make: broken at a space, or inside a word (a
+            # terminal's hard wrap: "...collective operation ti" + "meout: WorkNCCL(...")
+            if prev[-1:].isalnum() and s[:1].isalnum():
+                for glue in (" ", ""):
+                    if _new_known(prev, s, glue):
+                        out[-1] = prev + glue + s
+                        joined += 1
+                        break
+                else:
+                    glue = None
+                if glue is not None:
+                    continue
         out.append(s)
         joined = 0
     return out

@@ -48,7 +48,8 @@ def score(lines: List[str]) -> float:
         elif s.startswith(("(Python) File ", "(C) File ")):
             frames += 1
     if heads == 0:
-        return 0.0
+        # a paste cut after the header: pystack's "(C) File"/"(Python) File" frame lines alone
+        return 6.0 * frames if frames >= 2 else 0.0
     return 10.0 * heads + 2.0 * frames
 
 
@@ -98,6 +99,12 @@ def parse(lines: List[str], proc: Process) -> None:
                 proc.threads.append(cur)
                 frame_indent = None
                 continue
+        if cur is None and not proc.threads and s.startswith(("(Python) File ", "(C) File ")) and _FRAME.match(s):
+            # frames before any header: the paste starts inside a thread's stack
+            cur = Thread()
+            cur.notes.append("the thread header is not in the text (the paste starts inside its stack)")
+            proc.threads.append(cur)
+            line = " " + line if line[:1] not in (" ", "\t") else line
         if cur is not None and line[:1] in (" ", "\t"):
             ind = len(line) - len(line.lstrip())
             m = _FRAME.match(s) if s.startswith(("(", "File ")) else None
