@@ -43,8 +43,9 @@ KINDS = ("secret", "user", "host", "ip")
 UNTOUCHED_KEYS = frozenset({"schema", "bucket", "tool", "references", "signature", "severity", "kind", "merge", "gil"})
 
 _SECRET_WORD = r"(?:token|passw(?:or)?d|pwd|secret|api[-_]?key|access[-_]?key|private[-_]?key|auth|credentials?)"
-#: An argv element that is only a secret flag: the next element is the secret.
-SECRET_FLAG = re.compile(r"^--?[\w.-]*%s[\w.-]*$" % _SECRET_WORD, re.IGNORECASE)
+#: An argv element that is only a flag name (the secret word is looked for separately, see
+#: ``is_secret_flag``: one regex for both backtracks quadratically on ``-token-token...=x``).
+FLAG_NAME = re.compile(r"--?[\w.-]*")
 # These patterns run on untrusted core strings (a 100 KB thread name, argv), so each must be linear.
 # "A flag or setting name containing a secret word" as one regex backtracks over every word
 # occurrence from every start inside a run of name characters: 50 KB of ``a-a-a-`` in a thread name
@@ -59,6 +60,12 @@ _NOT_SETTING_START = re.compile(r"[\w-]")
 SETTING_VALUE = re.compile(r"=([^\s'\"]+)")
 SECRET_WORD = re.compile(_SECRET_WORD, re.IGNORECASE)
 SETTING_WORD = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+
+def is_secret_flag(a: str) -> bool:
+    """An argv element that is only a secret flag (``--password``, ``-api-key``): the next element
+    is the secret.  Two linear checks: a flag name, holding a secret word."""
+    return FLAG_NAME.fullmatch(a) is not None and SECRET_WORD.search(a) is not None
 
 
 def inline_flag_secrets(s: str) -> Iterator[str]:
@@ -204,7 +211,7 @@ class Redactor:
     def discover_list(self, items: List[Any]) -> None:
         """argv-like lists: ``["--password", "hunter2"]`` makes the second element a secret."""
         for a, b in zip(items, items[1:]):
-            if isinstance(a, str) and isinstance(b, str) and SECRET_FLAG.match(a) and not b.startswith("-"):
+            if isinstance(a, str) and isinstance(b, str) and is_secret_flag(a) and not b.startswith("-"):
                 self.add_secret(b)
 
     # -- pass 2 -------------------------------------------------------------------------------
