@@ -26,7 +26,7 @@ def test_shipped_rules_are_valid_and_ordered():
     assert [r.id for r in rules.rules] == ["deadlock-cycle", "signatures"] + JOB_RULES
     assert [r.id for r in rules.rules if not r.code] == ["signatures"]
     assert rules.cross_rank == frozenset(JOB_RULES[:-1])
-    assert rules.by_id("collective-peer-wait").supersedes == ("cuda-sync-busy-spin",)
+    assert rules.by_id("collective-peer-wait").supersedes == ("cuda-sync-busy-spin", "cuda-host-waits-for-device")
     assert all(r.severity and r.cause and r.source.startswith(str(Path("signatures") / "rules" / "rules.yaml:"))
                for r in rules.rules if r.code)
     assert load_rules() == read_rules(rules_path(), validate=False)  # the run's unvalidated read agrees
