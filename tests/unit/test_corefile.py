@@ -17,8 +17,8 @@ from hanganalyze.acquire.corefile import (
     read_core,
 )
 from hanganalyze.acquire.procfacts import is_library
-from hanganalyze.analyze.names import library_version as soname_version
 from hanganalyze.errors import InputError
+from hanganalyze.names import library_version as soname_version
 
 NT_PRSTATUS, NT_PRPSINFO, NT_AUXV, NT_FILE, NT_SIGINFO = 1, 3, 6, 0x46494C45, 0x53494749
 EXE_BASE = 0x400000

@@ -18,8 +18,8 @@ from hanganalyze.acquire.corefile import CoreInfo, MappedFile, build_id_of_file
 from hanganalyze.acquire.embedded_versions import add_embedded_versions, mentions_nccl
 from hanganalyze.acquire.procfs import read_proc
 from hanganalyze.acquire.ranks import identity_from_environ
-from hanganalyze.analyze.names import library_version
 from hanganalyze.errors import InputError
+from hanganalyze.names import library_version
 from hanganalyze_gdbext.model import Library, Process
 
 

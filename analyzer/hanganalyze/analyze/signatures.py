@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from hanganalyze import datapaths
-from hanganalyze.analyze.names import normalize_function
 from hanganalyze.analyze.regex_guard import risky_regex
 from hanganalyze.errors import SignatureError
+from hanganalyze.names import normalize_function
 
 if TYPE_CHECKING:  # imported where used: both are slow to import, and a cached run needs neither
     import jsonschema

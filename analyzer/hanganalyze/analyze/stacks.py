@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame
 from hanganalyze.analyze.grouping import is_idle_stack
-from hanganalyze.analyze.names import basename, library_base, normalize_native_name, short_function
+from hanganalyze.names import basename, library_base, normalize_native_name, short_function
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
 #: A thread without any frame left after normalization.

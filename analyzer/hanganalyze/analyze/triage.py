@@ -21,9 +21,9 @@ from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.acquire.text import log
-from hanganalyze.analyze.names import basename, library_base, normalize_native_name, wait_name
 from hanganalyze.analyze.signatures import builtin_dir, display_path, read_yaml
 from hanganalyze.errors import SignatureError
+from hanganalyze.names import basename, library_base, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 
 SIGNATURE = "triage"

@@ -291,7 +291,7 @@ def key_libraries(p: Process) -> List[Tuple[str, str]]:
     key_library = pattern("key_libraries")
     seen = set()
     out = []
-    from hanganalyze.acquire.embedded_versions import drop_shadowed, static_name, static_where
+    from hanganalyze.libversions import drop_shadowed, static_name, static_where
 
     for lib in drop_shadowed(list(p.libraries)):  # older snapshots may still list both
         static = static_name(lib.path)
