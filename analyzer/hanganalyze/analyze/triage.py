@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.acquire.text import log
 from hanganalyze.analyze.signatures import builtin_dir, display_path, read_yaml
 from hanganalyze.errors import SignatureError
+from hanganalyze.loglines import known_lines
 from hanganalyze.names import basename, library_base, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 
@@ -343,7 +343,7 @@ def triage_process(index: int, proc: Process) -> Optional[Finding]:
     if not threads:
         cat, msg = _message_category(proc)
         if cat is None:
-            if not log.known_lines(proc.messages):
+            if not known_lines(proc.messages):
                 return None
             cat = tab.runs
         summary = "the log says this process waits for %s (no stack in the input)" % cat.label
