@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, pattern
 from hanganalyze.analyze.grouping import ThreadGroup, group_threads
+from hanganalyze.analyze.stacks import frame_location
 from hanganalyze_gdbext.model import Finding, Frame, Process, Snapshot, Thread, waitgraph
 from hanganalyze_gdbext.model.job import JobRankState
 
@@ -29,13 +30,6 @@ def safe_url(url: Any) -> Optional[str]:
 
 def _base(path: Optional[str]) -> str:
     return (path or "").rsplit("/", 1)[-1]
-
-
-def frame_location(f: Frame) -> str:
-    """``file:line`` / ``file`` / library path: where the frame is, as gdb would say it."""
-    if f.file:
-        return "%s:%s" % (f.file, f.line) if f.line is not None else f.file
-    return f.library or ""
 
 
 def frame_text(f: Frame, index: int) -> str:
