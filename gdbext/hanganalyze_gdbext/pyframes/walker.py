@@ -1,7 +1,7 @@
 """Walk every CPython interpreter and thread of the inferior from raw memory.
 
-``describe_process(inferior)`` is the seam ``collect.py`` calls.  It returns ``None`` when the
-process is not CPython, else a ``PyProcess``:
+``describe_target(target)`` is the seam (``gdbtarget.describe_process(inferior)`` for gdb's
+inferior).  It returns ``None`` when the process is not CPython, else a ``PyProcess``:
 
   * ``version`` ("3.11.7"), ``version_info`` ((3, 11)), ``version_source`` (how it was found)
   * ``offsets``: the flat offsets table in use (``tables.py`` keys, e.g. ``"ts.thread_id"``),
@@ -32,11 +32,11 @@ no collection runs, None while one runs: the merge decides from native frames), 
 import struct
 from typing import Dict, List, Optional, Tuple
 
-from ..lwpmap import GLIBC_PTHREAD_TID, LwpMap  # noqa: F401 - GLIBC_PTHREAD_TID: tests read it here
 from ..model import Frame
-from ..target import ProcessTarget
 from . import debug_offsets, linetable, runtime, tables
+from .lwpmap import GLIBC_PTHREAD_TID, LwpMap  # noqa: F401 - GLIBC_PTHREAD_TID: tests read it here
 from .objects import Memory, Objects, ReadError, i32_at, u64_at
+from .target import ProcessTarget
 
 MAX_FRAMES = 4096
 MAX_THREADS = 100000
@@ -458,13 +458,6 @@ def _scan(target: ProcessTarget, mem: Memory) -> Optional[int]:
             if rt is not None:
                 return rt
     return None
-
-
-def describe_process(inferior) -> Optional[PyProcess]:
-    """All interpreters, threads and Python stacks of gdb's inferior; None when not CPython."""
-    from ..gdbtarget import GdbTarget  # only inside gdb
-
-    return describe_target(GdbTarget(inferior))
 
 
 def describe_target(target: ProcessTarget) -> Optional[PyProcess]:
