@@ -12,8 +12,9 @@ from typing import Dict, List, Optional, Tuple
 
 import gdb
 
+from .pyframes.process import PyProcess
 from .pyframes.target import FrameView, ProcessTarget
-from .pyframes.walker import PyProcess, describe_target
+from .pyframes.walker import describe_target
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SYM_CACHE: Dict[Tuple[str, str], Optional[int]] = {}

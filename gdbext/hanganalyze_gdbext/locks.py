@@ -27,8 +27,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .model import Process, Thread, Wait
 from .pyframes.lwpmap import LwpMap
+from .pyframes.process import PyProcess
 from .pyframes.target import FrameView, ProcessTarget
-from .pyframes.walker import PyProcess
 from .pylocks import LOCK_TYPE_NAMES, NAME_FRAMES, RLOCK_TYPE_NAMES, PyLocks
 from .waitkinds import BY_KIND, IMPL_FRAMES, RUNTIME_LIBS, bare, classify
 

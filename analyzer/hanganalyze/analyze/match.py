@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from hanganalyze.analyze.signatures import (
+from hanganalyze.analyze.sigmodel import (
     Clause,
     FramePattern,
     Signature,

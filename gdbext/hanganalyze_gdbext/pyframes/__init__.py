@@ -11,6 +11,8 @@ One module per concern:
 * ``target``        ``ProcessTarget``/``FrameView``: what the walkers read through (gdb: ``../gdbtarget.py``,
                     the direct reader: ``hanganalyze/direct/mapped.py``);
 * ``lwpmap``        pthread_t -> LWP through glibc's ``struct pthread``;
+* ``process``       ``PyProcess``/``PyThreadInfo``/``PyGroup``: what the walker finds;
+* ``framewalk``     one thread's Python frames (``FrameWalker``);
 * ``walker``        ``describe_target(target)``: the seam (``gdbtarget.describe_process`` for gdb).
 
 ``merge.py`` (one level up) places the walker's frames among the native ones.
