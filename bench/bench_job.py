@@ -139,6 +139,7 @@ def synthesise(world: int, heavy: bool):
 
 def _measure_tree(world: int, heavy: bool) -> Dict[str, object]:
     from hanganalyze.analyze import calltree
+    from hanganalyze.render.treetext import render_tree_lines
 
     snaps = synthesise(world, heavy)
     procs = [s.processes[0] for s in snaps]
@@ -147,7 +148,7 @@ def _measure_tree(world: int, heavy: bool) -> Dict[str, object]:
     t0 = time.perf_counter()
     tree, classes = calltree.job_view(procs, keys)
     t_view = time.perf_counter() - t0
-    lines = calltree.render_tree_lines(tree)
+    lines = render_tree_lines(tree)
     wall = time.perf_counter() - t0
     frames = sum(len(t.frames) for p in procs for t in p.threads)
     return {"wall": wall, "steps": {"job_view": t_view, "render_tree_lines": wall - t_view},

@@ -304,7 +304,7 @@ def pyruntime_address(core_path: Path) -> Optional[int]:
     """Where ``_PyRuntime`` was in the process (libpython's symbol plus its load base from NT_FILE)."""
     from elftools.elf.elffile import ELFFile
 
-    from hanganalyze.acquire.corefile import read_core
+    from hanganalyze.corefile import read_core
 
     info = read_core(core_path)
     for f in info.files:
@@ -542,8 +542,8 @@ def build_inproc(category: str, i: int, seed: int, seeds: Dict[str, Any], scratc
     fmt = rng.choice(("text", "md", "html", "json"))
     report = outdir / ("report." + {"text": "txt"}.get(fmt, fmt))
     if category == "core-notes":
-        from hanganalyze.acquire.corefile import check_executable, read_core
         from hanganalyze.acquire.sysroot import mapped_file_table
+        from hanganalyze.corefile import check_executable, read_core
         from hanganalyze.errors import InputError
 
         keys = [k for k in ("core-cxx", "core-py") if k in seeds]

@@ -23,7 +23,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from hanganalyze.analyze.names import normalize_function
+from hanganalyze.names import normalize_function
 
 _LIBC = re.compile(r"/(libc|libpthread|libdl|librt|ld-linux[^/]*)[.-][^/]*$")
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from hanganalyze.acquire.deadline import Deadline
+from hanganalyze.deadline import Deadline
 from hanganalyze.errors import InputError
 
 #: Text read from stdin is bounded: ``hanganalyze - < /dev/zero`` must end with an error, not eat memory.

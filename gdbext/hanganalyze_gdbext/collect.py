@@ -11,11 +11,10 @@ from typing import Dict, List, Optional
 import gdb
 
 from . import facts, locks, merge, native
-from .gdbtarget import GdbTarget, frames_of_thread, lwp_of
+from .gdbtarget import GdbTarget, describe_process, frames_of_thread, lwp_of
 from .gdbtarget import target_kind as gdbtarget_kind
 from .model import Process, Snapshot, Thread
 from .model.signals import fatal_signal
-from .pyframes import walker
 
 
 def target_kind() -> str:
@@ -48,7 +47,7 @@ def collect_process(with_python: bool = True, with_locks: bool = True, pyproc=No
 
     if with_python and pyproc is None:
         try:
-            pyproc = walker.describe_process(inf)
+            pyproc = describe_process(inf)
         except Exception as e:  # noqa: BLE001 - a broken runtime must not cost the native stacks
             proc.notes.append("Python runtime could not be read: %s" % e)
     if pyproc is not None and pyproc.version:

@@ -2,7 +2,7 @@
 
 from typing import Dict, List, Tuple
 
-from .target import ProcessTarget
+from .pyframes.target import ProcessTarget
 
 
 def _libpython_loaded(target: ProcessTarget) -> bool:

@@ -19,7 +19,7 @@ import gdb
 from gdb.FrameDecorator import FrameDecorator
 
 from . import native
-from .gdbtarget import lwp_of
+from .gdbtarget import describe_process, lwp_of
 from .model import Frame, Thread
 from .model.termsafe import safe
 
@@ -50,11 +50,9 @@ def _cached(key: str, make):
 
 def python_process():
     """describe_process for the selected inferior, cached per stop (None: not Python / broken)."""
-    from .pyframes import walker
-
     def make():
         try:
-            return walker.describe_process(gdb.selected_inferior())
+            return describe_process(gdb.selected_inferior())
         except Exception:  # noqa: BLE001 - bt must keep working whatever the runtime looks like
             return None
 

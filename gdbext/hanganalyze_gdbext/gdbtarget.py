@@ -12,7 +12,9 @@ from typing import Dict, List, Optional, Tuple
 
 import gdb
 
-from .target import FrameView, ProcessTarget
+from .pyframes.process import PyProcess
+from .pyframes.target import FrameView, ProcessTarget
+from .pyframes.walker import describe_target
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SYM_CACHE: Dict[Tuple[str, str], Optional[int]] = {}
@@ -214,3 +216,9 @@ def frames_of_thread(lwp: int, count: int) -> List[FrameView]:
         except gdb.error:
             break
     return out
+
+
+def describe_process(inferior) -> "Optional[PyProcess]":
+    """All interpreters, threads and Python stacks of gdb's inferior (``walker.describe_target``
+    over a ``GdbTarget``); None when not CPython."""
+    return describe_target(GdbTarget(inferior))

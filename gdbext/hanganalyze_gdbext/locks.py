@@ -25,11 +25,11 @@ analyzer's direct reader both provide.
 import struct
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .lwpmap import LwpMap
 from .model import Process, Thread, Wait
-from .pyframes.walker import PyProcess
+from .pyframes.lwpmap import LwpMap
+from .pyframes.process import PyProcess
+from .pyframes.target import FrameView, ProcessTarget
 from .pylocks import LOCK_TYPE_NAMES, NAME_FRAMES, RLOCK_TYPE_NAMES, PyLocks
-from .target import FrameView, ProcessTarget
 from .waitkinds import BY_KIND, IMPL_FRAMES, RUNTIME_LIBS, bare, classify
 
 #: ``frames_of(lwp, count)``: that thread's innermost ``count`` frames as ``FrameView``s.

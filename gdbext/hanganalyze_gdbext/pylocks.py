@@ -24,7 +24,7 @@ import hashlib
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 if TYPE_CHECKING:
-    from .pyframes.walker import PyProcess
+    from .pyframes.process import PyProcess
 
 RLOCK_TYPE_NAMES = ("_thread.RLock",)
 LOCK_TYPE_NAMES = ("_thread.lock",)

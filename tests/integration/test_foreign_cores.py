@@ -33,7 +33,7 @@ from helpers import (  # noqa: E402
     start_hung,
 )
 
-from hanganalyze.acquire.corefile import build_id_of_file, read_core  # noqa: E402
+from hanganalyze.corefile import build_id_of_file, read_core  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 

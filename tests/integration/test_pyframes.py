@@ -239,7 +239,7 @@ def test_corrupt_frame_chain_ends_with_marker(hung, tmp_path):
     proc = hung([exe, FIXTURE], ready="READY", settle=0.5)
     out = tmp_path / "snap.json"
     setup = (
-        "python import gdb, struct, hanganalyze_gdbext.pyframes.walker as W; "
+        "python import gdb, struct, hanganalyze_gdbext.gdbtarget as W; "
         "inf = gdb.selected_inferior(); p = W.describe_process(inf); "
         "th = {t.name: t for t in p.threads.values()}; off = p.offsets['ifr.previous']; "
         "a = th['waiter-1'].groups[0].first_addr; inf.write_memory(a + off, struct.pack('<Q', a)); "
@@ -343,7 +343,7 @@ def test_unprovable_merge_keeps_both_stacks(hung, tmp_path):
     proc = hung([exe, FIXTURE], ready="READY", settle=0.5)
     out = tmp_path / "snap.json"
     setup = (
-        "python import gdb, struct, hanganalyze_gdbext.pyframes.walker as W; "
+        "python import gdb, struct, hanganalyze_gdbext.gdbtarget as W; "
         "inf = gdb.selected_inferior(); p = W.describe_process(inf); "
         "th = {t.name: t for t in p.threads.values()}['waiter-1']; gdb.set_convenience_variable('w1', th.lwp); "
         "inf.write_memory(th.groups[0].first_addr + p.offsets['fo.f_back'], "

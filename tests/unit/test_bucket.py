@@ -7,7 +7,7 @@ import re
 import pytest
 
 from hanganalyze.analyze.bucket import bucket_id, bucket_key, stack_tokens
-from hanganalyze.analyze.names import library_base, normalize_native_name
+from hanganalyze.names import library_base, normalize_native_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 
 

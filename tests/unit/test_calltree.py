@@ -17,6 +17,7 @@ import pytest
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.analyze import calltree as ct
 from hanganalyze.render.html import environment
+from hanganalyze.render.treetext import render_tree_lines
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "job"
@@ -179,7 +180,7 @@ def test_straggler_tree_splits_at_module_line():
     (leaf,) = find(r0, "cuStreamSynchronize")["children"]  # 5 ?? frames -> one
     assert leaf["label"] == "?? (libcuda.so)" and leaf["children"] == []
     assert find(tree, "c10::impl::wrap_kernel_functor_unboxed_::call") is not None  # templates gone
-    lines = ct.render_tree_lines(tree)
+    lines = render_tree_lines(tree)
     assert lines[0] == "[0-1 (2)] <job> > ?? (libc.so)"
     assert lines[1] == "  [1 (1)] <module> (fr_strag.py:14) > load_next_batch (fr_strag.py:6) > clock_nanosleep"
     assert lines[2].startswith("  [0 (1)] <module> (fr_strag.py:15) > train_step (fr_strag.py:9) > ")
@@ -197,12 +198,12 @@ def test_4096_ranks_two_classes():
     tree, classes2 = ct.job_view(procs, keys)
     assert classes2 == classes and tree == ct.build_call_tree(procs, keys)
     assert tree["count"] == 4096 and tree["ranks"] == "0-4095"
-    text_lines = ct.render_tree_lines(tree)
+    text_lines = render_tree_lines(tree)
     text = "\n".join(text_lines)
     assert len(text_lines) < 40 and len(text) < 10000
     assert "[0-16,18-4095 (4095)] <module> (fr_strag.py:15)" in text
     assert "[17 (1)] <module> (fr_strag.py:14) > load_next_batch (fr_strag.py:6) > clock_nanosleep" in text
-    assert ct.render_tree_lines(tree) == text_lines  # deterministic
+    assert render_tree_lines(tree) == text_lines  # deterministic
     json.dumps(tree)
 
 
@@ -256,7 +257,7 @@ def test_children_sorted_and_multithread_counts():
     assert (common["count"], common["threads"]) == (6, 18)
     assert [(c["label"], c["ranks"], c["count"], c["threads"]) for c in common["children"]] == [
         ("wait_a", "0-3", 4, 12), ("wait_b", "4-5", 2, 6)]
-    assert ct.render_tree_lines(tree)[1] == "  [0-3 (4, 12 thr)] wait_a"
+    assert render_tree_lines(tree)[1] == "  [0-3 (4, 12 thr)] wait_a"
 
 
 # ------------------------------------------------------------------------------------------ bounds
@@ -270,17 +271,17 @@ def many_branches(n: int) -> List[Process]:
 
 def test_render_cuts_smallest_branches():
     tree = ct.build_call_tree(many_branches(500), list(range(500)))
-    lines = ct.render_tree_lines(tree, max_lines=20)
+    lines = render_tree_lines(tree, max_lines=20)
     assert len(lines) <= 20
     assert any("more branches (ranks " in line for line in lines)
-    assert lines == ct.render_tree_lines(tree, max_lines=20)
+    assert lines == render_tree_lines(tree, max_lines=20)
     # nothing vanishes: every one of the 500 leaves is a line of its own or counted in a "more" line
     leaves = sum(1 for line in lines if line.startswith("    [") and "leaf_" in line)
     cut = sum(int(m.group(1)) for m in (re.search(r"… (\d+) more branch", line) for line in lines) if m)
     assert leaves + cut == 500
     assert lines[1].startswith("  [0,7,14,") and lines[2] == "    [0 (1)] leaf_0 (m.py:0)"
-    assert len(ct.render_tree_lines(tree, max_lines=1)) == 2  # the root line and one "more" line at least
-    full = ct.render_tree_lines(tree, max_lines=10000)
+    assert len(render_tree_lines(tree, max_lines=1)) == 2  # the root line and one "more" line at least
+    full = render_tree_lines(tree, max_lines=10000)
     assert not any("more branch" in line for line in full)
 
 
@@ -317,7 +318,7 @@ def test_deep_and_mutually_recursive_stacks_are_bounded():
     json.dumps(tree)
     html = render_html(tree)
     assert html.count("<details") >= 2
-    assert all(len(line) <= 160 for line in ct.render_tree_lines(tree))
+    assert all(len(line) <= 160 for line in render_tree_lines(tree))
 
 
 def test_caterpillar_tree_renders_in_html():
@@ -334,7 +335,7 @@ def test_caterpillar_tree_renders_in_html():
     html = render_html(tree)
     assert html.count("<details") > ct.MAX_DEPTH - 10
     json.dumps(tree)
-    assert len(ct.render_tree_lines(tree)) <= 200
+    assert len(render_tree_lines(tree)) <= 200
 
 
 def test_bad_keys_refused():
@@ -368,8 +369,8 @@ def test_hostile_labels_one_line_per_node():
     for n in _all(tree):
         assert not CONTROL.search(n["label"]), repr(n["label"])
         assert len(n["label"]) <= ct.MAX_LABEL
-    lines = ct.render_tree_lines(tree)
-    start = ct.render_tree_lines(ct.build_call_tree(procs[:1], [0]))
+    lines = render_tree_lines(tree)
+    start = render_tree_lines(ct.build_call_tree(procs[:1], [0]))
     assert start[0].startswith("[0 (1)] <job> > start_thread > ?? (")
     # one root line + one line per rank (every rank differs at the Python frame's line)
     assert len(lines) == 1 + len(HOSTILE)
@@ -388,7 +389,7 @@ def test_hostile_labels_one_line_per_node():
 def test_render_cleans_labels_of_foreign_trees():
     tree = {"label": "<job>", "kind": "native", "ranks": "0-1", "count": 2, "threads": 2, "children": [
         {"label": "a\nb\x1b[0m", "kind": "python", "ranks": "0\n1", "count": 2, "threads": 2, "children": []}]}
-    lines = ct.render_tree_lines(tree)
+    lines = render_tree_lines(tree)
     assert len(lines) == 2 and not any(CONTROL.search(line) for line in lines)
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hanganalyze.acquire.corefile import (
+from hanganalyze.acquire.procfacts import is_library
+from hanganalyze.corefile import (
     AT_ENTRY,
     AT_EXECFN,
     build_id_from_notes,
@@ -16,9 +17,8 @@ from hanganalyze.acquire.corefile import (
     human_size,
     read_core,
 )
-from hanganalyze.acquire.procfacts import is_library
-from hanganalyze.analyze.names import library_version as soname_version
 from hanganalyze.errors import InputError
+from hanganalyze.names import library_version as soname_version
 
 NT_PRSTATUS, NT_PRPSINFO, NT_AUXV, NT_FILE, NT_SIGINFO = 1, 3, 6, 0x46494C45, 0x53494749
 EXE_BASE = 0x400000
@@ -251,8 +251,8 @@ def test_not_libraries():
 
 def test_frame_libraries_take_the_mapped_spelling(tmp_path):
     """gdb names libc by the loader's path (/lib/...), the mappings by /usr/lib/...: one spelling."""
-    from hanganalyze.acquire.corefile import MappedFile
     from hanganalyze.acquire.procfacts import libraries_from_files, normalize_frame_libraries
+    from hanganalyze.corefile import MappedFile
     from hanganalyze_gdbext.model import Frame, Process, Thread
 
     real = tmp_path / "usr" / "lib"

@@ -10,9 +10,9 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-from hanganalyze.acquire.corefile import CoreInfo
 from hanganalyze.acquire.engine import EngineRequest, choose
 from hanganalyze.acquire.sysroot import GdbOptions
+from hanganalyze.corefile import CoreInfo
 from hanganalyze.errors import InputError
 
 X86 = platform.machine() in ("x86_64", "AMD64")

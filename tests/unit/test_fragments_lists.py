@@ -12,9 +12,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import GOOD_SIGNATURE_YAML  # noqa: E402
 
 from hanganalyze.analyze import framelists  # noqa: E402
-from hanganalyze.analyze.names import library_base, library_version, split_library  # noqa: E402
 from hanganalyze.analyze.signatures import builtin_dir, load_signatures, signature_files  # noqa: E402
 from hanganalyze.errors import SignatureError  # noqa: E402
+from hanganalyze.names import library_base, library_version, split_library  # noqa: E402
 
 
 def folder(tmp_path: Path, step: str, fragments: str = "") -> Path:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hanganalyze.acquire.corefile import CoreMemory
 from hanganalyze.analyze.signatures import load_signatures
 from hanganalyze.cli import run
+from hanganalyze.corefile import CoreMemory
 from hanganalyze.errors import SignatureError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -166,7 +166,7 @@ def test_catastrophic_regex_is_refused_at_load(tmp_path, match):
 def test_normalize_function_is_linear(name):
     import time
 
-    from hanganalyze.analyze.names import normalize_function
+    from hanganalyze.names import normalize_function
 
     t0 = time.monotonic()
     normalize_function(name)

@@ -11,8 +11,8 @@ from typing import List, Optional
 import pytest
 
 from hanganalyze.analyze.match import match_snapshot
-from hanganalyze.analyze.names import normalize_function
 from hanganalyze.analyze.signatures import SignatureDB, load_file
+from hanganalyze.names import normalize_function
 from hanganalyze_gdbext.model import Frame, Library, Process, Snapshot, Thread, ThreadState
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hanganalyze.acquire.embedded_versions import drop_shadowed, static_path
+from hanganalyze.libversions import drop_shadowed, static_path
 from hanganalyze.render.view import key_libraries
 from hanganalyze_gdbext.model import Library, Process
 

@@ -28,20 +28,11 @@ import re
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from hanganalyze import elf
+from hanganalyze.libversions import EMBEDDED, disk_path, drop_shadowed, static_path
 from hanganalyze_gdbext.model import Library, Process
 
-#: (library name the conditions glob against, regex whose group 1 is the version)
-EMBEDDED: List[Tuple[str, re.Pattern[bytes]]] = [
-    ("libnccl.so", re.compile(rb"NCCL version (\d+\.\d+\.\d+)")),
-]
 _PREFIX = b"NCCL version "
 
-#: A log line printed by NCCL (``NCCL INFO NCCL version 2.21.5+cuda12.4``).
-TEXT_PATTERNS: List[Tuple[str, re.Pattern[str]]] = [
-    ("libnccl.so", re.compile(r"\bNCCL version (\d+\.\d+\.\d+)")),
-]
-
-_STATIC = re.compile(r" \(static ([^()/\s]+)\)$")
 #: Files whose names suggest they may carry NCCL linked in.
 _CANDIDATE = re.compile(r"tensorflow|_pywrap|xla|jax|torch|c10|nccl|rccl|paddle|mxnet|onnxruntime|deepspeed|"
                         r"triton|horovod|megatron|cupy", re.I)
@@ -52,16 +43,6 @@ MAX_SECTION_BYTES = 256 << 20
 MAX_FILE_BYTES_TOTAL = 1 << 30
 MAX_CORE_BYTES = 512 << 20
 _CHUNK = 8 << 20
-
-
-def static_path(where: str, name: str) -> str:
-    return "%s (static %s)" % (where, name)
-
-
-def static_name(path: str) -> Optional[str]:
-    """"libnccl.so" from ``"/x/libtensorflow_cc.so.2 (static libnccl.so)"``, else None."""
-    m = _STATIC.search(path)
-    return m.group(1) if m else None
 
 
 def _first_match(buf, start: int, end: int) -> Optional[str]:
@@ -145,10 +126,6 @@ def version_in_core(core: str, mappings: Iterable[Tuple[int, int, str]] = ()) ->
     return None
 
 
-def _disk_path(path: str) -> str:
-    return path[: -len(" (deleted)")] if path.endswith(" (deleted)") else path
-
-
 def add_embedded_versions(libraries: List[Library], files: Iterable[str], executable: Optional[str] = None,
                           core: Optional[str] = None,
                           mappings: Iterable[Tuple[int, int, str]] = ()) -> List[Library]:
@@ -157,11 +134,11 @@ def add_embedded_versions(libraries: List[Library], files: Iterable[str], execut
     name = EMBEDDED[0][0]
     paths: List[str] = []
     for p in files:
-        p = _disk_path(p)
+        p = disk_path(p)
         if p not in paths and not p.startswith(("/dev/", "/memfd:", "/SYSV")):
             paths.append(p)
     if executable:
-        exe = _disk_path(executable)
+        exe = disk_path(executable)
         if exe in paths:
             paths.remove(exe)
         paths.insert(0, exe)
@@ -180,7 +157,7 @@ def add_embedded_versions(libraries: List[Library], files: Iterable[str], execut
     for p in paths:
         base = os.path.basename(p)
         is_nccl = base.startswith(name)
-        if not (few or is_nccl or p == (executable and _disk_path(executable)) or _CANDIDATE.search(base)):
+        if not (few or is_nccl or p == (executable and disk_path(executable)) or _CANDIDATE.search(base)):
             continue
         if budget[0] <= 0 or not os.path.isfile(p):
             continue
@@ -207,30 +184,6 @@ def add_embedded_versions(libraries: List[Library], files: Iterable[str], execut
     return drop_shadowed(libraries)
 
 
-def static_where(path: str) -> Optional[str]:
-    """Where an embedded version was read, for people: the file's name, or "core memory"."""
-    m = _STATIC.search(path)
-    if m is None:
-        return None
-    where = path[: m.start()]
-    return "core memory" if where.startswith("memory of ") else os.path.basename(where)
-
-
-def drop_shadowed(libraries: List[Library]) -> List[Library]:
-    """Without the embedded versions of a library the process maps with a known version (in
-    place, also returned): the process runs the mapped one (PyTorch cu130 maps libnccl.so.2
-    2.28.9 while libtorch carries the string of the 2.27.0 it was built against), and a second
-    NCCL version beside it would only mislead the reader and the version conditions."""
-    mapped = set()
-    for lib in libraries:
-        if static_name(lib.path) is None and (lib.version or "").count(".") >= 1:
-            base = os.path.basename(_disk_path(lib.path))
-            mapped.update(name for name, _pat in EMBEDDED if base.startswith(name))
-    if mapped:
-        libraries[:] = [lib for lib in libraries if static_name(lib.path) not in mapped]
-    return libraries
-
-
 def mentions_nccl(proc: Process) -> bool:
     """Only a process with an NCCL frame is worth a scan (the version conditions are on NCCL)."""
     for t in proc.threads:
@@ -238,15 +191,3 @@ def mentions_nccl(proc: Process) -> bool:
             if f.function and "nccl" in f.function.lower():
                 return True
     return False
-
-
-def versions_from_messages(messages: Iterable[str]) -> List[Tuple[str, str]]:
-    """[(library name, version)] from log lines NCCL printed (first per library)."""
-    out: Dict[str, str] = {}
-    for line in messages:
-        for lname, pat in TEXT_PATTERNS:
-            if lname not in out:
-                m = pat.search(line)
-                if m:
-                    out[lname] = m.group(1)
-    return list(out.items())

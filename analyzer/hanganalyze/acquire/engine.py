@@ -1,7 +1,7 @@
 """The one way a process is read: ``from_core`` and ``from_pid`` take an ``EngineRequest`` and give
 a Snapshot, and ``choose`` is the only place that decides which reader runs.
 
-Two readers sit behind it: the direct reader (``direct/acquire.py``: ptrace or the core's
+Two readers sit behind it: the direct reader (``directengine.py`` over ``direct/``: ptrace or the core's
 segments, ``.eh_frame`` unwinding, seconds and GBs less than gdb on a PyTorch rank) and gdb with
 gdbext (``gdbcore.py``, ``gdblive.py``).  Both backends take the same arguments (a core: path,
 notes, request, ``--exe``; a pid: pid, request) and complete the snapshot with the same process
@@ -31,8 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from hanganalyze.acquire.corefile import CoreInfo
+from hanganalyze.acquire import directengine
+from hanganalyze.acquire.procfacts import check_pid
 from hanganalyze.acquire.sysroot import GdbOptions
+from hanganalyze.corefile import CoreInfo, read_core
 from hanganalyze.errors import InputError
 from hanganalyze_gdbext.model import Snapshot
 
@@ -98,16 +100,12 @@ def from_core(path: Path, request: EngineRequest, exe: Optional[Path] = None) ->
     path = Path(path)
     info = None
     if choose(request) == DIRECT:
-        from hanganalyze.acquire.corefile import read_core
-
         info = read_core(path)  # the direct reader needs the notes; gdb's flow reuses them if it falls back
         if choose(request, info, exe) == DIRECT:
-            from hanganalyze.direct import acquire as direct
-
-            snap = _try_direct(str(path), lambda: direct.snapshot_from_core(path, info, request, exe), request)
+            snap = _try_direct(str(path), lambda: directengine.snapshot_from_core(path, info, request, exe), request)
             if snap is not None:
                 return snap
-    from hanganalyze.acquire import gdbcore
+    from hanganalyze.acquire import gdbcore  # lazy: gdb's modules (pygdbmi) only when gdb reads
 
     request.progress("running %s on %s" % (request.gdb, path))
     return gdbcore.snapshot_from_core(path, info, request, exe)
@@ -117,16 +115,12 @@ def from_pid(pid: int, request: EngineRequest) -> Snapshot:
     """A snapshot of the live process ``pid``, by the reader ``choose`` picks.  The one place a
     live process is read (a repeated sample calls it again); the process is always released and
     left running as it was."""
-    from hanganalyze.acquire.procfacts import check_pid
-
     check_pid(pid)
     if choose(request) == DIRECT:
-        from hanganalyze.direct import acquire as direct
-
-        snap = _try_direct("pid %d" % pid, lambda: direct.snapshot_from_pid(pid, request), request)
+        snap = _try_direct("pid %d" % pid, lambda: directengine.snapshot_from_pid(pid, request), request)
         if snap is not None:
             return snap
-    from hanganalyze.acquire import gdblive
+    from hanganalyze.acquire import gdblive  # lazy: gdb's modules (pygdbmi) only when gdb attaches
 
     request.progress("attaching to pid %d with %s" % (pid, request.gdb))
     return gdblive.snapshot_from_pid(pid, request)

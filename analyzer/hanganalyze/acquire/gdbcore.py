@@ -14,9 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
-from hanganalyze.acquire.corefile import CoreInfo, check_executable
 from hanganalyze.acquire.gdbsession import GdbSession, gdb_safe_path, mi_quote, read_dump
 from hanganalyze.acquire.procfacts import complete_from_core, core_warnings, is_library, truncated_core_facts
+from hanganalyze.corefile import CoreInfo, check_executable
 from hanganalyze.errors import GdbError
 from hanganalyze_gdbext.model import Snapshot
 
@@ -32,8 +32,8 @@ def snapshot_from_core(core, info: Optional[CoreInfo], request: EngineRequest, e
     here when not given); then the executable, the core and ``hang-dump`` are queued at once,
     and ``request.gdb_busy`` is called: the caller's chance to work while we only wait for gdb.
     """
-    from hanganalyze.acquire.corefile import read_core
     from hanganalyze.acquire.sysroot import debuginfod_note, reconcile_with_gdb
+    from hanganalyze.corefile import read_core
 
     core = Path(core)
     options = request.options

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from pygdbmi.gdbmiparser import parse_response
 
-from hanganalyze.acquire.deadline import Deadline, check_timeout
+from hanganalyze.deadline import Deadline, check_timeout
 from hanganalyze.errors import GdbError, InputError
 from hanganalyze_gdbext.model import Snapshot
 from hanganalyze_gdbext.model.signals import signal_name

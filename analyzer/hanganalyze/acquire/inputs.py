@@ -64,7 +64,7 @@ def acquire(target: Optional[str], pid: Optional[int], request: engine.EngineReq
     if _is_elf(path) and input_format is None:
         # gdb starts first; the core's notes are read while it starts (snapshot_from_core)
         return engine.from_core(path, request, exe)  # the direct reader or gdb: engine.choose
-    from hanganalyze.acquire.corefile import compressed_kind
+    from hanganalyze.corefile import compressed_kind
 
     try:
         with open(path, "rb") as f:
@@ -104,7 +104,7 @@ def _read_fifo(path: Path, timeout: float) -> str:
     import select
     import time
 
-    from hanganalyze.acquire.deadline import Deadline
+    from hanganalyze.deadline import Deadline
     from hanganalyze.output import MAX_STDIN_BYTES
 
     try:

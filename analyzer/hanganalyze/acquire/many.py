@@ -55,7 +55,7 @@ class Input:
 
 def _looks_elf(path: Optional[str]) -> bool:
     """An ELF core, or a compressed file (a compressed core is decompressed and then goes to gdb)."""
-    from hanganalyze.acquire.corefile import compressed_kind
+    from hanganalyze.corefile import compressed_kind
     from hanganalyze.elf import is_elf
 
     try:

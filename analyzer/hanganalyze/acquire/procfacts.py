@@ -14,12 +14,12 @@ import os
 import re
 from typing import Dict, List, Optional
 
-from hanganalyze.acquire.corefile import CoreInfo, MappedFile, build_id_of_file
 from hanganalyze.acquire.embedded_versions import add_embedded_versions, mentions_nccl
 from hanganalyze.acquire.procfs import read_proc
 from hanganalyze.acquire.ranks import identity_from_environ
-from hanganalyze.analyze.names import library_version
+from hanganalyze.corefile import CoreInfo, MappedFile, build_id_of_file
 from hanganalyze.errors import InputError
+from hanganalyze.names import library_version
 from hanganalyze_gdbext.model import Library, Process
 
 
@@ -164,8 +164,8 @@ def complete_from_core(proc: Process, info: CoreInfo, exe_path: str) -> None:
 def core_warnings(info: CoreInfo, exe_warnings: List[str], options=None) -> List[str]:
     """The warnings a core's snapshot starts with, whichever engine read it: truncation first, then
     the executable's (``check_executable``), then the libraries missing or unlike the core's."""
-    from hanganalyze.acquire.corefile import library_warnings
     from hanganalyze.acquire.sysroot import missing_library_warning
+    from hanganalyze.corefile import library_warnings
 
     out = ([info.truncation_warning()] if info.truncated else []) + list(exe_warnings) + library_warnings(info)
     missing = missing_library_warning(info, options)

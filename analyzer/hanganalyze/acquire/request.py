@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
-from hanganalyze.acquire.deadline import check_timeout
 from hanganalyze.acquire.many import Input, plan_inputs
+from hanganalyze.deadline import check_timeout
 from hanganalyze.errors import InputError
 from hanganalyze_gdbext.model import Snapshot
 

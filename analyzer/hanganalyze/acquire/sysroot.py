@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from hanganalyze.acquire.corefile import CoreInfo
+from hanganalyze.corefile import CoreInfo
 from hanganalyze.elf import build_id_of_file
 from hanganalyze.errors import InputError
 

@@ -40,7 +40,7 @@ import hashlib
 from typing import List, Optional
 
 from hanganalyze.analyze.framelists import in_python_frames, is_interpreter_frame, is_runtime_frame
-from hanganalyze.analyze.names import basename, library_base, normalize_native_name
+from hanganalyze.names import basename, library_base, normalize_native_name
 from hanganalyze_gdbext.model import Frame, Snapshot, Thread
 
 VERSION = "b2"

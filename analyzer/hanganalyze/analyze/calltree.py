@@ -7,8 +7,8 @@ outermost frame at the root and each node labelled with the set of ranks that pa
 shows it at a glance: the tree branches exactly at the frame where the ranks diverge.
 
 The normalized stacks it is built from are ``stacks.py``, its rank sets ``ranksets.py``, the
-rank classes built in the same pass ``rankclasses.py`` and its text form ``render/treetext.py``
-(their names are importable from here too).  Everything here is a pure function of the processes
+rank classes built in the same pass ``rankclasses.py`` (their names are importable from here too);
+its text form is ``render/treetext.py``.  Everything here is a pure function of the processes
 (no snapshot, no findings, no I/O), so the pipeline, the renderers and the tests can call it in
 any order.
 
@@ -53,7 +53,6 @@ from hanganalyze.analyze.stacks import (  # noqa: F401
     scan_threads,
     tree_frame_label,
 )
-from hanganalyze.render.treetext import render_tree_lines  # noqa: F401
 from hanganalyze_gdbext.model import Process
 
 #: Label of the synthetic root node.

@@ -28,10 +28,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, Tuple
 
-from hanganalyze.analyze.names import basename, library_base
 from hanganalyze.analyze.regex_guard import risky_regex
 from hanganalyze.analyze.signatures import builtin_dir, display_path, read_yaml
 from hanganalyze.errors import SignatureError
+from hanganalyze.names import basename, library_base
 from hanganalyze_gdbext.model import Frame
 
 LISTS_FOLDER = "lists"

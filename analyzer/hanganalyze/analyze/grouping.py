@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from hanganalyze.analyze.framelists import in_python_frames, names, pattern
-from hanganalyze.analyze.names import wait_name
+from hanganalyze.names import wait_name
 from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread
 
 #: How many innermost frames the idle rule looks at.

@@ -23,9 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from hanganalyze.acquire.embedded_versions import static_name, versions_from_messages
-from hanganalyze.analyze.names import library_version, normalize_function
-from hanganalyze.analyze.signatures import (
+from hanganalyze.analyze.sigmodel import (
     Clause,
     FramePattern,
     Signature,
@@ -34,6 +32,8 @@ from hanganalyze.analyze.signatures import (
     ThreadRule,
     parse_version,
 )
+from hanganalyze.libversions import static_name, versions_from_messages
+from hanganalyze.names import library_version, normalize_function
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 
 #: Confidence factor for each step matched only through its stripped fallback.

@@ -11,15 +11,21 @@ from typing import Dict, List, Sequence
 
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame
 from hanganalyze.analyze.ranksets import compress_ranks
-from hanganalyze.analyze.stacks import Stacks, check_args, clean_label, main_thread, scan_threads, tree_frame_label
+from hanganalyze.analyze.stacks import (
+    Stacks,
+    check_args,
+    clean_label,
+    frame_location,
+    main_thread,
+    scan_threads,
+    tree_frame_label,
+)
 from hanganalyze_gdbext.model import Process
 
 
 def _where(proc: Process) -> str:
     """Where a process is, in one phrase: its main thread's innermost Python frame
     (``function (file:line)``), else the innermost native frame outside libc/libstdc++/CPython."""
-    from hanganalyze.render.view import frame_location  # lazy: render.view may import this module
-
     t = main_thread(proc)
     if t is None:
         return ""

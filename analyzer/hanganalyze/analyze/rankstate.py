@@ -46,8 +46,8 @@ from functools import lru_cache
 from typing import List, Optional, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, names, pattern
-from hanganalyze.analyze.names import basename, normalize_native_name
 from hanganalyze.analyze.stacks import main_thread  # one definition: the job view and the rank states agree
+from hanganalyze.names import basename, normalize_native_name
 from hanganalyze_gdbext.model import Frame, Process, Thread
 from hanganalyze_gdbext.model.collectives import Collectives
 

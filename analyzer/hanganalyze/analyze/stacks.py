@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame
 from hanganalyze.analyze.grouping import is_idle_stack
-from hanganalyze.analyze.names import basename, library_base, normalize_native_name, short_function
+from hanganalyze.names import basename, library_base, normalize_native_name, short_function
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
 #: A thread without any frame left after normalization.
@@ -45,6 +45,14 @@ _RAW = attrgetter("kind", "function", "file", "line", "library", "marker")
 #: DEL, bidi overrides and isolates, zero-width marks, line/paragraph separators, BOM.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 _WHITESPACE_CONTROL = frozenset("\t\n\r\x0b\x0c\x85\u2028\u2029")
+
+
+def frame_location(f: Frame) -> str:
+    """``file:line`` / ``file`` / library path: where the frame is, as gdb would say it."""
+    if f.file:
+        return "%s:%s" % (f.file, f.line) if f.line is not None else f.file
+    return f.library or ""
+
 
 def clean_label(text: str, limit: int = MAX_LABEL) -> str:
     """One line of printable text: a function name from a core is attacker-controlled and may hold

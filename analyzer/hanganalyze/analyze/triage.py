@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.acquire.text import log
-from hanganalyze.acquire.text.faulthandler import CURRENT_NOTE
-from hanganalyze.analyze.names import basename, library_base, normalize_native_name, wait_name
 from hanganalyze.analyze.signatures import builtin_dir, display_path, read_yaml
 from hanganalyze.errors import SignatureError
+from hanganalyze.loglines import CURRENT_NOTE, known_lines
+from hanganalyze.names import basename, library_base, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 
 SIGNATURE = "triage"
@@ -397,7 +396,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False) -> Opti
     if not threads:
         cat, msg = _message_category(proc)
         if cat is None:
-            if not log.known_lines(proc.messages):
+            if not known_lines(proc.messages):
                 return None  # a healthy log: nothing to say
             cat = tab.runs
         summary = "the log says this process waits for %s (no stack in the input)" % cat.label

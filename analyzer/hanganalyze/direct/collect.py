@@ -13,8 +13,8 @@ from hanganalyze.direct.unwind import RawFrame, dwarf_regs, unwind
 from hanganalyze_gdbext import facts, locks, merge
 from hanganalyze_gdbext.model import UNREADABLE_MARKER, Frame, Process, Thread
 from hanganalyze_gdbext.pyframes import walker
+from hanganalyze_gdbext.pyframes.target import FrameView
 from hanganalyze_gdbext.pylocks import PyLocks
-from hanganalyze_gdbext.target import FrameView
 
 NORMAL_FRAME, INLINE_FRAME = 0, 2  # gdb's frame type numbers, as merge expects
 

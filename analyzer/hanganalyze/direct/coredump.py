@@ -10,7 +10,7 @@ import os
 from typing import Optional
 
 from hanganalyze import elf
-from hanganalyze.acquire.corefile import CoreInfo
+from hanganalyze.corefile import CoreInfo
 from hanganalyze.direct import DirectUnsupported
 from hanganalyze.direct.mapped import MappedProcess
 from hanganalyze.direct.stackscan import Regions

@@ -16,7 +16,7 @@ import struct
 import time
 from typing import List, Optional, Tuple
 
-from hanganalyze.acquire.deadline import Deadline
+from hanganalyze.deadline import Deadline
 from hanganalyze.direct.mapped import MappedProcess
 from hanganalyze.direct.stackscan import Regions
 from hanganalyze.direct.unwind import GREG_NAMES, ModuleMap

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 
 from hanganalyze.direct.stackscan import Regions
 from hanganalyze.direct.unwind import Module, ModuleMap
-from hanganalyze_gdbext.target import ProcessTarget
+from hanganalyze_gdbext.pyframes.target import ProcessTarget
 
 
 class MappedProcess(ProcessTarget):

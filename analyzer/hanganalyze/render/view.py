@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, pattern
 from hanganalyze.analyze.grouping import ThreadGroup, group_threads
+from hanganalyze.analyze.stacks import frame_location
 from hanganalyze_gdbext.model import Finding, Frame, Process, Snapshot, Thread, waitgraph
 
 if TYPE_CHECKING:
@@ -31,13 +32,6 @@ def safe_url(url: Any) -> Optional[str]:
 
 def _base(path: Optional[str]) -> str:
     return (path or "").rsplit("/", 1)[-1]
-
-
-def frame_location(f: Frame) -> str:
-    """``file:line`` / ``file`` / library path: where the frame is, as gdb would say it."""
-    if f.file:
-        return "%s:%s" % (f.file, f.line) if f.line is not None else f.file
-    return f.library or ""
 
 
 def frame_text(f: Frame, index: int) -> str:
@@ -274,7 +268,7 @@ def key_libraries(p: Process) -> List[Tuple[str, str]]:
     key_library = pattern("key_libraries")
     seen = set()
     out = []
-    from hanganalyze.acquire.embedded_versions import drop_shadowed, static_name, static_where
+    from hanganalyze.libversions import drop_shadowed, static_name, static_where
 
     for lib in drop_shadowed(list(p.libraries)):  # older snapshots may still list both
         static = static_name(lib.path)

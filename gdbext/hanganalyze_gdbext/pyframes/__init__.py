@@ -8,7 +8,12 @@ One module per concern:
 * ``linetable``     line numbers from lnotab (3.8/3.9), linetable (3.10), locations (3.11+);
 * ``objects``       raw-memory readers for str/bytes/int/dict/instance attributes;
 * ``runtime``       finding ``_PyRuntime`` and the version through gdb (symbol, section, scan);
-* ``walker``        ``describe_process(inferior)``: the seam ``collect.py`` calls.
+* ``target``        ``ProcessTarget``/``FrameView``: what the walkers read through (gdb: ``../gdbtarget.py``,
+                    the direct reader: ``hanganalyze/direct/mapped.py``);
+* ``lwpmap``        pthread_t -> LWP through glibc's ``struct pthread``;
+* ``process``       ``PyProcess``/``PyThreadInfo``/``PyGroup``: what the walker finds;
+* ``framewalk``     one thread's Python frames (``FrameWalker``);
+* ``walker``        ``describe_target(target)``: the seam (``gdbtarget.describe_process`` for gdb).
 
 ``merge.py`` (one level up) places the walker's frames among the native ones.
 """

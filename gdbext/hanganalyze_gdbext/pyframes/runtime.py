@@ -9,9 +9,9 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
-from ..target import ProcessTarget
 from . import debug_offsets
 from .objects import Memory, ReadError
+from .target import ProcessTarget
 
 
 def python_evidence(target: ProcessTarget) -> bool:

@@ -1,7 +1,7 @@
 """Walk every CPython interpreter and thread of the inferior from raw memory.
 
-``describe_process(inferior)`` is the seam ``collect.py`` calls.  It returns ``None`` when the
-process is not CPython, else a ``PyProcess``:
+``describe_target(target)`` is the seam (``gdbtarget.describe_process(inferior)`` for gdb's
+inferior).  It returns ``None`` when the process is not CPython, else a ``PyProcess``:
 
   * ``version`` ("3.11.7"), ``version_info`` ((3, 11)), ``version_source`` (how it was found)
   * ``offsets``: the flat offsets table in use (``tables.py`` keys, e.g. ``"ts.thread_id"``),
@@ -32,373 +32,12 @@ no collection runs, None while one runs: the merge decides from native frames), 
 import struct
 from typing import Dict, List, Optional, Tuple
 
-from ..lwpmap import GLIBC_PTHREAD_TID, LwpMap  # noqa: F401 - GLIBC_PTHREAD_TID: tests read it here
-from ..model import Frame
-from ..target import ProcessTarget
-from . import debug_offsets, linetable, runtime, tables
-from .objects import Memory, Objects, ReadError, i32_at, u64_at
-
-MAX_FRAMES = 4096
-MAX_THREADS = 100000
-MAX_INTERPRETERS = 256
-MARKER = "<python frame chain truncated>"
-
-
-class PyGroup:
-    """Python frames run by one native ``_PyEval_EvalFrameDefault`` activation (innermost first).
-
-    ``anchor`` is an address inside that activation's C stack frame when the version gives one
-    (3.11: its ``_PyCFrame``; 3.12+: its entry/shim frame), else None (3.8-3.10)."""
-
-    __slots__ = ("frames", "anchor", "first_addr")
-
-    def __init__(self) -> None:
-        self.frames: List[Frame] = []
-        self.anchor: Optional[int] = None
-        self.first_addr: Optional[int] = None
-
-
-class PyThreadInfo:
-    def __init__(self, tstate: int, interp: int):
-        self.tstate = tstate
-        self.interp = interp
-        self.lwp: Optional[int] = None
-        self.pthread_id: Optional[int] = None
-        self.name: Optional[str] = None
-        self.frames: List[Frame] = []
-        self.groups: List[PyGroup] = []
-        self.truncated: Optional[Frame] = None
-        self.gil: Optional[str] = None
-        self.gc: Optional[bool] = None
-        self.notes: List[str] = []
-        self.tstates = 1  # thread states of this OS thread (more than one with subinterpreters)
-
-
-class PyProcess:
-    """One CPython process as the walker found it: its layout (``offsets``, ``features``), its
-    interpreters and threads, and the frame readers the lock analysis (``pylocks``) reuses."""
-
-    def __init__(self, mem: Memory, offsets: Dict[str, int], features: tables.Features,
-                 version_info: Tuple[int, int], version: str, version_source: str, runtime_address: int):
-        self.mem = mem
-        self.objects = Objects(mem, offsets, features)
-        self.offsets = offsets
-        self.features = features
-        self.version_info = version_info
-        self.version = version
-        self.version_source = version_source
-        self.runtime_address = runtime_address
-        self.interpreters: List[int] = []
-        self.threads: Dict[int, PyThreadInfo] = {}
-        self.pthread_to_lwp: Dict[int, int] = {}
-        self.gil_holder_lwp: Optional[int] = None
-        self.gc_collecting: Optional[bool] = None
-        self.dwarf_checked: Optional[bool] = None
-        self.runtime_found: Optional[str] = None  # how _PyRuntime was found
-        self.notes: List[str] = []
-        self.target: Optional[ProcessTarget] = None
-        self._lwp_map: Optional[LwpMap] = None
-        #: a free-threaded build (3.13t/3.14t: ``Py_GIL_DISABLED``), from _Py_DebugOffsets
-        self.free_threading = features.free_threaded
-        frame_objects = features.frames == "frame_objects"
-        #: Where a frame (PyFrameObject 3.8-3.10, _PyInterpreterFrame 3.11+) and its code object
-        #: keep what the lock analysis reads; None: not in this version.
-        self.frame_keys: Dict[str, Optional[int]] = {
-            k: offsets.get(v[0] if frame_objects else v[1]) for k, v in (
-                ("back", ("fo.f_back", "ifr.previous")), ("code", ("fo.f_code", "ifr.code")),
-                ("globals", ("fo.f_globals", "ifr.globals")), ("localsplus", ("fo.localsplus", "ifr.localsplus")),
-                ("nlocals", ("co.nlocals", "co.nlocalsplus")), ("localnames", ("co.varnames", "co.localsplusnames")))}
-        #: free-threaded only: whether the GIL was switched back on (PYTHON_GIL=1, or an extension
-        #: module that does not declare free-threading support); None when unreadable
-        self.gil_enabled: Optional[bool] = None
-
-    def read(self, addr: int, size: int) -> bytes:
-        return self.mem.read(addr, size)
-
-    def innermost_frames(self, lwp: int, count: int) -> List[int]:
-        """Addresses of a thread's ``count`` innermost Python frames (frame objects on 3.8-3.10,
-        interpreter frames on 3.11+, 3.12+ shim frames included), from where its walk began."""
-        info = self.threads.get(lwp)
-        back = self.frame_keys["back"]
-        out: List[int] = []
-        fr = info.groups[0].first_addr if info is not None and info.groups else None
-        while fr and back is not None and len(out) < count and fr not in out:
-            out.append(fr)
-            try:
-                fr = self.mem.u64(fr + back)
-            except ReadError:
-                break
-        return out
-
-    def frame_code(self, frame: int) -> Optional[int]:
-        """The code object a frame runs (3.14: its tagged ``f_executable`` unmasked)."""
-        off = self.frame_keys["code"]
-        if off is None:
-            return None
-        code = self.mem.u64(frame + off)
-        return code & ~3 if self.features.tagged_executable else code
-
-    def summary(self) -> Dict[str, object]:
-        """Process-level facts for ``Process.python`` / ``Process.notes`` of the snapshot."""
-        out: Dict[str, object] = {"version": self.version, "version_source": self.version_source,
-                                  "interpreters": len(self.interpreters),
-                                  "gil_holder": self.gil_holder_lwp, "gc_collecting": self.gc_collecting,
-                                  "offsets_checked_against_dwarf": self.dwarf_checked,
-                                  "free_threading": self.free_threading}
-        if self.free_threading:
-            out["gil_enabled"] = self.gil_enabled
-        if self.notes:
-            out["notes"] = list(self.notes)
-        return {k: v for k, v in out.items() if v is not None}
-
-    def lwp_for_pthread(self, ident: int) -> Optional[int]:
-        """LWP of a pthread_t (a ``threading`` ident), via thread states or libthread_db."""
-        if ident in self.pthread_to_lwp:
-            return self.pthread_to_lwp[ident]
-        if self._lwp_map is None:
-            self._lwp_map = LwpMap(self.target)
-        lwp = self._lwp_map.lookup(ident)
-        if lwp is not None:
-            self.pthread_to_lwp[ident] = lwp
-        return lwp
-
-    def threading_active(self, interp: Optional[int] = None) -> Dict[int, int]:
-        """``threading._active`` of an interpreter (main by default): {ident: Thread object}."""
-        interp = interp or (self.interpreters[0] if self.interpreters else 0)
-        if not interp:
-            return {}
-        o, t = self.objects, self.offsets
-        modules = self.mem.u64(interp + t["is.modules"])
-        if not modules:
-            return {}
-        mod = o.dict_get_str(modules, "threading")
-        if not mod:
-            return {}
-        md_dict = self.mem.u64(mod + t["mod.md_dict"])
-        active = o.dict_get_str(md_dict, "_active") if md_dict else None
-        if not active:
-            return {}
-        out: Dict[int, int] = {}
-        for k, v in o.dict_items(active):
-            ident = o.int(k)
-            if ident is not None:
-                out[ident] = v
-        return out
-
-
-def _span(t: Dict[str, int], prefix: str, extra: int = 8) -> int:
-    """Bytes to read of a struct for one walk step: up to its last field the walker reads (the
-    fast locals, which only the lock analysis reads, are a variable-length tail)."""
-    return max([v for k, v in t.items() if k.startswith(prefix) and not k.endswith("localsplus")] or [0]) + extra
-
-
-class _Walker:
-    """Per-process walking state: caches for code objects and line numbers."""
-
-    def __init__(self, proc: PyProcess):
-        self.p = proc
-        self.mem = proc.mem
-        self.t = proc.offsets
-        self.o = proc.objects
-        # Code objects are recognised by their type's tp_name ("code"), cached per type address:
-        # cheaper than resolving the PyCode_Type symbol (slow without DWARF) and equally strict.
-        self._is_code_type: Dict[int, bool] = {}
-        self._code: Dict[int, Optional[Tuple[str, str, int, bytes]]] = {}
-        self._lines: Dict[Tuple[int, int], Optional[int]] = {}
-        t = self.t
-        self.ts_span = _span(t, "ts.")
-        self.co_span = _span(t, "co.")
-        self.fo_span = _span(t, "fo.", 4)
-        self.ifr_span = _span(t, "ifr.", 8)
-        self.features = proc.features
-        self.tagged = proc.features.tagged_executable
-        # 3.14t: each thread may run its own copy of the bytecode (co_tlbc[tlbc_index])
-        self.tlbc = "ifr.tlbc_index" in t and "co.tlbc" in t
-        self._tlbc: Dict[Tuple[int, int], Optional[int]] = {}
-
-    # --- code objects ---------------------------------------------------------------------------
-    def code_info(self, code: int) -> Optional[Tuple[str, str, int, bytes]]:
-        """(qualified name, filename, firstlineno, line table) of a code object, cached."""
-        if code in self._code:
-            return self._code[code]
-        info = None
-        try:
-            buf = self.mem.read(code, self.co_span)
-            tp = u64_at(buf, self.t["ob.type"])
-            ok = self._is_code_type.get(tp)
-            if ok is None:
-                ok = self._is_code_type[tp] = self.o.type_name(tp) == "code"
-            if ok:
-                t = self.t
-                name_ptr = u64_at(buf, t["co.qualname"]) if "co.qualname" in t else u64_at(buf, t["co.name"])
-                name = self.o.str(name_ptr) or self.o.str(u64_at(buf, t["co.name"])) or "??"
-                filename = self.o.str(u64_at(buf, t["co.filename"])) or "??"
-                first = i32_at(buf, t["co.firstlineno"])
-                try:
-                    table = self.o.bytes(u64_at(buf, t["co.linetable"]))
-                except ReadError:
-                    table = b""
-                info = (name, filename, first, table)
-        except (ReadError, struct.error):
-            info = None
-        self._code[code] = info
-        return info
-
-    def line(self, code: int, info: Tuple[str, str, int, bytes], pos: int) -> Optional[int]:
-        key = (code, pos)
-        if key in self._lines:
-            return self._lines[key]
-        _, _, first, table = info
-        if self.features.lines == "lnotab":
-            line: Optional[int] = linetable.lnotab_line(table, first, pos)
-        elif self.features.lines == "linetable":
-            line = linetable.linetable310_line(table, first, pos * 2 if pos >= 0 else -1)
-        else:
-            line = linetable.location_line(table, first, pos)
-        self._lines[key] = line
-        return line
-
-    def _bytecode_base(self, code: int, index: int) -> Optional[int]:
-        """3.14t: the bytecode copy a frame runs, ``code->co_tlbc->entries[index]`` (a
-        ``_PyCodeArray``: ``size`` then ``entries``; entry 0 is ``co_code_adaptive`` itself)."""
-        if index <= 0:
-            return None
-        key = (code, index)
-        if key not in self._tlbc:
-            base = None
-            try:
-                arr = self.mem.u64(code + self.t["co.tlbc"])
-                if arr and index < min(self.mem.u64(arr), 1 << 16):
-                    base = self.mem.u64(arr + 8 + 8 * index) or None
-            except ReadError:
-                base = None
-            self._tlbc[key] = base
-        return self._tlbc[key]
-
-    # --- frames ---------------------------------------------------------------------------------
-    def walk(self, th: PyThreadInfo, tbuf: bytes) -> None:
-        try:
-            if self.features.frames == "frame_objects":
-                self._walk_frame_objects(th, u64_at(tbuf, self.t["ts.frame"]))
-            else:
-                self._walk_interpreter_frames(th, tbuf)
-        except Exception as e:  # noqa: BLE001 - a garbage chain must never cost the other threads
-            self._truncate(th, "unexpected error: %s" % e)
-        th.frames = [f for g in th.groups for f in g.frames]
-
-    def _truncate(self, th: PyThreadInfo, why: str) -> None:
-        if th.truncated is None:
-            th.truncated = Frame(kind="python", function=MARKER, marker=True, note=why)
-            th.notes.append("Python frame chain truncated: %s" % why)
-
-    def _walk_frame_objects(self, th: PyThreadInfo, f: int) -> None:
-        t = self.t
-        seen = set()
-        while f:
-            if f in seen:
-                return self._truncate(th, "cycle at frame 0x%x" % f)
-            if len(seen) >= MAX_FRAMES:
-                return self._truncate(th, "more than %d frames" % MAX_FRAMES)
-            seen.add(f)
-            try:
-                buf = self.mem.read(f, self.fo_span)
-            except ReadError as e:
-                return self._truncate(th, str(e))
-            code = u64_at(buf, t["fo.f_code"])
-            info = self.code_info(code)
-            if info is None:
-                return self._truncate(th, "frame 0x%x has no readable code object" % f)
-            lasti = i32_at(buf, t["fo.f_lasti"])
-            g = PyGroup()
-            g.first_addr = f
-            g.frames.append(Frame(kind="python", function=info[0], file=info[1], line=self.line(code, info, lasti)))
-            th.groups.append(g)
-            f = u64_at(buf, t["fo.f_back"])
-        return None
-
-    def _cframe_anchors(self, tbuf: bytes) -> Dict[int, int]:
-        """3.11: {current_frame: address of the _PyCFrame} along tstate->cframe->previous."""
-        t = self.t
-        out: Dict[int, int] = {}
-        cf = u64_at(tbuf, t["ts.cframe"])
-        for _ in range(MAX_FRAMES):
-            if not cf or cf in out.values():
-                break
-            try:
-                buf = self.mem.read(cf, t["cf.previous"] + 8)
-            except ReadError:
-                break
-            cur = u64_at(buf, t["cf.current_frame"])
-            if cur:
-                out.setdefault(cur, cf)
-            cf = u64_at(buf, t["cf.previous"])
-        return out
-
-    def _walk_interpreter_frames(self, th: PyThreadInfo, tbuf: bytes) -> None:
-        t = self.t
-        if "ts.current_frame" in t:
-            f = u64_at(tbuf, t["ts.current_frame"])
-        else:
-            cframe = u64_at(tbuf, t["ts.cframe"])
-            if not cframe:
-                return None
-            try:
-                f = self.mem.u64(cframe + t["cf.current_frame"])
-            except ReadError as e:
-                return self._truncate(th, str(e))
-        has_entry = "ifr.is_entry" in t
-        anchors = self._cframe_anchors(tbuf) if has_entry else {}
-        mask = ~3 if self.tagged else ~0
-        g = PyGroup()
-        seen = set()
-        while f:
-            if f in seen:
-                self._truncate(th, "cycle at frame 0x%x" % f)
-                break
-            if len(seen) >= MAX_FRAMES:
-                self._truncate(th, "more than %d frames" % MAX_FRAMES)
-                break
-            seen.add(f)
-            try:
-                buf = self.mem.read(f, self.ifr_span)
-            except ReadError as e:
-                self._truncate(th, str(e))
-                break
-            owner = buf[t["ifr.owner"]]
-            prev = u64_at(buf, t["ifr.previous"])
-            if not has_entry and owner >= tables.SHIM_OWNER_MIN:
-                # Entry frame on the C stack of the eval activation running the frames above it.
-                if g.frames:
-                    g.anchor = f
-                    th.groups.append(g)
-                    g = PyGroup()
-                f = prev
-                continue
-            code = u64_at(buf, t["ifr.code"]) & mask
-            info = self.code_info(code) if code else None
-            if info is None:
-                if code == 0 and not prev:
-                    break  # 3.14 bottom sentinel
-                self._truncate(th, "frame 0x%x has no readable code object" % f)
-                break
-            instr = u64_at(buf, t["ifr.instr"])
-            base = code + t["co.code_adaptive"]
-            if self.tlbc:
-                base = self._bytecode_base(code, i32_at(buf, t["ifr.tlbc_index"])) or base
-            unit = (instr - base) // 2
-            if unit > 1 << 24 or unit < -1:
-                unit = -1
-            if g.first_addr is None:
-                g.first_addr = f
-            g.frames.append(Frame(kind="python", function=info[0], file=info[1], line=self.line(code, info, unit)))
-            if has_entry and buf[t["ifr.is_entry"]]:
-                g.anchor = anchors.get(g.first_addr)
-                th.groups.append(g)
-                g = PyGroup()
-            f = prev
-        if g.frames:
-            th.groups.append(g)
-        return None
+from . import debug_offsets, runtime, tables
+from .framewalk import FrameWalker
+from .lwpmap import GLIBC_PTHREAD_TID, LwpMap  # noqa: F401 - GLIBC_PTHREAD_TID: tests read it here
+from .objects import Memory, ReadError, u64_at
+from .process import MAX_INTERPRETERS, MAX_THREADS, PyProcess, PyThreadInfo
+from .target import ProcessTarget
 
 
 def _load_offsets(target: ProcessTarget, mem: Memory,
@@ -460,13 +99,6 @@ def _scan(target: ProcessTarget, mem: Memory) -> Optional[int]:
     return None
 
 
-def describe_process(inferior) -> Optional[PyProcess]:
-    """All interpreters, threads and Python stacks of gdb's inferior; None when not CPython."""
-    from ..gdbtarget import GdbTarget  # only inside gdb
-
-    return describe_target(GdbTarget(inferior))
-
-
 def describe_target(target: ProcessTarget) -> Optional[PyProcess]:
     """All interpreters, threads and Python stacks of a process or core; None when not CPython."""
     rt, how = runtime.find_runtime(target)
@@ -493,13 +125,13 @@ def describe_target(target: ProcessTarget) -> Optional[PyProcess]:
     checked, dnotes = runtime.dwarf_check(target, table, minor)
     proc.dwarf_checked = checked
     proc.notes.extend(dnotes)
-    walker = _Walker(proc)
+    walker = FrameWalker(proc)
     _walk_all(proc, walker, rt)
     _resolve_names(proc)
     return proc
 
 
-def _walk_all(proc: PyProcess, walker: _Walker, rt: int) -> None:
+def _walk_all(proc: PyProcess, walker: FrameWalker, rt: int) -> None:
     t, mem = proc.offsets, proc.mem
     interp = mem.u64(rt + t["rt.interpreters_head"])
     seen_interp = set()

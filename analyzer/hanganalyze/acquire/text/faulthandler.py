@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
+from hanganalyze.loglines import CURRENT_NOTE
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
 from .common import cap_messages, parse_py_file_line, to_int, unknown_function
@@ -36,7 +37,6 @@ _FATAL = re.compile(r"^Fatal Python error: (.*)$")
 #: A process note: faulthandler marks a "Current thread" on a fatal error (or an explicit
 #: faulthandler.dump_traceback()), never in a dump_traceback_later timeout; the triage reads it as
 #: crash evidence when the fatal-error header was cut from the paste.
-CURRENT_NOTE = "faulthandler marked a current thread (written on a fatal error, or by faulthandler.dump_traceback())"
 
 #: faulthandler's text for each fatal signal (Modules/faulthandler.c).
 SIGNAL_TEXT = {

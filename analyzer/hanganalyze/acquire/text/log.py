@@ -18,44 +18,17 @@ from __future__ import annotations
 import re
 from typing import List
 
+from hanganalyze.loglines import EACH_KNOWN, KNOWN_LINES, known_lines  # noqa: F401 - known_lines: detect.py and __init__.py read it here
 from hanganalyze_gdbext.model import Process
 
 from .common import cap_messages
 
 NAME = "log"
 
-#: Lines that only a hang or crash report writes (searched anywhere in a line).
-_KNOWN = [
-    r"Watchdog caught collective operation timeout",
-    r"ProcessGroupNCCL'?s? watchdog",
-    r"\[PG \S* ?Rank \d+\].*(timeout|Timeout|heartbeat|watchdog)",
-    r"ProcessGroupNCCL\.cpp:\d+",
-    r"ProcessGroupWrapper\.cpp:\d+",
-    r"\bNCCL (INFO|WARN)\b",
-    r"subset of ranks are waiting for remainder of ranks",
-    r"One or more tensors were submitted to be reduced",
-    r"[Rr]endezvous\b.*\bmay be stuck",
-    r"This thread has been waiting for \d+",
-    r"Detected mismatch between collectives",
-    r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\]",  # glog / abseil
-    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\]",  # TensorFlow's logging
-    r"^\[[IWEF] \S+\.(cpp|cc|h):\d+\]",  # c10 logging
-    r"Fatal Python error: ",
-    r"terminate called (without an active exception|after throwing)",
-    r"Segmentation fault|Aborted \(core dumped\)|Bus error \(core dumped\)",
-    r"DEADLINE_EXCEEDED|Deadline Exceeded",
-    r"torch\.distributed\.\S+ ?(Error|Exception|Timeout)",
-    r"^Process \d+: .+$",  # py-spy's header (its dump may have failed: "failed to get os threadid")
-    r"^Error: failed to (get|find|open|read) ",  # py-spy's own errors
-]
-KNOWN_LINES = re.compile("|".join(_KNOWN))
-_EACH_KNOWN = [re.compile(p) for p in _KNOWN]
-
-
 def _new_known(prev: str, nxt: str, glue: str) -> bool:
     """Whether ``prev + glue + nxt`` holds a known line that neither half holds."""
     both = prev + glue + nxt
-    return any(p.search(both) and not p.search(prev) and not p.search(nxt) for p in _EACH_KNOWN)
+    return any(p.search(both) and not p.search(prev) and not p.search(nxt) for p in EACH_KNOWN)
 
 #: A continuation line never starts a record of its own: a timestamp, a log level, a frame.
 _RECORD_START = re.compile(r"^\s*(#\d|\[|\d{4}-\d\d-\d\d|[IWEF]\d{4} |Thread |File \"|frame #|Traceback)")
@@ -70,11 +43,6 @@ MAX_JOIN = 6
 def score(lines: List[str]) -> float:
     """0: a log never outscores a dump format (``detect`` falls back to ``known_lines``)."""
     return 0.0
-
-
-def known_lines(lines: List[str]) -> int:
-    """How many known log lines the text holds."""
-    return sum(1 for line in lines if KNOWN_LINES.search(line))
 
 
 def _open(text: str) -> int:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
 from hanganalyze import elf
-from hanganalyze.acquire.corestack import CoreMemory, argv_from_stack, initial_stack
+from hanganalyze.corestack import CoreMemory, argv_from_stack, initial_stack
 from hanganalyze.elf import build_id_from_notes, build_id_of_file
 from hanganalyze.errors import InputError
 from hanganalyze_gdbext.model.signals import fatal_signal

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from hanganalyze.acquire import procfacts
-from hanganalyze.acquire.corefile import CoreInfo, check_executable
 from hanganalyze.acquire.ranks import read_proc_environ
+from hanganalyze.corefile import CoreInfo, check_executable
 from hanganalyze.direct.collect import collect_process
 from hanganalyze.direct.coredump import CoreProcess
 from hanganalyze.direct.live import LiveProcess

@@ -1,0 +1,46 @@
+"""Lines that only a hang or crash report writes to a log: how the text reader recognises a log
+without frames (``acquire/text/log.py``) and how triage tells a log-only process worth a finding
+from an empty one (``analyze/triage.py``).  Searched anywhere in a line; linear patterns only.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List
+
+#: Lines that only a hang or crash report writes (searched anywhere in a line).
+KNOWN_PATTERNS = [
+    r"Watchdog caught collective operation timeout",
+    r"ProcessGroupNCCL'?s? watchdog",
+    r"\[PG \S* ?Rank \d+\].*(timeout|Timeout|heartbeat|watchdog)",
+    r"ProcessGroupNCCL\.cpp:\d+",
+    r"ProcessGroupWrapper\.cpp:\d+",
+    r"\bNCCL (INFO|WARN)\b",
+    r"subset of ranks are waiting for remainder of ranks",
+    r"One or more tensors were submitted to be reduced",
+    r"[Rr]endezvous\b.*\bmay be stuck",
+    r"This thread has been waiting for \d+",
+    r"Detected mismatch between collectives",
+    r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\]",  # glog / abseil
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\]",  # TensorFlow's logging
+    r"^\[[IWEF] \S+\.(cpp|cc|h):\d+\]",  # c10 logging
+    r"Fatal Python error: ",
+    r"terminate called (without an active exception|after throwing)",
+    r"Segmentation fault|Aborted \(core dumped\)|Bus error \(core dumped\)",
+    r"DEADLINE_EXCEEDED|Deadline Exceeded",
+    r"torch\.distributed\.\S+ ?(Error|Exception|Timeout)",
+    r"^Process \d+: .+$",  # py-spy's header (its dump may have failed: "failed to get os threadid")
+    r"^Error: failed to (get|find|open|read) ",  # py-spy's own errors
+]
+KNOWN_LINES = re.compile("|".join(KNOWN_PATTERNS))
+#: Each pattern alone: a line broken in two by a paste is joined where the two halves make a known
+#: line that neither half is (``acquire/text/log.py``).
+EACH_KNOWN = [re.compile(p) for p in KNOWN_PATTERNS]
+#: The note faulthandler's parser leaves when a dump marks a current thread (a fatal error or an
+#: explicit dump_traceback): triage reads it to tell a crash from a hang.
+CURRENT_NOTE = "faulthandler marked a current thread (written on a fatal error, or by faulthandler.dump_traceback())"
+
+
+def known_lines(lines: List[str]) -> int:
+    """How many known log lines the text holds."""
+    return sum(1 for line in lines if KNOWN_LINES.search(line))
