@@ -1,0 +1,109 @@
+"""The job verdicts on real 2-GPU NCCL jobs, re-checked from the captured JSON (issue 21).
+
+``scripts/gpu_verdicts.sh`` ran each scenario of ``tests/fixtures/gpu/nccl_job.py`` on a 2-GPU
+machine (PyTorch 2.11, NCCL 2.28.9) and ``hanganalyze --job`` five times in a row on it, with the
+default three samples: ``tests/data/gpu_verdicts/<scenario>.run<N>.json`` (README.md there gives the
+machine and the table).  Here, with no GPU, each captured report is checked for the right answer,
+the five runs for the same answer, and each JSON is analyzed again from the file (its threads'
+``progress`` kept), which must give the same answer: so a change in the analysis that would turn a
+right verdict wrong fails here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+from helpers import REPO, run_hanganalyze
+
+DATA = REPO / "tests" / "data" / "gpu_verdicts"
+RUNS = 5
+HANG = ("hang", "deadlock")
+
+
+def _load(path: Path) -> Dict:
+    return json.loads(path.read_text())
+
+
+def _answer(snap: Dict) -> Tuple[Tuple[str, Tuple[int, ...]], ...]:
+    """The verdict: every hang-class finding by signature and ranks (triage and info left out)."""
+    return tuple(sorted((f["signature"], tuple(f.get("ranks") or ())) for f in snap["findings"]
+                        if f["severity"] in HANG))
+
+
+def _reanalyzed(path: Path, tmp_path: Path, extra: List[Path] = ()) -> Dict:
+    out = tmp_path / ("re-" + path.name)
+    res = run_hanganalyze([str(path)] + [str(p) for p in extra] + ["--format", "json", "-o", str(out)], timeout=120)
+    assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-2000:]
+    return _load(out)
+
+
+def _finding(snap: Dict, sig: str) -> Dict:
+    found = [f for f in snap["findings"] if f["signature"] == sig]
+    assert found, "no %s in %s" % (sig, [(f["signature"], f.get("ranks")) for f in snap["findings"]])
+    return found[0]
+
+
+def check_healthy(snap: Dict) -> None:
+    assert not [f for f in snap["findings"] if f["severity"] in HANG], _answer(snap)
+    mains = [t for p in snap["processes"] for t in p["threads"] if t.get("name") == "MainThread"]
+    assert mains and all(t["progress"]["state"] == "progressing" for t in mains), [t.get("progress") for t in mains]
+
+
+def check_straggler(snap: Dict) -> None:
+    f = _finding(snap, "collective-straggler")
+    assert f["ranks"] == [1], f
+    assert "load_next_batch" in f["summary"] and "stuck in load_next_batch" in f["summary"], f["summary"]
+    assert not [x for x in snap["findings"] if x["signature"] in ("collective-mismatch", "collective-hang")]
+
+
+def check_mismatch(snap: Dict) -> None:
+    f = _finding(snap, "collective-mismatch")
+    assert f["ranks"] == [0, 1] and "no majority" in f["summary"], f  # one rank each way: neither blamed alone
+    assert "train_step" in f["summary"] and "sync_params" in f["summary"], f["summary"]
+    assert not [x for x in snap["findings"] if x["signature"] == "collective-straggler"]
+
+
+def check_killed(snap: Dict) -> None:
+    f = _finding(snap, "rank-missing")
+    assert f["ranks"] == [1], f
+    assert "rank 1 of 2 is not among the processes of launcher" in f["summary"], f["summary"]
+    assert [p["rank"] for p in snap["processes"]] == [0]
+
+
+def check_seed(snap: Dict) -> None:
+    f = _finding(snap, "nccl-destroy-with-live-cuda-graph")
+    assert f["ranks"] == [0, 1], f
+
+
+CHECKS = {"healthy": check_healthy, "straggler": check_straggler, "mismatch": check_mismatch,
+          "killed": check_killed, "seed": check_seed}
+
+
+@pytest.mark.parametrize("scenario", sorted(CHECKS))
+def test_five_runs_same_right_answer(scenario, tmp_path):
+    runs = [DATA / ("%s.run%d.json" % (scenario, i)) for i in range(1, RUNS + 1)]
+    snaps = [_load(p) for p in runs]
+    for snap in snaps:
+        CHECKS[scenario](snap)
+    assert len({_answer(s) for s in snaps}) == 1, [_answer(s) for s in snaps]
+    again = _reanalyzed(runs[0], tmp_path)
+    CHECKS[scenario](again)
+    assert _answer(again) == _answer(snaps[0])
+
+
+@pytest.mark.parametrize("scenario", ["straggler", "mismatch"])
+def test_stacks_dumps_and_log_of_one_job_join_by_rank(scenario, tmp_path):
+    """The first run's stacks, both ranks' flight-recorder dumps and the torchrun log: one process
+    per rank (the log's lines that name no rank stay apart, never blamed), every rank's sources
+    named, and the same verdict as the stacks alone."""
+    extra = [DATA / ("%s.fr.rank_%d" % (scenario, r)) for r in (0, 1)] + [DATA / ("%s.torchrun.log" % scenario)]
+    snap = _reanalyzed(DATA / ("%s.run1.json" % scenario), tmp_path, extra)
+    ranked = [p for p in snap["processes"] if p.get("rank") is not None]
+    assert sorted(p["rank"] for p in ranked) == [0, 1], [(p.get("rank"), p.get("sources")) for p in snap["processes"]]
+    for p in ranked:
+        assert p["sources"] == ["stacks", "flight-recorder", "log"], p["sources"]
+    CHECKS[scenario](snap)
+    assert _answer(_load(DATA / ("%s.all-sources.json" % scenario))) == _answer(snap)
