@@ -24,7 +24,7 @@ def _wait_for_cycles(snapshot: Snapshot, db) -> List[Finding]:
 
 
 def _signatures(snapshot: Snapshot, db) -> List[Finding]:
-    from hanganalyze.analyze.match import match_snapshot
+    from hanganalyze.analyze.intern import match_snapshot  # each distinct process matched once
 
     return match_snapshot(snapshot, db)
 
@@ -49,6 +49,7 @@ def analyze(snapshot: Snapshot, db, redact: bool = False) -> Snapshot:
     """Fill findings, wait-for graphs and the bucket id of a freshly acquired snapshot; with
     ``redact``, the result has user names, hosts, IPs and secrets replaced (``analyze/redact.py``)."""
     from hanganalyze.analyze.bucket import bucket_id
+    from hanganalyze.analyze.intern import intern_snapshot
     from hanganalyze.analyze.job import analyze_job, join_flight_recorder
     from hanganalyze.analyze.progress import gate_findings
     from hanganalyze.analyze.rules import load_rules
@@ -57,6 +58,7 @@ def analyze(snapshot: Snapshot, db, redact: bool = False) -> Snapshot:
 
     rules = load_rules()
     join_flight_recorder(snapshot)  # changes process indices: before anything refers to them
+    intern_snapshot(snapshot)  # equal stacks share one list of frames: work once per distinct stack
     annotate_waitgraphs(snapshot)
     found: List[Finding] = []
     for step in rules.steps("process"):  # the rule list's order

@@ -179,8 +179,21 @@ _WAIT_KINDS = {"mutex": "lock", "rwlock": "lock", "pylock": "lock", "rlock": "lo
                "join": "join", "pyjoin": "join", "gil": "gil", "condvar": "condition"}
 
 
-def classify(proc: Process, t: Thread, crashed: bool = False) -> ThreadTriage:
-    """The first category (``waits.yaml`` order) one of the thread's innermost frames matches."""
+def classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Dict[tuple, tuple]] = None
+             ) -> ThreadTriage:
+    """The first category (``waits.yaml`` order) one of the thread's innermost frames matches.
+    ``memo`` (one dict per snapshot) reuses the answer of threads that share their frame lists
+    (``analyze/intern.py``): a job repeats the same few stacks."""
+    if memo is not None:
+        w = t.waits
+        key = (id(t.frames), id(t.python_frames) if t.python_frames else 0, crashed,
+               (w.kind, w.frame) if w is not None else None, t.state.gil if t.state is not None else None)
+        hit = memo.get(key)
+        if hit is not None and hit[0] is t.frames:
+            return ThreadTriage(t, hit[1], hit[2], hit[3], w.owner_tid if w is not None else None, hit[4])
+        r = classify(proc, t, crashed)
+        memo[key] = (t.frames, r.category, r.frame, r.blame, r.how)
+        return r
     tab = table()
     frames = t.all_frames()
     owner = t.waits.owner_tid if t.waits is not None else None
@@ -336,8 +349,9 @@ def _confidence(first: ThreadTriage, frames_seen: bool) -> float:
     return round(min(conf, 0.8), 2)
 
 
-def triage_process(index: int, proc: Process) -> Optional[Finding]:
-    """The triage finding of one process; None when it has neither threads nor a known log line."""
+def triage_process(index: int, proc: Process, memo: Optional[Dict[tuple, tuple]] = None) -> Optional[Finding]:
+    """The triage finding of one process; None when it has neither threads nor a known log line.
+    ``memo``: see ``classify``."""
     tab = table()
     threads = [t for t in proc.threads if any(not f.marker for f in t.all_frames())]
     if not threads:
@@ -355,12 +369,12 @@ def triage_process(index: int, proc: Process) -> Optional[Finding]:
         info = {"wait": cat.id, "label": cat.label, "about": [], "blame": None, "threads": [], "from": "log"}
         return _finding(index, proc, summary, ev, info, _next_steps(proc, cat, False), 0.4)
     crashed = [t for i, t in enumerate(threads) if _crashed(proc, t, i == 0)][:1]
-    rows = [classify(proc, t) for t in threads]
+    rows = [classify(proc, t, memo=memo) for t in threads]
     for i, r in enumerate(rows):
         # a crash known from the log only: unless the thread's frames tell a stronger story (a
         # collective's watchdog that aborted the process after a timeout is the collective's)
         if r.thread in crashed and (proc.signal in FATAL or r.category.rank >= 3):
-            rows[i] = classify(proc, r.thread, crashed=True)
+            rows[i] = classify(proc, r.thread, crashed=True, memo=memo)
     about = subject(proc, rows)
     first = about[0]
     if first.category is tab.runs:  # the frames name no wait: a log line may (py-bt's "Waiting for the GIL")
@@ -426,8 +440,9 @@ def add_triage(snapshot: Snapshot) -> None:
     placed first when no known bug matched, last otherwise."""
     found: List[Finding] = []
     by_key: Dict[Tuple[str, Optional[str]], Finding] = {}
+    memo: Dict[tuple, tuple] = {}
     for i, proc in enumerate(snapshot.processes):
-        f = triage_process(i, proc)
+        f = triage_process(i, proc, memo)
         if f is None:
             continue
         key = (f.triage["wait"], f.triage["blame"])  # type: ignore[index]
