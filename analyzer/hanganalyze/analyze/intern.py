@@ -24,81 +24,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from operator import attrgetter
 from typing import Any, Dict, List, Optional, Tuple
 
-from hanganalyze_gdbext.model import Finding, Frame, Process, Snapshot, Thread
-from hanganalyze_gdbext.model.stacktable import EXACT as _EXACT
-from hanganalyze_gdbext.model.stacktable import (  # noqa: F401 - the JSON side, named here too
+from hanganalyze_gdbext.model import Finding, Process, Snapshot
+from hanganalyze_gdbext.model.stacktable import (  # noqa: F401 - the model's side, named here too
     STACK_TABLE_MIN_PROCESSES,
+    StackTable,
     attach_stacks,
     expand_stacks,
     snapshot_doc,
+    table_of,
 )
-
-#: The fields analysis reads: matching (function, library, file, kind, marker), evidence text (line).
-_ANALYSIS = attrgetter("kind", "function", "file", "line", "library", "marker")
-
-
-class StackTable:
-    """Distinct frames and stacks of a snapshot (see the module doc).  ``intern(thread)`` makes the
-    thread share the table's lists; ``analysis_id(thread)`` is equal for threads the analysis cannot
-    tell apart."""
-
-    def __init__(self) -> None:
-        self.frames: Dict[tuple, Frame] = {}
-        self.lists: List[List[Frame]] = []  # distinct exact stacks
-        self._by_key: Dict[tuple, int] = {}
-        self._by_id: Dict[int, int] = {}  # id(list) -> index (the list is held in ``lists``)
-        self._analysis: List[int] = []  # exact index -> analysis id
-        self._by_akey: Dict[tuple, int] = {}
-
-    def index(self, frames: List[Frame]) -> int:
-        """The index of this list of frames in ``lists`` (interned on first sight)."""
-        i = self._by_id.get(id(frames))
-        if i is not None and self.lists[i] is frames:
-            return i
-        key = tuple(map(_EXACT, frames))
-        i = self._by_key.get(key)
-        if i is None:
-            shared = []
-            for k, f in zip(key, frames):
-                g = self.frames.get(k)
-                if g is None:
-                    g = self.frames[k] = f
-                shared.append(g)
-            i = self._by_key[key] = len(self.lists)
-            self.lists.append(shared)
-            self._by_id[id(shared)] = i
-            akey = tuple(map(_ANALYSIS, shared))
-            self._analysis.append(self._by_akey.setdefault(akey, len(self._by_akey)))
-        return i
-
-    def intern(self, t: Thread) -> None:
-        t.frames = self.lists[self.index(t.frames)]
-        if t.python_frames:
-            t.python_frames = self.lists[self.index(t.python_frames)]
-
-    def analysis_id(self, t: Thread) -> Tuple[int, int]:
-        py = self._analysis[self.index(t.python_frames)] if t.python_frames else -1
-        return self._analysis[self.index(t.frames)], py
-
-    @property
-    def distinct(self) -> int:
-        return len(self._by_akey)
-
-
-def table_of(snapshot: Snapshot) -> StackTable:
-    """The snapshot's stack table, built (and every thread interned) on first use.  Kept on the
-    snapshot object, never serialised; threads added later are interned when first looked up."""
-    table = snapshot.__dict__.get("_stack_table")
-    if table is None:
-        table = StackTable()
-        for p in snapshot.processes:
-            for t in p.threads:
-                table.intern(t)
-        snapshot.__dict__["_stack_table"] = table
-    return table
 
 
 def intern_snapshot(snapshot: Snapshot) -> StackTable:

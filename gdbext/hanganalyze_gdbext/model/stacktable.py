@@ -9,6 +9,9 @@ place of ``"python_frames"``).  Smaller documents keep the frames inline, as alw
 * ``snapshot_doc(snapshot)``: the document, with the table when the snapshot is that large;
 * ``expand_stacks(doc)``: the old shape back (every thread's frames inline), for readers of the
   first version: ``json.load`` then ``expand_stacks``;
+* ``StackTable`` / ``table_of(snapshot)``: frames and stacks interned (threads with equal stacks
+  share one list of shared ``Frame`` objects; ``analysis_id`` ignores the fields no analysis reads,
+  such as ASLR'd addresses), built by acquisition as inputs come in or on first use;
 * ``attach_stacks(snapshot, doc, stacks)``: reading (``acquire/snapshot_json.py``): each entry
   becomes one list of ``Frame`` objects shared by its threads.
 
@@ -18,9 +21,9 @@ Runs inside gdb: standard library only, Python 3.8.
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
-from . import Frame, Snapshot
+from . import Frame, Snapshot, Thread
 
 #: Processes from which a document references the stack table instead of repeating frames.
 STACK_TABLE_MIN_PROCESSES = 64
@@ -28,6 +31,77 @@ STACK_TABLE_MIN_PROCESSES = 64
 #: Every field of a frame (two frames with the same values are the same frame).
 EXACT = attrgetter("kind", "function", "file", "line", "library", "address", "module", "inlined", "note",
                    "marker", "unwind")
+
+
+#: The fields analysis reads: matching (function, library, file, kind, marker), evidence text (line).
+ANALYSIS = attrgetter("kind", "function", "file", "line", "library", "marker")
+
+
+class StackTable:
+    """Distinct frames and stacks of a snapshot (see the module doc).  ``intern(thread)`` makes the
+    thread share the table's lists; ``analysis_id(thread)`` is equal for threads the analysis cannot
+    tell apart."""
+
+    def __init__(self) -> None:
+        self.frames: Dict[tuple, Frame] = {}
+        self.lists: List[List[Frame]] = []  # distinct exact stacks
+        self._by_key: Dict[tuple, int] = {}
+        self._by_id: Dict[int, int] = {}  # id(list) -> index (the list is held in ``lists``)
+        self._analysis: List[int] = []  # exact index -> analysis id
+        self._by_akey: Dict[tuple, int] = {}
+
+    def index(self, frames: List[Frame]) -> int:
+        """The index of this list of frames in ``lists`` (interned on first sight)."""
+        i = self._by_id.get(id(frames))
+        if i is not None and self.lists[i] is frames:
+            return i
+        key = tuple(map(EXACT, frames))
+        i = self._by_key.get(key)
+        if i is None:
+            shared = []
+            for k, f in zip(key, frames):
+                g = self.frames.get(k)
+                if g is None:
+                    g = self.frames[k] = f
+                shared.append(g)
+            i = self._by_key[key] = len(self.lists)
+            self.lists.append(shared)
+            self._by_id[id(shared)] = i
+            akey = tuple(map(ANALYSIS, shared))
+            self._analysis.append(self._by_akey.setdefault(akey, len(self._by_akey)))
+        return i
+
+    def intern(self, t: Thread) -> None:
+        t.frames = self.lists[self.index(t.frames)]
+        if t.python_frames:
+            t.python_frames = self.lists[self.index(t.python_frames)]
+
+    def analysis_id(self, t: Thread) -> Tuple[int, int]:
+        py = self._analysis[self.index(t.python_frames)] if t.python_frames else -1
+        return self._analysis[self.index(t.frames)], py
+
+    @property
+    def distinct(self) -> int:
+        return len(self._by_akey)
+
+
+def table_of(snapshot: Snapshot) -> StackTable:
+    """The snapshot's stack table, built (every thread interned) on first use.  Kept on the snapshot
+    object (never serialised: not a field); acquisition may set it (``set_table``) so that the
+    threads it interned as they came in are not hashed again; threads added later are interned
+    when first looked up."""
+    table = snapshot.__dict__.get("_stack_table")
+    if table is None:
+        table = StackTable()
+        for p in snapshot.processes:
+            for t in p.threads:
+                table.intern(t)
+        set_table(snapshot, table)
+    return table
+
+
+def set_table(snapshot: Snapshot, table: StackTable) -> None:
+    snapshot.__dict__["_stack_table"] = table
 
 
 def _index_error(i: Any) -> ValueError:
