@@ -210,7 +210,8 @@ def analyze(args: argparse.Namespace) -> int:
     try:
         with request:  # removes a core --coredumpctl dumped to a temporary file
             request.prepare(progress, lambda target: check_output(args.output, target))
-            snapshot = pipeline.report(request, args.signatures, redact=args.redact, progress=progress)
+            snapshot = pipeline.report(request, args.signatures, redact=args.redact, progress=progress,
+                                       node_summary=fmt == "node")
             from hanganalyze.render import render
 
             write_output(render(snapshot, fmt), args.output)

@@ -142,8 +142,11 @@ def default_parallel(inputs: Sequence[Input]) -> int:
 
 
 def fill_identity(proc: Process, inp: Input, only_process: bool) -> None:
-    """Rank identity of one acquired process: decided in ``ranks.identify``, the one place."""
+    """Rank identity of one acquired process: decided in ``ranks.identify``, the one place.  The
+    input's file is kept on the process (not serialised) for node summaries (``analyze/summary.py``)."""
     identify(proc, inp.path, only_process)
+    if inp.path and inp.path != "-":
+        proc.__dict__["_input_file"] = os.path.abspath(inp.path)
 
 
 def _failed(inp: Input, err: BaseException) -> Process:
