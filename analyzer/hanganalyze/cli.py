@@ -48,6 +48,7 @@ class OutputFormat(str, Enum):
     md = "md"
     json = "json"
     text = "text"
+    node = "node"  # a node summary, mergeable at cluster scale (analyze/summary.py)
 
 
 def _analyze_app():

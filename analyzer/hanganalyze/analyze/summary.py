@@ -186,19 +186,19 @@ def looks_like_node_summary(head: str) -> bool:
 
 
 def node_inputs(paths: Sequence[Optional[str]]) -> List[str]:
-    """The paths when every one is a node summary (a folder of them), else []."""
-    if not paths or any(not p for p in paths):
-        return []
+    """The node summaries among the inputs (a folder where ``capture-node.sh`` wrote rank
+    snapshots and each node's summary: the summaries stand for the rank files), else []."""
     out = []
     for p in paths:
+        if not p or p == "-" or not str(p).endswith(".json"):
+            continue
         try:
             with open(str(p), encoding="utf-8", errors="replace") as fh:
                 head = fh.read(64)
         except OSError:
-            return []
-        if not looks_like_node_summary(head):
-            return []
-        out.append(str(p))
+            continue
+        if looks_like_node_summary(head):
+            out.append(str(p))
     return out
 
 
