@@ -445,7 +445,7 @@ class Merged:
             f.processes = procs
             f.ranks = [self.rows[i][0] for i in procs if self.rows[i][0] is not None]
             if len(procs) > 1:
-                f.summary += " (in %d processes%s)" % (len(procs), ", ranks %s" % ",".join(map(str, sorted(f.ranks)))
+                f.summary += " (in %d processes%s)" % (len(procs), ", ranks %s" % compress_ranks(f.ranks)
                                                        if f.ranks else "")
             tri.append(f)
         known = any(f.severity in KNOWN_BUG for f in snap.findings)

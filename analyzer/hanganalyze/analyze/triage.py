@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.acquire.text import log
 from hanganalyze.analyze.names import basename, library_base, normalize_native_name, wait_name
+from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.signatures import builtin_dir, display_path, read_yaml
 from hanganalyze.errors import SignatureError
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
@@ -459,7 +460,8 @@ def add_triage(snapshot: Snapshot) -> None:
         found.append(f)
     for f in found:
         if len(f.processes) > 1:
-            f.summary += " (in %d processes%s)" % (len(f.processes), ", ranks %s" % ",".join(map(str, sorted(f.ranks)))
+            # ranks as a range set: a 131,072-rank job's summary stays one line
+            f.summary += " (in %d processes%s)" % (len(f.processes), ", ranks %s" % compress_ranks(f.ranks)
                                                     if f.ranks else "")
     known = any(f.severity in KNOWN_BUG for f in snapshot.findings)
     snapshot.findings = (snapshot.findings + found) if known else (found + snapshot.findings)
