@@ -441,6 +441,7 @@ def add_triage(snapshot: Snapshot) -> None:
     placed first when no known bug matched, last otherwise."""
     found: List[Finding] = []
     by_key: Dict[Tuple[str, Optional[str]], Finding] = {}
+    ranks_of: Dict[int, set] = {}  # id(finding) -> its ranks, as a set (a list look-up per rank is quadratic)
     memo: Dict[tuple, tuple] = {}
     for i, proc in enumerate(snapshot.processes):
         f = triage_process(i, proc, memo)
@@ -449,8 +450,10 @@ def add_triage(snapshot: Snapshot) -> None:
         key = (f.triage["wait"], f.triage["blame"])  # type: ignore[index]
         if len(snapshot.processes) > 1 and key in by_key:
             first = by_key[key]
-            first.processes = sorted(set(first.processes or [first.process]) | {i})
-            if proc.rank is not None and proc.rank not in first.ranks:
+            first.processes.append(i)  # in process order: still sorted
+            seen = ranks_of.setdefault(id(first), set(first.ranks))
+            if proc.rank is not None and proc.rank not in seen:
+                seen.add(proc.rank)
                 first.ranks.append(proc.rank)
             continue
         if len(snapshot.processes) > 1:
