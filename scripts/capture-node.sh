@@ -9,6 +9,8 @@
 # HANGANALYZE_PARALLEL (default: number of CPUs) at a time, into OUTDIR/<host>.rank<R>.json (R from
 # the worker's RANK, else OMPI_COMM_WORLD_RANK, else SLURM_PROCID).  Run it on every node through the job's own
 # launcher (srun --overlap, pdsh, kubectl exec: see docs/job.md), then merge: hanganalyze OUTDIR.
+# It also writes OUTDIR/<host>.node.json, the node summary (`hanganalyze --format node`): a folder of them
+# merges at cluster scale (16,384 nodes), and the report names the rank files for the stacks.
 # Exit status: 0 when every rank was captured, 1 otherwise (the other ranks' files are still written).
 set -u
 out=${1:?usage: capture-node.sh OUTDIR [AGENT_PID ...]}
@@ -60,4 +62,17 @@ for err in "$out"/.*.err; do
   fi
   rm -f "$err"
 done
+# The node summary (analyze/summary.py): what the job verdict needs of each rank and the node's merged
+# call tree; `hanganalyze OUTDIR` merges the summaries of every node (or summaries of summaries).
+# Exit 3 only says a hang was found; 2 and 4 are failures.
+set -- "$out/$host".rank*.json
+if [ -e "$1" ]; then
+  "$hanganalyze" --format node -o "$out/$host.node.json" "$@" 2>"$out/.$host.node.err"
+  rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ]; then
+    echo "capture-node: node summary: $(cat "$out/.$host.node.err")" >&2
+    status=1
+  fi
+  rm -f "$out/.$host.node.err"
+fi
 exit $status

@@ -48,6 +48,7 @@ class OutputFormat(str, Enum):
     md = "md"
     json = "json"
     text = "text"
+    node = "node"  # a node summary, mergeable at cluster scale (analyze/summary.py)
 
 
 def _analyze_app():
@@ -210,7 +211,8 @@ def analyze(args: argparse.Namespace) -> int:
     try:
         with request:  # removes a core --coredumpctl dumped to a temporary file
             request.prepare(progress, lambda target: check_output(args.output, target))
-            snapshot = pipeline.report(request, args.signatures, redact=args.redact, progress=progress)
+            snapshot = pipeline.report(request, args.signatures, redact=args.redact, progress=progress,
+                                       node_summary=fmt == "node")
             from hanganalyze.render import render
 
             write_output(render(snapshot, fmt), args.output)

@@ -13,6 +13,7 @@ Names come from cores and pasted text, so every pattern here must stay linear on
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import List, Optional, Tuple
 
 from hanganalyze.cnames import last_group_start
@@ -89,6 +90,7 @@ def _strip_balanced(s: str, open_ch: str, close_ch: str) -> str:
     return "".join(out)
 
 
+@lru_cache(maxsize=1 << 16)  # a job repeats the same few thousand names (analyze/intern.py)
 def normalize_native_name(name: str) -> str:
     """``ns::Foo<int>::bar(int, char*) const [clone .isra.0]`` -> ``ns::Foo::bar``.
 
@@ -119,6 +121,7 @@ def short_function(name: Optional[str]) -> str:
     return name.split("(", 1)[0].strip()
 
 
+@lru_cache(maxsize=1 << 16)
 def wait_name(name: Optional[str]) -> str:
     """``__GI___poll`` -> ``poll``, ``__libc_accept`` -> ``accept``, ``___pthread_cond_wait`` ->
     ``pthread_cond_wait``: glibc exports the same call under several aliases."""

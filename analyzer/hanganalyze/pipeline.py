@@ -24,7 +24,7 @@ def _wait_for_cycles(snapshot: Snapshot, db) -> List[Finding]:
 
 
 def _signatures(snapshot: Snapshot, db) -> List[Finding]:
-    from hanganalyze.analyze.match import match_snapshot
+    from hanganalyze.analyze.intern import match_snapshot  # each distinct process matched once
 
     return match_snapshot(snapshot, db)
 
@@ -45,10 +45,13 @@ def load_signature_db(extra_dirs: Iterable[Path] = (), use_cache: bool = True):
     return load_signatures(list(extra_dirs), use_cache=use_cache)
 
 
-def analyze(snapshot: Snapshot, db, redact: bool = False) -> Snapshot:
+def analyze(snapshot: Snapshot, db, redact: bool = False, node_summary: bool = False) -> Snapshot:
     """Fill findings, wait-for graphs and the bucket id of a freshly acquired snapshot; with
-    ``redact``, the result has user names, hosts, IPs and secrets replaced (``analyze/redact.py``)."""
+    ``redact``, the result has user names, hosts, IPs and secrets replaced (``analyze/redact.py``);
+    with ``node_summary``, the per-rank facts of a node summary are kept for ``--format node``
+    (``analyze/summary.py``)."""
     from hanganalyze.analyze.bucket import bucket_id
+    from hanganalyze.analyze.intern import intern_snapshot
     from hanganalyze.analyze.job import analyze_job, join_flight_recorder
     from hanganalyze.analyze.progress import gate_findings
     from hanganalyze.analyze.rules import load_rules
@@ -57,12 +60,21 @@ def analyze(snapshot: Snapshot, db, redact: bool = False) -> Snapshot:
 
     rules = load_rules()
     join_flight_recorder(snapshot)  # changes process indices: before anything refers to them
+    intern_snapshot(snapshot)  # equal stacks share one list of frames: work once per distinct stack
     annotate_waitgraphs(snapshot)
     found: List[Finding] = []
-    for step in rules.steps("process"):  # the rule list's order
-        found.extend(PROCESS_STEPS[step](snapshot, db))
+    step_of: Dict[int, int] = {}
+    for si, step in enumerate(rules.steps("process")):  # the rule list's order
+        got = PROCESS_STEPS[step](snapshot, db)
+        if node_summary:
+            step_of.update((id(f), si) for f in got)
+        found.extend(got)
     snapshot.findings = found
     gate_findings(snapshot)  # repeated samples: a wait holds only where its thread held (progress.py)
+    if node_summary:  # before the job rules group and supersede the per-process findings
+        from hanganalyze.analyze.summary import capture
+
+        capture(snapshot, step_of)
     analyze_job(snapshot, rules)  # the job rules: cross-rank findings, per-rank ones grouped
     order = {s: i for i, s in enumerate(SEVERITIES)}
     cross_rank = rules.cross_rank
@@ -81,10 +93,15 @@ def analyze(snapshot: Snapshot, db, redact: bool = False) -> Snapshot:
 
 def analyze_many(snapshots: List[Snapshot], db) -> Snapshot:
     """Several acquired snapshots (one per rank, say) analyzed as one job."""
+    from hanganalyze_gdbext.model.stacktable import set_table
+
     merged = Snapshot()
     for snap in snapshots:
         merged.processes.extend(snap.processes)
         merged.warnings.extend(snap.warnings)
+    tables = {id(t): t for t in (s.__dict__.get("_stack_table") for s in snapshots) if t is not None}
+    if len(tables) == 1:  # interned as they came in (one table): not hashed again
+        set_table(merged, next(iter(tables.values())))
     return analyze(merged, db)
 
 
@@ -121,12 +138,21 @@ class BackgroundLoad:
 
 
 def report(request, signature_dirs: Iterable[Path] = (), redact: bool = False,
-           progress: Optional[Callable[[str], None]] = None) -> Snapshot:
+           progress: Optional[Callable[[str], None]] = None, node_summary: bool = False) -> Snapshot:
     """One run up to rendering: every input of ``request`` (an ``acquire.request.AcquireRequest``,
-    prepared) acquired, then analyzed, and redacted when asked."""
+    prepared) acquired, then analyzed, and redacted when asked.  When every input is a node summary
+    (``analyze/summary.py``), they are merged instead: the job's verdict from its nodes' summaries."""
+    from hanganalyze.analyze import summary
+
+    nodes = summary.node_inputs([inp.path for inp in getattr(request, "inputs", None) or []])
+    if nodes:
+        if progress:
+            progress("merging %d node summaries" % len(nodes))
+        merged = summary.merge_files(nodes)
+        return merged.to_doc_snapshot() if node_summary else merged.analyze(redact=redact)
     db_load = BackgroundLoad(list(signature_dirs))
     snapshot = request.acquire(progress, db_load.start)
     db = db_load.result()
     if progress:
         progress("matching %d thread(s) against signatures" % sum(len(p.threads) for p in snapshot.processes))
-    return analyze(snapshot, db, redact=redact)
+    return analyze(snapshot, db, redact=redact, node_summary=node_summary)

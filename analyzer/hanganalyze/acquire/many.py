@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 from hanganalyze.acquire.ranks import identify, rank_from_name
 from hanganalyze.errors import HangAnalyzeError, InputError
 from hanganalyze_gdbext.model import Process, Snapshot
+from hanganalyze_gdbext.model.stacktable import StackTable, set_table
 
 Progress = Optional[Callable[[str], None]]
 
@@ -143,10 +145,13 @@ def default_parallel(inputs: Sequence[Input]) -> int:
 
 
 def fill_identity(proc: Process, inp: Input, only_process: bool) -> None:
-    """Rank identity of one acquired process: decided in ``ranks.identify``, the one place."""
+    """Rank identity of one acquired process: decided in ``ranks.identify``, the one place.  The
+    input's file is kept on the process (not serialised) for node summaries (``analyze/summary.py``)."""
     identify(proc, inp.path, only_process)
     if inp.launcher_pid is not None and isinstance(proc.dist, dict):
         proc.dist["launcher_pid"] = inp.launcher_pid
+    if inp.path and inp.path != "-":
+        proc.__dict__["_input_file"] = os.path.abspath(inp.path)
 
 
 def _failed(inp: Input, err: BaseException) -> Process:
@@ -189,9 +194,19 @@ def acquire_all(
     if progress:
         progress("acquiring %d inputs, %d at a time" % (len(inputs), n))
 
+    # inputs' equal stacks share one list of frames as they come in (model/stacktable.py): a
+    # 4,096-rank job holds a few hundred distinct stacks, not 2.4 million frames
+    table = StackTable()
+    table_lock = threading.Lock()
+
     def work(inp: Input) -> Union[Snapshot, BaseException]:
         try:
-            return acquire_one(inp)
+            snap = acquire_one(inp)
+            with table_lock:
+                for p in snap.processes:
+                    for t in p.threads:
+                        table.intern(t)
+            return snap
         except HangAnalyzeError as e:
             return e
         except Exception as e:  # noqa: BLE001 - one broken input must not end a job's analysis
@@ -218,6 +233,7 @@ def acquire_all(
             fill_identity(p, inp, len(res.processes) == 1)
         out.processes.extend(res.processes)
         out.warnings.extend("%s: %s" % (inp.describe(), w) for w in res.warnings)
+    set_table(out, table)
     if len(errors) == len(inputs):
         first = errors[0]
         if isinstance(first, HangAnalyzeError):

@@ -135,8 +135,10 @@ def read_snapshot(text: str) -> Snapshot:
         raise InputError("not a usable %s snapshot: JSON nested too deeply" % SCHEMA) from None
     if not isinstance(data, dict):
         raise InputError("not a %s snapshot: the JSON is not an object" % SCHEMA)
+    raw = data
     # Recomputed by the pipeline: a stale or crafted value must not reach it (nor fail parsing).
-    data = {k: v for k, v in data.items() if k not in ("findings", "bucket", "tool")}
+    data = {k: v for k, v in data.items() if k not in ("findings", "bucket", "tool", "stacks")}
+    stacks = raw.get("stacks")  # a large job's shared stack table (analyze/intern.py)
     procs = data.get("processes")
     if isinstance(procs, list):
         data["processes"] = [
@@ -144,6 +146,10 @@ def read_snapshot(text: str) -> Snapshot:
         ]
     try:
         snap = Snapshot.from_dict(data)
+        if stacks is not None:
+            from hanganalyze_gdbext.model.stacktable import attach_stacks
+
+            attach_stacks(snap, data, stacks)
         _check_object(snap, Snapshot, "")
         _check_dicts(snap)
     except _Invalid as e:

@@ -151,11 +151,18 @@ def _tree(selected: List[List[int]], keys: Sequence[int], stacks: Stacks, max_no
             else:
                 entry[0] |= bit
                 entry[1] += 1
-    all_bits = (1 << len(sorted_keys)) - 1
-    root: list = [stacks.label_id(ROOT_LABEL, "native"), all_bits, 0, {}]
     items = [(stacks.seqs[sid], e[0], e[1]) for sid, e in agg.items()]
     if empty_bits:
         items.append(((no_threads,), empty_bits, 0))
+    return tree_from_items(items, sorted_keys, stacks, max_nodes)
+
+
+def tree_from_items(items: Sequence[Tuple[Tuple[int, ...], int, int]], sorted_keys: List[int], stacks: Stacks,
+                    max_nodes: int = MAX_NODES) -> dict:
+    """The tree from its distinct stacks: ``(label ids outermost first, rank bits over the positions
+    of sorted_keys, thread count)`` each; the node summaries' merge (``summary.py``) builds it so."""
+    all_bits = (1 << len(sorted_keys)) - 1
+    root: list = [stacks.label_id(ROOT_LABEL, "native"), all_bits, 0, {}]
     for seq, bits, n in items:
         root[_THREADS] += n
         node = root

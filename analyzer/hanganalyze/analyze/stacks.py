@@ -133,6 +133,9 @@ class Stacks:
         self.raw_stacks: Dict[tuple, list] = {}  # raw stack -> [stack id, idle (None: not yet known)]
         self.seq_ids: Dict[Tuple[int, ...], int] = {}
         self.seqs: List[Tuple[int, ...]] = []
+        # id(frames list) -> (the list, python frames, entry): threads that share their lists
+        # (``analyze/intern.py``) skip the raw key
+        self._by_list: Dict[int, tuple] = {}
 
     def label_id(self, label: str, kind: str) -> int:
         key = (label, kind)
@@ -149,10 +152,14 @@ class Stacks:
 
     def entry(self, t: Thread) -> list:
         """``[stack id, idle or None]`` of a thread: one raw key, one dict look-up."""
+        hit = self._by_list.get(id(t.frames))
+        if hit is not None and hit[0] is t.frames and hit[1] is (t.python_frames or None):
+            return hit[2]
         raw = self.raw(t)
         e = self.raw_stacks.get(raw)
         if e is None:
             e = self.raw_stacks[raw] = [self._normalize(t, raw), None]
+        self._by_list[id(t.frames)] = (t.frames, t.python_frames or None, e)
         return e
 
     def stack_id(self, t: Thread) -> int:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.signatures import builtin_dir, display_path, read_yaml
 from hanganalyze.errors import SignatureError
 from hanganalyze.loglines import CURRENT_NOTE, known_lines
@@ -225,9 +226,23 @@ def _called_from_outside(cat: Category, frames: Sequence[Frame], i: int) -> bool
     return False
 
 
-def classify(proc: Process, t: Thread, crashed: bool = False) -> ThreadTriage:
+def classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Dict[tuple, tuple]] = None
+             ) -> ThreadTriage:
     """The first category (``waits.yaml`` order) one of the thread's innermost frames matches.  A
-    thread that repeated samples saw run Python code (``progress``) runs, wherever it was caught."""
+    thread that repeated samples saw run Python code (``progress``) runs, wherever it was caught.
+    ``memo`` (one dict per snapshot) reuses the answer of threads that share their frame lists
+    (``analyze/intern.py``): a job repeats the same few stacks."""
+    if memo is not None:
+        w = t.waits
+        key = (id(t.frames), id(t.python_frames) if t.python_frames else 0, crashed,
+               (w.kind, w.frame) if w is not None else None, t.state.gil if t.state is not None else None,
+               t.progress.state if t.progress is not None else None)
+        hit = memo.get(key)
+        if hit is not None and hit[0] is t.frames:
+            return ThreadTriage(t, hit[1], hit[2], hit[3], w.owner_tid if w is not None else None, hit[4])
+        r = classify(proc, t, crashed)
+        memo[key] = (t.frames, r.category, r.frame, r.blame, r.how)
+        return r
     tab = table()
     frames = t.all_frames()
     owner = t.waits.owner_tid if t.waits is not None else None
@@ -386,11 +401,13 @@ def _confidence(first: ThreadTriage, frames_seen: bool) -> float:
     return round(min(conf, 0.8), 2)
 
 
-def triage_process(index: int, proc: Process, known_crash: bool = False) -> Optional[Finding]:
+def triage_process(index: int, proc: Process, known_crash: bool = False,
+                   memo: Optional[Dict[tuple, tuple]] = None) -> Optional[Finding]:
     """The triage finding of one process; None when it has neither threads nor a log line that
     names a wait or a hang.
     ``known_crash``: a known bug of severity crash matched the process (its signal line may be
-    cut from the paste): the current (else the first) thread crashed unless it waits."""
+    cut from the paste): the current (else the first) thread crashed unless it waits.
+    ``memo``: see ``classify``."""
     tab = table()
     threads = [t for t in proc.threads if any(not f.marker for f in t.all_frames())]
     if not threads:
@@ -410,12 +427,12 @@ def triage_process(index: int, proc: Process, known_crash: bool = False) -> Opti
     crashed = [t for i, t in enumerate(threads) if _crashed(proc, t, i == 0, threads)][:1]
     if known_crash and not crashed:
         crashed = [next((t for t in threads if t.current), threads[0])]
-    rows = [classify(proc, t) for t in threads]
+    rows = [classify(proc, t, memo=memo) for t in threads]
     for i, r in enumerate(rows):
         # a crash known from the log only: unless the thread's frames tell a stronger story (a
         # collective's watchdog that aborted the process after a timeout is the collective's)
         if r.thread in crashed and (proc.signal in FATAL or r.category.rank >= 3):
-            rows[i] = classify(proc, r.thread, crashed=True)
+            rows[i] = classify(proc, r.thread, crashed=True, memo=memo)
     about = subject(proc, rows)
     first = about[0]
     if first.category is tab.runs:  # the frames name no wait: a log line may (py-bt's "Waiting for the GIL")
@@ -490,8 +507,10 @@ def add_triage(snapshot: Snapshot) -> None:
     by_key: Dict[Tuple[str, Optional[str]], Finding] = {}
     crashes = {j for f in snapshot.findings if f.severity == "crash"
                for j in (f.processes or ([f.process] if f.process is not None else []))}
+    ranks_of: Dict[int, set] = {}  # id(finding) -> its ranks, as a set (a list look-up per rank is quadratic)
+    memo: Dict[tuple, tuple] = {}
     for i, proc in enumerate(snapshot.processes):
-        f = triage_process(i, proc, known_crash=i in crashes)
+        f = triage_process(i, proc, known_crash=i in crashes, memo=memo)
         if f is None:
             continue
         if f.triage["from"] == "log" and f.triage["wait"] == "runs":  # type: ignore[index]
@@ -500,8 +519,10 @@ def add_triage(snapshot: Snapshot) -> None:
         key = (f.triage["wait"], f.triage["blame"])  # type: ignore[index]
         if len(snapshot.processes) > 1 and key in by_key:
             first = by_key[key]
-            first.processes = sorted(set(first.processes or [first.process]) | {i})
-            if proc.rank is not None and proc.rank not in first.ranks:
+            first.processes.append(i)  # in process order: still sorted
+            seen = ranks_of.setdefault(id(first), set(first.ranks))
+            if proc.rank is not None and proc.rank not in seen:
+                seen.add(proc.rank)
                 first.ranks.append(proc.rank)
             continue
         if len(snapshot.processes) > 1:
@@ -513,7 +534,8 @@ def add_triage(snapshot: Snapshot) -> None:
         found = vague[:1]
     for f in found:
         if len(f.processes) > 1:
-            f.summary += " (in %d processes%s)" % (len(f.processes), ", ranks %s" % ",".join(map(str, sorted(f.ranks)))
+            # ranks as a range set: a 131,072-rank job's summary stays one line
+            f.summary += " (in %d processes%s)" % (len(f.processes), ", ranks %s" % compress_ranks(f.ranks)
                                                     if f.ranks else "")
     known = any(f.severity in KNOWN_BUG for f in snapshot.findings)
     snapshot.findings = (snapshot.findings + found) if known else (found + snapshot.findings)

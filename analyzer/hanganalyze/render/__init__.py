@@ -23,4 +23,8 @@ def render(snapshot: Snapshot, fmt: str) -> str:
         from hanganalyze.render.html import render_html
 
         return encodable(render_html(snapshot))
+    if fmt == "node":  # a node summary, mergeable (analyze/summary.py)
+        from hanganalyze.analyze.summary import render_node
+
+        return render_node(snapshot)
     raise ValueError("unknown format %r" % fmt)
