@@ -83,7 +83,8 @@ async def check(loop, ev, q, t_ev, t_q, t_sl, t_aw, t_g, t_ex):
     lp = st.loops[0]
     assert lp.thread == threading.get_native_id(), (lp.thread, st.notes)
     tasks = {t.name: t for t in lp.tasks}
-    assert set(tasks) >= {"waiter", "getter", "sleeper", "awaits-sleeper", "gatherer", "exec"}, (sorted(tasks), st.notes)
+    want = {"waiter", "getter", "sleeper", "awaits-sleeper", "gatherer", "exec"}
+    assert set(tasks) >= want, (sorted(tasks), st.notes)
     me = [t for t in lp.tasks if t.awaits and t.awaits[0].kind == "running"]
     assert len(me) == 1 and me[0].coroutine_stack[0].function == "main", [(t.name, t.awaits) for t in lp.tasks]
     fn = lambda name: [f.function for f in tasks[name].coroutine_stack]

@@ -316,5 +316,5 @@ class Snapshot(Record):
 
 
 # After Frame and Process: model.collectives imports Frame, and Process's annotation names Collectives.
-from .collectives import Collectives  # noqa: E402
 from .asyncio import AsyncioState  # noqa: E402, I001 - after Frame: model.asyncio imports it
+from .collectives import Collectives  # noqa: E402

@@ -181,3 +181,14 @@ def _executor_work(r: AsyncReader) -> Dict[int, int]:
                 out[fut] = lwp
             break
     return out
+
+
+def attach(process, pyproc: Optional[PyProcess]) -> None:
+    """Set ``process.asyncio`` (a model ``Process``) from the walker's answer; a failure is a note,
+    never a lost snapshot.  The seam both collectors (gdbext and the direct reader) call."""
+    if pyproc is None or not pyproc.version:
+        return
+    try:
+        process.asyncio = describe_asyncio(pyproc)
+    except Exception as e:  # noqa: BLE001 - corrupt asyncio state must not cost the thread stacks
+        process.notes.append("asyncio tasks could not be read: %s" % e)

@@ -14,10 +14,10 @@ import struct
 from typing import Dict, List, Optional, Tuple
 
 from ..model import Frame
-from ..pylocks import PyLocks
 from ..pyframes import walker as pywalker
 from ..pyframes.objects import ReadError, i32_at, u64_at
 from ..pyframes.walker import PyProcess
+from ..pylocks import PyLocks
 from . import layout
 
 MAX_TASKS = 200000
