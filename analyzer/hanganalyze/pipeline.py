@@ -39,8 +39,8 @@ def _asyncio(snapshot: Snapshot, db) -> List[Finding]:
 #: rules' code is ``job.JOB_STEPS``).
 PROCESS_STEPS: Dict[str, Callable[[Snapshot, object], List[Finding]]] = {
     "wait_for_cycles": _wait_for_cycles,
-    "signatures": _signatures,
     "asyncio": _asyncio,
+    "signatures": _signatures,
 }
 
 
