@@ -86,7 +86,7 @@ def test_signatures_list_shows_code_rules_in_order():
     lines = res.stdout.decode().splitlines()
     ids = [ln.split()[0] for ln in lines]
     code = [ln.split()[0] for ln in lines if ln.endswith("[code rule]")]
-    assert code == ["deadlock-cycle"] + JOB_RULES
+    assert code == ["deadlock-cycle"] + ASYNCIO_RULES + JOB_RULES
     assert ids[0] == "deadlock-cycle" and ids[-len(JOB_RULES):] == JOB_RULES
     assert "cuda-sync-busy-spin" in ids[1:-len(JOB_RULES)] and not lines[ids.index("cuda-sync-busy-spin")].endswith(
         "[code rule]")
