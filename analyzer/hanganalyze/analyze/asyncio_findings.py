@@ -16,8 +16,9 @@ from hanganalyze_gdbext.model.asyncio import AsyncLoop, AsyncTask
 CYCLE, ORPHAN, BLOCKED = "asyncio-await-cycle", "asyncio-orphan-wait", "asyncio-loop-blocked"
 MAX_CYCLES = 16
 #: Waits only another task can complete (a producer put()s, someone set()s): orphaned when the
-#: program has no other pending task at all and no other thread runs Python code.
-_COMPLETED_BY_TASKS = ("queue-get", "queue-put", "event", "condition", "future")
+#: program has no other pending task at all and no other thread runs Python code.  A bare future
+#: is not among them: I/O callbacks (a socket's data, a server's close) complete those.
+_COMPLETED_BY_TASKS = ("queue-get", "queue-put", "event", "condition", "lock", "semaphore")
 #: Innermost native frames of a loop thread that is waiting for I/O (idle), not blocked.
 _IDLE_NATIVE = re.compile(r"epoll_wait|epoll_pwait|\bselect\b|__select|\bpoll\b|__poll|ppoll|kevent")
 _SELECTOR_FILES = ("selectors.py", "base_events.py")
@@ -110,8 +111,9 @@ def _other_python_threads(p: Process, loop_tid: Optional[int]) -> List[Thread]:
 
 def _orphans(pi: int, p: Process, lp: AsyncLoop, rule) -> List[Finding]:
     """Tasks whose wait only another task could complete while no other task can run: every
-    pending task of the loop waits on a queue, event or bare future, none is scheduled, sleeping
-    or in an executor, and no other thread runs Python code."""
+    pending task of the loop waits on a queue, event, condition, lock or semaphore (or on such a
+    task), none is scheduled, sleeping, in an executor or on a future I/O completes, and no other
+    thread runs Python code."""
     pending = [t for t in lp.tasks if t.state == "pending"]
     if not pending:
         return []
