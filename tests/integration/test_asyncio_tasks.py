@@ -94,7 +94,10 @@ def test_events_and_orphan_queue(runs, source):
     tasks = _tasks(rep)
     cons = [t for t in tasks.values() if _stack(t) == ["Queue.get", "consumer"]]
     assert len(cons) == 1 and cons[0]["awaits"][0]["kind"] == "queue-get"
-    assert [t["state"] for t in tasks.values() if t["state"] != "pending"] == ["finished"]  # the producer
+    ended = [t["state"] for t in tasks.values() if t["state"] != "pending"]
+    # the producer: kept in the WeakSet registry while referenced; 3.14 unlinks a task as it ends
+    version = tuple(int(x) for x in rep["processes"][0]["python"]["version"].split(".")[:2])
+    assert ended == ([] if version >= (3, 14) else ["finished"])
     assert _findings(rep) == {"asyncio-orphan-wait"}
 
 

@@ -19,8 +19,9 @@ MAX_CYCLES = 16
 #: program has no other pending task at all and no other thread runs Python code.  A bare future
 #: is not among them: I/O callbacks (a socket's data, a server's close) complete those.
 _COMPLETED_BY_TASKS = ("queue-get", "queue-put", "event", "condition", "lock", "semaphore")
-#: Innermost native frames of a loop thread that is waiting for I/O (idle), not blocked.
-_IDLE_NATIVE = re.compile(r"epoll_wait|epoll_pwait|\bselect\b|__select|\bpoll\b|__poll|ppoll|kevent")
+#: Innermost native frames of a loop thread that is waiting for I/O (idle), not blocked: the
+#: selector's own waits (select()/poll() are not among them: time.sleep uses select before 3.11).
+_IDLE_NATIVE = re.compile(r"epoll_wait|epoll_pwait|kevent")
 _SELECTOR_FILES = ("selectors.py", "base_events.py")
 
 
