@@ -134,3 +134,20 @@ def test_loop_blocked_and_healthy(runs, source):
     assert any(_stack(t)[-1:] == ["consumer"] for t in tasks.values())
     assert any("ticker" in _stack(t) for t in tasks.values())
     assert not _findings(healthy)
+
+
+@pytest.mark.parametrize("version", [v for v in ("3.12", "3.14") if v in PYTHONS])
+def test_hang_tasks_command(version, tmp_path):
+    """gdbext's ``hang-tasks`` inside real gdb, on a live process and on its core."""
+    from helpers import gdb_batch
+
+    hung = start_hung([PYTHONS[version], FIXTURE, "gather"], settle=0.5)
+    try:
+        core = gcore(hung.pid, tmp_path)
+        outs = [gdb_batch(["hang-tasks"], pid=hung.pid), gdb_batch(["hang-tasks"], core=core, exe=PYTHONS[version])]
+    finally:
+        hung.kill()
+    for out in outs:
+        assert re.search(r"Loop 0x[0-9a-f]+ \(_UnixSelectorEventLoop\) on LWP %d: 3 tasks" % hung.pid, out), out
+        assert re.search(r"Task-2 \[pending\] awaits: run_in_executor: .* being run by thread \d+", out), out
+        assert "#0   sleep (" in out and "#1   napper (" in out
