@@ -15,6 +15,7 @@ from hanganalyze_gdbext.model.asyncio import AsyncLoop, AsyncTask
 
 CYCLE, ORPHAN, BLOCKED = "asyncio-await-cycle", "asyncio-orphan-wait", "asyncio-loop-blocked"
 MAX_CYCLES = 16
+MAX_EVIDENCE = 20
 #: Waits only another task can complete (a producer put()s, someone set()s): orphaned when the
 #: program has no other pending task at all and no other thread runs Python code.  A bare future
 #: is not among them: I/O callbacks (a socket's data, a server's close) complete those.
@@ -126,7 +127,7 @@ def _orphans(pi: int, p: Process, lp: AsyncLoop, rule) -> List[Finding]:
     if not stuck:
         return []
     ev = []
-    for t in stuck:
+    for t in stuck[:MAX_EVIDENCE]:  # 10,000 parked tasks make one finding, not 10,000 lines
         a = next(a for a in t.awaits if a.kind in _COMPLETED_BY_TASKS)
         ev.append(Evidence(thread=lp.thread, rule=ORPHAN, text="%s waits: %s%s" % (_label(t), a.detail or a.kind,
                                                                                   _where(t))))
