@@ -29,10 +29,17 @@ def _signatures(snapshot: Snapshot, db) -> List[Finding]:
     return match_snapshot(snapshot, db)
 
 
+def _asyncio(snapshot: Snapshot, db) -> List[Finding]:
+    from hanganalyze.analyze.asyncio_findings import asyncio_findings
+
+    return asyncio_findings(snapshot, db)
+
+
 #: The code of the per-process rules, by the ``step`` their entries of the rule list name (the job
 #: rules' code is ``job.JOB_STEPS``).
 PROCESS_STEPS: Dict[str, Callable[[Snapshot, object], List[Finding]]] = {
     "wait_for_cycles": _wait_for_cycles,
+    "asyncio": _asyncio,
     "signatures": _signatures,
 }
 

@@ -15,6 +15,7 @@ from .gdbtarget import GdbTarget, describe_process, frames_of_thread, lwp_of
 from .gdbtarget import target_kind as gdbtarget_kind
 from .model import Process, Snapshot, Thread
 from .model.signals import fatal_signal
+from .pyasync import build as pyasync
 
 
 def target_kind() -> str:
@@ -77,6 +78,7 @@ def collect_process(with_python: bool = True, with_locks: bool = True, pyproc=No
     finally:
         if selected is not None and selected.is_valid():
             selected.switch()
+    pyasync.attach(proc, pyproc)  # asyncio tasks: their stacks are on no thread
     if with_locks:
         selected = gdb.selected_thread()
         try:

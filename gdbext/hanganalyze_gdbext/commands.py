@@ -19,7 +19,7 @@ from typing import Callable, Dict, Optional, Tuple
 import gdb  # noqa: F401  (only ever imported inside gdb)
 
 #: Feature modules that declare commands, imported in this order.
-COMMAND_MODULES = ("cmd_dump", "cmd_bt", "cmd_locks", "cmd_analyze")
+COMMAND_MODULES = ("cmd_dump", "cmd_bt", "cmd_locks", "cmd_analyze", "cmd_tasks")
 
 _COMMANDS: Dict[str, Tuple[Callable, str, Optional[argparse.ArgumentParser]]] = {}
 #: ``hang-traceback on``: print the traceback behind a command's one-line error.

@@ -20,10 +20,12 @@ from hanganalyze_gdbext.model import Finding  # noqa: E402
 JOB_RULES = ["rank-missing", "worker-straggler", "collective-straggler", "collective-mismatch", "collective-hang",
              "collective-peer-wait"]
 
+ASYNCIO_RULES = ["asyncio-await-cycle", "asyncio-orphan-wait", "asyncio-loop-blocked"]
+
 
 def test_shipped_rules_are_valid_and_ordered():
     rules = validate_rules([s.id for s in pipeline.load_signature_db(use_cache=False).signatures])
-    assert [r.id for r in rules.rules] == ["deadlock-cycle", "signatures"] + JOB_RULES
+    assert [r.id for r in rules.rules] == ["deadlock-cycle"] + ASYNCIO_RULES + ["signatures"] + JOB_RULES
     assert [r.id for r in rules.rules if not r.code] == ["signatures"]
     assert rules.cross_rank == frozenset(JOB_RULES[:-1])
     assert rules.by_id("collective-peer-wait").supersedes == ("cuda-sync-busy-spin", "cuda-host-waits-for-device")
@@ -84,7 +86,7 @@ def test_signatures_list_shows_code_rules_in_order():
     lines = res.stdout.decode().splitlines()
     ids = [ln.split()[0] for ln in lines]
     code = [ln.split()[0] for ln in lines if ln.endswith("[code rule]")]
-    assert code == ["deadlock-cycle"] + JOB_RULES
+    assert code == ["deadlock-cycle"] + ASYNCIO_RULES + JOB_RULES
     assert ids[0] == "deadlock-cycle" and ids[-len(JOB_RULES):] == JOB_RULES
     assert "cuda-sync-busy-spin" in ids[1:-len(JOB_RULES)] and not lines[ids.index("cuda-sync-busy-spin")].endswith(
         "[code rule]")

@@ -12,6 +12,7 @@ from hanganalyze.direct.symbols import Symbolizing
 from hanganalyze.direct.unwind import RawFrame, dwarf_regs, unwind
 from hanganalyze_gdbext import facts, locks, merge
 from hanganalyze_gdbext.model import UNREADABLE_MARKER, Frame, Process, Thread
+from hanganalyze_gdbext.pyasync import build as pyasync
 from hanganalyze_gdbext.pyframes import walker
 from hanganalyze_gdbext.pyframes.target import FrameView
 from hanganalyze_gdbext.pylocks import PyLocks
@@ -135,6 +136,7 @@ def collect_process(target: MappedProcess, with_python: bool = True, with_locks:
         proc.threads.append(t)
     if proc.threads:
         proc.threads[0].current = True
+    pyasync.attach(proc, pyproc)  # asyncio tasks: their stacks are on no thread
     if with_locks:
         # one view per listed frame (inline ones share their real frame's registers), as gdb's list
         by_tid = {tid: [RegsView(n.raw) for n in natives] for tid, natives in natives_by_tid.items()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import List
 
 from hanganalyze.analyze.progress import progress_text
+from hanganalyze.render import asynctree
 from hanganalyze.render.jobview import JobView
 from hanganalyze.render.view import GroupView, ReportView, build_view
 from hanganalyze_gdbext.model import Snapshot
@@ -241,6 +242,11 @@ def render_view_text(view: ReportView) -> str:
             out.append("WAIT-FOR (%s)" % clean(p.title))
             for c in p.waitgraph_cycles:
                 out.append("  " + clean(c))
+    for p in view.processes:  # asyncio tasks (render/asynctree.py): their stacks are on no thread
+        tree = asynctree.process_lines(p.process)
+        if tree:
+            out.extend(["", "ASYNCIO TASKS (%s)" % clean(p.title)])
+            out.extend(visible(line.rstrip(), keep="\t") for line in tree)
     for p in view.processes:
         out.append("")
         out.append(RULE)

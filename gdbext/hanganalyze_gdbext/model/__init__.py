@@ -226,6 +226,8 @@ class Process(Record):
     #: A live process sampled more than once: {"count", "window_s", "interval_s"}; each thread's
     #: ``progress`` says what moved.  None for one sample (a core, ``--samples 1``).
     samples: Optional[Dict[str, Any]] = None
+    #: asyncio: every event loop, its tasks, their coroutine stacks and awaits (``model.asyncio``).
+    asyncio: Optional[AsyncioState] = None
 
     CONTRACT = ("source", "pid", "executable", "argv", "signal", "python", "threads")
 
@@ -321,4 +323,5 @@ class Snapshot(Record):
 
 
 # After Frame and Process: model.collectives imports Frame, and Process's annotation names Collectives.
+from .asyncio import AsyncioState  # noqa: E402, I001 - after Frame: model.asyncio imports it
 from .collectives import Collectives  # noqa: E402
