@@ -19,7 +19,7 @@ from helpers import OWN_LAYOUT_PROBE, own_memory_pythons  # noqa: E402
 PROBE = OWN_LAYOUT_PROBE + r'''
 import asyncio, os, threading
 build = importlib.import_module("g.pyasync.build")
-target_mod = importlib.import_module("g.target")
+target_mod = importlib.import_module("g.pyframes.target")
 
 class Self(target_mod.ProcessTarget):
     """This process as a ProcessTarget: /proc/self/mem, symbols through ctypes."""
