@@ -116,8 +116,9 @@ def test_capture_node_under_srun_overlap_then_one_folder(cluster, slurm_job, tmp
                           str(REPO / "scripts" / "capture-node.sh"), str(out), str(step)],
                          env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-2000:])
-    files = sorted(p.name for p in out.glob("*.json"))
+    files = sorted(p.name for p in out.glob("*.json") if not p.name.endswith(".node.json"))
     assert len(files) == NPROC and all(re.search(r"\.rank[0-3]\.json$", n) for n in files), files
+    assert len(list(out.glob("*.node.json"))) == 1  # and the node's summary (issue 25)
     merged = tmp_path / "merged.json"
     res = run_hanganalyze([out, "--format", "json", "-o", merged], timeout=300)
     assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-3000:]

@@ -145,9 +145,12 @@ def test_mismatch_per_rank_snapshots_merged_from_a_folder(mismatch_job, tmp_path
     res = subprocess.run(["bash", str(REPO / "scripts" / "capture-node.sh"), str(folder),
                           str(mismatch_job.launcher_pid)], capture_output=True, timeout=TIMEOUT)
     assert res.returncode == 0, res.stderr.decode()[-2000:]
-    files = sorted(p.name for p in folder.iterdir())
+    files = sorted(p.name for p in folder.iterdir() if not p.name.endswith(".node.json"))
     assert len(files) == 4 and all(re.match(r".+\.rank[0-3]\.json$", f) for f in files), files
+    assert len(list(folder.glob("*.node.json"))) == 1  # and the node's summary (issue 25)
     for f in folder.iterdir():
+        if f.name.endswith(".node.json"):
+            continue
         one = json.loads(f.read_text())
         assert len(one["processes"]) == 1 and "job" not in one  # one process each: no job view yet
         assert f.name.endswith(".rank%d.json" % one["processes"][0]["rank"])

@@ -368,11 +368,16 @@ def test_python_frame_signature_on_every_cpython(cores, db, ver):
     assert "python-shutdown-nondaemon-threads" in found
 
 
-@pytest.mark.parametrize("ver", [v for v in ("3.8", "3.13") if v in pyenv_pythons()])
-@pytest.mark.parametrize("how,mode,sig", [
-    ("hang", "cuda-gil", "cuda-api-holding-gil"),
-    ("abort", "finalize-gil", "python-finalization-gil-reacquire"),
-])
+#: The oldest and the newest CPython where each case happens.  A native thread that takes the GIL
+#: during finalization is terminated (pthread_exit: "terminate called without an active exception")
+#: up to 3.12; later 3.13 releases (3.13.15, as scripts/pythons.sh builds it) and 3.14 park it for
+#: ever instead, so the abort case ends at 3.12.
+GIL_CASES = [("hang", "cuda-gil", "cuda-api-holding-gil", ("3.8", "3.13")),
+             ("abort", "finalize-gil", "python-finalization-gil-reacquire", ("3.8", "3.12"))]
+
+
+@pytest.mark.parametrize("ver,how,mode,sig", [(v, how, mode, sig) for how, mode, sig, vers in GIL_CASES
+                                               for v in vers if v in pyenv_pythons()])
 def test_gil_signatures_on_oldest_and_newest_cpython(cores, db, ver, how, mode, sig):
     found = {f.signature for f in findings(cores.snapshot((P, how, mode, ver)), db)}
     assert sig in found
