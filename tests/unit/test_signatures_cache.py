@@ -116,3 +116,33 @@ def test_cli_with_cache_rejects_invalid_user_file(tmp_path, user_dir):
         assert res.returncode == 2 and "severity: 'bad'" in res.stderr.decode()
     finally:
         del os.environ["XDG_CACHE_HOME"]
+
+
+def test_data_files_are_parsed_once(tmp_path, monkeypatch):
+    """The triage table, the rule list and the frame lists are read from a JSON cache of their parse
+    (no yaml import on a warm run, issue 21): the same data and lines, an edit or a corrupt entry
+    parsed again, an error still one line."""
+    from hanganalyze.analyze.rules import _rule_lines, load_rules, read_rules, rules_path
+
+    monkeypatch.setenv("HANGANALYZE_CACHE_DIR", str(tmp_path / "c"))
+    src = tmp_path / "waits.yaml"
+    src.write_text("a: [1, 'x']\nb: {c: true}\n")
+    calls = []
+    real = sigmod.read_yaml
+    monkeypatch.setattr(sigmod, "read_yaml", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert sigmod.read_data_file(src) == ({"a": [1, "x"], "b": {"c": True}}, None)
+    assert sigmod.read_data_file(src) == ({"a": [1, "x"], "b": {"c": True}}, None) and len(calls) == 1
+    src.write_text("a: 2\n")
+    assert sigmod.read_data_file(src) == ({"a": 2}, None) and len(calls) == 2
+    (entry,) = (tmp_path / "c" / "data").glob("waits-*.json")  # the older entry is gone
+    entry.write_text("{not json")
+    assert sigmod.read_data_file(src) == ({"a": 2}, None) and len(calls) == 3
+    src.write_text("a: 2001-01-01\n")  # not JSON data: parsed every time, the same
+    assert sigmod.read_data_file(src)[0] == sigmod.read_yaml(src, trusted=True)[0]
+    src.write_text("a: [\n")
+    with pytest.raises(SignatureError, match=r"waits.yaml:\d+: invalid YAML"):
+        sigmod.read_data_file(src)
+    assert read_rules(rules_path(), validate=False, cached=True) == read_rules(rules_path(), validate=False)
+    assert read_rules(rules_path(), validate=False, cached=True) == load_rules()
+    lines = [int(r.source.rsplit(":", 1)[1]) for r in load_rules().rules]
+    assert lines == _rule_lines(*sigmod.read_yaml(rules_path(), trusted=True)) and lines[0] > 1

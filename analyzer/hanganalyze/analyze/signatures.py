@@ -31,7 +31,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from hanganalyze import __version__, cnames, datapaths, names
 from hanganalyze.analyze.regex_guard import risky_regex
@@ -150,6 +150,71 @@ def read_yaml(path: Path, trusted: bool = False) -> Tuple[Any, Optional[yaml.Nod
     finally:
         loader.dispose()
     return data, node
+
+
+#: Bump when what ``read_data_file`` stores changes.
+_DATA_CACHE_FORMAT = "1"
+
+
+def read_data_file(path: Path, extra: Optional[Callable[[Any, Optional[yaml.Node]], Any]] = None,
+                   extra_name: str = "") -> Tuple[Any, Any]:
+    """(data, ``extra(data, root node)``) of a YAML data file shipped with the tool (the triage
+    table, the rule list, the frame lists), read on every run: from the user cache when a run read
+    the same bytes before (``datapaths.cache_dir("data")``, JSON keyed by a hash of the file's bytes,
+    ``extra_name`` and the package version), else with ``read_yaml(trusted=True)`` (every problem
+    one SignatureError line, as before) and then cached.  A cached run imports no yaml (issue 21:
+    importing and running the parser was a tenth of a one-sample run).  ``extra`` computes what
+    the caller needs of the node tree (line numbers), as plain JSON data."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        raw = None  # read_yaml reports it
+    folder = datapaths.cache_dir("data") if raw is not None else None
+    name = key = ""
+    if folder is not None:
+        h = hashlib.sha256(("%s\0%s\0%s\0" % (_DATA_CACHE_FORMAT, __version__, extra_name)).encode())
+        h.update(raw)  # type: ignore[arg-type]
+        key = h.hexdigest()[:32]
+        name = "%s-%s.json" % (path.stem, key)
+        if _private(folder):
+            try:
+                with open(str(folder / name), "rb") as f:
+                    entry = json.loads(f.read())
+                if isinstance(entry, dict) and entry.get("key") == key:
+                    return entry["data"], entry.get("extra")
+            except (OSError, ValueError, KeyError):
+                pass  # absent, half-written elsewhere or corrupt: read the file
+    data, node = read_yaml(path, trusted=True)
+    more = extra(data, node) if extra is not None else None
+    if folder is not None:
+        _write_data_cache(folder, name, path.stem, {"key": key, "data": data, "extra": more})
+    return data, more
+
+
+def _write_data_cache(folder: Path, name: str, stem: str, entry: Dict[str, Any]) -> None:
+    """Atomically, and only what JSON gives back as it was (a YAML date or a number as a mapping
+    key would not be); the older entries of the same file go.  Any failure only means the next run
+    parses again."""
+    try:
+        text = json.dumps(entry)
+        if json.loads(text) != entry:
+            return
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _private(folder):
+            return
+        fd, tmp = tempfile.mkstemp(prefix=".%s." % stem, dir=str(folder))
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, str(folder / name))
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        for old in folder.glob("%s-*.json" % stem):
+            if old.name != name and len(old.name) == len(name):
+                old.unlink()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _err(disp: str, node: Optional[yaml.Node], path: Sequence[Any], msg: str) -> SignatureError:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyze.signatures import builtin_dir, display_path, read_yaml
+from hanganalyze.analyze.signatures import builtin_dir, display_path, read_data_file
 from hanganalyze.errors import SignatureError
 from hanganalyze.loglines import CURRENT_NOTE, known_lines
 from hanganalyze.names import basename, library_base, normalize_native_name, wait_name
@@ -104,7 +104,7 @@ def table() -> Table:
     """``signatures/triage/waits.yaml``, read once; a broken file is one SignatureError line."""
     path = builtin_dir() / "triage" / "waits.yaml"
     where = display_path(path)
-    data, _node = read_yaml(path, trusted=True)
+    data, _extra = read_data_file(path)
     try:
         cats = [_category(c, "%s: %s" % (where, c.get("id") if isinstance(c, dict) else c))
                 for c in data["categories"]]
