@@ -54,6 +54,7 @@ def test_cached_load_equals_a_full_load_and_skips_parsing(cache_home, user_dir, 
     monkeypatch.setattr(sigmod, "load_file", no_parse)
     second = load_signatures([user_dir], use_cache=True)
     assert _ids(second) == _ids(full)
+    assert second.signatures == full.signatures  # patterns come back lazily compiled, and equal
     # compiled patterns survive the round trip
     rule = [s for s in second.signatures if s.id == "my-hang"][0].clauses[0].threads[0]
     assert rule.stack[0].function.matches("my_wait") and not rule.stack[0].function.matches("other")
@@ -79,7 +80,8 @@ def test_duplicate_ids_are_refused_with_every_file_cached(cache_home, user_dir, 
         load_signatures([user_dir, other], use_cache=True)
 
 
-@pytest.mark.parametrize("garbage", [b"", b"not a pickle", pickle.dumps(["a list"]), pickle.dumps({"k": "v"})])
+@pytest.mark.parametrize("garbage", [b"", b"not a pickle", pickle.dumps(["a list"]), pickle.dumps({"k": "v"}),
+                                     pickle.dumps({"k": b"not a pickle"})])
 def test_corrupt_cache_is_ignored_and_rewritten(cache_home, user_dir, garbage):
     cache_home.parent.mkdir(mode=0o700, parents=True)
     cache_home.write_bytes(garbage)
@@ -93,9 +95,11 @@ def test_cache_writable_by_others_is_not_loaded(cache_home, user_dir):
     """A pickle runs code when loaded: one that another user could have written is never read."""
     load_signatures([user_dir], use_cache=True)
     entries = pickle.loads(cache_home.read_bytes())
-    for sigs in entries.values():
+    for key, blob in entries.items():  # each file's signatures are pickled on their own
+        sigs = pickle.loads(blob)
         for s in sigs:
             s.title = "forged"
+        entries[key] = pickle.dumps(sigs)
     cache_home.write_bytes(pickle.dumps(entries))
     os.chmod(cache_home.parent, 0o777)
     db = load_signatures([user_dir], use_cache=True)

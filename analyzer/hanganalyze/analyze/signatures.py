@@ -24,6 +24,7 @@ before the file is validated, so a fragment means exactly what a copy in its pla
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import pickle
@@ -39,6 +40,7 @@ from hanganalyze.analyze.sigmodel import (
     Clause,
     Conditions,
     FramePattern,
+    LazyPattern,
     LibraryCondition,
     MessageRule,
     Signature,
@@ -486,7 +488,10 @@ def _file_key(code_key: bytes, path: Path) -> Optional[str]:
     return h.hexdigest()
 
 
-def _read_cache(folder: Path) -> Dict[str, List[Signature]]:
+def _read_cache(folder: Path) -> Dict[str, bytes]:
+    """The cache's entries, each still pickled: a run unpickles only the entries of the files it
+    loads (``_entry``), not every file and version the cache remembers (their patterns compiled
+    again as they are unpickled: a tenth of a warm one-sample run, issue 21)."""
     path = folder / _CACHE_NAME
     if not (_private(folder) and _private(path)):
         return {}
@@ -497,14 +502,38 @@ def _read_cache(folder: Path) -> Dict[str, List[Signature]]:
         return {}
     if not isinstance(data, dict):
         return {}
-    return {
-        k: v
-        for k, v in data.items()
-        if isinstance(k, str) and isinstance(v, list) and all(isinstance(s, Signature) for s in v)
-    }
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, bytes)}
 
 
-def _write_cache(folder: Path, entries: Dict[str, List[Signature]]) -> None:
+class _Pickler(pickle.Pickler):
+    """Patterns pickled as ``LazyPattern``s: compiled when a run first uses them."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, re.Pattern):
+            return LazyPattern, (obj.pattern, obj.flags)
+        return NotImplemented
+
+
+def _pickled(sigs: List[Signature]) -> bytes:
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(sigs)
+    return buf.getvalue()
+
+
+def _entry(blob: Optional[bytes]) -> Optional[List[Signature]]:
+    """One cached file's signatures; None for an absent or unreadable entry."""
+    if blob is None:
+        return None
+    try:
+        sigs = pickle.loads(blob)
+    except Exception:  # noqa: BLE001 - as _read_cache
+        return None
+    if not (isinstance(sigs, list) and all(isinstance(s, Signature) for s in sigs)):
+        return None
+    return sigs
+
+
+def _write_cache(folder: Path, entries: Dict[str, bytes]) -> None:
     """Atomically (a concurrent run reads the old or the new file, never half of one); any failure
     (read-only home, full disk) only means the next run validates again."""
     try:
@@ -535,17 +564,20 @@ def load_signatures(
     seen: Dict[str, str] = {}
     folders = ([builtin_dir()] if builtin else []) + [Path(d) for d in extra_dirs]
     folder_cache = cache_dir() if use_cache else None
-    cached: Dict[str, List[Signature]] = _read_cache(folder_cache) if folder_cache is not None else {}
+    cached: Dict[str, bytes] = _read_cache(folder_cache) if folder_cache is not None else {}
     code_key = _code_key() if folder_cache is not None else b""
-    used: Dict[str, List[Signature]] = {}
+    used: Dict[str, bytes] = {}
     for folder in folders:
         for path in signature_files(folder):
             key = _file_key(code_key, path) if folder_cache is not None else None
-            sigs = cached.get(key) if key is not None else None
+            sigs = _entry(cached.get(key)) if key is not None else None
             if sigs is None:
                 sigs = load_file(path)
-            if key is not None:
-                used[key] = sigs
+                if key is not None:
+                    cached.pop(key, None)  # an unreadable entry is written again
+                    used[key] = _pickled(sigs)
+            elif key is not None:
+                used[key] = cached[key]
             for sig in sigs:
                 if sig.id in seen:
                     raise SignatureError("%s: id: duplicate signature id %r (first defined at %s)"
