@@ -8,20 +8,29 @@ The options are declared with typer (pinned below 0.20: from 0.20 on, typer impo
 rich to parse a command line, a start-up cost per run that is a real part of what a whole core's
 analysis takes (``BENCHMARKS.md``); 0.19 parses without them).  Typer runs with
 ``standalone_mode=False`` so that every usage error becomes one line and an exit code here.
+
+Importing typer and click is still a fifth of a one-sample run (issue 21), so a command line made
+only of the analysis's own options in their plain spellings (``--opt VALUE``, ``--opt=VALUE``,
+``-p VALUE``, flags, targets) is parsed by ``_fast_args`` without them, into the very Namespace
+typer's command builds; anything else (``--help``, a bad value, an unknown or abbreviated option,
+``--``) goes to typer, so its help and its error messages stay the only ones.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import List, Optional, Sequence
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from hanganalyze import __version__
 from hanganalyze.errors import EXIT_FINDING, EXIT_INPUT, EXIT_OK, EXIT_TOOL, HangAnalyzeError
 from hanganalyze.output import check_output, write_output
+
+if TYPE_CHECKING:
+    import argparse
 
 SERIOUS = ("crash", "deadlock", "hang", "error")
 
@@ -122,16 +131,93 @@ def _analyze_app():
         if version:
             sys.stdout.write("hanganalyze %s\n" % __version__)
             return EXIT_OK
-        args = argparse.Namespace(
+        return _run_analysis(dict(
             targets=list(targets or []), pid=list(pid), job=job, parallel=parallel, exe=exe,
             fmt=fmt.value if fmt is not None else None, output=output, gdb=gdb, timeout=timeout,
             signatures=list(signatures), input_format=input_format, redact=redact,
             sysroot=sysroot, solib_search_path=list(solib_search_path), debuginfod=debuginfod, coredumpctl=coredumpctl,
-            engine=engine, samples=samples, interval=interval,
-        )
-        return analyze(args)
+            engine=engine, samples=samples, interval=interval, version=version,
+        ))
 
     return app
+
+
+def _run_analysis(values: Dict[str, Any]) -> int:
+    """The analysis command's body, once its options are parsed (by typer or ``_fast_args``)."""
+    if values.pop("version"):
+        sys.stdout.write("hanganalyze %s\n" % __version__)
+        return EXIT_OK
+    return analyze(SimpleNamespace(**values))
+
+
+#: The analysis command's options as ``_fast_args`` reads them: spelling -> (key, conversion);
+#: conversion None is a flag, "list:" prefixes a repeatable one.  Must match ``_analyze_app``.
+_FAST_OPTIONS = {
+    "--pid": ("pid", "list:int"), "-p": ("pid", "list:int"), "--job": ("job", "int"),
+    "--parallel": ("parallel", "int"), "--samples": ("samples", "int"), "--interval": ("interval", "float"),
+    "--exe": ("exe", "path"), "--format": ("fmt", "format"), "-f": ("fmt", "format"),
+    "--output": ("output", "path"), "-o": ("output", "path"), "--gdb": ("gdb", "str"),
+    "--engine": ("engine", "str"), "--timeout": ("timeout", "float"), "--signatures": ("signatures", "list:path"),
+    "--input-format": ("input_format", "str"), "--redact": ("redact", None), "--sysroot": ("sysroot", "str"),
+    "--solib-search-path": ("solib_search_path", "list:str"), "--debuginfod": ("debuginfod", None),
+    "--coredumpctl": ("coredumpctl", "str"), "--version": ("version", None),
+}
+_FORMATS = tuple(f.value for f in OutputFormat)
+
+
+def _fast_args(argv: List[str]) -> Optional[Dict[str, Any]]:
+    """The analysis options of a plain command line, as typer would pass them; None for anything
+    typer must see (help, errors, spellings this does not read)."""
+    values: Dict[str, Any] = dict(
+        targets=[], pid=[], job=None, parallel=None, exe=None, fmt=None, output=None, gdb="gdb", timeout=120.0,
+        signatures=[], input_format=None, redact=False, sysroot=None, solib_search_path=[], debuginfod=False,
+        coredumpctl=None, engine="auto", samples=None, interval=None, version=False,
+    )
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg == "-" or not arg.startswith("-"):
+            values["targets"].append(arg)
+            continue
+        name, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        spec = _FAST_OPTIONS.get(name)
+        if spec is None:
+            return None
+        key, conv = spec
+        if conv is None:
+            if eq:
+                return None
+            values[key] = True
+            continue
+        if not eq:
+            if i == len(argv):
+                return None
+            value = argv[i]
+            i += 1
+        kind = conv[5:] if conv.startswith("list:") else conv
+        try:
+            if kind == "int":
+                v: Any = int(value)
+            elif kind == "float":
+                v = float(value)
+            elif kind == "format":
+                if value not in _FORMATS:
+                    return None
+                v = value
+            elif kind == "path":
+                if not value:
+                    return None
+                v = Path(value)
+            else:
+                v = value
+        except ValueError:
+            return None
+        if conv.startswith("list:"):
+            values[key].append(v)
+        else:
+            values[key] = v
+    return values
 
 
 SIGNATURE_COMMANDS = {
@@ -284,6 +370,9 @@ def run(argv: Sequence[str]) -> int:
             if argv[1] not in SIGNATURE_COMMANDS:
                 raise UsageError("No such command '%s' (signatures list|validate)" % argv[1])
             return _invoke(_signatures_app(argv[1]), argv[2:], "hanganalyze signatures %s" % argv[1])
+        fast = _fast_args(argv)
+        if fast is not None:
+            return _run_analysis(fast)
         return _invoke(_analyze_app(), argv, "hanganalyze")
     except UsageError as e:
         msg = _usage_message(str(e))

@@ -6,7 +6,7 @@ from an empty one (``analyze/triage.py``).  Searched anywhere in a line; linear 
 from __future__ import annotations
 
 import re
-from typing import List
+from typing import Any, List
 
 #: Lines that only a hang or crash report writes (searched anywhere in a line).
 KNOWN_PATTERNS = [
@@ -32,10 +32,22 @@ KNOWN_PATTERNS = [
     r"^Process \d+: .+$",  # py-spy's header (its dump may have failed: "failed to get os threadid")
     r"^Error: failed to (get|find|open|read) ",  # py-spy's own errors
 ]
-KNOWN_LINES = re.compile("|".join(KNOWN_PATTERNS))
-#: Each pattern alone: a line broken in two by a paste is joined where the two halves make a known
-#: line that neither half is (``acquire/text/log.py``).
-EACH_KNOWN = [re.compile(p) for p in KNOWN_PATTERNS]
+#: ``KNOWN_LINES``: the patterns as one regex.  ``EACH_KNOWN``: each pattern alone: a line broken
+#: in two by a paste is joined where the two halves make a known line that neither half is
+#: (``acquire/text/log.py``).  Both are compiled on first use (``__getattr__``): a run over a live
+#: process with no log compiles neither (start-up time, issue 21).
+_LAZY = {
+    "KNOWN_LINES": lambda: re.compile("|".join(KNOWN_PATTERNS)),
+    "EACH_KNOWN": lambda: [re.compile(p) for p in KNOWN_PATTERNS],
+}
+
+
+def __getattr__(name: str) -> Any:
+    make = _LAZY.get(name)
+    if make is None:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name))
+    value = globals()[name] = make()
+    return value
 #: The note faulthandler's parser leaves when a dump marks a current thread (a fatal error or an
 #: explicit dump_traceback): triage reads it to tell a crash from a hang.
 CURRENT_NOTE = "faulthandler marked a current thread (written on a fatal error, or by faulthandler.dump_traceback())"
@@ -43,4 +55,7 @@ CURRENT_NOTE = "faulthandler marked a current thread (written on a fatal error, 
 
 def known_lines(lines: List[str]) -> int:
     """How many known log lines the text holds."""
-    return sum(1 for line in lines if KNOWN_LINES.search(line))
+    if not lines:
+        return 0
+    search = (globals().get("KNOWN_LINES") or __getattr__("KNOWN_LINES")).search
+    return sum(1 for line in lines if search(line))

@@ -79,3 +79,22 @@ def test_options_are_typed_and_repeatable(monkeypatch, capsys):
                                        ("r.md", "md"), ("r.txt", "text")])
 def test_default_format_follows_the_output_suffix(name, fmt):
     assert cli.default_format(Path(name) if name else None) == fmt
+
+
+@pytest.mark.parametrize("argv", [
+    ["--pid", "12", "--samples", "1", "-f", "json", "-o", "/dev/null"],
+    ["--pid=12", "--samples=1", "--format=json", "--output=/dev/null", "--job=3", "--interval=0.25"],
+    ["core.1", "-p", "12", "--timeout", "2.5", "--signatures", "a", "--signatures", "b", "-f", "md", "--redact",
+     "-o", "x.html", "--exe", "/bin/true", "--input-format", "gdb", "--gdb", "cuda-gdb", "--engine", "direct"],
+    ["-o", "-", "x", "--sysroot", "", "--solib-search-path", "a:b", "--solib-search-path", "c", "--debuginfod"],
+    ["--coredumpctl", "--pid", " 1_2 ", "--parallel", "4", "--timeout", "1e3", "--version"],
+])
+def test_the_fast_parse_is_typers(monkeypatch, capsys, argv):
+    """Plain command lines skip importing typer (start-up time, issue 21): same values, same output."""
+    seen = []
+    monkeypatch.setattr(cli, "analyze", lambda args: seen.append(vars(args)) or 0)
+    assert cli._fast_args(cli._optional_value(argv, "--coredumpctl", "latest")) is not None
+    fast = (cli.run(argv), seen[:], capsys.readouterr())
+    seen.clear()
+    monkeypatch.setattr(cli, "_fast_args", lambda argv: None)
+    assert (cli.run(argv), seen[:], capsys.readouterr()) == fast

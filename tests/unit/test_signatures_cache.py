@@ -54,6 +54,7 @@ def test_cached_load_equals_a_full_load_and_skips_parsing(cache_home, user_dir, 
     monkeypatch.setattr(sigmod, "load_file", no_parse)
     second = load_signatures([user_dir], use_cache=True)
     assert _ids(second) == _ids(full)
+    assert second.signatures == full.signatures  # patterns come back lazily compiled, and equal
     # compiled patterns survive the round trip
     rule = [s for s in second.signatures if s.id == "my-hang"][0].clauses[0].threads[0]
     assert rule.stack[0].function.matches("my_wait") and not rule.stack[0].function.matches("other")
@@ -79,7 +80,8 @@ def test_duplicate_ids_are_refused_with_every_file_cached(cache_home, user_dir, 
         load_signatures([user_dir, other], use_cache=True)
 
 
-@pytest.mark.parametrize("garbage", [b"", b"not a pickle", pickle.dumps(["a list"]), pickle.dumps({"k": "v"})])
+@pytest.mark.parametrize("garbage", [b"", b"not a pickle", pickle.dumps(["a list"]), pickle.dumps({"k": "v"}),
+                                     pickle.dumps({"k": b"not a pickle"})])
 def test_corrupt_cache_is_ignored_and_rewritten(cache_home, user_dir, garbage):
     cache_home.parent.mkdir(mode=0o700, parents=True)
     cache_home.write_bytes(garbage)
@@ -93,9 +95,11 @@ def test_cache_writable_by_others_is_not_loaded(cache_home, user_dir):
     """A pickle runs code when loaded: one that another user could have written is never read."""
     load_signatures([user_dir], use_cache=True)
     entries = pickle.loads(cache_home.read_bytes())
-    for sigs in entries.values():
+    for key, blob in entries.items():  # each file's signatures are pickled on their own
+        sigs = pickle.loads(blob)
         for s in sigs:
             s.title = "forged"
+        entries[key] = pickle.dumps(sigs)
     cache_home.write_bytes(pickle.dumps(entries))
     os.chmod(cache_home.parent, 0o777)
     db = load_signatures([user_dir], use_cache=True)
@@ -116,3 +120,33 @@ def test_cli_with_cache_rejects_invalid_user_file(tmp_path, user_dir):
         assert res.returncode == 2 and "severity: 'bad'" in res.stderr.decode()
     finally:
         del os.environ["XDG_CACHE_HOME"]
+
+
+def test_data_files_are_parsed_once(tmp_path, monkeypatch):
+    """The triage table, the rule list and the frame lists are read from a JSON cache of their parse
+    (no yaml import on a warm run, issue 21): the same data and lines, an edit or a corrupt entry
+    parsed again, an error still one line."""
+    from hanganalyze.analyze.rules import _rule_lines, load_rules, read_rules, rules_path
+
+    monkeypatch.setenv("HANGANALYZE_CACHE_DIR", str(tmp_path / "c"))
+    src = tmp_path / "waits.yaml"
+    src.write_text("a: [1, 'x']\nb: {c: true}\n")
+    calls = []
+    real = sigmod.read_yaml
+    monkeypatch.setattr(sigmod, "read_yaml", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert sigmod.read_data_file(src) == ({"a": [1, "x"], "b": {"c": True}}, None)
+    assert sigmod.read_data_file(src) == ({"a": [1, "x"], "b": {"c": True}}, None) and len(calls) == 1
+    src.write_text("a: 2\n")
+    assert sigmod.read_data_file(src) == ({"a": 2}, None) and len(calls) == 2
+    (entry,) = (tmp_path / "c" / "data").glob("waits-*.json")  # the older entry is gone
+    entry.write_text("{not json")
+    assert sigmod.read_data_file(src) == ({"a": 2}, None) and len(calls) == 3
+    src.write_text("a: 2001-01-01\n")  # not JSON data: parsed every time, the same
+    assert sigmod.read_data_file(src)[0] == sigmod.read_yaml(src, trusted=True)[0]
+    src.write_text("a: [\n")
+    with pytest.raises(SignatureError, match=r"waits.yaml:\d+: invalid YAML"):
+        sigmod.read_data_file(src)
+    assert read_rules(rules_path(), validate=False, cached=True) == read_rules(rules_path(), validate=False)
+    assert read_rules(rules_path(), validate=False, cached=True) == load_rules()
+    lines = [int(r.source.rsplit(":", 1)[1]) for r in load_rules().rules]
+    assert lines == _rule_lines(*sigmod.read_yaml(rules_path(), trusted=True)) and lines[0] > 1

@@ -26,7 +26,7 @@ sends it there.
 
 from __future__ import annotations
 
-import platform
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -77,7 +77,7 @@ def choose(request: EngineRequest, core: Optional[CoreInfo] = None, exe: Optiona
     them: under ``auto``, a core whose executable is not here goes to gdb."""
     if request.engine != "auto":
         return request.engine
-    if request.gdb != "gdb" or platform.machine() not in ("x86_64", "AMD64"):
+    if request.gdb != "gdb" or os.uname().machine not in ("x86_64", "AMD64"):
         return GDB
     if request.options.elsewhere or request.options.debuginfod:
         return GDB

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
@@ -211,6 +210,8 @@ def acquire_all(
             return e
         except Exception as e:  # noqa: BLE001 - one broken input must not end a job's analysis
             return e
+
+    from concurrent.futures import ThreadPoolExecutor  # here: one input needs no pool (start-up time, issue 21)
 
     pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="acquire")
     try:

@@ -23,7 +23,6 @@ sample and pass through untouched.  The analysis of these facts is ``analyze/pro
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -92,6 +91,8 @@ def acquire_sampled(inputs: Sequence[Input], acquire_one: AcquireOne, reading: E
     if progress:
         progress("sampling %d process(es) %d times, %g s apart" % (len(procs), samples, interval))
     start = min((first[pid][0] for pid in procs), default=time.monotonic())
+    from concurrent.futures import ThreadPoolExecutor  # here: one sample needs no pool (start-up time, issue 21)
+
     pool = ThreadPoolExecutor(max_workers=parallel or default_parallel([Input(pid=p) for p in procs]),
                               thread_name_prefix="sample")
     try:

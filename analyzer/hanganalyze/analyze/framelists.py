@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Dict, FrozenSet, Tuple
 
 from hanganalyze.analyze.regex_guard import risky_regex
-from hanganalyze.analyze.signatures import builtin_dir, display_path, read_yaml
+from hanganalyze.analyze.signatures import builtin_dir, display_path, read_data_file
 from hanganalyze.errors import SignatureError
 from hanganalyze.names import basename, library_base
 from hanganalyze_gdbext.model import Frame
@@ -47,10 +47,11 @@ def lists_dir() -> Path:
 @lru_cache(maxsize=None)
 def _load(name: str) -> Tuple[str, Dict[str, Any]]:
     """(display name, the file's mapping after its shape is checked), read as signature files are
-    (``signatures.read_yaml``: one-line errors, alias bombs and deep nesting refused)."""
+    (``signatures.read_yaml``: one-line errors, alias bombs and deep nesting refused), from the
+    parsed-data cache after the first run (``signatures.read_data_file``)."""
     path = lists_dir() / ("%s.yaml" % name)
     disp = display_path(path)
-    data, _node = read_yaml(path, trusted=True)
+    data, _extra = read_data_file(path)
     problem = _problem(data)
     if problem:
         raise SignatureError("%s: %s" % (disp, problem))

@@ -114,12 +114,28 @@ def _rule(d: dict, source: str) -> Rule:
     )
 
 
-def read_rules(path: Path, validate: bool = True) -> RuleSet:
-    """The rule list of ``path``; every problem is one ``SignatureError("file:line: key: message")``."""
+def _rule_lines(data, node) -> Optional[List[int]]:
+    """The line of each entry of ``rules`` (what a cached read keeps of the node tree)."""
+    from hanganalyze.analyze import signatures as sigs
+
+    if node is None or not isinstance(data, dict) or not isinstance(data.get("rules"), list):
+        return None
+    return [sigs._node_at(node, ["rules", i]).start_mark.line + 1 for i in range(len(data["rules"]))]
+
+
+def read_rules(path: Path, validate: bool = True, cached: bool = False) -> RuleSet:
+    """The rule list of ``path``; every problem is one ``SignatureError("file:line: key: message")``.
+    ``cached`` (trusted, unvalidated): the parsed file and its lines may come from the data cache
+    (``signatures.read_data_file``)."""
     from hanganalyze.analyze import signatures as sigs
 
     disp = sigs.display_path(path)
-    data, node = sigs.read_yaml(path, trusted=not validate)
+    lines: Optional[List[int]] = None
+    if cached and not validate:
+        node = None
+        data, lines = sigs.read_data_file(path, _rule_lines, "rule-lines")
+    else:
+        data, node = sigs.read_yaml(path, trusted=not validate)
     if validate:
         if data is None:
             raise SignatureError("%s:1: empty rule file" % disp)
@@ -128,9 +144,14 @@ def read_rules(path: Path, validate: bool = True) -> RuleSet:
     out: List[Rule] = []
     seen: Dict[str, str] = {}
     for i, d in enumerate(data["rules"]):
-        line = sigs._node_at(node, ["rules", i]).start_mark.line + 1 if node is not None else 0
+        if lines is not None:
+            line = lines[i]
+        else:
+            line = sigs._node_at(node, ["rules", i]).start_mark.line + 1 if node is not None else 0
         rule = _rule(d, "%s:%d" % (disp, line))
         if rule.id in seen:
+            if cached:  # the error names the id's own line: read the node tree
+                return read_rules(path, validate)
             raise sigs._err(disp, node, ["rules", i, "id"], "duplicate rule id %r (first defined at %s)"
                             % (rule.id, seen[rule.id]))
         seen[rule.id] = rule.source
@@ -143,7 +164,7 @@ def read_rules(path: Path, validate: bool = True) -> RuleSet:
 @lru_cache(maxsize=1)
 def load_rules() -> RuleSet:
     """The built-in rule list, read once per process (trusted: shipped with the tool, see the module doc)."""
-    return read_rules(rules_path(), validate=False)
+    return read_rules(rules_path(), validate=False, cached=True)
 
 
 def validate_rules(signature_ids: Sequence[str] = ()) -> RuleSet:

@@ -11,6 +11,55 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from hanganalyze.names import normalize_function
 
+
+class LazyPattern:
+    """A compiled pattern as the signature cache gives it back: compiled on its first use.  A
+    signature whose first step fails never compiles the rest (unpickling a ``re.Pattern`` compiles
+    it: all of a file's patterns were a tenth of a warm one-sample run, issue 21).  Equal to the
+    pattern it stands for."""
+
+    __slots__ = ("pattern", "flags", "_rx")
+
+    def __init__(self, pattern: Any, flags: int) -> None:
+        self.pattern = pattern
+        self.flags = flags
+        self._rx: Optional[re.Pattern] = None
+
+    def compiled(self) -> re.Pattern:
+        rx = self._rx
+        if rx is None:
+            rx = self._rx = re.compile(self.pattern, self.flags)
+        return rx
+
+    def search(self, *args: Any) -> Any:
+        return self.compiled().search(*args)
+
+    def match(self, *args: Any) -> Any:
+        return self.compiled().match(*args)
+
+    def fullmatch(self, *args: Any) -> Any:
+        return self.compiled().fullmatch(*args)
+
+    def __getattr__(self, name: str) -> Any:  # the rest of re.Pattern (finditer, sub, groups...)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.compiled(), name)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (LazyPattern, re.Pattern)):
+            return (self.pattern, self.flags) == (other.pattern, other.flags)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.pattern, self.flags))
+
+    def __repr__(self) -> str:
+        return repr(self.compiled())
+
+    def __reduce__(self) -> Tuple[Any, Tuple[Any, int]]:
+        return LazyPattern, (self.pattern, self.flags)
+
+
 # --------------------------------------------------------------------------------------------
 # Version specs (">=2.26,<3") on dotted numeric versions.
 # --------------------------------------------------------------------------------------------

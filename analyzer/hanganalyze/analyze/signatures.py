@@ -24,6 +24,7 @@ before the file is validated, so a fragment means exactly what a copy in its pla
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import pickle
@@ -31,7 +32,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from hanganalyze import __version__, cnames, datapaths, names
 from hanganalyze.analyze.regex_guard import risky_regex
@@ -39,6 +40,7 @@ from hanganalyze.analyze.sigmodel import (
     Clause,
     Conditions,
     FramePattern,
+    LazyPattern,
     LibraryCondition,
     MessageRule,
     Signature,
@@ -150,6 +152,71 @@ def read_yaml(path: Path, trusted: bool = False) -> Tuple[Any, Optional[yaml.Nod
     finally:
         loader.dispose()
     return data, node
+
+
+#: Bump when what ``read_data_file`` stores changes.
+_DATA_CACHE_FORMAT = "1"
+
+
+def read_data_file(path: Path, extra: Optional[Callable[[Any, Optional[yaml.Node]], Any]] = None,
+                   extra_name: str = "") -> Tuple[Any, Any]:
+    """(data, ``extra(data, root node)``) of a YAML data file shipped with the tool (the triage
+    table, the rule list, the frame lists), read on every run: from the user cache when a run read
+    the same bytes before (``datapaths.cache_dir("data")``, JSON keyed by a hash of the file's bytes,
+    ``extra_name`` and the package version), else with ``read_yaml(trusted=True)`` (every problem
+    one SignatureError line, as before) and then cached.  A cached run imports no yaml (issue 21:
+    importing and running the parser was a tenth of a one-sample run).  ``extra`` computes what
+    the caller needs of the node tree (line numbers), as plain JSON data."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        raw = None  # read_yaml reports it
+    folder = datapaths.cache_dir("data") if raw is not None else None
+    name = key = ""
+    if folder is not None:
+        h = hashlib.sha256(("%s\0%s\0%s\0" % (_DATA_CACHE_FORMAT, __version__, extra_name)).encode())
+        h.update(raw)  # type: ignore[arg-type]
+        key = h.hexdigest()[:32]
+        name = "%s-%s.json" % (path.stem, key)
+        if _private(folder):
+            try:
+                with open(str(folder / name), "rb") as f:
+                    entry = json.loads(f.read())
+                if isinstance(entry, dict) and entry.get("key") == key:
+                    return entry["data"], entry.get("extra")
+            except (OSError, ValueError, KeyError):
+                pass  # absent, half-written elsewhere or corrupt: read the file
+    data, node = read_yaml(path, trusted=True)
+    more = extra(data, node) if extra is not None else None
+    if folder is not None:
+        _write_data_cache(folder, name, path.stem, {"key": key, "data": data, "extra": more})
+    return data, more
+
+
+def _write_data_cache(folder: Path, name: str, stem: str, entry: Dict[str, Any]) -> None:
+    """Atomically, and only what JSON gives back as it was (a YAML date or a number as a mapping
+    key would not be); the older entries of the same file go.  Any failure only means the next run
+    parses again."""
+    try:
+        text = json.dumps(entry)
+        if json.loads(text) != entry:
+            return
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _private(folder):
+            return
+        fd, tmp = tempfile.mkstemp(prefix=".%s." % stem, dir=str(folder))
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, str(folder / name))
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        for old in folder.glob("%s-*.json" % stem):
+            if old.name != name and len(old.name) == len(name):
+                old.unlink()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _err(disp: str, node: Optional[yaml.Node], path: Sequence[Any], msg: str) -> SignatureError:
@@ -421,7 +488,10 @@ def _file_key(code_key: bytes, path: Path) -> Optional[str]:
     return h.hexdigest()
 
 
-def _read_cache(folder: Path) -> Dict[str, List[Signature]]:
+def _read_cache(folder: Path) -> Dict[str, bytes]:
+    """The cache's entries, each still pickled: a run unpickles only the entries of the files it
+    loads (``_entry``), not every file and version the cache remembers (their patterns compiled
+    again as they are unpickled: a tenth of a warm one-sample run, issue 21)."""
     path = folder / _CACHE_NAME
     if not (_private(folder) and _private(path)):
         return {}
@@ -432,14 +502,38 @@ def _read_cache(folder: Path) -> Dict[str, List[Signature]]:
         return {}
     if not isinstance(data, dict):
         return {}
-    return {
-        k: v
-        for k, v in data.items()
-        if isinstance(k, str) and isinstance(v, list) and all(isinstance(s, Signature) for s in v)
-    }
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, bytes)}
 
 
-def _write_cache(folder: Path, entries: Dict[str, List[Signature]]) -> None:
+class _Pickler(pickle.Pickler):
+    """Patterns pickled as ``LazyPattern``s: compiled when a run first uses them."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, re.Pattern):
+            return LazyPattern, (obj.pattern, obj.flags)
+        return NotImplemented
+
+
+def _pickled(sigs: List[Signature]) -> bytes:
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(sigs)
+    return buf.getvalue()
+
+
+def _entry(blob: Optional[bytes]) -> Optional[List[Signature]]:
+    """One cached file's signatures; None for an absent or unreadable entry."""
+    if blob is None:
+        return None
+    try:
+        sigs = pickle.loads(blob)
+    except Exception:  # noqa: BLE001 - as _read_cache
+        return None
+    if not (isinstance(sigs, list) and all(isinstance(s, Signature) for s in sigs)):
+        return None
+    return sigs
+
+
+def _write_cache(folder: Path, entries: Dict[str, bytes]) -> None:
     """Atomically (a concurrent run reads the old or the new file, never half of one); any failure
     (read-only home, full disk) only means the next run validates again."""
     try:
@@ -470,17 +564,20 @@ def load_signatures(
     seen: Dict[str, str] = {}
     folders = ([builtin_dir()] if builtin else []) + [Path(d) for d in extra_dirs]
     folder_cache = cache_dir() if use_cache else None
-    cached: Dict[str, List[Signature]] = _read_cache(folder_cache) if folder_cache is not None else {}
+    cached: Dict[str, bytes] = _read_cache(folder_cache) if folder_cache is not None else {}
     code_key = _code_key() if folder_cache is not None else b""
-    used: Dict[str, List[Signature]] = {}
+    used: Dict[str, bytes] = {}
     for folder in folders:
         for path in signature_files(folder):
             key = _file_key(code_key, path) if folder_cache is not None else None
-            sigs = cached.get(key) if key is not None else None
+            sigs = _entry(cached.get(key)) if key is not None else None
             if sigs is None:
                 sigs = load_file(path)
-            if key is not None:
-                used[key] = sigs
+                if key is not None:
+                    cached.pop(key, None)  # an unreadable entry is written again
+                    used[key] = _pickled(sigs)
+            elif key is not None:
+                used[key] = cached[key]
             for sig in sigs:
                 if sig.id in seen:
                     raise SignatureError("%s: id: duplicate signature id %r (first defined at %s)"
