@@ -127,6 +127,16 @@ def process_lines(p: Process) -> List[str]:
     return out
 
 
+def loop_blocks(p: Process) -> List[Tuple[Optional[int], str, str]]:
+    """(thread, head line, tree text) per loop, for views that place each loop's tree under the
+    thread running it (HTML, Markdown); the text is plain: the caller escapes it."""
+    out: List[Tuple[Optional[int], str, str]] = []
+    for lp in p.asyncio.loops if p.asyncio else []:
+        lines = loop_lines(lp, indent="")
+        out.append((lp.thread, lines[0], "\n".join(line.rstrip() for line in lines[1:])))
+    return out
+
+
 def tasks_by_thread(p: Process) -> Dict[Optional[int], List[AsyncLoop]]:
     """Loops keyed by the thread running them (None: not running), for views placed under threads."""
     out: Dict[Optional[int], List[AsyncLoop]] = {}
