@@ -22,8 +22,10 @@ def stack_text(t: AsyncTask) -> str:
     """``outer (file:line) > ... > inner (file:line)``: outermost coroutine first."""
     parts = []
     for f in reversed(t.coroutine_stack):
-        where = "%s:%s" % (f.file.rsplit("/", 1)[-1], f.line) if f.file else "?"
-        parts.append("%s (%s)" % (f.function or "??", where))
+        if f.file:  # ``python -m asyncio ps`` prints names only
+            parts.append("%s (%s:%s)" % (f.function or "??", f.file.rsplit("/", 1)[-1], f.line))
+        else:
+            parts.append(f.function or "??")
     return " > ".join(parts) or "(no coroutine frame: finished or not started)"
 
 
