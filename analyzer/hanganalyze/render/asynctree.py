@@ -22,8 +22,10 @@ def stack_text(t: AsyncTask) -> str:
     """``outer (file:line) > ... > inner (file:line)``: outermost coroutine first."""
     parts = []
     for f in reversed(t.coroutine_stack):
-        where = "%s:%s" % (f.file.rsplit("/", 1)[-1], f.line) if f.file else "?"
-        parts.append("%s (%s)" % (f.function or "??", where))
+        if f.file:  # ``python -m asyncio ps`` prints names only
+            parts.append("%s (%s:%s)" % (f.function or "??", f.file.rsplit("/", 1)[-1], f.line))
+        else:
+            parts.append(f.function or "??")
     return " > ".join(parts) or "(no coroutine frame: finished or not started)"
 
 
@@ -124,6 +126,16 @@ def process_lines(p: Process) -> List[str]:
         out.extend(loop_lines(lp))
     for n in st.notes[:5]:
         out.append("  note: " + n)
+    return out
+
+
+def loop_blocks(p: Process) -> List[Tuple[Optional[int], str, str]]:
+    """(thread, head line, tree text) per loop, for views that place each loop's tree under the
+    thread running it (HTML, Markdown); the text is plain: the caller escapes it."""
+    out: List[Tuple[Optional[int], str, str]] = []
+    for lp in p.asyncio.loops if p.asyncio else []:
+        lines = loop_lines(lp, indent="")
+        out.append((lp.thread, lines[0], "\n".join(line.rstrip() for line in lines[1:])))
     return out
 
 

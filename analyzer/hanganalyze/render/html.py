@@ -22,6 +22,7 @@ from typing import Dict, List, Optional, Tuple
 import jinja2
 from markupsafe import Markup
 
+from hanganalyze.render import asynctree
 from hanganalyze.render.view import ReportView, build_view
 from hanganalyze_gdbext.model import SEVERITIES, Process, Snapshot
 from hanganalyze_gdbext.model.termsafe import visible
@@ -160,8 +161,28 @@ def render_view_html(view: ReportView) -> str:
     for p in view.processes:
         svgs[p.index] = waitgraph_svg(p.process)
         edges[p.index] = waitgraph_edges(p.process)
+    atrees, aloose = asyncio_trees(view)
     tpl = environment().get_template("report.html.j2")
-    return tpl.render(view=view, top_severity=top, svgs=svgs, edges=edges, open_groups=OPEN_GROUPS)
+    return tpl.render(view=view, top_severity=top, svgs=svgs, edges=edges, open_groups=OPEN_GROUPS,
+                      atrees=atrees, aloose=aloose)
+
+
+AsyncBlock = Tuple[str, str]  # (head line, tree text): plain text, escaped by the template
+
+
+def asyncio_trees(view: ReportView) -> Tuple[Dict[str, List[AsyncBlock]], Dict[int, List[AsyncBlock]]]:
+    """Each event loop's task tree (``render/asynctree.py``) under the group of the thread running
+    it (keyed by the group's anchor); loops no shown thread runs, per process index."""
+    under: Dict[str, List[AsyncBlock]] = {}
+    loose: Dict[int, List[AsyncBlock]] = {}
+    for p in view.processes:
+        anchors = {t.tid: g.anchor for g in p.groups for t in g.threads if t.tid is not None}
+        for tid, head, text in asynctree.loop_blocks(p.process):
+            if tid is not None and tid in anchors:
+                under.setdefault(anchors[tid], []).append((head, text))
+            else:
+                loose.setdefault(p.index, []).append((head, text))
+    return under, loose
 
 
 def render_html(snapshot: Snapshot) -> str:

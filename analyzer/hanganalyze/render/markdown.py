@@ -22,6 +22,7 @@ import re
 from typing import List, Optional
 
 from hanganalyze.analyze.progress import progress_text
+from hanganalyze.render import asynctree
 from hanganalyze.render.text import SHORT_FACT, clean, indented
 from hanganalyze.render.view import FindingView, GroupView, ReportView, build_view
 from hanganalyze_gdbext.model import Snapshot
@@ -225,6 +226,8 @@ class _Budget:
 PROCESS_SHARE = 0.15
 FINDINGS_SHARE = 0.55
 WAITFOR_SHARE = 0.08
+#: The asyncio task trees together take at most this share of the limit (each cut with a note).
+ASYNCIO_SHARE = 0.15
 NOTES_MAX = 3000
 #: Room kept for the omission notes.
 NOTE_ROOM = 900
@@ -351,6 +354,21 @@ def _files_block(view: ReportView, room: int) -> str:
     return "".join(parts)
 
 
+def _asyncio_block(title: str, head: str, text: str, room: int) -> str:
+    """One loop's task tree as a fenced block under a heading; lines past ``room`` are cut with a note."""
+    top = "\n### asyncio tasks of %s\n\n%s\n\n" % (md(title), md(head))
+    lines, used = [], len(top) + 200
+    for line in text.split("\n"):
+        used += len(line) + 1
+        if used > room:
+            lines.append("... cut to stay under the size limit (the JSON report has every task)")
+            break
+        lines.append(line)
+    if room < len(top) + 400:
+        return ""
+    return top + fence(lines, indent=True) + "\n"
+
+
 def render_view_markdown(view: ReportView, limit: int = LIMIT) -> str:
     """Assemble whole blocks in reading order, each section within its share of ``limit``."""
     b = _Budget(limit - NOTE_ROOM)
@@ -398,7 +416,14 @@ def render_view_markdown(view: ReportView, limit: int = LIMIT) -> str:
             if b.left - len(line) < cap or not b.add(line):
                 break
 
+    room = int(limit * ASYNCIO_SHARE)
+    for p in view.processes:  # asyncio tasks (render/asynctree.py), as the text report shows them
+        for _tid, head, text in asynctree.loop_blocks(p.process):
+            block = _asyncio_block(p.title, head, text, min(room, b.left - 2000))
+            if block and b.add(block):
+                room -= len(block)
     files = _files_block(view, min(FILES_MAX, int(limit * 0.12)))
+
     b.left -= len(files)
 
     notes = ""

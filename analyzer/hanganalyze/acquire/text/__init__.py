@@ -62,6 +62,7 @@ DESCRIPTIONS = {
     "abseil": "abseil stack report",
     "cxxframes": "C++ frame list (PyTorch c10, backtrace_symbols)",
     "traceback": "Python traceback",
+    "asyncio": "python -m asyncio ps/pstree",
 }
 
 
@@ -157,9 +158,14 @@ def _parse_segment(seg: Segment, forced) -> List[Process]:
         mod.parse(seg.lines, proc)
         proc.notes.append("parsed as %s" % DESCRIPTIONS.get(mod.NAME, mod.NAME))
     _dumps_from_messages(proc, mod, forced is None)
-    if not proc.threads and not proc.messages:
+    if not proc.threads and not proc.messages and not _has_tasks(proc):
         return []
     return [proc]
+
+
+def _has_tasks(proc: Process) -> bool:
+    """``python -m asyncio ps/pstree`` gives tasks and no thread: an answer too."""
+    return proc.asyncio is not None and any(lp.tasks for lp in proc.asyncio.loops)
 
 
 def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
@@ -181,7 +187,7 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     for proc in processes:
         _infer_python(proc)
         proc.messages = _log.join_broken(proc.messages)  # a message a terminal or a paste broke
-    if not any(p.threads for p in processes):
+    if not any(p.threads or _has_tasks(p) for p in processes):
         # a log with no frame is an input too when it holds lines a hang leaves (log.KNOWN_LINES)
         if any(p.messages for p in processes) and (
                 forced is _log or (forced is None and any(_log.known_lines(p.messages) for p in processes))):

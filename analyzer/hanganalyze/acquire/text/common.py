@@ -364,7 +364,8 @@ def cap_messages(messages: List[str], notes: List[str]) -> List[str]:
 #: A line that starts one of these is a new record, never the tail of a wrapped line.
 _RECORD_START = re.compile(
     r"^(?:#\d|Thread |Current thread |Traceback |Process |\[(?:rank|default)\d|\s*File \"|\s*\((?:Python|C)\) "
-    r"|\s*(?:\* )?(?:frame|thread) #|\s*frame_#_|\s*@ |~~~|Stack (?:dump for|of) |Exception raised from )"
+    r"|\s*(?:\* )?(?:frame|thread) #|\s*frame_#_|\s*@ |~~~|Stack (?:dump for|of) |Exception raised from "
+    r"|\d{1,10} +0x[0-9a-fA-F]{1,16} )"  # the last: a ``python -m asyncio ps`` row (tid, task id)
 )
 
 

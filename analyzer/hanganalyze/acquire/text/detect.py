@@ -19,6 +19,7 @@ from . import (
     gdb,
     lldb,
     log,
+    pyasyncio,
     pybt,
     pyspy,
     pyspy_json,
@@ -40,6 +41,7 @@ PARSERS: Dict[str, ModuleType] = {
     "abseil": abseil,
     "cxxframes": cxxframes,
     "traceback": traceback,
+    "asyncio": pyasyncio,
     "log": log,  # scores 0: used when asked for, or when no dump format scores (``detect``)
 }
 
@@ -48,8 +50,8 @@ FORMAT_NAMES = tuple(PARSERS) + ("auto",)
 UNRECOGNISED = (
     "could not recognise the text as any known dump format (gdb backtrace, py-bt, py-spy dump, "
     "py-spy --json, pystack, faulthandler, Python traceback, lldb bt, pytest-timeout, abseil "
-    "deadlock report, PyTorch C++ frames, backtrace_symbols) or hang log: no stack frame and no known log "
-    "line found; use --input-format, or --input-format log for a plain log"
+    "deadlock report, PyTorch C++ frames, backtrace_symbols, python -m asyncio ps/pstree) or hang log: "
+    "no stack frame and no known log line found; use --input-format, or --input-format log for a plain log"
 )
 
 
@@ -61,7 +63,8 @@ def parser_for(input_format: Optional[str]) -> Optional[ModuleType]:
     key = {"py-bt": "pybt", "py-spy": "pyspy", "pyspy-json": "pyspy-json", "py-spy-json": "pyspy-json",
            "json": "pyspy-json", "gdb-bt": "gdb", "cuda-gdb": "gdb", "tb": "traceback", "ray-stack": "pyspy",
            "absl": "abseil", "glog": "abseil", "c10": "cxxframes", "torch-cpp": "cxxframes",
-           "pytorch-cpp": "cxxframes", "pytest": "pytest-timeout", "lldb": "lldb-bt"}.get(key, key)
+           "pytorch-cpp": "cxxframes", "pytest": "pytest-timeout", "lldb": "lldb-bt",
+           "asyncio-ps": "asyncio", "asyncio-pstree": "asyncio", "pstree": "asyncio"}.get(key, key)
     if key not in PARSERS:
         raise InputError(
             "unknown --input-format %r; use one of: %s" % (input_format, ", ".join(FORMAT_NAMES))
