@@ -40,3 +40,9 @@ def pytest_terminal_summary(terminalreporter):
     parts = ["%s: %s" % (kind, ", ".join("%s %d" % kv for kv in sorted(c.items())))
              for kind, c in sorted(groups.items())]
     terminalreporter.write_line("real-world corpus: %d dumps; %s" % (len(score), "; ".join(parts)))
+    waits = getattr(mod, "WAITS", None) or {}
+    if waits:
+        right = sum(1 for want, got in waits.values() if want == got)
+        terminalreporter.write_line("real-world corpus: triage wait right on %d of %d dumps with an established "
+                                    "wait; wrong: %s" % (right, len(waits), ", ".join(
+                                        "%s (%s, said %s)" % (f, w, g) for f, (w, g) in sorted(waits.items()) if w != g)))
