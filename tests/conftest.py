@@ -43,6 +43,6 @@ def pytest_terminal_summary(terminalreporter):
     waits = getattr(mod, "WAITS", None) or {}
     if waits:
         right = sum(1 for want, got in waits.values() if want == got)
+        wrong = ", ".join("%s (%s, said %s)" % (f, w, g) for f, (w, g) in sorted(waits.items()) if w != g)
         terminalreporter.write_line("real-world corpus: triage wait right on %d of %d dumps with an established "
-                                    "wait; wrong: %s" % (right, len(waits), ", ".join(
-                                        "%s (%s, said %s)" % (f, w, g) for f, (w, g) in sorted(waits.items()) if w != g)))
+                                    "wait; wrong: %s" % (right, len(waits), wrong))
