@@ -13,6 +13,10 @@ if [ "${1:-}" = "--install" ]; then
     export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH="$REPO/analyzer:$REPO/gdbext${PYTHONPATH:+:$PYTHONPATH}"
+# Bytecode as an installed copy has it (pip compiles at install): the copied tree has none, and a
+# run that compiles ~90 modules from source each time measures the compiler, not hanganalyze.
+unset PYTHONDONTWRITEBYTECODE
+$PY -m compileall -q "$REPO/analyzer" "$REPO/gdbext" > /dev/null || echo "compileall failed"
 D=$(mktemp -d)
 HANG_READY_DIR=$D PG_TIMEOUT=300 HANG_DIE_WITH_PARENT=1 setsid $PY -m torch.distributed.run --standalone \
     --nproc_per_node=2 "$REPO/tests/fixtures/gpu/nccl_job.py" straggler 1 > "$D/log" 2>&1 &

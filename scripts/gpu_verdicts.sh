@@ -42,6 +42,10 @@ if [ "${1:-}" = "--install" ]; then
     export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH="$REPO/analyzer:$REPO/gdbext${PYTHONPATH:+:$PYTHONPATH}"
+# Bytecode as an installed copy has it (pip compiles at install): the copied tree has none, and a
+# run that compiles ~90 modules from source each time measures the compiler, not hanganalyze.
+unset PYTHONDONTWRITEBYTECODE
+$PY -m compileall -q "$REPO/analyzer" "$REPO/gdbext" > /dev/null || echo "compileall failed"
 printf '#!/bin/sh\nexec %s -m hanganalyze "$@"\n' "$(command -v $PY)" > "$WORK/bin/hanganalyze"
 chmod +x "$WORK/bin/hanganalyze"
 export PATH="$WORK/bin:$PATH"
