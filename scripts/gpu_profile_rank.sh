@@ -26,8 +26,12 @@ sleep 3
 R=$(cat "$D/rank0.pid")
 HA=("$PY" -m hanganalyze --pid "$R" --samples 1 -f json -o /dev/null)
 "${HA[@]}"; "${HA[@]}"  # warm the symbol cache and the bytecode
-for k in 1 2 3; do s=$(date +%s%N); "${HA[@]}"; echo "one sample: $(( ($(date +%s%N) - s) / 1000000 )) ms"; done
-for k in 1 2 3; do s=$(date +%s%N); $PY -m pystack remote --native "$R" > /dev/null 2>&1; echo "pystack: $(( ($(date +%s%N) - s) / 1000000 )) ms"; done
+# interleaved, REPS (default 3) rounds: one sample of ours, then pystack's, on the same rank
+for k in $(seq "${REPS:-3}"); do
+    s=$(date +%s%N); "${HA[@]}"; echo "one sample: $(( ($(date +%s%N) - s) / 1000000 )) ms"
+    s=$(date +%s%N); $PY -m pystack remote --native "$R" > /dev/null 2>&1; echo "pystack: $(( ($(date +%s%N) - s) / 1000000 )) ms"
+done
+s=$(date +%s%N); $PY -m hanganalyze --job "$L" -f json -o /dev/null; echo "--job (3 samples, 2 ranks): $(( ($(date +%s%N) - s) / 1000000 )) ms"
 $PY -X importtime "${HA[@]:1}" 2> "$OUT/importtime.txt"
 $PY -m cProfile -o "$OUT/prof.out" "${HA[@]:1}"
 $PY - "$OUT/prof.out" <<'PYEOF' | tee "$OUT/prof.txt"
