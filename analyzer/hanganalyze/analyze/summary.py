@@ -117,8 +117,9 @@ def capture(snapshot: Snapshot, step_of: Dict[int, int]) -> None:
     progress: Dict[str, Any] = {}
     stacks = Stacks()
     agg: OrderedDict[int, list] = OrderedDict()
+    rank_memo: Dict[tuple, tuple] = {}
     for i, p in enumerate(procs):
-        s = rank_state(i, p)
+        s = rank_state(i, p, rank_memo)
         fact = (s.state, s.op, s.call_site, s.where, s.pg, s.fr_source, s.evidence, s.evidence_reason,
                 list(s.sources or []))
         fi = facts.setdefault(json.dumps(fact), len(facts))
