@@ -480,6 +480,11 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
     return _finding(index, proc, summary, ev, info, _next_steps(proc, cat, True), _confidence(first, True))
 
 
+#: The triage finding's ``cause`` (one text: node summaries name it instead of carrying it).
+CAUSE = ("What the stacks show when no known bug explains them: the wait, the thread(s) it is about, the "
+         "blame frame, and what to capture next.")
+
+
 def _finding(index: int, proc: Process, summary: str, ev: List[Evidence], info: Dict[str, Any],
              steps: List[str], confidence: float) -> Finding:
     if info["wait"] == "runs" and info.get("from") == "samples":
@@ -490,8 +495,7 @@ def _finding(index: int, proc: Process, summary: str, ev: List[Evidence], info: 
     return Finding(signature=SIGNATURE, title=title, severity=SEVERITY, process=index,
                    threads=[t for t in info["about"] if t is not None], summary=summary, fix=steps,
                    evidence=ev, confidence=confidence, triage=info,
-                   cause="What the stacks show when no known bug explains them: the wait, the thread(s) "
-                         "it is about, the blame frame, and what to capture next.")
+                   cause=CAUSE)
 
 
 # --------------------------------------------------------------------------------------------
