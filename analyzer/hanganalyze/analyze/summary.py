@@ -272,6 +272,7 @@ class Merged:
         self.stacks: OrderedDict[Tuple[int, ...], list] = OrderedDict()  # seq -> [positions, threads]
         self.groups: OrderedDict[Tuple[str, str], list] = OrderedDict()  # key -> [step, finding, positions]
         self.triage: OrderedDict[Tuple[Any, Any], list] = OrderedDict()  # key -> [finding, positions]
+        self._recent: Dict[str, list] = {}  # recent (list, ids) of ``_mapping``
         self.by_id = False  # some finding's texts are named by its signature (``slim``)
         self._bases: List[Tuple[int, str]] = []  # (first row, folder) of summaries whose files are relative
 
@@ -290,16 +291,7 @@ class Merged:
         if isinstance(ws, int) and not isinstance(ws, bool) and 0 < ws < MAX_POSITION:
             self.world = ws if self.world is None else max(self.world, ws)
         self.warnings.extend(str(w) for w in doc.get("warnings") or [])
-        fmap = []
-        for fact in doc["facts"]:
-            if not isinstance(fact, list) or len(fact) != len(_FACT):
-                raise ValueError("a fact must be a list of %d values" % len(_FACT))
-            k = json.dumps(fact)
-            fi = self._fact_ids.get(k)
-            if fi is None:
-                fi = self._fact_ids[k] = len(self.facts)
-                self.facts.append(fact)
-            fmap.append(fi)
+        fmap = self._mapping("facts", doc["facts"], self._fact_id)
         for r in rows:
             if not isinstance(r, list) or len(r) != len(ROW):
                 raise ValueError("a process row must be a list of %d values" % len(ROW))
@@ -313,15 +305,7 @@ class Merged:
             if not 0 <= i < n:
                 raise ValueError("progress of row %d: no such row" % i)
             self.progress[i + off] = v
-        lmap = []
-        label_ids = self._label_ids
-        for lab, kind in doc["labels"]:
-            key = (lab, kind) if type(lab) is str and type(kind) is str else (str(lab), str(kind))
-            li = label_ids.get(key)
-            if li is None:
-                li = label_ids[key] = len(self.labels)
-                self.labels.append(key)
-            lmap.append(li)
+        lmap = self._mapping("labels", doc["labels"], self._label_id)
         for seq, members, threads in doc["stacks"]:
             gseq = tuple(map(lmap.__getitem__, seq))
             pos = parse_positions(members, n, off)
@@ -350,6 +334,37 @@ class Merged:
             else:
                 e[1].extend(pos)
         return self
+
+    def _mapping(self, what: str, items: list, intern) -> List[int]:
+        """Each item's global id (``intern``); a summary whose list equals a recent one's (nodes of
+        one job mostly hold the same labels and facts) reuses that mapping: lists compare in C,
+        where interning hashes every string again."""
+        recent = self._recent.setdefault(what, [])
+        for old, ids in recent:
+            if old == items:
+                return ids
+        ids = [intern(x) for x in items]
+        recent.insert(0, (items, ids))
+        del recent[4:]
+        return ids
+
+    def _fact_id(self, fact: Any) -> int:
+        if not isinstance(fact, list) or len(fact) != len(_FACT):
+            raise ValueError("a fact must be a list of %d values" % len(_FACT))
+        k = json.dumps(fact)
+        fi = self._fact_ids.get(k)
+        if fi is None:
+            fi = self._fact_ids[k] = len(self.facts)
+            self.facts.append(fact)
+        return fi
+
+    def _label_id(self, lab: Any) -> int:
+        key = (str(lab[0]), str(lab[1]))
+        li = self._label_ids.get(key)
+        if li is None:
+            li = self._label_ids[key] = len(self.labels)
+            self.labels.append(key)
+        return li
 
     # ----- writing -------------------------------------------------------------------------
     def to_doc(self) -> Dict[str, Any]:
