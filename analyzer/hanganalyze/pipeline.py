@@ -81,7 +81,7 @@ def analyze(snapshot: Snapshot, db, redact: bool = False, node_summary: bool = F
     if node_summary:  # before the job rules group and supersede the per-process findings
         from hanganalyze.analyze.summary import capture
 
-        capture(snapshot, step_of)
+        capture(snapshot, step_of, db)
     analyze_job(snapshot, rules)  # the job rules: cross-rank findings, per-rank ones grouped
     order = {s: i for i, s in enumerate(SEVERITIES)}
     cross_rank = rules.cross_rank
@@ -156,7 +156,9 @@ def report(request, signature_dirs: Iterable[Path] = (), redact: bool = False,
         if progress:
             progress("merging %d node summaries" % len(nodes))
         merged = summary.merge_files(nodes)
-        return merged.to_doc_snapshot() if node_summary else merged.analyze(redact=redact)
+        if node_summary:
+            return merged.to_doc_snapshot()
+        return merged.analyze(redact=redact, db=load_signature_db(list(signature_dirs)) if merged.by_id else None)
     db_load = BackgroundLoad(list(signature_dirs))
     snapshot = request.acquire(progress, db_load.start)
     db = db_load.result()

@@ -23,7 +23,6 @@ Pure functions of the model; no I/O.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from hanganalyze_gdbext.model import Finding, Process, Snapshot
@@ -61,15 +60,26 @@ def process_key(table: StackTable, p: Process) -> Optional[tuple]:
 _THREAD_REF = re.compile(r"\bthread (\d+)")
 
 
+def _clone(obj: Any, **changes: Any) -> Any:
+    """``dataclasses.replace`` for the model's plain dataclasses (no ``__post_init__``, no slots),
+    without its per-call field walk: a 131,072-rank job copies every finding and its evidence."""
+    c = object.__new__(type(obj))
+    d = c.__dict__
+    d.update(obj.__dict__)
+    d.update(changes)
+    return c
+
+
 def _remap(f: Finding, index: int, tids: Dict[Any, Any]) -> Finding:
     def tid(x: Any) -> Any:
         return tids.get(x, x)
 
-    summary = _THREAD_REF.sub(lambda m: "thread %s" % tid(int(m.group(1))), f.summary) if f.summary else f.summary
-    return replace(f, process=index, threads=[tid(x) for x in f.threads], summary=summary,
-                   evidence=[replace(e, thread=tid(e.thread)) if e.thread is not None else replace(e)
-                             for e in f.evidence],
-                   fix=list(f.fix), references=list(f.references), ranks=list(f.ranks), processes=list(f.processes))
+    summary = _THREAD_REF.sub(lambda m: "thread %s" % tid(int(m.group(1))), f.summary) \
+        if f.summary and "thread " in f.summary else f.summary
+    return _clone(f, process=index, threads=[tid(x) for x in f.threads], summary=summary,
+                  evidence=[_clone(e, thread=tids.get(e.thread, e.thread)) if e.thread is not None else _clone(e)
+                            for e in f.evidence],
+                  fix=list(f.fix), references=list(f.references), ranks=list(f.ranks), processes=list(f.processes))
 
 
 def match_snapshot(snapshot: Snapshot, db) -> List[Finding]:

@@ -431,7 +431,8 @@ def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot
         return snapshot
     rules = rules if rules is not None else load_rules()
     procs = snapshot.processes
-    states = [rank_state(i, p) for i, p in enumerate(procs)]
+    memo: Dict[tuple, tuple] = {}
+    states = [rank_state(i, p, memo) for i, p in enumerate(procs)]
     world = world_size(procs) if len(procs) > 1 or _whole_host(procs) else None
     dup = [r for r, n in Counter(p.rank for p in procs if p.rank is not None).items() if n > 1]
     if dup:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, names, pattern
 from hanganalyze.analyze.stacks import main_thread  # one definition: the job view and the rank states agree
@@ -214,8 +214,30 @@ def _fr_facts(st: RankState, coll: Optional[Collectives]) -> None:
         st.seq = st.last_enqueued
 
 
-def rank_state(index: int, p: Process) -> RankState:
-    """Where process ``index`` of a job is (see the module's rules)."""
+def _memo_thread(memo: Optional[Dict[tuple, tuple]], what: str, t: Thread, compute):
+    """``compute(t)``, once per distinct (interned) frame list of a job: threads that share their
+    frame lists (``analyze/intern.py``) share the answer; the entry holds the lists, so an id is
+    never reused while its entry lives."""
+    if memo is None:
+        return compute(t)
+    key = (what, id(t.frames), id(t.python_frames))
+    e = memo.get(key)
+    if e is not None and e[0] is t.frames and e[1] is t.python_frames:
+        return e[2]
+    r = compute(t)
+    memo[key] = (t.frames, t.python_frames, r)
+    return r
+
+
+def _collective_of(t: Thread) -> Optional[tuple]:
+    frames = t.all_frames()
+    hit = _scan_thread(frames)
+    return None if hit is None else (hit, frame_where(frames[hit[2]]), _call_site(frames, hit[2]))
+
+
+def rank_state(index: int, p: Process, memo: Optional[Dict[tuple, tuple]] = None) -> RankState:
+    """Where process ``index`` of a job is (see the module's rules).  ``memo``: one dict per job
+    (see ``_memo_thread``)."""
     st = RankState(process=index, rank=p.rank, state="elsewhere", pid=p.pid)
     if p.error:
         st.state = "error"
@@ -225,20 +247,17 @@ def rank_state(index: int, p: Process) -> RankState:
         _fr_facts(st, p.collectives)
         return st
     for t in _threads_main_first(p):
-        frames = t.all_frames()
-        hit = _scan_thread(frames)
-        if hit is None:
+        got = _memo_thread(memo, "collective", t, _collective_of)
+        if got is None:
             continue
-        st.state, st.op, st.frame = hit
+        (st.state, st.op, st.frame), st.where, st.call_site = got
         st.thread = t.tid
-        st.where = frame_where(frames[hit[2]])
-        st.call_site = _call_site(frames, hit[2])
         break
     if st.state == "elsewhere":
         m = main_thread(p)
         if m is not None:
             st.thread = m.tid
-            st.where, st.frame = _innermost_where(m)
+            st.where, st.frame = _memo_thread(memo, "innermost", m, _innermost_where)
     _fr_facts(st, p.collectives)
     _judge(st, p)
     return st

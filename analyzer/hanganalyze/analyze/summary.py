@@ -66,8 +66,9 @@ def positions_text(positions: Iterable[int]) -> str:
     return compress_ranks(positions)
 
 
-def parse_positions(text: Any, limit: int) -> array:
-    """``"0-3,7"`` -> positions; a ValueError for anything else or a position >= ``limit``."""
+def parse_positions(text: Any, limit: int, offset: int = 0) -> array:
+    """``"0-3,7"`` -> positions (plus ``offset``); a ValueError for anything else or a position >=
+    ``limit``."""
     out = array("l")
     if not isinstance(text, str):
         raise ValueError("a position set must be a string, not %s" % type(text).__name__)
@@ -78,7 +79,7 @@ def parse_positions(text: Any, limit: int) -> array:
         lo, hi = int(a), int(b) if b else int(a)
         if not 0 <= lo <= hi < limit:
             raise ValueError("position set %r out of range (%d rows)" % (part[:40], limit))
-        out.extend(range(lo, hi + 1))
+        out.extend(range(lo + offset, hi + offset + 1))
     return out
 
 
@@ -87,19 +88,68 @@ def parse_positions(text: Any, limit: int) -> array:
 # --------------------------------------------------------------------------------------------
 
 
-def _group(findings: Sequence[Finding], step_of: Dict[int, int]) -> List[Dict[str, Any]]:
+#: A finding's fixed texts: a summary names them (``"by_id"``) when they are those of its signature
+#: (the signature database) or of the triage, and the root takes them from there.
+BY_ID = ("title", "fix", "cause", "references")
+_DEFAULTS = {"title": None, "fix": [], "cause": None, "references": []}
+
+
+def _texts(sig: str, db, cache: Dict[str, Optional[Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
+    if sig in cache:
+        return cache[sig]
+    from hanganalyze.analyze.triage import CAUSE, SIGNATURE
+
+    out: Optional[Dict[str, Any]] = None
+    if sig == SIGNATURE:
+        out = {"cause": CAUSE}
+    elif db is not None:
+        s = db.by_id(sig)
+        if s is not None:
+            out = {"title": s.title, "fix": s.fix_lines(), "cause": s.cause, "references": list(s.references)}
+    cache[sig] = out
+    return out
+
+
+def slim(fd: Dict[str, Any], db, cache: Dict[str, Any]) -> Dict[str, Any]:
+    """The finding's dict without the texts its signature gives (named in ``by_id``)."""
+    texts = _texts(str(fd.get("signature")), db, cache)
+    if not texts:
+        return fd
+    dropped = [k for k in BY_ID if k in texts and fd.get(k, _DEFAULTS[k]) == texts[k]]
+    if dropped:
+        fd = {k: v for k, v in fd.items() if k not in dropped}
+        fd["by_id"] = dropped
+    return fd
+
+
+def restore(fd: Dict[str, Any], db, cache: Dict[str, Any]) -> Dict[str, Any]:
+    """``slim``'s inverse; a text whose signature the root does not know (another signature folder)
+    stays out (the title falls back to the signature id)."""
+    dropped = fd.get("by_id")
+    if not dropped:
+        return fd
+    texts = _texts(str(fd.get("signature")), db, cache) or {}
+    out = {k: v for k, v in fd.items() if k != "by_id"}
+    for k in dropped:
+        if k in BY_ID and texts.get(k) is not None:
+            out[k] = list(texts[k]) if isinstance(texts[k], list) else texts[k]
+    return out
+
+
+def _group(findings: Sequence[Finding], step_of: Dict[int, int], db=None) -> List[Dict[str, Any]]:
     groups: OrderedDict[Tuple[str, str], Dict[str, Any]] = OrderedDict()
+    cache: Dict[str, Any] = {}
     for f in findings:
         g = groups.get((f.signature, f.severity))
         if g is None:
             groups[(f.signature, f.severity)] = {"step": step_of.get(id(f), 0), "key": [f.signature, f.severity],
-                                                 "finding": f.to_dict(), "members": [f.process]}
+                                                 "finding": slim(f.to_dict(), db, cache), "members": [f.process]}
         elif f.process not in g["members"]:
             g["members"].append(f.process)
     return list(groups.values())
 
 
-def capture(snapshot: Snapshot, step_of: Dict[int, int]) -> None:
+def capture(snapshot: Snapshot, step_of: Dict[int, int], db=None) -> None:
     """Called by ``pipeline.analyze(node_summary=True)`` once the per-process findings are made
     (before the job rules group them): the node summary, kept on the snapshot for ``render_node``."""
     from hanganalyze.analyze.job import world_size
@@ -117,8 +167,9 @@ def capture(snapshot: Snapshot, step_of: Dict[int, int]) -> None:
     progress: Dict[str, Any] = {}
     stacks = Stacks()
     agg: OrderedDict[int, list] = OrderedDict()
+    rank_memo: Dict[tuple, tuple] = {}
     for i, p in enumerate(procs):
-        s = rank_state(i, p)
+        s = rank_state(i, p, rank_memo)
         fact = (s.state, s.op, s.call_site, s.where, s.pg, s.fr_source, s.evidence, s.evidence_reason,
                 list(s.sources or []))
         fi = facts.setdefault(json.dumps(fact), len(facts))
@@ -161,8 +212,9 @@ def capture(snapshot: Snapshot, step_of: Dict[int, int]) -> None:
         "progress": progress,
         "labels": [[lab, kind] for lab, kind in zip(stacks.labels, stacks.kinds)],
         "stacks": [[list(stacks.seqs[sid]), positions_text(e[0]), e[1]] for sid, e in agg.items()],
-        "findings": [dict(g, members=positions_text(g["members"])) for g in _group(snapshot.findings, step_of)],
-        "triage": [dict(g, members=positions_text(g["members"])) for g in triage.values()],
+        "findings": [dict(g, members=positions_text(g["members"])) for g in _group(snapshot.findings, step_of, db)],
+        "triage": [dict(g, finding=slim(g["finding"], db, {}), members=positions_text(g["members"]))
+                   for g in triage.values()],
     }
     snapshot.__dict__["_node_summary"] = doc
 
@@ -220,6 +272,9 @@ class Merged:
         self.stacks: OrderedDict[Tuple[int, ...], list] = OrderedDict()  # seq -> [positions, threads]
         self.groups: OrderedDict[Tuple[str, str], list] = OrderedDict()  # key -> [step, finding, positions]
         self.triage: OrderedDict[Tuple[Any, Any], list] = OrderedDict()  # key -> [finding, positions]
+        self._recent: Dict[str, list] = {}  # recent (list, ids) of ``_mapping``
+        self.by_id = False  # some finding's texts are named by its signature (``slim``)
+        self._bases: List[Tuple[int, str]] = []  # (first row, folder) of summaries whose files are relative
 
     # ----- reading -------------------------------------------------------------------------
     def add(self, doc: Dict[str, Any], base: str = "") -> Merged:
@@ -236,42 +291,24 @@ class Merged:
         if isinstance(ws, int) and not isinstance(ws, bool) and 0 < ws < MAX_POSITION:
             self.world = ws if self.world is None else max(self.world, ws)
         self.warnings.extend(str(w) for w in doc.get("warnings") or [])
-        fmap = []
-        for fact in doc["facts"]:
-            if not isinstance(fact, list) or len(fact) != len(_FACT):
-                raise ValueError("a fact must be a list of %d values" % len(_FACT))
-            k = json.dumps(fact)
-            fi = self._fact_ids.get(k)
-            if fi is None:
-                fi = self._fact_ids[k] = len(self.facts)
-                self.facts.append(fact)
-            fmap.append(fi)
+        fmap = self._mapping("facts", doc["facts"], self._fact_id)
         for r in rows:
             if not isinstance(r, list) or len(r) != len(ROW):
                 raise ValueError("a process row must be a list of %d values" % len(ROW))
             r = list(r)
             r[2] = fmap[r[2]]
-            if r[12] and base and not os.path.isabs(r[12]):
-                r[12] = os.path.normpath(os.path.join(base, r[12]))
             self.rows.append(r)
+        if n:
+            self._bases.append((off, base))  # relative files resolved when read (``example_file``)
         for k, v in (doc.get("progress") or {}).items():
             i = int(k)
             if not 0 <= i < n:
                 raise ValueError("progress of row %d: no such row" % i)
             self.progress[i + off] = v
-        lmap = []
-        for lab in doc["labels"]:
-            key = (str(lab[0]), str(lab[1]))
-            li = self._label_ids.get(key)
-            if li is None:
-                li = self._label_ids[key] = len(self.labels)
-                self.labels.append(key)
-            lmap.append(li)
+        lmap = self._mapping("labels", doc["labels"], self._label_id)
         for seq, members, threads in doc["stacks"]:
-            gseq = tuple(lmap[x] for x in seq)
-            pos = parse_positions(members, n)
-            if off:
-                pos = array("l", (x + off for x in pos))
+            gseq = tuple(map(lmap.__getitem__, seq))
+            pos = parse_positions(members, n, off)
             e = self.stacks.get(gseq)
             if e is None:
                 self.stacks[gseq] = [pos, int(threads)]
@@ -280,7 +317,8 @@ class Merged:
                 e[1] += int(threads)
         for g in doc.get("findings") or []:
             key = (str(g["key"][0]), str(g["key"][1]))
-            pos = [x + off for x in parse_positions(g["members"], n)]
+            pos = parse_positions(g["members"], n, off)
+            self.by_id = self.by_id or "by_id" in g["finding"]
             e = self.groups.get(key)
             if e is None:
                 self.groups[key] = [int(g.get("step") or 0), g["finding"], pos]
@@ -288,7 +326,8 @@ class Merged:
                 e[2].extend(pos)
         for g in doc.get("triage") or []:
             key = tuple(g["key"])
-            pos = [x + off for x in parse_positions(g["members"], n)]
+            pos = parse_positions(g["members"], n, off)
+            self.by_id = self.by_id or "by_id" in g["finding"]
             e = self.triage.get(key)
             if e is None:
                 self.triage[key] = [g["finding"], pos]
@@ -296,13 +335,46 @@ class Merged:
                 e[1].extend(pos)
         return self
 
+    def _mapping(self, what: str, items: list, intern) -> List[int]:
+        """Each item's global id (``intern``); a summary whose list equals a recent one's (nodes of
+        one job mostly hold the same labels and facts) reuses that mapping: lists compare in C,
+        where interning hashes every string again."""
+        recent = self._recent.setdefault(what, [])
+        for old, ids in recent:
+            if old == items:
+                return ids
+        ids = [intern(x) for x in items]
+        recent.insert(0, (items, ids))
+        del recent[4:]
+        return ids
+
+    def _fact_id(self, fact: Any) -> int:
+        if not isinstance(fact, list) or len(fact) != len(_FACT):
+            raise ValueError("a fact must be a list of %d values" % len(_FACT))
+        k = json.dumps(fact)
+        fi = self._fact_ids.get(k)
+        if fi is None:
+            fi = self._fact_ids[k] = len(self.facts)
+            self.facts.append(fact)
+        return fi
+
+    def _label_id(self, lab: Any) -> int:
+        key = (str(lab[0]), str(lab[1]))
+        li = self._label_ids.get(key)
+        if li is None:
+            li = self._label_ids[key] = len(self.labels)
+            self.labels.append(key)
+        return li
+
     # ----- writing -------------------------------------------------------------------------
     def to_doc(self) -> Dict[str, Any]:
         """The merged summary: itself mergeable (``level`` one more than its inputs')."""
         groups = sorted(self.groups.items(), key=lambda kv: kv[1][0])  # stable: first appearance within a step
         return {
             "schema": SCHEMA, "level": self.level + 1, "nodes": self.nodes, "world_size": self.world,
-            "warnings": self.warnings, "facts": self.facts, "processes": self.rows,
+            "warnings": self.warnings, "facts": self.facts,
+            "processes": [r if not r[12] or self.example_file(i) == r[12] else r[:12] + [self.example_file(i)]
+                          for i, r in enumerate(self.rows)] if any(b for _, b in self._bases) else self.rows,
             "progress": {str(k): v for k, v in self.progress.items()},
             "labels": [list(x) for x in self.labels],
             "stacks": [[list(seq), positions_text(sorted(e[0])), e[1]] for seq, e in self.stacks.items()],
@@ -372,7 +444,7 @@ class Merged:
             items.append((tuple(lids[x] for x in seq), int.from_bytes(bytes(buf), "little"), threads))
         return tree_from_items(items, sorted_keys, st)
 
-    def analyze(self, redact: bool = False, examples: bool = True) -> Snapshot:
+    def analyze(self, redact: bool = False, examples: bool = True, db=None) -> Snapshot:
         """The job's report from the merged summaries: the job rules on the rows' rank states, the
         per-process groups superseded and grouped as ``job.group_findings`` does, the triage groups,
         ``Snapshot.job`` with the classes and the tree, and one example rank per class."""
@@ -387,6 +459,11 @@ class Merged:
         from hanganalyze_gdbext.model.job import JobFailure, JobRankState, JobSummary
 
         rules = load_rules()
+        if self.by_id and db is None:  # the texts the summaries name by their signature's id
+            from hanganalyze.analyze.signatures import load_signatures
+
+            db = load_signatures(use_cache=True)
+        texts: Dict[str, Any] = {}
         snap = Snapshot(processes=self.skeleton(), warnings=list(self.warnings))
         states = self.states()
         world = self.world
@@ -408,7 +485,7 @@ class Merged:
             procs = sorted(set(m for m in members if m not in over.get(sig, ())))
             if not procs:
                 continue
-            first = Finding.from_dict(fd)
+            first = Finding.from_dict(restore(fd, db, texts))
             first.process = procs[0]
             if len(procs) > 1:
                 ranks = sorted({self.rows[i][0] for i in procs if self.rows[i][0] is not None})
@@ -439,7 +516,7 @@ class Merged:
                                           -(f.confidence or 0.0)))
         tri = []
         for fd, members in self.triage.values():
-            f = Finding.from_dict(fd)
+            f = Finding.from_dict(restore(fd, db, texts))
             procs = sorted(set(members))
             f.process = procs[0]
             f.processes = procs
@@ -462,8 +539,15 @@ class Merged:
         return snap
 
     def example_file(self, process: int) -> Optional[str]:
+        """The file row ``process`` names, relative to the folder of the summary it came from."""
         r = self.rows[process] if 0 <= process < len(self.rows) else None
-        return r[12] if r is not None else None
+        if r is None or not r[12] or os.path.isabs(r[12]):
+            return r[12] if r is not None else None
+        from bisect import bisect_right
+
+        j = bisect_right(self._bases, (process, "\uffff")) - 1
+        base = self._bases[j][1] if j >= 0 else ""
+        return os.path.normpath(os.path.join(base, r[12])) if base else r[12]
 
     def fetch_examples(self, snap: Snapshot, limit: int = MAX_EXAMPLES) -> None:
         """Each class's first rank, read back from the file its row names (when reachable): the

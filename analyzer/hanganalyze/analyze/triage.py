@@ -499,6 +499,11 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
     return _finding(index, proc, summary, ev, info, _next_steps(proc, cat, True), _confidence(first, True))
 
 
+#: The triage finding's ``cause`` (one text: node summaries name it instead of carrying it).
+CAUSE = ("What the stacks show when no known bug explains them: the wait, the thread(s) it is about, the "
+         "blame frame, and what to capture next.")
+
+
 def _finding(index: int, proc: Process, summary: str, ev: List[Evidence], info: Dict[str, Any],
              steps: List[str], confidence: float) -> Finding:
     if info["wait"] == "runs" and info.get("from") == "samples":
@@ -509,13 +514,27 @@ def _finding(index: int, proc: Process, summary: str, ev: List[Evidence], info: 
     return Finding(signature=SIGNATURE, title=title, severity=SEVERITY, process=index,
                    threads=[t for t in info["about"] if t is not None], summary=summary, fix=steps,
                    evidence=ev, confidence=confidence, triage=info,
-                   cause="What the stacks show when no known bug explains them: the wait, the thread(s) "
-                         "it is about, the blame frame, and what to capture next.")
+                   cause=CAUSE)
 
 
 # --------------------------------------------------------------------------------------------
 # The snapshot
 # --------------------------------------------------------------------------------------------
+
+
+def _process_key(proc: Process, known_crash: bool) -> tuple:
+    """Everything ``triage_process`` reads of a process to choose its wait and blame frame, tids
+    left out: threads by their (interned) frame lists, so only threads sharing their frame lists
+    compare equal."""
+    threads = []
+    for t in proc.threads:
+        w = t.waits
+        threads.append((id(t.frames), id(t.python_frames) if t.python_frames else 0,
+                        (w.kind, w.frame, w.owner_tid is not None) if w is not None else None,
+                        t.state.gil if t.state is not None else None,
+                        t.progress.state if t.progress is not None else None,
+                        t.current, t.name, proc.pid is not None and t.tid == proc.pid))
+    return (known_crash, proc.signal, tuple(proc.messages), CURRENT_NOTE in proc.notes, tuple(threads))
 
 
 def add_triage(snapshot: Snapshot) -> None:
@@ -528,18 +547,37 @@ def add_triage(snapshot: Snapshot) -> None:
                for j in (f.processes or ([f.process] if f.process is not None else []))}
     ranks_of: Dict[int, set] = {}  # id(finding) -> its ranks, as a set (a list look-up per rank is quadratic)
     memo: Dict[tuple, tuple] = {}
+    # a process whose triage inputs equal an earlier one's (interned frame lists) joins that one's
+    # group without a finding of its own: a job repeats the same few processes
+    group_of: Dict[tuple, Optional[tuple]] = {}
+    many = len(snapshot.processes) > 1
     for i, proc in enumerate(snapshot.processes):
-        f = triage_process(i, proc, known_crash=i in crashes, memo=memo)
-        if f is None:
-            continue
-        if f.triage["from"] == "log" and f.triage["wait"] == "runs":  # type: ignore[index]
-            vague.append(f)  # a log naming no wait: the answer only when nothing else says more
-            continue
-        key = (f.triage["wait"], f.triage["blame"])  # type: ignore[index]
-        if len(snapshot.processes) > 1 and key in by_key:
+        known_crash = i in crashes
+        pkey = _process_key(proc, known_crash) if many else None
+        key = group_of.get(pkey, False) if pkey is not None else False
+        if key is False:
+            f = triage_process(i, proc, known_crash=known_crash, memo=memo)
+            if f is None:
+                key = None
+            elif f.triage["from"] == "log" and f.triage["wait"] == "runs":  # type: ignore[index]
+                key = ("vague",)
+            else:
+                key = (f.triage["wait"], f.triage["blame"])  # type: ignore[index]
+            if pkey is not None:
+                group_of[pkey] = key
+            if f is None:
+                continue
+            if key == ("vague",):
+                vague.append(f)  # a log naming no wait: the answer only when nothing else says more
+                continue
+        elif key is None or key == ("vague",) or key not in by_key:
+            continue  # the same as an earlier process: nothing, or a vague log, already kept
+        if many and key in by_key:
             first = by_key[key]
             first.processes.append(i)  # in process order: still sorted
-            seen = ranks_of.setdefault(id(first), set(first.ranks))
+            seen = ranks_of.get(id(first))
+            if seen is None:
+                seen = ranks_of[id(first)] = set(first.ranks)
             if proc.rank is not None and proc.rank not in seen:
                 seen.add(proc.rank)
                 first.ranks.append(proc.rank)
