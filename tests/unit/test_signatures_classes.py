@@ -182,3 +182,18 @@ def test_wait_aliases_are_one_family(db):
               "_ZNSt18condition_variable4waitERSt11unique_lockISt5mutexE", "futex_wait"):
         assert "intel-omp-set-num-threads-in-worker" in ids(base.format(w=w), db), w
     assert "intel-omp-set-num-threads-in-worker" not in ids(base.format(w="memcpy"), db)
+
+
+# mp-queue-join-before-drain from Python frames only, in a Windows faulthandler paste (pytest#13137)
+MP_QUEUE_WINDOWS = (Path(__file__).resolve().parents[1] / "data" / "realworld" / "pytest" / "pytest-13137-1.txt").read_text()
+
+
+def test_mp_queue_join_before_drain_from_python_frames_and_windows_paths(db):
+    assert "mp-queue-join-before-drain" in ids(MP_QUEUE_WINDOWS, db)
+
+
+def test_mp_queue_near_miss_feeder_idle_is_not_a_join_deadlock(db):
+    # the same process with its feeder idle (waiting for items, not writing the pipe): nothing to drain
+    idle = MP_QUEUE_WINDOWS.replace('connection.py", line 293 in _send_bytes', 'threading.py", line 331 in wait')
+    idle = idle.replace('connection.py", line 200 in send_bytes', 'queues.py", line 251 in _feed')
+    assert "mp-queue-join-before-drain" not in ids(idle, db)

@@ -130,7 +130,9 @@ class _Matcher:
                 lib = libbase.get(f.library)
                 if lib is None:
                     lib = libbase[f.library] = os.path.basename(f.library or "")
-                keys.append((n, lib, f.file or "", f.kind))
+                # a Windows paste's paths (C:\\...\\queues.py) glob like POSIX ones
+                file_ = f.file.replace("\\", "/") if f.file and "\\" in f.file else (f.file or "")
+                keys.append((n, lib, file_, f.kind))
             stack = stacks.setdefault(tuple(keys), len(stacks))
             self.views.append(_ThreadView(ti, t, frames, norms, names, keys, stack))
             for n in names:
