@@ -185,7 +185,8 @@ def test_wait_aliases_are_one_family(db):
 
 
 # mp-queue-join-before-drain from Python frames only, in a Windows faulthandler paste (pytest#13137)
-MP_QUEUE_WINDOWS = (Path(__file__).resolve().parents[1] / "data" / "realworld" / "pytest" / "pytest-13137-1.txt").read_text()
+MP_QUEUE_WINDOWS = (Path(__file__).resolve().parents[1] / "data" / "realworld" / "pytest"
+                    / "pytest-13137-1.txt").read_text()
 
 
 def test_mp_queue_join_before_drain_from_python_frames_and_windows_paths(db):
