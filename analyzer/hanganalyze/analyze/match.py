@@ -415,7 +415,8 @@ class _Matcher:
     def _describe(self, rule: ThreadRule, hits: List[Tuple[int, List[Evidence], float]]) -> str:
         ti, ev, _c = hits[0]
         t = self.views[ti].thread
-        who = "thread %s%s" % (t.tid, " (%s)" % t.name if t.name else "")
+        who = ("thread %s%s" % (t.tid, " (%s)" % t.name if t.name else "")) if t.tid is not None else \
+            ("thread %s" % t.name if t.name else "a thread")
         frames = [e.function or "??" for e in ev if e.frame is not None]
         more = " and %d more thread(s)" % (len(hits) - 1) if len(hits) > 1 else ""
         if not frames:
