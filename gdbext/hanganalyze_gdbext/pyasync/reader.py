@@ -72,6 +72,7 @@ class AsyncReader:
         self.notes: List[str] = []
         self._bases: Dict[int, Tuple[str, ...]] = {}
         self._debug_checked = False
+        self._modules: Optional[Dict[str, int]] = None
 
     # --- primitives ---------------------------------------------------------------------------
     def u64(self, addr: int) -> int:
@@ -118,12 +119,25 @@ class AsyncReader:
         except (ReadError, struct.error):
             return 0
 
+    def _module(self, module: str) -> int:
+        """``sys.modules[module]`` of the main interpreter, 0 when absent; the table is read once per
+        reader (a PyTorch process has ~2,000 modules, and each lookup read all of them again)."""
+        mods = self._modules
+        if mods is None:
+            interp = self.p.interpreters[0]
+            addr = self.mem.u64(interp + self.t["is.modules"])
+            mods = {}
+            for k, v in self.o.dict_items(addr) if addr else ():
+                name = self.o.str(k)
+                if name is not None:
+                    mods.setdefault(name, v)
+            self._modules = mods
+        return mods.get(module, 0)
+
     def module_global(self, module: str, name: str) -> int:
         """A global of an imported module (``sys.modules[module].name``) of the main interpreter."""
         try:
-            interp = self.p.interpreters[0]
-            mods = self.mem.u64(interp + self.t["is.modules"])
-            mod = self.o.dict_get_str(mods, module) if mods else None
+            mod = self._module(module)
             md = self.mem.u64(mod + self.t["mod.md_dict"]) if mod else 0
             return (self.o.dict_get_str(md, name) or 0) if md else 0
         except (ReadError, struct.error, IndexError, KeyError):
@@ -131,8 +145,7 @@ class AsyncReader:
 
     def asyncio_imported(self) -> bool:
         try:
-            mods = self.mem.u64(self.p.interpreters[0] + self.t["is.modules"])
-            return bool(self.o.dict_get_str(mods, "asyncio.tasks"))
+            return bool(self._module("asyncio.tasks"))
         except (ReadError, struct.error, IndexError, KeyError):
             return False
 
