@@ -11,7 +11,7 @@ Everything is bounded (tasks, chain depth, set sizes) and every unreadable objec
 """
 
 import struct
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from ..model import Frame
 from ..pyframes.framewalk import FrameWalker
@@ -73,6 +73,7 @@ class AsyncReader:
         self._bases: Dict[int, Tuple[str, ...]] = {}
         self._debug_checked = False
         self._modules: Optional[Dict[str, int]] = None
+        self._module_items: Iterator[Tuple[int, int]] = iter(())
 
     # --- primitives ---------------------------------------------------------------------------
     def u64(self, addr: int) -> int:
@@ -120,19 +121,26 @@ class AsyncReader:
             return 0
 
     def _module(self, module: str) -> int:
-        """``sys.modules[module]`` of the main interpreter, 0 when absent; the table is read once per
-        reader (a PyTorch process has ~2,000 modules, and each lookup read all of them again)."""
-        mods = self._modules
-        if mods is None:
+        """``sys.modules[module]`` of the main interpreter, 0 when absent.  The table's entries are
+        read once per reader and their names only as far as a lookup needs (a PyTorch process has
+        ~2,000 modules: each lookup read the whole table again, and reading every name costs more
+        than the lookups need)."""
+        if self._modules is None:
             interp = self.p.interpreters[0]
             addr = self.mem.u64(interp + self.t["is.modules"])
-            mods = {}
-            for k, v in self.o.dict_items(addr) if addr else ():
-                name = self.o.str(k)
-                if name is not None:
-                    mods.setdefault(name, v)
-            self._modules = mods
-        return mods.get(module, 0)
+            self._module_items = iter(self.o.dict_items(addr) if addr else ())
+            self._modules = {}
+        mods = self._modules
+        got = mods.get(module)
+        if got is not None:
+            return got
+        for k, v in self._module_items:
+            name = self.o.str(k)
+            if name is not None and name not in mods:
+                mods[name] = v
+                if name == module:
+                    return v
+        return 0
 
     def module_global(self, module: str, name: str) -> int:
         """A global of an imported module (``sys.modules[module].name``) of the main interpreter."""
