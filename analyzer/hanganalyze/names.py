@@ -16,6 +16,7 @@ import re
 from functools import lru_cache
 from typing import List, Optional, Tuple
 
+from hanganalyze import rxcache
 from hanganalyze.cnames import last_group_start
 
 # --------------------------------------------------------------------------------------------
@@ -24,12 +25,12 @@ from hanganalyze.cnames import last_group_start
 
 # A match may only start where a whitespace run starts ((?<!\s)), else each of 20,000 spaces
 # would start a new scan of the run; the clone-suffix chain is searched in the name's tail only.
-_CLONE_BRACKET = re.compile(r"(?<!\s)\s*\[clone [^\]]*\]")
-_ABI_TAG = re.compile(r"\[abi:[^\]]*\]")
-_CLONE_SUFFIX = re.compile(r"(?:\.(?:isra|constprop|part|cold|lto_priv|localalias|clone)(?:\.\d+)?)+$")
+_CLONE_BRACKET = rxcache.compile(r"(?<!\s)\s*\[clone [^\]]*\]")
+_ABI_TAG = rxcache.compile(r"\[abi:[^\]]*\]")
+_CLONE_SUFFIX = rxcache.compile(r"(?:\.(?:isra|constprop|part|cold|lto_priv|localalias|clone)(?:\.\d+)?)+$")
 _CLONE_SUFFIX_TAIL = 256  # longest suffix chain looked at (real ones are a few dozen characters)
-_SYMVER = re.compile(r"@{1,2}[A-Za-z0-9_.]+$")
-_TRAILING_QUALS = re.compile(r"(?<!\s)(?:\s*(?:const|volatile|noexcept|&&|&))+$")
+_SYMVER = rxcache.compile(r"@{1,2}[A-Za-z0-9_.]+$")
+_TRAILING_QUALS = rxcache.compile(r"(?<!\s)(?:\s*(?:const|volatile|noexcept|&&|&))+$")
 
 
 def _strip_clone_suffix(n: str) -> str:
@@ -72,7 +73,7 @@ def normalize_function(name: Optional[str]) -> str:
     return n or "??"
 
 
-_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_HEX = rxcache.compile(r"0x[0-9a-fA-F]+")
 _OPERATORS = ("operator()", "operator<<=", "operator>>=", "operator<<", "operator>>", "operator<=",
               "operator>=", "operator<", "operator>", "operator->*", "operator->")
 
@@ -144,10 +145,10 @@ def basename(path: Optional[str]) -> str:
 # --------------------------------------------------------------------------------------------
 
 #: ``libnccl.so.2.21.5``: the shortest ``*.so`` prefix followed by dots and digits only.
-_SO_SUFFIX = re.compile(r"^(.*?\.so)\.([\d.]+)$")
+_SO_SUFFIX = rxcache.compile(r"^(.*?\.so)\.([\d.]+)$")
 #: ``libfoo-1.2.so``: a version before the ``.so`` (the file has no unversioned spelling).
-_DASH_VERSION = re.compile(r"-(\d+(?:\.\d+)+)\.so$")
-_DOTTED = re.compile(r"^\d+(?:\.\d+)*$")
+_DASH_VERSION = rxcache.compile(r"-(\d+(?:\.\d+)+)\.so$")
+_DOTTED = rxcache.compile(r"^\d+(?:\.\d+)*$")
 
 
 def split_library(path: Optional[str]) -> Tuple[str, Optional[str]]:

@@ -149,9 +149,12 @@ def report(request, signature_dirs: Iterable[Path] = (), redact: bool = False,
     """One run up to rendering: every input of ``request`` (an ``acquire.request.AcquireRequest``,
     prepared) acquired, then analyzed, and redacted when asked.  When every input is a node summary
     (``analyze/summary.py``), they are merged instead: the job's verdict from its nodes' summaries."""
-    from hanganalyze.analyze import summary
+    paths = [inp.path for inp in getattr(request, "inputs", None) or []]
+    nodes: List[str] = []
+    if any(p and str(p).endswith(".json") for p in paths):  # only a .json input can be a node summary
+        from hanganalyze.analyze import summary  # not for a live process (start-up time, issue 21)
 
-    nodes = summary.node_inputs([inp.path for inp in getattr(request, "inputs", None) or []])
+        nodes = summary.node_inputs(paths)
     if nodes:
         if progress:
             progress("merging %d node summaries" % len(nodes))

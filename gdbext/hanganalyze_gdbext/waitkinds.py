@@ -10,6 +10,8 @@ import os
 import re
 from typing import List, Optional, Tuple
 
+from . import compile_pattern
+
 #: The pattern lists, as data (Socorro siggen's siglists): plain text, one pattern per line,
 #: ``#`` comments, so gdb's Python reads them with the standard library.
 LISTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lists")
@@ -23,7 +25,7 @@ def read_list(name: str) -> List[List[str]]:
 
 
 def _alternatives(name: str) -> "re.Pattern[str]":
-    return re.compile("|".join("(?:%s)" % " ".join(parts) for parts in read_list(name)))
+    return compile_pattern("|".join("(?:%s)" % " ".join(parts) for parts in read_list(name)))
 
 
 def _kinds() -> Tuple[Tuple[str, str], ...]:
@@ -40,7 +42,7 @@ def _kinds() -> Tuple[Tuple[str, str], ...]:
 
 #: Native-frame classifiers, checked innermost first (``lists/wait_kinds.txt``).
 CLASSIFIERS: Tuple[Tuple[str, str], ...] = _kinds()
-_COMPILED = [(kind, re.compile(rx)) for kind, rx in CLASSIFIERS]
+_COMPILED = [(kind, compile_pattern(rx)) for kind, rx in CLASSIFIERS]
 BY_KIND = dict(_COMPILED)
 #: Kinds that decide only when nothing specific is found before the eval frames, best first.
 GENERIC = ("parked", "condvar", "futex")

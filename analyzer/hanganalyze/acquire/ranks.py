@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from hanganalyze import rxcache
 from hanganalyze.acquire.procfs import read_proc
 from hanganalyze_gdbext.model import Process
 
@@ -42,16 +43,16 @@ EXTRA_VARS = {"MASTER_ADDR": "master_addr", "MASTER_PORT": "master_port", "TORCH
 #: A rank number no real job reaches; bigger values are corrupt memory or a hostile file.
 MAX_RANK = 1 << 24
 
-_RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[_-]?(\d{1,8})(?![0-9])", re.IGNORECASE)
+_RANK_IN_NAME = rxcache.compile(r"(?:^|[^a-z0-9])rank[_-]?(\d{1,8})(?![0-9])", re.IGNORECASE)
 #: ``job.r0.pyspy.txt``, ``r12-stack.txt``: an ``r`` and digits standing alone between separators.
-_R_IN_NAME = re.compile(r"(?:^|[._-])r(\d{1,8})(?=[._-]|$)", re.IGNORECASE)
+_R_IN_NAME = rxcache.compile(r"(?:^|[._-])r(\d{1,8})(?=[._-]|$)", re.IGNORECASE)
 #: ``snap-3.json``, ``job.3.txt``: digits alone between ``-``/``.`` and a ``.``; taken only when they
 #: are the name's only digits (``core.12345.0.txt`` or ``py-spy-4242.txt`` may be pids, times).
-_BARE_IN_NAME = re.compile(r"[.-](\d{1,8})\.")
-_DIGITS = re.compile(r"\d+")
+_BARE_IN_NAME = rxcache.compile(r"[.-](\d{1,8})\.")
+_DIGITS = rxcache.compile(r"\d+")
 #: Names whose numbers are pids, not ranks.
-_PID_NAME = re.compile(r"(?:^|[^a-z])(?:core|pid)(?:[^a-z]|$)", re.IGNORECASE)
-_RANK_LABEL = re.compile(r"^rank(\d{1,8})$")
+_PID_NAME = rxcache.compile(r"(?:^|[^a-z])(?:core|pid)(?:[^a-z]|$)", re.IGNORECASE)
+_RANK_LABEL = rxcache.compile(r"^rank(\d{1,8})$")
 
 
 def _int(value: Optional[str]) -> Optional[int]:

@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, Tuple
 
+from hanganalyze import rxcache
 from hanganalyze.analyze.regex_guard import risky_regex
 from hanganalyze.analyze.signatures import builtin_dir, display_path, read_data_file
 from hanganalyze.errors import SignatureError
@@ -117,7 +118,7 @@ def pattern(name: str) -> re.Pattern:
     body = "|".join(data["entries"])
     text = _MATCH[data.get("match", "prefix")] % body
     try:
-        return re.compile(text, re.IGNORECASE if data.get("ignore_case") else 0)
+        return rxcache.compile(text, re.IGNORECASE if data.get("ignore_case") else 0)
     except re.error as e:
         raise SignatureError("%s: bad regex %r: %s" % (disp, body[:80], e)) from None
 

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+from hanganalyze import rxcache
 from hanganalyze.analyze.sigmodel import (
     Clause,
     FramePattern,
@@ -47,7 +48,7 @@ UNKNOWN_VERSION_FACTOR = 0.9
 #: the log): linked statically where we could not read it, or an input that lists no libraries.
 MISSING_LIBRARY_FACTOR = 0.7
 
-_NEEDS_NORMALISING = re.compile(r"[(\[.@ ]")
+_NEEDS_NORMALISING = rxcache.compile(r"[(\[.@ ]")
 
 #: A frame as the matcher sees it: (normalized function, library basename, file, kind).
 FrameKey = Tuple[str, str, str, str]

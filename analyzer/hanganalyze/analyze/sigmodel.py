@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from hanganalyze import rxcache
 from hanganalyze.names import normalize_function
 
 
@@ -28,7 +29,7 @@ class LazyPattern:
     def compiled(self) -> re.Pattern:
         rx = self._rx
         if rx is None:
-            rx = self._rx = re.compile(self.pattern, self.flags)
+            rx = self._rx = rxcache.compile(self.pattern, self.flags)
         return rx
 
     def search(self, *args: Any) -> Any:
@@ -64,7 +65,7 @@ class LazyPattern:
 # Version specs (">=2.26,<3") on dotted numeric versions.
 # --------------------------------------------------------------------------------------------
 
-_SPEC_PART = re.compile(r"^\s*(==|!=|>=|<=|>|<)\s*([0-9]+(?:\.[0-9]+)*)\s*$")
+_SPEC_PART = rxcache.compile(r"^\s*(==|!=|>=|<=|>|<)\s*([0-9]+(?:\.[0-9]+)*)\s*$")
 
 
 def parse_version(text: Optional[str]) -> Optional[Tuple[int, ...]]:
@@ -119,7 +120,7 @@ def _as_list(x: Any) -> List[Any]:
 def glob_re(pattern: Any) -> re.Pattern:
     """A glob (or a list of globs) as one regex anchored at both ends (usable with ``search``)."""
     items = pattern if isinstance(pattern, list) else [pattern]
-    return re.compile("|".join("^" + fnmatch.translate(p) for p in items))
+    return rxcache.compile("|".join("^" + fnmatch.translate(p) for p in items))
 
 
 @dataclass
@@ -140,7 +141,7 @@ class FunctionMatcher:
             if item == "??":
                 unknown = True
             elif item.startswith("re:"):
-                regexes.append(re.compile(item[3:]))
+                regexes.append(rxcache.compile(item[3:]))
             elif any(c in item for c in "*?["):
                 regexes.append(glob_re(item))
             else:

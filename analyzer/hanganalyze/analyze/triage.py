@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from hanganalyze import rxcache
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.sigmodel import LazyPattern
 from hanganalyze.analyze.signatures import builtin_dir, display_path, read_data_file
@@ -34,7 +35,7 @@ SEVERITY = "triage"
 KNOWN_BUG = ("crash", "deadlock", "hang", "error")
 FATAL = frozenset({"SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGTRAP", "SIGSYS"})
 #: Frames of a crashed thread that show the signal (a handler, abort) near the top.
-_CRASH_FRAMES = re.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore_rt|<signal handler called>|"
+_CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore_rt|<signal handler called>|"
                            r"__pthread_kill\w*|faulthandler_\w+|__GI_abort|std::terminate|__gnu_cxx::"
                            r"__verbose_terminate_handler|__cxxabiv1::__terminate|c10::detail::torchCheckFail\w*|"
                            r"ucs_handle_error|ucs_error_signal_handler|ucs_debug_\w+|\w*[Ss]ignal_?[Hh]andler\w*|"
@@ -87,7 +88,7 @@ def _rx(items: Any, where: str, lazy: bool = False) -> Optional[re.Pattern]:
     if lazy:
         return LazyPattern(text, 0)  # type: ignore[return-value] - quacks like re.Pattern
     try:
-        return re.compile(text)
+        return rxcache.compile(text)
     except re.error as e:
         raise SignatureError("%s: bad regex: %s" % (where, e)) from None
 
@@ -130,8 +131,8 @@ def _table(data: Any, where: str, lazy: bool = False) -> Table:
         skip = data["blame_skip"]
         return Table(categories=cats, crashed=_category(data["crashed"], where, lazy),
                      runs=_category(data["runs"], where, lazy),
-                     skip_libraries=_rx(skip["libraries"], where) or re.compile("$^"),
-                     skip_functions=_rx(skip["functions"], where) or re.compile("$^"),
+                     skip_libraries=_rx(skip["libraries"], where) or rxcache.compile("$^"),
+                     skip_functions=_rx(skip["functions"], where) or rxcache.compile("$^"),
                      skip_python_files=frozenset(skip["python_files"]), general=dict(data["general"]))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise SignatureError("%s: not a triage table (%s)" % (where, e)) from None

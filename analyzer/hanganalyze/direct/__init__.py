@@ -13,6 +13,13 @@ gdb stays the engine for ``--gdb cuda-gdb``, the in-gdb commands, other architec
 wherever this reader gives up (``DirectUnsupported``).
 """
 
+import hanganalyze_gdbext
+from hanganalyze import rxcache
+
+# gdbext's wait-kind patterns (``waitkinds``, imported by the lock reader) compiled from the cached
+# opcodes, as the analyzer's own are (start-up time, issue 21); inside gdb they stay re.compile's.
+hanganalyze_gdbext.compile_pattern = rxcache.compile
+
 
 class DirectUnsupported(Exception):
     """This input needs gdb (another architecture, a compressed/odd core...): not a user error."""

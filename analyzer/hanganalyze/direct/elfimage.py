@@ -203,10 +203,9 @@ class ElfImage:
         phdrs = elf.read_phdrs(hdr, read)
         self.segments: List[Segment] = [p for p in phdrs if p.type == elf.PT_LOAD]
         self.notes: List[Tuple[int, int]] = [(p.offset, p.filesz) for p in phdrs if p.type == elf.PT_NOTE]
-        self.section_list: List[Section] = elf.read_shdrs(hdr, read)
-        self.sections: Dict[str, Section] = {}
-        for sec in self.section_list:
-            self.sections.setdefault(sec.name, sec)
+        self._hdr = hdr
+        self._section_list: Optional[List[Section]] = None  # read on first use (``section_list``)
+        self._sections: Dict[str, Section] = {}
         self._symtab: Optional[SymbolTable] = None
         self._symtab_done = False
         self._dynsym: Optional[SymbolTable] = None
@@ -216,6 +215,24 @@ class ElfImage:
         self._debug_done = False
 
     # -------------------------------------------------------------------------------- basics
+
+    @property
+    def section_list(self) -> List[Section]:
+        """The section headers, read on first use: most mapped libraries of a process have no frame
+        on any stack and need only their program headers (start-up time, issue 21)."""
+        if self._section_list is None:
+            data = self.data
+            self._section_list = elf.read_shdrs(self._hdr, lambda off, n: data[off:off + n])
+            for sec in self._section_list:
+                self._sections.setdefault(sec.name, sec)
+        return self._section_list
+
+    @property
+    def sections(self) -> Dict[str, Section]:
+        if self._section_list is None:
+            self.section_list  # noqa: B018 - fills _sections
+        return self._sections
+
     def cstring(self, off: int, end: int) -> str:
         stop = self.data.find(b"\0", off, min(end, off + 65536))
         if stop < 0:

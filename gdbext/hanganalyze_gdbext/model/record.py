@@ -13,6 +13,7 @@ Runs inside gdb: standard library only, Python 3.8.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import typing
 from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar
 
@@ -52,11 +53,59 @@ def _how(hint: Any) -> Tuple[int, Optional[type], bool]:
     return _PLAIN, None, optional
 
 
+#: Annotations read as plain values; ``bool`` is a flag unless Optional.
+_PLAIN_NAMES = frozenset({"str", "int", "float", "Any"})
+
+
+def _named(name: str, names: Dict[str, Any]) -> Tuple[bool, Optional[type]]:
+    """(known, the Record class) of an annotation that is one name; unknown names are (False, None)."""
+    if name in _PLAIN_NAMES or "[" in name:
+        return True, None  # a generic (List[str], Dict[..]) is no Record
+    obj = names.get(name)
+    if obj is None:
+        return False, None
+    return True, (obj if _is_record(obj) else None)
+
+
+def _how_text(text: str, names: Dict[str, Any]) -> Optional[Tuple[int, Optional[type], bool]]:
+    """``_how`` of an annotation's text for the forms the model writes (a name, Optional[..],
+    List[..], Dict[..], Tuple[..]), without ``typing.get_type_hints`` evaluating every annotation
+    (start-up time, issue 21); None for any other form (then ``get_type_hints`` decides)."""
+    t = text.replace(" ", "")
+    optional = t.startswith("Optional[") and t.endswith("]")
+    if optional:
+        t = t[9:-1]
+    if t.startswith("List[") and t.endswith("]"):
+        known, sub = _named(t[5:-1], names)
+        if not known:
+            return None
+        if sub is not None:
+            return _RECORDS, sub, optional
+        return (_PLAIN if optional else _LIST), None, optional
+    if (t.startswith("Dict[") or t.startswith("Tuple[")) and t.endswith("]"):
+        return _PLAIN, None, optional
+    if t == "bool":
+        return (_PLAIN if optional else _FLAG), None, optional
+    if not t.isidentifier():
+        return None
+    known, sub = _named(t, names)
+    if not known:
+        return None
+    return (_RECORD if sub is not None else _PLAIN), sub, optional
+
+
 def _codec(cls: type) -> _Codec:
     codec = _CODECS.get(cls)
     if codec is None:
-        hints = typing.get_type_hints(cls)
-        codec = [(f.name,) + _how(hints[f.name]) for f in dataclasses.fields(cls)]
+        fields = dataclasses.fields(cls)
+        own = cls.__dict__.get("__annotations__", {})
+        module = sys.modules.get(cls.__module__)
+        names = vars(module) if module is not None else {}
+        hows = [_how_text(f.type, names) if isinstance(f.type, str) and f.name in own else None for f in fields]
+        if any(h is None for h in hows):
+            hints = typing.get_type_hints(cls)
+            hows = [_how(hints[f.name]) for f in fields]
+        codec = [(f.name,) + h for f, h in zip(fields, hows)]  # type: ignore[operator]
         _CODECS[cls] = codec
     return codec
 

@@ -11,7 +11,7 @@ Everything is bounded (tasks, chain depth, set sizes) and every unreadable objec
 """
 
 import struct
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from ..model import Frame
 from ..pyframes.framewalk import FrameWalker
@@ -72,6 +72,8 @@ class AsyncReader:
         self.notes: List[str] = []
         self._bases: Dict[int, Tuple[str, ...]] = {}
         self._debug_checked = False
+        self._modules: Optional[Dict[str, int]] = None
+        self._module_items: Iterator[Tuple[int, int]] = iter(())
 
     # --- primitives ---------------------------------------------------------------------------
     def u64(self, addr: int) -> int:
@@ -118,12 +120,32 @@ class AsyncReader:
         except (ReadError, struct.error):
             return 0
 
+    def _module(self, module: str) -> int:
+        """``sys.modules[module]`` of the main interpreter, 0 when absent.  The table's entries are
+        read once per reader and their names only as far as a lookup needs (a PyTorch process has
+        ~2,000 modules: each lookup read the whole table again, and reading every name costs more
+        than the lookups need)."""
+        if self._modules is None:
+            interp = self.p.interpreters[0]
+            addr = self.mem.u64(interp + self.t["is.modules"])
+            self._module_items = iter(self.o.dict_items(addr) if addr else ())
+            self._modules = {}
+        mods = self._modules
+        got = mods.get(module)
+        if got is not None:
+            return got
+        for k, v in self._module_items:
+            name = self.o.str(k)
+            if name is not None and name not in mods:
+                mods[name] = v
+                if name == module:
+                    return v
+        return 0
+
     def module_global(self, module: str, name: str) -> int:
         """A global of an imported module (``sys.modules[module].name``) of the main interpreter."""
         try:
-            interp = self.p.interpreters[0]
-            mods = self.mem.u64(interp + self.t["is.modules"])
-            mod = self.o.dict_get_str(mods, module) if mods else None
+            mod = self._module(module)
             md = self.mem.u64(mod + self.t["mod.md_dict"]) if mod else 0
             return (self.o.dict_get_str(md, name) or 0) if md else 0
         except (ReadError, struct.error, IndexError, KeyError):
@@ -131,8 +153,7 @@ class AsyncReader:
 
     def asyncio_imported(self) -> bool:
         try:
-            mods = self.mem.u64(self.p.interpreters[0] + self.t["is.modules"])
-            return bool(self.o.dict_get_str(mods, "asyncio.tasks"))
+            return bool(self._module("asyncio.tasks"))
         except (ReadError, struct.error, IndexError, KeyError):
             return False
 
