@@ -31,6 +31,7 @@ $(VENV)/.installed: pyproject.toml
 
 $(VENV)/.test-installed: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat
+	$(PY) scripts/src_paths.py  # pip wrote its .pth (the repository root) again: the two import folders
 	$(PY) -m pip install -q '$(TORCH_SPEC)'
 	touch $@
 
