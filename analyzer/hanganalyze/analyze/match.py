@@ -168,11 +168,24 @@ class _Matcher:
             return
         self._tasks_added = True
         state = self.process.asyncio
+        shared: Dict[tuple, _ThreadView] = {}  # 10,000 tasks parked alike: their stack is read once
         for lp in state.loops if state is not None else ():
+            pseudo = Thread(tid=lp.thread)  # the loop's thread (a task's name: ``view.task.name``)
             for task in lp.tasks:
-                if task.state == "pending" and task.coroutine_stack:
-                    pseudo = Thread(tid=lp.thread, name=task.name)
-                    self._add_view(pseudo, task.coroutine_stack, task, lp.thread)
+                if task.state != "pending" or not task.coroutine_stack:
+                    continue
+                frames = task.coroutine_stack
+                sk = tuple((f.function, f.library, f.file, f.kind, f.marker) for f in frames)
+                like = shared.get(sk)
+                if like is None:
+                    self._add_view(pseudo, frames, task, lp.thread)
+                    shared[sk] = self.views[-1]
+                    continue
+                ti = len(self.views)
+                self.views.append(_ThreadView(ti, pseudo, frames, like.norms, like.names, like.keys, like.stack,
+                                              task=task, loop_thread=lp.thread))
+                for n in like.names:
+                    self.by_name[n].append(ti)
         self.all_names = set(self.by_name)
 
     # ----- frames ---------------------------------------------------------------------------
@@ -300,7 +313,7 @@ class _Matcher:
     def thread_rule(self, rule: ThreadRule, tv: _ThreadView) -> Optional[Tuple[List[Evidence], float]]:
         t = tv.thread
         if rule.thread_name is not None:
-            names = [x for x in (t.name, t.os_name, t.python_name) if x]
+            names = [x for x in ((t.name, t.os_name, t.python_name) if tv.task is None else (tv.task.name,)) if x]
             if not any(rule.thread_name.search(x) for x in names):
                 return None
         gil_factor = 1.0
