@@ -54,7 +54,10 @@ def process_key(table: StackTable, p: Process) -> Optional[tuple]:
     threads = tuple((table.analysis_id(t), t.name, t.os_name, t.python_name,
                      t.state.gil if t.state is not None else None) for t in p.threads)
     libs = tuple((lib.path, lib.version) for lib in p.libraries)
-    return threads, tuple(p.messages), libs, p.signal, (p.python or {}).get("version")
+    # pending asyncio tasks (signatures with ``scope: [tasks]``), by name and stack: ids differ
+    tasks = tuple((t.name, tuple((f.function, f.file, f.line) for f in t.coroutine_stack))
+                  for t in p.asyncio.all_tasks() if t.state == "pending") if p.asyncio is not None else ()
+    return threads, tuple(p.messages), libs, p.signal, (p.python or {}).get("version"), tasks
 
 
 _THREAD_REF = re.compile(r"\bthread (\d+)")
@@ -82,6 +85,11 @@ def _remap(f: Finding, index: int, tids: Dict[Any, Any]) -> Finding:
                   fix=list(f.fix), references=list(f.references), ranks=list(f.ranks), processes=list(f.processes))
 
 
+def _names_tasks(db, f: Finding) -> bool:
+    sig = db.by_id(f.signature) if db is not None else None
+    return sig is not None and sig.uses_tasks()
+
+
 def match_snapshot(snapshot: Snapshot, db) -> List[Finding]:
     """``match.match_snapshot``, with each distinct process (``process_key``) matched once."""
     from hanganalyze.analyze.match import match_process
@@ -99,6 +107,9 @@ def match_snapshot(snapshot: Snapshot, db) -> List[Finding]:
             out.extend(found)
             continue
         rep_tids, found = hit
+        if any(_names_tasks(db, f) for f in found):  # evidence names task ids: this process's own
+            out.extend(match_process(p, i, db))
+            continue
         tids = dict(zip(rep_tids, (t.tid for t in p.threads)))
         out.extend(_remap(f, i, tids) for f in found)
     return out

@@ -10,6 +10,11 @@ rule's steps in order (each step further out than the previous one, within ``gap
 none of its ``not`` patterns.  A step may match through its ``stripped`` fallback (exported
 neighbour + library, for builds without internal symbols) at a lower confidence.
 
+Tasks: a rule whose ``scope`` holds "tasks" is also (or only) tried on each pending asyncio task
+(``Process.asyncio``) as a pseudo-thread: its coroutine stack is the frames, its name the thread
+name; evidence names the task (``task 'Task-3' (0x7f..)``) and its loop's thread, with no frame
+index (the frames are the task's, not the thread's).  Rules without ``scope`` see threads only.
+
 Speed: names are normalized once per frame and indexed per process (name -> threads); a clause is
 only tried when every required rule's anchor names occur in the process, and a rule only on the
 threads that contain one of its anchors.
@@ -36,6 +41,7 @@ from hanganalyze.analyze.sigmodel import (
 from hanganalyze.libversions import static_name, versions_from_messages
 from hanganalyze.names import library_version, normalize_function
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
+from hanganalyze_gdbext.model.asyncio import AsyncTask
 
 #: Confidence factor for each step matched only through its stripped fallback.
 STRIPPED_FACTOR = 0.75
@@ -93,6 +99,16 @@ class _ThreadView:
     keys: List[Optional[FrameKey]]  # None for marker frames, which never match
     stack: int = 0  # threads with identical keys share this number (positions are computed once)
     key_positions: Optional[Dict[FrameKey, List[int]]] = None  # distinct key -> frame indices
+    task: Optional[AsyncTask] = None  # a pending asyncio task seen as a pseudo-thread
+    loop_thread: Optional[int] = None  # ... and the tid of the thread running its loop
+
+    def who(self) -> str:
+        if self.task is not None:
+            return "task %r (%s)" % (self.task.name or "?", self.task.id)
+        t = self.thread
+        if t.tid is None:  # a paste without LWPs
+            return "thread %s" % t.name if t.name else "a thread"
+        return "thread %s%s" % (t.tid, " (%s)" % t.name if t.name else "")
 
 
 def evidence_frame_text(frame: Frame) -> str:
@@ -111,37 +127,71 @@ def evidence_frame_text(frame: Frame) -> str:
 class _Matcher:
     def __init__(self, process: Process):
         self.process = process
-        cache: Dict[Optional[str], str] = {}
-        libbase: Dict[Optional[str], str] = {}
+        self._cache: Dict[Optional[str], str] = {}
+        self._libbase: Dict[Optional[str], str] = {}
         self.views: List[_ThreadView] = []
         self.by_name: Dict[str, List[int]] = {}
-        stacks: Dict[Tuple[Optional[FrameKey], ...], int] = {}
-        for ti, t in enumerate(process.threads):
-            frames = t.all_frames()
-            # Python names are qualnames ("Thread.join"): kept as they are, and also indexed by
-            # their last part so that a rule may name just the function ("join").
-            norms = [(f.function or "??") if f.kind == "python" else _norm(f.function, cache) for f in frames]
-            names = set(norms)
-            names.update(n.rsplit(".", 1)[1] for n, f in zip(norms, frames) if f.kind == "python" and "." in n)
-            keys: List[Optional[FrameKey]] = []
-            for f, n in zip(frames, norms):
-                if f.marker:
-                    keys.append(None)
-                    continue
-                lib = libbase.get(f.library)
-                if lib is None:
-                    lib = libbase[f.library] = os.path.basename(f.library or "")
-                # a Windows paste's paths (C:\\...\\queues.py) glob like POSIX ones
-                file_ = f.file.replace("\\", "/") if f.file and "\\" in f.file else (f.file or "")
-                keys.append((n, lib, file_, f.kind))
-            stack = stacks.setdefault(tuple(keys), len(stacks))
-            self.views.append(_ThreadView(ti, t, frames, norms, names, keys, stack))
-            for n in names:
-                self.by_name.setdefault(n, []).append(ti)
+        self._stacks: Dict[Tuple[Optional[FrameKey], ...], int] = {}
+        for t in process.threads:
+            self._add_view(t, t.all_frames())
+        self.n_threads = len(self.views)
         self.all_names = set(self.by_name)
+        self._tasks_added = False
         self._frame_cache: Dict[int, Dict[FrameKey, bool]] = {}
         self._pos_cache: Dict[Tuple[int, int], Tuple[List[int], Set[int]]] = {}
         self._lib_names: Optional[List[Tuple[str, Optional[str], str]]] = None
+
+    def _add_view(self, t: Thread, frames: List[Frame], task: Optional[AsyncTask] = None,
+                  loop_thread: Optional[int] = None) -> None:
+        cache, libbase, stacks = self._cache, self._libbase, self._stacks
+        ti = len(self.views)
+        # Python names are qualnames ("Thread.join"): kept as they are, and also indexed by
+        # their last part so that a rule may name just the function ("join").
+        norms = [(f.function or "??") if f.kind == "python" else _norm(f.function, cache) for f in frames]
+        names = set(norms)
+        names.update(n.rsplit(".", 1)[1] for n, f in zip(norms, frames) if f.kind == "python" and "." in n)
+        keys: List[Optional[FrameKey]] = []
+        for f, n in zip(frames, norms):
+            if f.marker:
+                keys.append(None)
+                continue
+            lib = libbase.get(f.library)
+            if lib is None:
+                lib = libbase[f.library] = os.path.basename(f.library or "")
+            # a Windows paste's paths (C:\\...\\queues.py) glob like POSIX ones
+            file_ = f.file.replace("\\", "/") if f.file and "\\" in f.file else (f.file or "")
+            keys.append((n, lib, file_, f.kind))
+        stack = stacks.setdefault(tuple(keys), len(stacks))
+        self.views.append(_ThreadView(ti, t, frames, norms, names, keys, stack, task=task,
+                                      loop_thread=loop_thread))
+        for n in names:
+            self.by_name.setdefault(n, []).append(ti)
+
+    def add_tasks(self) -> None:
+        """Views of the pending asyncio tasks, after the threads' (once, when a rule needs them)."""
+        if self._tasks_added:
+            return
+        self._tasks_added = True
+        state = self.process.asyncio
+        shared: Dict[tuple, _ThreadView] = {}  # 10,000 tasks parked alike: their stack is read once
+        for lp in state.loops if state is not None else ():
+            pseudo = Thread(tid=lp.thread)  # the loop's thread (a task's name: ``view.task.name``)
+            for task in lp.tasks:
+                if task.state != "pending" or not task.coroutine_stack:
+                    continue
+                frames = task.coroutine_stack
+                sk = tuple((f.function, f.library, f.file, f.kind, f.marker) for f in frames)
+                like = shared.get(sk)
+                if like is None:
+                    self._add_view(pseudo, frames, task, lp.thread)
+                    shared[sk] = self.views[-1]
+                    continue
+                ti = len(self.views)
+                self.views.append(_ThreadView(ti, pseudo, frames, like.norms, like.names, like.keys, like.stack,
+                                              task=task, loop_thread=lp.thread))
+                for n in like.names:
+                    self.by_name[n].append(ti)
+        self.all_names = set(self.by_name)
 
     # ----- frames ---------------------------------------------------------------------------
     def frame_ok(self, pat: FramePattern, key: Optional[FrameKey]) -> bool:
@@ -268,7 +318,7 @@ class _Matcher:
     def thread_rule(self, rule: ThreadRule, tv: _ThreadView) -> Optional[Tuple[List[Evidence], float]]:
         t = tv.thread
         if rule.thread_name is not None:
-            names = [x for x in (t.name, t.os_name, t.python_name) if x]
+            names = [x for x in ((t.name, t.os_name, t.python_name) if tv.task is None else (tv.task.name,)) if x]
             if not any(rule.thread_name.search(x) for x in names):
                 return None
         gil_factor = 1.0
@@ -281,9 +331,12 @@ class _Matcher:
                 return None
             else:
                 gil_ev.append(Evidence(thread=t.tid, rule="%s: GIL %s" % (rule.rule, rule.gil), text="GIL %s" % state))
+        task = tv.task
         if not rule.stack:
             if any(self.frame_ok(pat, k) for pat in rule.not_ for k in tv.keys):
                 return None
+            if task is not None:
+                return [Evidence(thread=t.tid, rule=rule.rule, text=tv.who())], 1.0
             return [Evidence(thread=t.tid, rule=rule.rule, text="thread name %s" % (t.name,))], 1.0
         placed = self.search_stack(rule.stack, tv, allow_stripped=False)
         if placed is None and any(s.stripped is not None for s in rule.stack):
@@ -297,10 +350,11 @@ class _Matcher:
         ev = list(gil_ev)
         for si, fi, via in placed:
             step = rule.stack[si]
+            text = evidence_frame_text(tv.frames[fi])
             ev.append(Evidence(
-                thread=t.tid, frame=fi,
+                thread=t.tid, frame=fi if task is None else None,  # a task's frames are no thread's
                 rule="%s: %s" % (rule.rule, (step.stripped.text if via and step.stripped else step.text)),
-                text=evidence_frame_text(tv.frames[fi]),
+                text=text if task is None else "%s: %s" % (tv.who(), text),
                 function=tv.frames[fi].function or "??",
                 stripped=via,
             ))
@@ -309,13 +363,22 @@ class _Matcher:
         return ev, conf
 
     def candidates(self, rule: ThreadRule) -> List[int]:
+        """Views the rule may match: threads and/or pending tasks (``scope``), by anchor names."""
+        threads, tasks = "threads" in rule.scope, "tasks" in rule.scope
+        if tasks:
+            self.add_tasks()
         anchors = rule.anchors()
         if anchors is None:
-            return list(range(len(self.views)))
-        out: Set[int] = set()
-        for a in anchors:
-            out.update(self.by_name.get(a, ()))
-        return sorted(out)
+            out = list(range(len(self.views)))
+        else:
+            seen: Set[int] = set()
+            for a in anchors:
+                seen.update(self.by_name.get(a, ()))
+            out = sorted(seen)
+        if threads and tasks:
+            return out
+        n = self.n_threads
+        return [i for i in out if i < n] if threads else [i for i in out if i >= n]
 
     def rule_hits(self, rule: ThreadRule) -> List[Tuple[int, List[Evidence], float]]:
         hits = []
@@ -334,6 +397,8 @@ class _Matcher:
             if n < tc.get("min", 0) or ("max" in tc and n > tc["max"]):
                 return None
         required = [r for r in clause.threads if not r.optional and r.max is None]
+        if any("tasks" in r.scope for r in required):
+            self.add_tasks()
         for r in required:  # cheap pre-check through the name index
             a = r.anchors()
             if a is not None and not (a & self.all_names):
@@ -388,7 +453,7 @@ class _Matcher:
                 evidence.extend(ev)
                 conf *= c
                 t = self.views[ti].thread
-                if t.tid not in tids:
+                if t.tid is not None and t.tid not in tids:
                     tids.append(t.tid)
             if hs:
                 parts.append(self._describe(r, hs))
@@ -399,7 +464,7 @@ class _Matcher:
                         continue
                     evidence.extend(ev)
                     t = self.views[ti].thread
-                    if t.tid not in tids:
+                    if t.tid is not None and t.tid not in tids:
                         tids.append(t.tid)
                     parts.append(self._describe(r, [(ti, ev, _c)]))
                     break
@@ -415,11 +480,13 @@ class _Matcher:
 
     def _describe(self, rule: ThreadRule, hits: List[Tuple[int, List[Evidence], float]]) -> str:
         ti, ev, _c = hits[0]
-        t = self.views[ti].thread
-        who = ("thread %s%s" % (t.tid, " (%s)" % t.name if t.name else "")) if t.tid is not None else \
-            ("thread %s" % t.name if t.name else "a thread")
-        frames = [e.function or "??" for e in ev if e.frame is not None]
-        more = " and %d more thread(s)" % (len(hits) - 1) if len(hits) > 1 else ""
+        tv = self.views[ti]
+        who = tv.who()
+        if tv.task is not None and tv.loop_thread is not None:
+            who += " of the loop in thread %s" % tv.loop_thread
+        frames = [e.function or "??" for e in ev if e.frame is not None or (tv.task is not None and e.function)]
+        more = " and %d more %s" % (len(hits) - 1, "task(s)" if tv.task is not None else "thread(s)") if len(
+            hits) > 1 else ""
         if not frames:
             return "%s%s matches %s" % (who, more, rule.rule)
         chain = frames[0] + "".join(", called from %s" % f for f in frames[1:])

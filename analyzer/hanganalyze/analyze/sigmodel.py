@@ -233,6 +233,9 @@ class ThreadRule:
     max: Optional[int]
     optional: bool
     gil: Optional[str] = None
+    #: What the rule looks at: "threads" (their stacks) and/or "tasks" (each pending asyncio
+    #: task's coroutine stack, as a pseudo-thread).
+    scope: Tuple[str, ...] = ("threads",)
 
     def anchors(self) -> Optional[frozenset]:
         """Names of which at least one must be in a thread for this rule to match (index key)."""
@@ -284,6 +287,10 @@ class Signature:
     clauses: List[Clause]
     conditions: Conditions
     source: str  # "file:line" of the signature, for messages
+
+    def uses_tasks(self) -> bool:
+        """Does a rule of this signature look at asyncio task stacks?"""
+        return any("tasks" in r.scope for c in self.clauses for r in c.threads)
 
     def fix_lines(self) -> List[str]:
         out = []

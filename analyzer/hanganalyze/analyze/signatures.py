@@ -291,6 +291,7 @@ def _compile_signature(d: Dict[str, Any], disp: str, node: yaml.Node, base: List
                 max=t.get("max"),
                 optional=bool(t.get("optional")),
                 gil=t.get("gil"),
+                scope=tuple(t.get("scope", ("threads",))),
             ))
         if rules and all(r.optional or r.max is not None for r in rules) and not c.get("messages"):
             raise bad(cpath + ["threads"], "a clause needs at least one required thread rule or a message rule")
