@@ -123,8 +123,8 @@ def read_debug_dump(text: str, name: str = "") -> Snapshot:
     if skipped:
         msg = "PyTorch debug-server %s answers hold no stacks: not read" % ", ".join(skipped)
         if not snap.processes:
-            raise InputError("%s: %s (hanganalyze reads its stacks_* and pyspy_dump_* files)" % (where, msg))
-        snap.warnings.append(msg)
+            msg += " (hanganalyze reads its stacks_* and pyspy_dump_* files)"
+        snap.warnings.append(msg)  # no process: in a folder, the other files are the job
     return snap
 
 
