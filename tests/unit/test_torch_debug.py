@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from hanganalyze.acquire import torch_debug as td
-from hanganalyze.acquire.inputs import acquire
 from hanganalyze.acquire.engine import EngineRequest
+from hanganalyze.acquire.inputs import acquire
 from hanganalyze.analyze.stacks import main_thread
 from hanganalyze.errors import InputError
 

@@ -1,7 +1,7 @@
 """PyTorch's distributed debug server's dumps: one file, every rank's stacks.
 
-``torch.distributed.debug.start_debug_server(dump_dir=DIR)`` (PyTorch 2.10 and later; verified on
-2.13) starts a worker HTTP server on every rank and, on rank 0, a frontend that every
+``torch.distributed.debug.start_debug_server(dump_dir=DIR)`` (periodic dumps since pytorch#174808,
+Feb 2026; verified on 2.13, README.md says more) starts a worker HTTP server on every rank and, on rank 0, a frontend that every
 ``dump_interval`` seconds asks each rank's worker for a handler's answer and writes them all in one
 file, ``DIR/<handler>_<YYYYmmdd_HHMMSS>.txt``::
 
@@ -67,7 +67,8 @@ def looks_like_debug_dump(head: str) -> bool:
     return bool(_HEADER.match(first)) or first == _FR_TABLES
 
 
-_NO_PY_CURRENT = re.compile(r"\ACurrent thread 0x[0-9a-f]+ \(most recent call first\):\n  <no Python frame>\n\s*\nThread 0x")
+_NO_PY_CURRENT = re.compile(r"\ACurrent thread 0x[0-9a-f]+ \(most recent call first\):\n"
+                            r"  <no Python frame>\n\s*\nThread 0x")
 
 
 def looks_like_rank_traceback(head: str) -> bool:

@@ -26,9 +26,10 @@ warnings.filterwarnings("ignore")
 
 
 def worker() -> None:
+    from datetime import timedelta
+
     import torch
     import torch.distributed as dist
-    from datetime import timedelta
 
     rank = int(os.environ["RANK"])
     out = Path(os.environ["TD_OUT"])
