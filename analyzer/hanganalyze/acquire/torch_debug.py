@@ -2,7 +2,8 @@
 
 ``torch.distributed.debug.start_debug_server(dump_dir=DIR)`` (periodic dumps since pytorch#174808,
 Feb 2026; verified on 2.13, README.md says more) starts a worker HTTP server on every rank and, on
-rank 0, a frontend that every ``dump_interval`` seconds asks each rank's worker for a handler's answer and writes them all in one
+rank 0, a frontend that every ``dump_interval`` seconds asks each rank's worker for a handler's
+answer and writes them all in one
 file, ``DIR/<handler>_<YYYYmmdd_HHMMSS>.txt``::
 
     PARTIAL DATA: 1/2 workers responded          (only when a rank did not answer)
