@@ -94,6 +94,13 @@ def acquire(target: Optional[str], pid: Optional[int], request: engine.EngineReq
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as e:
         raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
+    if input_format is None:
+        from hanganalyze.acquire import torch_debug as td
+
+        if td.looks_like_debug_dump(text[:65536]):  # PyTorch's debug server's dump: every rank's stacks
+            return td.read_debug_dump(text, str(path))
+        if td.looks_like_rank_traceback(text[:4096]):  # one rank's answer of that server
+            return td.read_rank_traceback(text)
     return _from_text(text, input_format)
 
 

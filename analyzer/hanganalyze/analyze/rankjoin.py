@@ -35,11 +35,14 @@ _DISTINCT = ("host", "run_id", "master_addr", "master_port")
 
 
 def source_kind(p: Process) -> str:
-    """What kind of evidence a process is: ``stacks``, ``flight-recorder``, ``log`` or ``failed``."""
+    """What kind of evidence a process is: ``stacks``, ``debug-server stacks``, ``flight-recorder``, ``log`` or
+    ``failed``."""
     if p.error:
         return "failed"
     if p.source == "flight-recorder":
         return "flight-recorder"
+    if p.source == "torch-debug-server" and p.threads:
+        return "debug-server stacks"  # acquire/torch_debug.py: a rank's section of the server's dump
     if p.threads:
         return "stacks"
     return "log"
