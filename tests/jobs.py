@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -273,6 +274,22 @@ def _markers(ready_dir: Path) -> Dict[str, int]:
         except (OSError, ValueError):
             continue  # being written (should not happen: markers are renamed into place)
     return out
+
+
+def wait_rank_pids(job: Job, nproc: int, timeout: float, launcher: str) -> Dict[int, int]:
+    """{rank: pid} once every rank wrote its ``rank<R>.pid`` marker; a launcher that exits first or
+    a timeout fails the test with the launcher's log (for launchers started with ``_launch``)."""
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        markers = {n: p for n, p in _markers(job.ready_dir).items() if n.endswith(".pid")}
+        if len(markers) == nproc:
+            return {int(re.match(r"rank(\d+)\.pid$", n).group(1)): pid for n, pid in markers.items()}
+        if job.proc.poll() is not None:
+            pytest.fail("%s exited %s before the hang:\n%s" % (launcher, job.proc.poll(), job.log_tail()))
+        time.sleep(0.1)
+    pytest.fail("the %s ranks did not all reach the hang in %d s:\n%s" % (launcher, timeout, job.log_tail()))
 
 
 def _describe(job: Job, markers: Dict[str, int]) -> str:

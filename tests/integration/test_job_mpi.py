@@ -23,7 +23,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import FIXTURES, run_hanganalyze  # noqa: E402
-from jobs import _launch, _markers  # noqa: E402
+from jobs import _launch, wait_rank_pids  # noqa: E402
 
 MPI_JOB = FIXTURES / "mpi_job.py"
 #: mpi4py comes from the distribution (python3-mpi4py), built for its Open MPI and its python3.
@@ -56,17 +56,7 @@ def mpi_job(tmp_path_factory):
     job = _launch("mpi", argv, folder / "ready", folder / "mpirun.log", {})
     job.scenario, job.world_size, job.bad_rank = "straggler", NPROC, BAD_RANK
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            markers = _markers(job.ready_dir)
-            if len(markers) == NPROC:
-                break
-            if job.proc.poll() is not None:
-                pytest.fail("mpirun exited %s before the hang:\n%s" % (job.proc.poll(), job.log_tail()))
-            time.sleep(0.1)
-        else:
-            pytest.fail("the MPI ranks did not all reach the hang in 120 s:\n%s" % job.log_tail())
-        job.rank_pids = {int(re.match(r"rank(\d+)\.pid$", n).group(1)): pid for n, pid in markers.items()}
+        job.rank_pids = wait_rank_pids(job, NPROC, 120, "mpirun")
         time.sleep(1.0)  # the waiting ranks enter MPI_Allreduce just after their marker
         yield job
     finally:

@@ -25,7 +25,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import REPO, run_hanganalyze  # noqa: E402
-from jobs import TORCH_JOB, _launch, _markers, ppid_of  # noqa: E402
+from jobs import TORCH_JOB, _launch, ppid_of, wait_rank_pids  # noqa: E402
 from slurm_world import ClusterUnavailable, SlurmCluster  # noqa: E402
 
 pytest.importorskip("torch", reason="PyTorch is not installed (make install-test)")
@@ -61,18 +61,7 @@ def slurm_job(cluster, tmp_path_factory):
                   {k: v for k, v in env.items() if k.startswith(("SLURM_", "MASTER_"))})
     job.scenario, job.world_size, job.bad_rank = "straggler", NPROC, BAD_RANK
     try:
-        deadline = time.monotonic() + 240
-        markers = {}
-        while time.monotonic() < deadline:
-            markers = {n: p for n, p in _markers(job.ready_dir).items() if n.endswith(".pid")}
-            if len(markers) == NPROC:
-                break
-            if job.proc.poll() is not None:
-                pytest.fail("srun exited %s before the hang:\n%s" % (job.proc.poll(), job.log_tail()))
-            time.sleep(0.2)
-        else:
-            pytest.fail("the Slurm ranks did not all reach the hang:\n%s" % job.log_tail())
-        job.rank_pids = {int(re.match(r"rank(\d+)\.pid$", n).group(1)): pid for n, pid in markers.items()}
+        job.rank_pids = wait_rank_pids(job, NPROC, 240, "srun")
         time.sleep(2.0)  # the waiting ranks enter all_reduce just after their marker
         yield job
     finally:

@@ -17,6 +17,19 @@ from hanganalyze.render import render
 from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread, Wait
 
 
+def _mutate(doc, paths, rng, n: int) -> None:
+    """Set ``n`` values at random paths of ``doc`` to type-confused ones (a path that no longer
+    exists after an earlier change is skipped)."""
+    for _ in range(n):
+        p = rng.choice(paths)
+        o = doc
+        try:
+            for k in p[:-1]:
+                o = o[k]
+            o[p[-1]] = rng.choice(VALUES)
+        except (KeyError, IndexError, TypeError):
+            pass
+
 def base_doc() -> dict:
     t1 = Thread(tid=11, name="poster", frames=[
         Frame(kind="native", function="__lll_lock_wait", library="/lib/libc.so.6", address=0x10),
@@ -68,15 +81,7 @@ def test_type_confused_documents_never_crash(db):
     rejected = 0
     for _ in range(300):
         d = copy.deepcopy(base)
-        for _ in range(rng.randint(1, 3)):
-            p = rng.choice(paths)
-            o = d
-            try:
-                for k in p[:-1]:
-                    o = o[k]
-                o[p[-1]] = rng.choice(VALUES)
-            except (KeyError, IndexError, TypeError):
-                pass
+        _mutate(d, paths, rng, rng.randint(1, 3))
         try:
             run_all(json.dumps(d), db)
         except InputError as e:
@@ -155,15 +160,7 @@ def test_type_confused_collectives_never_crash(db):
     rejected = 0
     for _ in range(200):
         d = copy.deepcopy(base)
-        for _ in range(rng.randint(1, 2)):
-            p = rng.choice(paths)
-            o = d["processes"][0]["collectives"]
-            try:
-                for k in p[:-1]:
-                    o = o[k]
-                o[p[-1]] = rng.choice(VALUES)
-            except (KeyError, IndexError, TypeError):
-                pass
+        _mutate(d["processes"][0]["collectives"], paths, rng, rng.randint(1, 2))
         try:
             run_all(json.dumps(d), db)
         except InputError as e:
