@@ -34,7 +34,7 @@ def test_every_builtin_signature_has_a_positive_and_a_near_miss_test():
     by_core = {case[0] for case in cores.CASES}
     by_text = {text.read(name)[1] for name, _key in text.CASES}
     classes = _module(TESTS / "unit" / "test_signatures_classes.py")
-    tasks = _module(TESTS / "unit" / "test_asyncio_task_signatures.py")  # asyncio task stacks
+    tasks = _module(TESTS / "unit" / "test_asyncio_task_signatures_text.py")  # asyncio task stacks
     covered = by_core | by_text | set(classes.COVERED) | set(tasks.COVERED)
     ids = {s.id for s in load_signatures().signatures}
     missing = sorted(ids - covered)
