@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import fixture_binary, gcore, gdb_batch, run_hanganalyze, start_hung  # noqa: E402
 
 from hanganalyze.acquire.engine import EngineRequest, from_core, from_pid  # noqa: E402
-from hanganalyze.analyze.match import MISSING_LIBRARY_FACTOR, match_snapshot  # noqa: E402
+from hanganalyze.analyze.conditions import MISSING_LIBRARY_FACTOR  # noqa: E402
+from hanganalyze.analyze.match import match_snapshot  # noqa: E402
 from hanganalyze.analyze.signatures import load_signatures  # noqa: E402
 
 SIG = "nccl-destroy-with-live-cuda-graph"

@@ -1,0 +1,116 @@
+"""The triage's table: ``signatures/triage/waits.yaml`` read once into wait categories (frame
+patterns, the next steps), the blame-frame skip lists and the general next steps.  A broken file is
+one SignatureError line; its parse is cached by content (``signatures.read_data_file``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Dict, List, Optional, Tuple
+
+from hanganalyze import rxcache
+from hanganalyze.analyze.sigmodel import LazyPattern
+from hanganalyze.analyze.signatures import builtin_dir, display_path, read_data_file
+from hanganalyze.errors import SignatureError
+
+
+@dataclass
+class Category:
+    """One wait category of ``waits.yaml``."""
+
+    id: str
+    label: str
+    rank: int = 5
+    within: int = 12
+    native: Optional[re.Pattern] = None
+    unnamed: Tuple[str, ...] = ()
+    python: Tuple[Tuple[str, str], ...] = ()
+    python_path: Optional[re.Pattern] = None
+    messages: Optional[re.Pattern] = None
+    needs_lock_wait: bool = False
+    #: The matched frame counts only when every frame inside it is a wait primitive matching this
+    #: (or an unnamed C-runtime frame): a helper thread's loop sleeping between its checks, not busy
+    #: in one.
+    only_above: Optional[re.Pattern] = None
+    next: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Table:
+    categories: List[Category]
+    crashed: Category
+    runs: Category
+    skip_libraries: re.Pattern
+    skip_functions: re.Pattern
+    skip_python_files: frozenset
+    general: Dict[str, str]
+
+
+def _rx(items: Any, where: str, lazy: bool = False) -> Optional[re.Pattern]:
+    """The items as one alternation; ``lazy``: compiled on first use (a table read from the data
+    cache was compiled in full when it was parsed, ``_checked``), as most runs see no log line nor
+    Python file that needs the message and path patterns (start-up time, issue 21)."""
+    if not items:
+        return None
+    text = "|".join("(?:%s)" % i for i in items)
+    if lazy:
+        return LazyPattern(text, 0)  # type: ignore[return-value] - quacks like re.Pattern
+    try:
+        return rxcache.compile(text)
+    except re.error as e:
+        raise SignatureError("%s: bad regex: %s" % (where, e)) from None
+
+
+def glob_match(name: str, pattern: str) -> bool:
+    """``fnmatch.fnmatchcase``, without compiling a pattern that has no wildcard (most do not)."""
+    if "*" in pattern or "?" in pattern or "[" in pattern:
+        return fnmatch.fnmatchcase(name, pattern)
+    return name == pattern
+
+
+def _category(d: Dict[str, Any], where: str, lazy: bool = False) -> Category:
+    if not isinstance(d, dict) or not d.get("id") or not d.get("label"):
+        raise SignatureError("%s: each category needs an id and a label" % where)
+    py = []
+    for item in d.get("python") or []:
+        file, _, func = str(item).rpartition(":")
+        py.append((file or "*", func or "*"))
+    return Category(id=str(d["id"]), label=str(d["label"]), rank=int(d.get("rank", 5)),
+                    within=int(d.get("within", 12)), native=_rx(d.get("native"), where),
+                    unnamed=tuple(d.get("unnamed") or ()), python=tuple(py),
+                    python_path=_rx(d.get("python_path"), where, lazy), messages=_rx(d.get("messages"), where, lazy),
+                    needs_lock_wait=bool(d.get("needs_lock_wait")), only_above=_rx(d.get("only_above"), where, lazy),
+                    next=list(d.get("next") or []))
+
+
+@lru_cache(maxsize=None)
+def table() -> Table:
+    """``signatures/triage/waits.yaml``, read once; a broken file is one SignatureError line."""
+    path = builtin_dir() / "triage" / "waits.yaml"
+    where = display_path(path)
+    data, _checked = read_data_file(path, lambda data, _node: _table(data, where) and True, "triage-compiled")
+    return _table(data, where, lazy=True)
+
+
+def _table(data: Any, where: str, lazy: bool = False) -> Table:
+    try:
+        cats = [_category(c, "%s: %s" % (where, c.get("id") if isinstance(c, dict) else c), lazy)
+                for c in data["categories"]]
+        skip = data["blame_skip"]
+        return Table(categories=cats, crashed=_category(data["crashed"], where, lazy),
+                     runs=_category(data["runs"], where, lazy),
+                     skip_libraries=_rx(skip["libraries"], where) or rxcache.compile("$^"),
+                     skip_functions=_rx(skip["functions"], where) or rxcache.compile("$^"),
+                     skip_python_files=frozenset(skip["python_files"]), general=dict(data["general"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise SignatureError("%s: not a triage table (%s)" % (where, e)) from None
+
+
+# --------------------------------------------------------------------------------------------
+# One thread
+# --------------------------------------------------------------------------------------------
+
+
