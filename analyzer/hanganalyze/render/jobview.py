@@ -226,7 +226,19 @@ def _host(p: Optional[Process]) -> str:
 
 def _sources(p: Optional[Process], st: JobRankState) -> str:
     src = list(st.sources) or (list(p.sources) if p is not None else [])
+    if not src and p is not None and p.threads:  # one input of this rank: its stacks
+        src = ["stacks"]
     return ", ".join(dict.fromkeys(str(s) for s in src))
+
+
+def _missing_ranks(text: str) -> Set[int]:
+    """The ranks of a range text ("1,3-5"), for the at-fault mark of the missing ranks' row."""
+    out: Set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()) and int(hi or lo) - int(lo) < 65536:
+            out.update(range(int(lo), int(hi or lo) + 1))
+    return out
 
 
 def _row_state(st: JobRankState) -> str:
@@ -252,6 +264,9 @@ def rank_rows(snapshot: Snapshot, job: JobSummary, at_fault: Set[int]) -> List[R
             rows.append(RankRow(label, _host(p), str(p.pid) if p is not None and p.pid is not None else "",
                                 _row_state(st), state_text(st), _sources(p, st), str(prog["state"]) if prog else "",
                                 _key(st, by_rank) in at_fault))
+        if by_rank and job.missing:  # the ranks no input has: a row each says so
+            rows.append(RankRow(str(job.missing), "", "", "missing", "no process, core or dump of it in the input",
+                                "", "", any(r in at_fault for r in _missing_ranks(job.missing))))
         return rows
     rows = []
     by_proc = {s.process: s for s in states}
