@@ -64,7 +64,11 @@ def main() -> int:
         core = gcore_ranks(job, work / "cores", verbose=False)[0]
         exe = os.readlink("/proc/%d/exe" % pid)
         cold = dict(ENV, XDG_CACHE_HOME=str(work / "empty-cache"))
-        live = [("hanganalyze --pid", [ha, "--pid", pid, "-f", "json", "-o", work / "live.json"])]
+        # one read, as the tools it is compared with take; the default (three samples over about a
+        # second, to tell stuck from slow) is its own row
+        live = [("hanganalyze --pid --samples 1", [ha, "--pid", pid, "--samples", "1", "-f", "json", "-o",
+                                                   work / "live.json"]),
+                ("hanganalyze --pid (3 samples)", [ha, "--pid", pid, "-f", "json", "-o", work / "live3.json"])]
         if not args.no_gdb:
             live.append(("hanganalyze --engine gdb --pid",
                          [ha, "--engine", "gdb", "--pid", pid, "-f", "json", "-o", work / "live-gdb.json"]))
