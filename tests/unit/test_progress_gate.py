@@ -35,13 +35,14 @@ def test_classify_states():
     assert classify(same[:1]).state == "unknown"
 
 
-def _hang_snapshot(state: str, source: str = "live") -> Snapshot:
+def _hang_snapshot(state: str, source: str = "live", severity: str = "hang", sig: str = "gloo-recv-timeout"
+                   ) -> Snapshot:
     t = _thread(7, 10)
     if source == "live":
         t.progress = ThreadProgress(state=state, samples=3, window_s=1.0, cpu_s=0.0)
     proc = Process(source=source, pid=1, threads=[t], samples={"count": 3, "window_s": 1.0} if source == "live"
                    else None)
-    f = Finding(signature="gloo-recv-timeout", title="t", severity="hang", process=0, threads=[7],
+    f = Finding(signature=sig, title="t", severity=severity, process=0, threads=[7],
                 summary="waits in gloo", evidence=[Evidence(thread=7, frame=0, rule="r", text="x")], confidence=1.0)
     return Snapshot(processes=[proc], findings=[f])
 
@@ -66,3 +67,17 @@ def test_a_core_is_one_sample():
     gate_findings(snap)
     assert [f.confidence for f in snap.findings] == [1.0]
     assert ONE_SAMPLE_NOTE in snap.processes[0].notes
+
+
+def test_an_instant_info_finding_holds_only_where_its_thread_held():
+    """A healthy NCCL loop passes through a busy-waiting device sync every step: the info finding of
+    that instant goes with a thread that moved, stays with one that spun in place; a crash stays."""
+    moved = _hang_snapshot("progressing", severity="info", sig="cuda-sync-busy-spin")
+    gate_findings(moved)
+    assert moved.findings == []
+    spun = _hang_snapshot("spinning", severity="info", sig="cuda-sync-busy-spin")
+    gate_findings(spun)
+    assert [f.signature for f in spun.findings] == ["cuda-sync-busy-spin"]
+    crash = _hang_snapshot("progressing", severity="crash", sig="sigsegv")
+    gate_findings(crash)
+    assert [f.signature for f in crash.findings] == ["sigsegv"]

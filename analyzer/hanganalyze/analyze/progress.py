@@ -4,7 +4,7 @@ A hang signature says "this thread waits in X"; one snapshot of a busy process s
 the instant it was taken (a healthy gloo job gave ``gloo-recv-timeout`` and ``collective-hang`` at
 confidence 1.0 in 3 runs of 3).  With several samples a wait counts only where it held:
 
-* per process (``gate_findings``, after matching): a hang or deadlock finding whose thread made
+* per process (``gate_findings``, after matching): a hang, deadlock or info finding whose thread made
   progress (``progress.state == "progressing"``) is dropped, with a note saying so; one whose
   threads held in every sample says for how long ("held for 1.0 s over 3 samples"), and its
   confidence grows with that window (``window_factor``);
@@ -29,6 +29,11 @@ if TYPE_CHECKING:  # job.py's type; job.py imports this module
 
 #: Findings the samples can contradict: they say a thread or a job waits for ever.
 HANG_SEVERITIES = frozenset({"hang", "deadlock"})
+#: Per-process findings that describe where a thread is at the instant of a sample (the hang
+#: classes, and info such as ``cuda-sync-busy-spin``): a healthy loop passes through a device sync
+#: every step, so they hold only where the thread held.  Crashes and errors are facts of the
+#: process, not of the instant.
+SAMPLED_SEVERITIES = HANG_SEVERITIES | {"info"}
 #: Cross-rank findings that say ranks wait for each other (``rank-missing`` counts processes only).
 WAIT_FINDINGS = frozenset({"collective-hang", "collective-mismatch", "collective-peer-wait"})
 STRAGGLER_FINDINGS = frozenset({"collective-straggler", "worker-straggler"})
@@ -81,11 +86,11 @@ def _scale(f: Finding, window_s: Optional[float]) -> None:
 
 
 def gate_findings(snapshot: Snapshot) -> None:
-    """Per-process hang and deadlock findings hold only where their threads held (module doc)."""
+    """Per-process hang, deadlock and info findings hold only where their threads held (module doc)."""
     kept: List[Finding] = []
     for f in snapshot.findings:
         proc = snapshot.processes[f.process] if 0 <= f.process < len(snapshot.processes) else None
-        if f.severity not in HANG_SEVERITIES or proc is None:
+        if f.severity not in SAMPLED_SEVERITIES or proc is None:
             kept.append(f)
             continue
         if proc.source == "core" and ONE_SAMPLE_NOTE not in proc.notes:
