@@ -7,9 +7,8 @@ it under ``<prefix>/share/hanganalyze/signatures`` (``pyproject.toml``'s data-fi
 
 import os
 import sys
-import sysconfig
 from pathlib import Path
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 #: Present in every signature folder the tool ships; how a candidate folder is recognised.
 SCHEMA_FILE = "schema.json"
@@ -19,21 +18,25 @@ class DataNotFound(Exception):
     """The built-in signature folder is nowhere (a broken installation)."""
 
 
-def _signature_candidates() -> List[Path]:
+def _signature_candidates() -> Iterator[Path]:
+    """The source checkout first, then the installed copies (read lazily: a checkout needs no
+    ``sysconfig``, whose import costs a one-sample run a few ms)."""
     here = Path(__file__).resolve().parent  # analyzer/hanganalyze
-    out = [here.parent.parent / "signatures"]  # the source checkout
+    yield here.parent.parent / "signatures"  # the source checkout
+    import sysconfig
+
     for prefix in (sysconfig.get_path("data"), sys.prefix, sys.base_prefix):
         if prefix:
-            out.append(Path(prefix) / "share" / "hanganalyze" / "signatures")
-    return out
+            yield Path(prefix) / "share" / "hanganalyze" / "signatures"
 
 
 def builtin_signatures() -> Path:
     """The built-in signature folder (it holds ``schema.json``, ``fragments.yaml`` and ``lists/``)."""
-    candidates = _signature_candidates()
-    for c in candidates:
+    candidates: List[Path] = []
+    for c in _signature_candidates():
         if (c / SCHEMA_FILE).is_file():
             return c
+        candidates.append(c)
     raise DataNotFound(
         "built-in signatures not found (no %s in %s)" % (SCHEMA_FILE, ", ".join(map(str, candidates)))
     )

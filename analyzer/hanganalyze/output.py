@@ -14,7 +14,6 @@ import errno
 import os
 import stat
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -111,6 +110,8 @@ def _open_fifo_for_writing(path: Path) -> int:
 
 
 def _write_atomically(data: str, output: Path) -> None:
+    import tempfile  # here: its imports (shutil, random, bz2, lzma) cost a one-sample run ~8 ms
+
     fd, tmp = tempfile.mkstemp(prefix=".%s." % output.name, dir=str(output.parent))
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:

@@ -2,9 +2,10 @@
 
 ``scripts/gpu_verdicts.sh`` ran each scenario of ``tests/fixtures/gpu/nccl_job.py`` on a 2-GPU and a
 4-GPU machine (PyTorch 2.11, NCCL 2.28.9) and ``hanganalyze --job`` five times in a row on it, with
-the default three samples: ``tests/data/gpu_verdicts/`` (2 ranks) and ``tests/data/gpu_verdicts_4gpu/``
-(4 ranks), ``<scenario>.run<N>.json`` (README.md there gives the machine and the table).  Here, with no GPU, each captured report is checked for the right answer,
-the five runs for the same answer, and each JSON is analyzed again from the file (its threads'
+the default three samples: ``tests/data/gpu_verdicts/`` (2 ranks) and
+``tests/data/gpu_verdicts_4gpu/`` (4 ranks), ``<scenario>.run<N>.json`` (README.md there gives the
+machine and the table). Here, with no GPU, each captured report is checked for the right answer, the
+five runs for the same answer, and each JSON is analyzed again from the file (its threads'
 ``progress`` kept), which must give the same answer: so a change in the analysis that would turn a
 right verdict wrong fails here.
 """

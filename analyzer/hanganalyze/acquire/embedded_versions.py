@@ -22,12 +22,14 @@ with a frame naming NCCL (``mentions_nccl``), the only library a version conditi
 from __future__ import annotations
 
 import errno
+import json
 import mmap
 import os
 import re
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from hanganalyze import elf
+from hanganalyze import datapaths, elf
+from hanganalyze.direct.elfimage import store_cached
 from hanganalyze.libversions import EMBEDDED, disk_path, drop_shadowed, static_path
 from hanganalyze_gdbext.model import Library, Process
 
@@ -82,6 +84,51 @@ def version_in_file(path: str, budget: List[int]) -> Optional[str]:
     except Exception:  # noqa: BLE001 - not an ELF file, unreadable, truncated: no version
         return None
     return None
+
+
+#: Version scans kept per file: "dev:ino:size:mtime_ns" -> version ("" where the file has none).
+VERSIONS_FILE = "versions.json"
+#: A kept table of more entries than this is started afresh (libraries of old environments).
+MAX_KEPT = 4096
+
+
+class KeptVersions:
+    """``versions.json`` of the cache folder, read once and written back once if it changed."""
+
+    def __init__(self) -> None:
+        d = datapaths.cache_dir()
+        self.path = None if d is None else str(d / VERSIONS_FILE)
+        self.table: Dict[str, str] = {}
+        self.changed = False
+        if self.path is None:
+            return
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                table = json.load(f)
+            if isinstance(table, dict):
+                self.table = {k: v for k, v in table.items() if isinstance(k, str) and isinstance(v, str)}
+        except (OSError, ValueError):
+            pass  # no table yet, or a broken one: scan, and write a good one
+
+    @staticmethod
+    def key(path: str) -> Optional[str]:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return "%d:%d:%d:%d" % (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def put(self, key: Optional[str], version: Optional[str]) -> None:
+        if key is not None and self.path is not None:
+            if len(self.table) >= MAX_KEPT:
+                self.table = {}
+            self.table[key] = version or ""
+            self.changed = True
+
+    def save(self) -> None:
+        if self.changed and self.path is not None:
+            text = json.dumps(self.table, sort_keys=True).encode()
+            store_cached(self.path, lambda f: f.write(text))
 
 
 def _next_data(fd: int, pos: int, end: int) -> int:
@@ -153,6 +200,7 @@ def add_embedded_versions(libraries: List[Library], files: Iterable[str], execut
         return libraries
     few = len(paths) <= FEW_FILES
     budget = [MAX_FILE_BYTES_TOTAL]
+    kept = KeptVersions()
     found = False
     for p in paths:
         base = os.path.basename(p)
@@ -161,7 +209,13 @@ def add_embedded_versions(libraries: List[Library], files: Iterable[str], execut
             continue
         if budget[0] <= 0 or not os.path.isfile(p):
             continue
-        v = version_in_file(p, budget)
+        key = kept.key(p)
+        if key is not None and key in kept.table:
+            v = kept.table[key] or None
+        else:
+            v = version_in_file(p, budget)
+            if budget[0] > 0:  # a scan the budget cut short says nothing of the file's end
+                kept.put(key, v)
         if not v:
             continue
         found = True
@@ -173,6 +227,7 @@ def add_embedded_versions(libraries: List[Library], files: Iterable[str], execut
             lib.version = v  # the library's own string: more precise than its soname
         else:
             libraries.append(Library(path=static_path(p, name), version=v))
+    kept.save()
     if not found and core:
         hit = version_in_core(core, mappings)
         if hit:

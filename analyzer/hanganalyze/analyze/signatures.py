@@ -30,7 +30,6 @@ import os
 import pickle
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -204,6 +203,8 @@ def _write_data_cache(folder: Path, name: str, stem: str, entry: Dict[str, Any])
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not _private(folder):
             return
+        import tempfile  # only on a cache miss (its imports cost every warm run ~8 ms)
+
         fd, tmp = tempfile.mkstemp(prefix=".%s." % stem, dir=str(folder))
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -541,6 +542,8 @@ def _write_cache(folder: Path, entries: Dict[str, bytes]) -> None:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not _private(folder):
             return
+        import tempfile  # only on a cache miss
+
         fd, tmp = tempfile.mkstemp(prefix=".signatures.", dir=str(folder))
         try:
             with os.fdopen(fd, "wb") as f:

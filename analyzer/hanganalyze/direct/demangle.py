@@ -7,7 +7,6 @@ Without libstdc++ the names stay mangled (and say so by their ``_Z`` prefix); no
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import threading
 from typing import Dict, Optional
 
@@ -23,12 +22,21 @@ def _load() -> bool:
         return _load_locked()
 
 
+def _library_names():
+    """libstdc++'s soname, and only if that fails the name ``ctypes.util`` finds (it runs
+    ``ldconfig -p`` and imports tempfile: ~15 ms that every run paid before it was asked)."""
+    yield "libstdc++.so.6"
+    from ctypes.util import find_library
+
+    yield find_library("stdc++")
+
+
 def _load_locked() -> bool:
     global _fn, _free, _tried
     if _tried:
         return _fn is not None
     _tried = True
-    for name in ("libstdc++.so.6", ctypes.util.find_library("stdc++")):
+    for name in _library_names():
         if not name:
             continue
         try:

@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 import threading
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -100,6 +98,8 @@ class Symbolizing:
 
 
 def _run_tool(argv: List[str], addrs: List[int], timeout: float, job: dict) -> None:
+    import subprocess  # here: only a cache miss runs addr2line (the import costs a warm run ~5 ms)
+
     try:
         p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     except OSError:
@@ -140,6 +140,8 @@ def _store_lines(path: Optional[str], data: Dict[str, list]) -> None:
 def _tool() -> Optional[List[str]]:
     """LLVM's addr2line (DWARF 5 file names right, paths relative to the build directory as gdb
     shows them), else binutils' (2.40 names the wrong file for some DWARF 5 lines)."""
+    import shutil  # here: its imports (bz2, lzma) cost a warm run that never asks a few ms
+
     for name in ("llvm-addr2line",) + tuple("llvm-addr2line-%d" % v for v in range(20, 10, -1)):
         path = shutil.which(name)
         if path:
