@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Tuple
 
-from hanganalyze_gdbext.model import Frame, Process, Thread
+from hanganalyze_gdbext.model import Frame, Process, Thread, Wait
 
 from . import pybt
 from .common import balanced, split_call, to_int, unknown_function
@@ -58,6 +58,17 @@ _SOLIB = re.compile(r"^\S+\.so(?:\.[0-9.]+)?$")
 #: A Python frame printed by gdbext's frame filter: optional eval-frame pc, ``[py]`` (placed) or
 #: ``[py?]`` (not placed), the qualified name, ``()`` (no arguments), ``at file:line``.
 _PY_FILTER = re.compile(r"^(?:0x[0-9a-fA-F]{1,16} in )?\[(py\??)\] (\S.*?) \(\)(?: at (.+?)(?::(\d{1,9}))?)?$")
+
+#: CPython's GIL as gdb names it in a wait's arguments: the static ``gil_cond`` / ``gil_mutex`` (3.2-3.6;
+#: ``switch_cond`` / ``switch_mutex`` for the forced switch) or a condition variable / mutex inside
+#: ``_PyRuntime`` (3.7-3.11: ``_PyRuntime.ceval.gil``; 3.12+: the main interpreter's ``_gil``, inside it
+#: too), as the ``cond=`` / ``mutex=`` / ``futex_word=`` of a wait frame.  CPython's other locks are
+#: PyThread locks on the heap; other ``_PyRuntime`` fields (``gilstate=``, ``ceval=``) are no wait.
+_GIL_ARG = re.compile(r"\b(?:cond|mutex|futex_word)=(?:\w{1,20}@entry=)?0x[0-9a-fA-F]{1,16} "
+                      r"<(gil_cond|gil_mutex|switch_cond|switch_mutex|_PyRuntime)(\+\d{1,7})?>")
+_WAIT_FRAME = re.compile(r"cond_\w*wait|futex|mutex_\w*lock|lll_lock")
+#: The innermost frames where a GIL wait is looked for.
+_GIL_WITHIN = 8
 
 #: gdb's remarks about itself: dropped, neither frames nor messages.
 _NOISE_PREFIXES = (
@@ -308,6 +319,7 @@ def parse(lines: List[str], proc: Process) -> None:
                 filter_run = py is not None
                 if py is None:
                     cur.frames.append(parse_frame_body(body))
+                    _gil_wait(cur, body)
                 else:
                     (cur.frames if py[1] else cur.python_frames).append(py[0])
                 continue
@@ -389,6 +401,19 @@ def parse(lines: List[str], proc: Process) -> None:
         else:
             t.notes.append("no frames printed")
     proc.threads.extend(threads)
+
+
+def _gil_wait(t: Thread, body: str) -> None:
+    """A wait frame (condition variable, futex, mutex) whose arguments gdb printed as the GIL's
+    (``cond=0x.. <_PyRuntime+384>``, ``<gil_cond>``): the thread waits for the GIL, even where the
+    paste stops before ``take_gil``.  Recorded as the thread's wait, as a live capture does."""
+    i = len(t.frames) - 1
+    if t.waits is not None or i >= _GIL_WITHIN or not _WAIT_FRAME.search(t.frames[i].function or ""):
+        return
+    m = _GIL_ARG.search(body)
+    if m:
+        t.waits = Wait(kind="gil", name="GIL", frame=i, detail="gdb printed the GIL's condition variable or "
+                       "mutex (<%s%s>) as this wait's argument" % (m.group(1), m.group(2) or ""))
 
 
 def _stack_key(t: Thread) -> tuple:
