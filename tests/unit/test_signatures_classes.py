@@ -65,7 +65,8 @@ CLASSTEXTS = [
 #: Signatures this module tests with a real stack (or line) and a near miss (test_signature_coverage).
 COVERED = ["network-read-no-timeout", "stale-file-lock", "daemon-thread-stdio-at-shutdown", "fork-child-inherited-lock",
            "std-thread-joinable-terminate", "python-finalization-gil-reacquire", "pgnccl-collective-timeout",
-           "cuda-host-waits-for-device", "cuda-driver-lock-lazy-loading-race", "loader-lock-gil-inversion"]
+           "cuda-host-waits-for-device", "cuda-driver-lock-lazy-loading-race", "loader-lock-gil-inversion",
+           "tf-resourcemgr-clear-cleanup-deadlock"]
 
 
 def test_every_classtext_file_is_listed():
@@ -198,3 +199,16 @@ def test_mp_queue_near_miss_feeder_idle_is_not_a_join_deadlock(db):
     idle = MP_QUEUE_WINDOWS.replace('connection.py", line 293 in _send_bytes', 'threading.py", line 331 in wait')
     idle = idle.replace('connection.py", line 200 in send_bytes', 'queues.py", line 251 in _feed')
     assert "mp-queue-join-before-drain" not in ids(idle, db)
+
+
+def test_tf_resourcemgr_cleanup_from_a_data_function_without_clear(db):
+    """tensorflow#29695's paste, cut before ResourceMgr::Clear: the tf.data function's step-container
+    cleanup blocked on the ResourceMgr mutex is the one-side shape, at lower confidence."""
+    text = _corpus("tensorflow/tf-29695-1.txt")
+    assert "ResourceMgr::Clear" not in text
+    f = [x for x in findings(text, db) if x.signature == "tf-resourcemgr-clear-cleanup-deadlock"]
+    assert f and f[0].confidence < 0.8
+    # near misses: the same wait under a session step's own cleanup (not a tf.data function), or no Cleanup
+    step = text.replace("tensorflow::data::CapturedFunction::RunInstantiated", "tensorflow::DirectSession::RunInternal")
+    assert "tf-resourcemgr-clear-cleanup-deadlock" not in ids(step, db)
+    assert "tf-resourcemgr-clear-cleanup-deadlock" not in ids(drop(text, r"ResourceMgr::Cleanup"), db)
