@@ -212,3 +212,17 @@ def test_tf_resourcemgr_cleanup_from_a_data_function_without_clear(db):
     step = text.replace("tensorflow::data::CapturedFunction::RunInstantiated", "tensorflow::DirectSession::RunInternal")
     assert "tf-resourcemgr-clear-cleanup-deadlock" not in ids(step, db)
     assert "tf-resourcemgr-clear-cleanup-deadlock" not in ids(drop(text, r"ResourceMgr::Cleanup"), db)
+
+
+def test_fatal_error_wrapped_over_lines_is_one_message(db):
+    """The fatal error of a daemon thread holding a std stream's lock, as pastes wrap it (over two or
+    three lines, before the object's repr): connectonion#644 (stderr), ha-mcp#2027 (stdin)."""
+    for name in ("connectonion/connectonion-pr644-1.txt", "ha-mcp/ha-mcp-2027-1.txt",
+                 "proxmoxmcp/proxmoxmcp-pr113-1.txt"):
+        text = _corpus(name)
+        assert "could not acquire lock for\n<_io." in text
+        assert "daemon-thread-stdio-at-shutdown" in ids(text, db), name
+        # near miss: the same lines without the lock clause are another fatal error
+        other = text.replace("could not acquire lock for", "failed for")
+        assert "daemon-thread-stdio-at-shutdown" not in ids(other, db)
+
