@@ -226,3 +226,16 @@ def test_fatal_error_wrapped_over_lines_is_one_message(db):
         other = text.replace("could not acquire lock for", "failed for")
         assert "daemon-thread-stdio-at-shutdown" not in ids(other, db)
 
+
+def test_fatal_error_message_read_from_gdbs_arguments(db):
+    """A gdb backtrace of CPython's fatal-error path carries the message only as fatal_error's and
+    _Py_FatalErrorFunc's string arguments (greenlet#325, or-tools#3329)."""
+    for name in ("greenlet/greenlet-325-1.txt", "or-tools/or-tools-3329-1.txt"):
+        text = _corpus(name)
+        assert "Fatal Python error" not in text
+        f = [x for x in findings(text, db) if x.signature == "python-api-without-gil"]
+        assert f, name
+        # near miss: the same frames with another fatal error's message
+        other = text.replace("Python memory allocator called without holding the GIL", "object already freed")
+        assert "python-api-without-gil" not in ids(other, db), name
+

@@ -70,6 +70,14 @@ _WAIT_FRAME = re.compile(r"cond_\w*wait|futex|mutex_\w*lock|lll_lock")
 #: The innermost frames where a GIL wait is looked for.
 _GIL_WITHIN = 8
 
+#: CPython's fatal-error functions: gdb prints the message they were given as a string argument
+#: (``fatal_error (..., prefix=0x.. <__func__.13> "_PyMem_DebugFree", msg=0x.. "Python memory ...")``),
+#: which is the "Fatal Python error: PREFIX: MSG" line a paste of the backtrace alone lacks.
+_FATAL_FUNCS = ("fatal_error", "_Py_FatalErrorFunc", "Py_FatalError", "_Py_FatalErrorFormat")
+_STR_ARG = r"=(?:\w{1,20}@entry=)?0x[0-9a-fA-F]{1,16}(?: <[^<>\n]{0,200}>)? \"((?:[^\"\\]|\\.){1,2000})\""
+_FATAL_PREFIX = re.compile(r"\b(?:prefix|func)" + _STR_ARG)
+_FATAL_MSG = re.compile(r"\b(?:msg|format)" + _STR_ARG)
+
 #: gdb's remarks about itself: dropped, neither frames nor messages.
 _NOISE_PREFIXES = (
     "[New LWP",
@@ -320,6 +328,7 @@ def parse(lines: List[str], proc: Process) -> None:
                 if py is None:
                     cur.frames.append(parse_frame_body(body))
                     _gil_wait(cur, body)
+                    _fatal_message(proc, cur.frames[-1], body)
                 else:
                     (cur.frames if py[1] else cur.python_frames).append(py[0])
                 continue
@@ -414,6 +423,20 @@ def _gil_wait(t: Thread, body: str) -> None:
     if m:
         t.waits = Wait(kind="gil", name="GIL", frame=i, detail="gdb printed the GIL's condition variable or "
                        "mutex (<%s%s>) as this wait's argument" % (m.group(1), m.group(2) or ""))
+
+
+def _fatal_message(proc: Process, f: Frame, body: str) -> None:
+    """CPython's fatal error, from the message gdb printed as its function's argument: the log line
+    "Fatal Python error: PREFIX: MSG" that message rules (and the triage) read."""
+    if f.function not in _FATAL_FUNCS:
+        return
+    msg = _FATAL_MSG.search(body)
+    if not msg:
+        return
+    prefix = _FATAL_PREFIX.search(body)
+    line = "Fatal Python error: %s%s" % ((prefix.group(1) + ": ") if prefix else "", msg.group(1))
+    if line not in proc.messages:
+        proc.messages.append(line)
 
 
 def _stack_key(t: Thread) -> tuple:
