@@ -239,3 +239,31 @@ def test_fatal_error_message_read_from_gdbs_arguments(db):
         other = text.replace("Python memory allocator called without holding the GIL", "object already freed")
         assert "python-api-without-gil" not in ids(other, db), name
 
+
+def test_forked_child_flushing_a_std_stream_python_frames_only(db):
+    """A forked child stuck in multiprocessing's flush of stdout/stderr, Python frames only
+    (kubeless runtimes#94: faulthandler; domain-scan#157: py-bt without its header)."""
+    for name in ("kubeless/runtimes-94-1.txt", "domain-scan/domain-scan-157-1.txt"):
+        text = _corpus(name)
+        f = [x for x in findings(text, db) if x.signature == "fork-child-inherited-lock"]
+        assert f and f[0].confidence < 0.8, name
+        # near miss: not a forked child (no popen_fork._launch): a spawned or plain process flushing
+        assert "fork-child-inherited-lock" not in ids(drop(text, r"popen_fork\.py"), db), name
+    # near miss: a flush inside the child's target (Process.run) is the program's own
+    text = _corpus("kubeless/runtimes-94-1.txt")
+    proc_py = '  File "/opt/miniconda3/lib/python3.7/multiprocessing/process.py", '
+    in_target = text.replace(proc_py + "line 317 in _bootstrap\n",
+                             proc_py + "line 99 in run\n" + proc_py + "line 297 in _bootstrap\n")
+    assert in_target != text and "fork-child-inherited-lock" not in ids(in_target, db)
+
+
+def test_single_thread_waiting_for_a_streams_buffer_lock(db):
+    """cpython#91776: a forked worker's only thread waits in _enter_buffered_busy (one side, 0.5)."""
+    text = _corpus("cpython/cpython-91776-1.txt")
+    f = [x for x in findings(text, db) if x.signature == "fork-child-inherited-lock"]
+    assert f and f[0].confidence < 0.8
+    assert "fork-child-inherited-lock" not in ids(drop(text, r"_enter_buffered_busy"), db)
+    # near miss: another thread in the dump (it may hold the lock, writing to a full pipe)
+    two = text + ("Thread 2 (Thread 0x7f87cb000700 (LWP 329030)):\n"
+                  "#0  0x00007f87cc3a1234 in write () from /lib/x86_64-linux-gnu/libpthread.so.0\n")
+    assert "fork-child-inherited-lock" not in ids(two, db)
