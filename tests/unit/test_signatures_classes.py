@@ -65,7 +65,8 @@ CLASSTEXTS = [
 #: Signatures this module tests with a real stack (or line) and a near miss (test_signature_coverage).
 COVERED = ["network-read-no-timeout", "stale-file-lock", "daemon-thread-stdio-at-shutdown", "fork-child-inherited-lock",
            "std-thread-joinable-terminate", "python-finalization-gil-reacquire", "pgnccl-collective-timeout",
-           "cuda-host-waits-for-device", "cuda-driver-lock-lazy-loading-race", "loader-lock-gil-inversion"]
+           "cuda-host-waits-for-device", "cuda-driver-lock-lazy-loading-race", "loader-lock-gil-inversion",
+           "tf-resourcemgr-clear-cleanup-deadlock"]
 
 
 def test_every_classtext_file_is_listed():
@@ -198,3 +199,71 @@ def test_mp_queue_near_miss_feeder_idle_is_not_a_join_deadlock(db):
     idle = MP_QUEUE_WINDOWS.replace('connection.py", line 293 in _send_bytes', 'threading.py", line 331 in wait')
     idle = idle.replace('connection.py", line 200 in send_bytes', 'queues.py", line 251 in _feed')
     assert "mp-queue-join-before-drain" not in ids(idle, db)
+
+
+def test_tf_resourcemgr_cleanup_from_a_data_function_without_clear(db):
+    """tensorflow#29695's paste, cut before ResourceMgr::Clear: the tf.data function's step-container
+    cleanup blocked on the ResourceMgr mutex is the one-side shape, at lower confidence."""
+    text = _corpus("tensorflow/tf-29695-1.txt")
+    assert "ResourceMgr::Clear" not in text
+    f = [x for x in findings(text, db) if x.signature == "tf-resourcemgr-clear-cleanup-deadlock"]
+    assert f and f[0].confidence < 0.8
+    # near misses: the same wait under a session step's own cleanup (not a tf.data function), or no Cleanup
+    step = text.replace("tensorflow::data::CapturedFunction::RunInstantiated", "tensorflow::DirectSession::RunInternal")
+    assert "tf-resourcemgr-clear-cleanup-deadlock" not in ids(step, db)
+    assert "tf-resourcemgr-clear-cleanup-deadlock" not in ids(drop(text, r"ResourceMgr::Cleanup"), db)
+
+
+def test_fatal_error_wrapped_over_lines_is_one_message(db):
+    """The fatal error of a daemon thread holding a std stream's lock, as pastes wrap it (over two or
+    three lines, before the object's repr): connectonion#644 (stderr), ha-mcp#2027 (stdin)."""
+    for name in ("connectonion/connectonion-pr644-1.txt", "ha-mcp/ha-mcp-2027-1.txt",
+                 "proxmoxmcp/proxmoxmcp-pr113-1.txt"):
+        text = _corpus(name)
+        assert "could not acquire lock for\n<_io." in text
+        assert "daemon-thread-stdio-at-shutdown" in ids(text, db), name
+        # near miss: the same lines without the lock clause are another fatal error
+        other = text.replace("could not acquire lock for", "failed for")
+        assert "daemon-thread-stdio-at-shutdown" not in ids(other, db)
+
+
+def test_fatal_error_message_read_from_gdbs_arguments(db):
+    """A gdb backtrace of CPython's fatal-error path carries the message only as fatal_error's and
+    _Py_FatalErrorFunc's string arguments (greenlet#325, or-tools#3329)."""
+    for name in ("greenlet/greenlet-325-1.txt", "or-tools/or-tools-3329-1.txt"):
+        text = _corpus(name)
+        assert "Fatal Python error" not in text
+        f = [x for x in findings(text, db) if x.signature == "python-api-without-gil"]
+        assert f, name
+        # near miss: the same frames with another fatal error's message
+        other = text.replace("Python memory allocator called without holding the GIL", "object already freed")
+        assert "python-api-without-gil" not in ids(other, db), name
+
+
+def test_forked_child_flushing_a_std_stream_python_frames_only(db):
+    """A forked child stuck in multiprocessing's flush of stdout/stderr, Python frames only
+    (kubeless runtimes#94: faulthandler; domain-scan#157: py-bt without its header)."""
+    for name in ("kubeless/runtimes-94-1.txt", "domain-scan/domain-scan-157-1.txt"):
+        text = _corpus(name)
+        f = [x for x in findings(text, db) if x.signature == "fork-child-inherited-lock"]
+        assert f and f[0].confidence < 0.8, name
+        # near miss: not a forked child (no popen_fork._launch): a spawned or plain process flushing
+        assert "fork-child-inherited-lock" not in ids(drop(text, r"popen_fork\.py"), db), name
+    # near miss: a flush inside the child's target (Process.run) is the program's own
+    text = _corpus("kubeless/runtimes-94-1.txt")
+    proc_py = '  File "/opt/miniconda3/lib/python3.7/multiprocessing/process.py", '
+    in_target = text.replace(proc_py + "line 317 in _bootstrap\n",
+                             proc_py + "line 99 in run\n" + proc_py + "line 297 in _bootstrap\n")
+    assert in_target != text and "fork-child-inherited-lock" not in ids(in_target, db)
+
+
+def test_single_thread_waiting_for_a_streams_buffer_lock(db):
+    """cpython#91776: a forked worker's only thread waits in _enter_buffered_busy (one side, 0.5)."""
+    text = _corpus("cpython/cpython-91776-1.txt")
+    f = [x for x in findings(text, db) if x.signature == "fork-child-inherited-lock"]
+    assert f and f[0].confidence < 0.8
+    assert "fork-child-inherited-lock" not in ids(drop(text, r"_enter_buffered_busy"), db)
+    # near miss: another thread in the dump (it may hold the lock, writing to a full pipe)
+    two = text + ("Thread 2 (Thread 0x7f87cb000700 (LWP 329030)):\n"
+                  "#0  0x00007f87cc3a1234 in write () from /lib/x86_64-linux-gnu/libpthread.so.0\n")
+    assert "fork-child-inherited-lock" not in ids(two, db)

@@ -310,3 +310,20 @@ def test_exception_group_boxes():
         "ValueError: invalid literal for int() with base 10: 'rank1'",
         "ValueError: invalid literal for int() with base 10: 'rank3'",
     ]
+
+
+def test_pybt_cut_above_its_header_is_still_pybt():
+    """A py-bt paste that starts below 'Traceback (most recent call first):' (18F/domain-scan#157):
+    its '<built-in ... at remote 0x..>' lines are py-bt's, so it is read innermost first, not as a
+    traceback read the other way round."""
+    text = ("<built-in method flush of _io.BufferedWriter object at remote 0x7f8c7a209bb8>\n"
+            '  File "/usr/lib/python3.6/multiprocessing/process.py", line 269, in _bootstrap\n'
+            "    sys.stderr.flush()\n"
+            '  File "/usr/lib/python3.6/multiprocessing/popen_fork.py", line 74, in _launch\n'
+            "    code = process_obj._bootstrap()\n")
+    snap = parse_text(text)
+    assert "parsed as gdb py-bt" in snap.processes[0].notes
+    assert funcs(snap.processes[0].threads[0]) == ["flush", "_bootstrap", "_launch"]
+    # the same frames without the built-in line: a (headerless) traceback, as before
+    plain = parse_text(text.split("\n", 1)[1])
+    assert "parsed as gdb py-bt" not in plain.processes[0].notes

@@ -314,3 +314,38 @@ def test_frame_filter_line_bodies(body, expect):
     else:
         f, placed = got
         assert (f.function, f.file, f.line, placed) == expect and f.kind == "python"
+
+
+FATAL_BT = (
+    "#4  0x00007f11e4ac47f3 in __GI_abort () at ./stdlib/abort.c:79\n"
+    "#5  0x0000000000625f20 in fatal_error_exit (status=status@entry=-1) at ../Python/pylifecycle.c:2624\n"
+    "#6  0x000000000062c18f in fatal_error (fd=<optimized out>, header=header@entry=1,\n"
+    '    prefix=prefix@entry=0x78b030 <__func__.13.lto_priv.1> "PyThreadState_Get",\n'
+    '    msg=msg@entry=0x78a8d0 "the function must be called with the GIL held", status=status@entry=-1) at x.c:1\n'
+    '#7  0x000000000062c2b4 in _Py_FatalErrorFunc (func=0x78b030 <__func__.13.lto_priv.1> "PyThreadState_Get", '
+    'msg=0x78a8d0 "the function must be called with the GIL held") at ../Python/pylifecycle.c:2821\n'
+)
+
+
+def test_cpythons_fatal_error_message_from_the_frames_arguments():
+    """fatal_error / _Py_FatalErrorFunc carry the message as string arguments: the log line it prints."""
+    proc = parse_text(FATAL_BT).processes[0]
+    line = "Fatal Python error: PyThreadState_Get: the function must be called with the GIL held"
+    assert proc.messages.count(line) == 1
+    # another function's string arguments are not a fatal error
+    other = FATAL_BT.replace("fatal_error (", "report_error (").replace("_Py_FatalErrorFunc (", "log_it (")
+    assert not any(m.startswith("Fatal Python error") for m in parse_text(other).processes[0].messages)
+
+
+def test_a_wait_on_the_gils_condition_variable_records_a_gil_wait():
+    text = ("#0  futex_wait_cancelable (private=0, expected=0, futex_word=0x8a6bfc <_PyRuntime+1340>) at f.h:88\n"
+            "#1  __pthread_cond_wait_common (abstime=0x0, mutex=0x8a6c00 <_PyRuntime+1344>, cond=0x8a6bd0 "
+            "<_PyRuntime+1296>) at pthread_cond_wait.c:502\n")
+    (t,) = parse_text(text).processes[0].threads
+    assert t.waits is not None and t.waits.kind == "gil" and t.waits.frame == 0
+    # a runtime field that is not a wait's condition variable or mutex (gilstate=) is no GIL wait
+    text = ("#0  0x00007f8ce83afc6b in sem_wait () from /lib64/libpthread.so.0\n"
+            "#1  0x00000000005f7266 in tstate_delete_common (tstate=0x7f8c, gilstate=0x8791d8 <_PyRuntime+568>)"
+            " at p.c:1\n")
+    (t,) = parse_text(text).processes[0].threads
+    assert t.waits is None

@@ -52,3 +52,14 @@ def test_healthy_log_gives_no_finding():
 def test_empty_log_is_an_error():
     with pytest.raises(InputError):
         parse_text("   \n\n", "log")
+
+
+def test_fatal_error_wrapped_before_an_objects_repr_is_joined():
+    from hanganalyze.acquire.text.log import join_broken
+
+    lines = ["Fatal Python error: _enter_buffered_busy: could not acquire lock for",
+             "<_io.BufferedWriter name='<stderr>'> at interpreter shutdown, possibly due to", "daemon threads"]
+    assert join_broken(lines) == [" ".join(lines)]
+    # a marker line after a finished message is not its continuation
+    assert join_broken(["Fatal Python error: Aborted", "<no Python frame>"]) == ["Fatal Python error: Aborted",
+                                                                                  "<no Python frame>"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from helpers import REPO
 
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
@@ -124,3 +125,34 @@ def test_a_host_thread_in_the_driver_under_the_program_is_a_gpu_wait(db):
 """
     _snap, tri = triage_of(text, db)
     assert tri[0].triage["wait"] == "gpu" and tri[0].triage["about"][0] == 731, tri[0].summary
+
+
+
+# Pastes cut at the condition wait, before take_gil: gdb's arguments name the GIL's condition variable
+# (3.7+: inside _PyRuntime, pytorch/pytorch#119262; 3.2-3.6: the static gil_cond, pytorch/pytorch#29065).
+REALWORLD = REPO / "tests" / "data" / "realworld"
+
+
+@pytest.mark.parametrize("name", ["pytorch/pytorch-119262-1.txt", "pytorch/pytorch-29065-1.txt"])
+def test_a_wait_on_the_gils_condition_variable_is_a_gil_wait(db, name):
+    snap, tri = triage_of((REALWORLD / name).read_text(), db)
+    assert snap.processes[0].threads[0].waits.kind == "gil"
+    assert tri[0].triage["wait"] == "gil"
+
+
+def test_a_runtime_field_outside_a_wait_or_a_heap_condition_is_not_the_gil(db):
+    # cpython#106883's shape: gilstate=<_PyRuntime+568> names the runtime, but the wait is a PyThread lock
+    head_lock = (
+        "#0  0x00007f8ce83afc6b in sem_wait@@GLIBC_2.2.5 () from /lib64/libpthread.so.0\n"
+        "#1  0x00000000004ea969 in PyThread_acquire_lock_timed (intr_flag=0, microseconds=-1, lock=0x18bd040)"
+        " at Python/thread_pthread.h:497\n"
+        "#2  0x00000000005f7266 in tstate_delete_common (tstate=0x7f8cc417c250, gilstate=0x8791d8 <_PyRuntime+568>)"
+        " at Python/pystate.c:1080\n")
+    snap, tri = triage_of(head_lock, db)
+    assert snap.processes[0].threads[0].waits is None and tri[0].triage["wait"] == "lock"
+    # the same condition wait on a condition variable of the program's (no symbol): not the GIL
+    text = (REALWORLD / "pytorch/pytorch-119262-1.txt").read_text()
+    for sym in ("<_PyRuntime+384>", "<_PyRuntime+428>", "<_PyRuntime+432>"):
+        text = text.replace(" " + sym, "")
+    snap, tri = triage_of(text, db)
+    assert snap.processes[0].threads[0].waits is None and tri[0].triage["wait"] != "gil"

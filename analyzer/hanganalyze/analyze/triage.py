@@ -170,6 +170,9 @@ def classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Dic
     if t.progress is not None and t.progress.state == "progressing":
         return ThreadTriage(t, tab.runs, None, blame_frame(frames), owner, "samples")
     lock = _lock_category()
+    # a GIL wait known from memory or from the arguments gdb printed (the GIL's condition variable):
+    # in the GIL's place of the order, before the condition variable or futex it waits in
+    gil = t.waits is not None and t.waits.kind == "gil"
     for cat in tab.categories:
         for i, f in enumerate(frames[:cat.within]):
             if _frame_matches(cat, f) and _called_from_outside(cat, frames, i) and _asleep_above(cat, frames, i):
@@ -177,6 +180,8 @@ def classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Dic
                 if cat.needs_lock_wait and i > 0 and not (lock and any(_frame_matches(lock, g) for g in frames[:i])):
                     break
                 return ThreadTriage(t, cat, i, blame_frame(frames, i), owner)
+        if gil and cat.id == "gil":
+            return ThreadTriage(t, cat, t.waits.frame, blame_frame(frames, t.waits.frame or 0), owner, "memory")
     if t.waits is not None and t.waits.kind in _WAIT_KINDS:
         cat = next((c for c in tab.categories if c.id == _WAIT_KINDS[t.waits.kind]), tab.runs)
         return ThreadTriage(t, cat, t.waits.frame, blame_frame(frames, t.waits.frame or 0), owner, "memory")

@@ -34,6 +34,8 @@ def _new_known(prev: str, nxt: str, glue: str) -> bool:
 _RECORD_START = re.compile(r"^\s*(#\d|\[|\d{4}-\d\d-\d\d|[IWEF]\d{4} |Thread |File \"|frame #|Traceback)")
 #: A sentence going on: two lower-case words ("ran for 600064 ..."), not a new ``what():`` record.
 _GOES_ON = re.compile(r"^[a-z]+ [a-z]")
+#: Or an object's repr the sentence names ("...could not acquire lock for" + "<_io.BufferedWriter name=...").
+_REPR = re.compile(r"^<_?[A-Za-z]\w*\.\w")
 #: The object a message goes on with after its colon ("...timeout:" + "WorkNCCL(SeqNum=...").
 _OBJECT = re.compile(r"^[A-Z]\w*\(")
 #: At most this many lines are joined into one message.
@@ -52,7 +54,8 @@ def _open(text: str) -> int:
 def join_broken(lines: List[str]) -> List[str]:
     """Messages that a terminal or a paste broke, joined: a line whose brackets stay open takes
     the next ones until they close; a known log line ending mid-sentence takes the next line when
-    it goes on in lower case ("... Timeout(ms)=600000)" + "ran for 600064 milliseconds ...") or
+    it goes on in lower case ("... Timeout(ms)=600000)" + "ran for 600064 milliseconds ...") or with
+    an object's repr ("...could not acquire lock for" + "<_io.BufferedWriter name='<stderr>'> ...") or
     with the object after its colon ("...timeout:" + "WorkNCCL(...)"); two lines that make a known
     line only together are joined, at a space or inside a word (a terminal's hard wrap)."""
     out: List[str] = []
@@ -61,7 +64,7 @@ def join_broken(lines: List[str]) -> List[str]:
         s = line.strip()
         if out and s and joined < MAX_JOIN and not _RECORD_START.match(s):
             prev = out[-1]
-            if _open(prev) > 0 or (_GOES_ON.match(s) and not prev.endswith((".", ":", "!", "?"))
+            if _open(prev) > 0 or ((_GOES_ON.match(s) or _REPR.match(s)) and not prev.endswith((".", ":", "!", "?"))
                                    and KNOWN_LINES.search(prev)) or (prev.endswith(":") and _OBJECT.match(s)
                                                                      and KNOWN_LINES.search(prev)):
                 out[-1] = prev + " " + s

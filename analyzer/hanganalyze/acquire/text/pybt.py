@@ -10,7 +10,9 @@
       Waiting for the GIL                                           -> ThreadState.gil
 
 py-bt prints innermost first, like gdb.  Everything gdb says about itself is dropped (the
-gdb parser's rules); other lines are messages.
+gdb parser's rules); other lines are messages.  A paste cut above the header is still py-bt when
+it holds ``<built-in ... at remote 0x..>`` lines (only py-bt prints objects so), not a traceback
+read the other way round.
 """
 
 from __future__ import annotations
@@ -32,17 +34,19 @@ _FULL = re.compile(r"^#\d{1,6} Frame 0x[0-9a-fA-F]+, for file (.*), line (\d{1,9
 
 def score(lines: List[str]) -> float:
     headers = frames = 0
+    remote = False  # "<built-in method X of Y object at remote 0x..>": only gdb's py-bt prints objects so
     for line in lines:
         s = line.strip()
         if s == HEADER:
             headers += 1
         elif s.startswith("<built-in method") or (s.startswith("#") and " Frame 0x" in s and ", for file " in s):
             frames += 2
+            remote = remote or (s.startswith("<built-in ") and " at remote 0x" in s)
         elif s.startswith("File ") and ", in " in s:
             frames += 1
     if headers == 0 and frames == 0:
         return 0.0
-    if headers == 0 and not any(line.lstrip().startswith("#") and " Frame 0x" in line for line in lines):
+    if headers == 0 and not remote and not any(line.lstrip().startswith("#") and " Frame 0x" in line for line in lines):
         return 0.0
     return 10.0 * headers + frames
 
