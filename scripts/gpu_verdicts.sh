@@ -130,15 +130,26 @@ for sc in $SCENARIOS; do
         pids=$(cat "$d"/rank*.pid | tr '\n' ' ')
         p0=$(cat "$d/rank0.pid")
         export HANGANALYZE_CACHE_DIR=$WORK/cold; rm -rf "$WORK/cold"
-        for k in 1 2 3 4; do
+        s=$(date +%s%N); hanganalyze --pid "$p0" --samples 1 -f json -o /dev/null 2>/dev/null
+        say "  bench one sample rank0 cold: $(ms_since $s)"
+        hanganalyze --pid "$p0" --samples 1 -f json -o /dev/null 2>/dev/null  # the bytecode and page cache warm
+        # interleaved rounds on the same rank, warm symbol cache: one sample of ours, then pystack's
+        for k in $(seq "${BENCH_REPS:-7}"); do
             s=$(date +%s%N); hanganalyze --pid "$p0" --samples 1 -f json -o /dev/null 2>/dev/null
-            say "  bench one sample rank0 $([ $k = 1 ] && echo cold || echo warm): $(ms_since $s)"
-        done
-        unset HANGANALYZE_CACHE_DIR
-        for k in 1 2 3; do
+            say "  bench one sample rank0 warm: $(ms_since $s)"
             s=$(date +%s%N); $PY -m pystack remote --native "$p0" > /dev/null 2>&1; prc=$?
             say "  bench pystack remote --native rank0: $(ms_since $s) rc=$prc"
         done
+        unset HANGANALYZE_CACHE_DIR
+        $PY - "$SUMMARY" <<'PYEOF' | tee -a "$SUMMARY"
+import re, statistics, sys
+text = open(sys.argv[1]).read()
+ours = [int(x) for x in re.findall(r"one sample rank0 warm: (\d+) ms", text)]
+theirs = [int(x) for x in re.findall(r"pystack remote --native rank0: (\d+) ms rc=0", text)]
+if ours and theirs:
+    mo, mt = statistics.median(ours), statistics.median(theirs)
+    print("  bench median one sample %d ms, pystack %d ms: %.2fx (%d rounds)" % (mo, mt, mo / mt, len(ours)))
+PYEOF
         for k in 1 2 3; do
             s=$(date +%s%N); hanganalyze --job "$LAUNCHER" -f json -o /dev/null 2>/dev/null
             say "  bench --job default samples ($NPROC ranks): $(ms_since $s)"
