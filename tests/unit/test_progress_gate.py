@@ -81,3 +81,38 @@ def test_an_instant_info_finding_holds_only_where_its_thread_held():
     crash = _hang_snapshot("progressing", severity="crash", sig="sigsegv")
     gate_findings(crash)
     assert [f.signature for f in crash.findings] == ["sigsegv"]
+
+
+def _gpu_wait(tid: int, noise: str) -> Thread:
+    """A thread busy-waiting in a device sync under one Python line; ``noise`` names the unnamed
+    frame the unwinder guessed this time through the stripped driver."""
+    cuda = "/usr/lib/libcuda.so.1"
+    return Thread(tid=tid, frames=[Frame(kind="native", function=None, library=cuda),
+                                   Frame(kind="native", function=None, library=noise),
+                                   Frame(kind="native", function="cuStreamSynchronize", library=cuda),
+                                   Frame(kind="python", function="train_step", file="train.py", line=12)])
+
+
+def test_a_read_that_held_the_process_stopped_is_not_time_the_thread_could_run():
+    """4x H100, a cold first run: the reads held each rank ~2 s of a 3.1 s window, so a thread that
+    spun in the driver whenever it could run used only 0.9 s of CPU: spinning, not progressing."""
+    seen = []
+    for k, noise in enumerate(["/usr/lib/libcuda.so.1", "/x/libtorch_cuda.so", "/x/libtorch_cpu.so"]):
+        t = _gpu_wait(7, noise)
+        s = _sample(k * 1.55, t, 0.45 * k, 0.45 * k, 1)
+        s.process.stopped_s = 1.0
+        seen.append((s, t))
+    p = classify(seen)
+    assert p.state == "spinning", p
+    for s, _t in seen:  # the same reads, had they not stopped it: 0.9 s of 3.1 s is no spin
+        s.process.stopped_s = 0.0
+    assert classify(seen).state != "spinning"
+
+
+def test_only_unnamed_frames_differing_under_the_same_python_line_is_the_unwinders_noise():
+    seen = [(_sample(k * 0.5, _gpu_wait(7, lib), 0.02 * k, 0.02 * k, 1), _gpu_wait(7, lib))
+            for k, lib in enumerate(["/x/libtorch_cuda.so", "/x/libtorch_cpu.so", "/x/libtorch_cuda.so"])]
+    assert classify(seen).state == "stuck"
+    moved = [(_sample(k * 0.5, _thread(7, 10, func), 0.02 * k, 0.02 * k, 1), _thread(7, 10, func))
+             for k, func in enumerate(["fetch", "parse", "fetch"])]  # a named frame moved: progress
+    assert classify(moved).state == "progressing"

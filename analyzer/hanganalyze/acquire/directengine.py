@@ -7,6 +7,7 @@ with the same arguments as the gdb backends."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -28,8 +29,10 @@ def snapshot_from_pid(pid: int, request: EngineRequest) -> Snapshot:
     """Stop every thread, read, release: the process runs on as before (never an inferior call)."""
     argv = procfacts.live_argv(pid)
     environ = read_proc_environ(pid)
+    t0 = time.monotonic()
     with LiveProcess(pid, timeout=min(request.timeout, 30.0)) as lp:
         proc = collect_process(lp)
+    proc.stopped_s = time.monotonic() - t0
     procfacts.complete_from_live(proc, pid, lp.executable(), argv, environ)
     proc.notes.append(ENGINE_NOTE)
     return Snapshot(processes=[proc])

@@ -57,6 +57,11 @@ class Sample:
     stats: Dict[int, ThreadStat]
     process: Process
 
+    @property
+    def stopped_s(self) -> float:
+        """How long the read held the process stopped (its threads could not run meanwhile)."""
+        return self.process.stopped_s or 0.0
+
 
 def check_options(samples: Optional[int], interval: Optional[float]) -> None:
     """One-line errors before any process is stopped."""
@@ -177,6 +182,9 @@ def classify(seen: List[Tuple[Sample, Thread]]) -> ThreadProgress:
     busy = prog.cpu_s
     if len(stats) >= 2 and stats[0].runnable_s is not None and stats[-1].runnable_s is not None:
         busy = max(0.0, stats[-1].runnable_s - stats[0].runnable_s)
+    # The time the thread could run: the window less the reads that held it stopped (a cold read of
+    # a GPU rank holds it for seconds, and a spinning thread then looks idle; 4-GPU runs, issue 21).
+    free_s = max(0.0, prog.window_s - sum(s.stopped_s for s, _t in seen[:-1]))
     prog.held = _held(stacks)
     last_keys = set(stacks[-1])
     changed: List[str] = []
@@ -185,24 +193,29 @@ def classify(seen: List[Tuple[Sample, Thread]]) -> ThreadProgress:
             if k not in last_keys and k not in changed:
                 changed.append(k)
     prog.changed = changed[:MAX_CHANGED]
-    same = all(s == stacks[-1] for s in stacks) and len({_wait_key(t) for _s, t in seen}) == 1
+    same_wait = len({_wait_key(t) for _s, t in seen}) == 1
+    same = all(s == stacks[-1] for s in stacks) and same_wait
     # Python locals that changed between samples: the thread ran Python code, wherever it was caught
     fingerprints = [t.py_activity for _s, t in seen]
     ran_python = None not in fingerprints and len(set(fingerprints)) > 1
     same_place = all(_place(t) == _place(last) for _s, t in seen)
-    spinning = busy is not None and prog.window_s > 0 and busy >= SPIN_SHARE * prog.window_s
+    # Only unnamed frames differ under Python frames that held: the unwinder's guesses through a
+    # stripped driver (a busy-wait's pc moves between samples), not the thread's progress.
+    differing = set().union(*stacks) - set.intersection(*(set(s) for s in stacks))
+    noise = same_place and same_wait and bool(differing) and all(k.startswith("?? (") for k in differing)
+    spinning = busy is not None and free_s > 0 and busy >= SPIN_SHARE * free_s
     woke = prog.wakeups is not None and prog.wakeups > WAKEUPS_PER_SAMPLE * len(seen) + 4
     # A thread that never woke (beyond the reads' own interruptions) and used no CPU did not run, so
     # it cannot have moved: a stack that reads differently is the unwinder's, not the thread's.
     asleep = (prog.wakeups is not None and not woke and busy is not None
-              and busy < 0.02 * prog.window_s + 0.01)
+              and busy < 0.02 * free_s + 0.01)
     if asleep:
         prog.state, prog.changed = "stuck", []
     elif ran_python:
         prog.state = "progressing"
         where = next((f.function for f in last.all_frames() if f.kind == "python"), None) or "its Python frames"
         prog.changed = (prog.changed + ["Python locals changed in %s" % where])[:MAX_CHANGED]
-    elif same or (same_place and spinning):
+    elif same or noise or (same_place and spinning):
         if spinning:
             prog.state = "spinning"
         elif woke:

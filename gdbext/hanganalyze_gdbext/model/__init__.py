@@ -228,8 +228,12 @@ class Process(Record):
     samples: Optional[Dict[str, Any]] = None
     #: asyncio: every event loop, its tasks, their coroutine stacks and awaits (``model.asyncio``).
     asyncio: Optional[AsyncioState] = None
+    #: A live read: seconds the process was held stopped while it was read; the samples take it
+    #: out of the time its threads could run (never written: TRANSIENT).
+    stopped_s: Optional[float] = None
 
     CONTRACT = ("source", "pid", "executable", "argv", "signal", "python", "threads")
+    TRANSIENT = ("stopped_s",)
 
     def thread_by_tid(self, tid: Optional[int]) -> Optional[Thread]:
         for t in self.threads:
