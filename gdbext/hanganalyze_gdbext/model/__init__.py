@@ -13,11 +13,11 @@ keys are written only when they carry information, so snapshots stay small and d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Dict, List, Optional
 
 from .job import JobSummary
-from .record import Record
+from .record import Record, recordclass
 
 SCHEMA = "hanganalyze/1"
 
@@ -41,7 +41,7 @@ WAIT_KINDS = (
 UNREADABLE_MARKER = "<stack unreadable>"
 
 
-@dataclass
+@recordclass
 class Frame(Record):
     """One frame, native or Python.  Lists of frames are innermost first, as gdb prints them."""
 
@@ -63,7 +63,7 @@ class Frame(Record):
     CONTRACT = ("kind", "function", "file", "line", "library", "address")
 
 
-@dataclass
+@recordclass
 class ThreadState(Record):
     gil: Optional[str] = None  # "held" | "waiting" | "no" | None (unknown)
     gc: Optional[bool] = None
@@ -71,7 +71,7 @@ class ThreadState(Record):
     CONTRACT = ("gil", "gc")
 
 
-@dataclass
+@recordclass
 class Wait(Record):
     """What a thread is blocked on (``Thread.waits``), as ``locks.annotate_waits`` found it."""
 
@@ -89,7 +89,7 @@ class Wait(Record):
 PROGRESS_STATES = ("stuck", "progressing", "spinning", "unknown")
 
 
-@dataclass
+@recordclass
 class ThreadProgress(Record):
     """How a live thread moved over repeated samples (``--samples``): one snapshot cannot tell a hung
     thread from a busy one, several can.  Absent for a core (one sample)."""
@@ -108,7 +108,7 @@ class ThreadProgress(Record):
     CONTRACT = ("state", "samples", "window_s", "cpu_s", "changed")
 
 
-@dataclass
+@recordclass
 class Thread(Record):
     tid: Optional[int] = None  # LWP
     name: Optional[str] = None  # best known: Python threading name, else OS name
@@ -143,7 +143,7 @@ class Thread(Record):
         return list(self.frames) + list(self.python_frames)
 
 
-@dataclass
+@recordclass
 class Library(Record):
     path: str
     build_id: Optional[str] = None
@@ -152,7 +152,7 @@ class Library(Record):
     CONTRACT = ("path", "build_id", "version")
 
 
-@dataclass
+@recordclass
 class WaitNode(Record):
     """A node of the wait-for graph: a thread (``t<tid>``) or a resource (``r:<kind>:<address>``)."""
 
@@ -163,7 +163,7 @@ class WaitNode(Record):
     CONTRACT = ("id", "kind", "label")
 
 
-@dataclass
+@recordclass
 class WaitEdge(Record):
     """thread --waits--> resource, or resource --held_by--> thread."""
 
@@ -175,7 +175,7 @@ class WaitEdge(Record):
     CONTRACT = ("src", "dst", "kind", "label")
 
 
-@dataclass
+@recordclass
 class WaitGraph(Record):
     """``Process.waitgraph``: built by ``model.waitgraph.build`` from the threads' waits."""
 
@@ -187,7 +187,7 @@ class WaitGraph(Record):
     CONTRACT = ("nodes", "edges", "cycles", "chains")
 
 
-@dataclass
+@recordclass
 class Process(Record):
     source: str = "core"  # "core" | "live" | "text"
     pid: Optional[int] = None
@@ -242,7 +242,7 @@ class Process(Record):
         return None
 
 
-@dataclass
+@recordclass
 class Evidence(Record):
     """Why a finding matched: a frame of a thread, a thread, a log line or a library version."""
 
@@ -268,7 +268,7 @@ class Evidence(Record):
         return d
 
 
-@dataclass
+@recordclass
 class Finding(Record):
     signature: str
     title: str
@@ -301,7 +301,7 @@ class Finding(Record):
         return super().from_dict(d)
 
 
-@dataclass
+@recordclass
 class Snapshot(Record):
     processes: List[Process] = field(default_factory=list)
     findings: List[Finding] = field(default_factory=list)

@@ -8,11 +8,11 @@ an event, an executor thread...) and which tasks await it.  Standard library onl
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import List, Optional
 
 from . import Frame
-from .record import Record
+from .record import Record, recordclass
 
 #: What a pending task may await (``AsyncAwait.kind``).
 AWAIT_KINDS = (
@@ -29,7 +29,7 @@ AWAIT_KINDS = (
 )
 
 
-@dataclass
+@recordclass
 class AsyncAwait(Record):
     kind: str = "other"  # one of AWAIT_KINDS
     task: Optional[str] = None  # id of the awaited task
@@ -40,7 +40,7 @@ class AsyncAwait(Record):
     CONTRACT = ("kind", "task", "detail")
 
 
-@dataclass
+@recordclass
 class AsyncTask(Record):
     id: str = ""  # "0x..": the task object's address (unique within one snapshot)
     name: Optional[str] = None
@@ -54,7 +54,7 @@ class AsyncTask(Record):
     CONTRACT = ("id", "name", "state", "coroutine_stack", "awaits", "awaited_by")
 
 
-@dataclass
+@recordclass
 class AsyncLoop(Record):
     thread: Optional[int] = None  # LWP running it; None when it is not running (or unknown)
     tasks: List[AsyncTask] = field(default_factory=list)
@@ -72,7 +72,7 @@ class AsyncLoop(Record):
         return None
 
 
-@dataclass
+@recordclass
 class AsyncioState(Record):
     """``Process.asyncio``: every event loop with its tasks (None where asyncio is not imported)."""
 

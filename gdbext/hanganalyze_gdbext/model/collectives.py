@@ -15,17 +15,17 @@ Runs inside gdb: standard library only, Python 3.8.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Dict, List, Optional
 
 from . import Frame
-from .record import Record
+from .record import Record, recordclass
 
 FLIGHT_RECORDER = "flight-recorder"
 WATCHDOG_LOG = "watchdog-log"
 
 
-@dataclass
+@recordclass
 class CollectiveGroup(Record):
     """A process group's progress: the last collectives this rank enqueued, started, completed."""
 
@@ -41,7 +41,7 @@ class CollectiveGroup(Record):
     CONTRACT = ("name", "desc", "ranks", "last_enqueued", "last_started", "last_completed")
 
 
-@dataclass
+@recordclass
 class CollectiveEntry(Record):
     """One collective this rank enqueued: a flight-recorder entry or a watchdog line's timed-out work.
 
@@ -69,7 +69,7 @@ class CollectiveEntry(Record):
     CONTRACT = ("seq", "pg", "op", "state")
 
 
-@dataclass
+@recordclass
 class FlightRecorderEntry(CollectiveEntry):
     """An entry of a flight-recorder dump: every field is written, known or not."""
 
@@ -77,7 +77,7 @@ class FlightRecorderEntry(CollectiveEntry):
                 "time_created_ns", "call_site", "user_frame")
 
 
-@dataclass
+@recordclass
 class Collectives(Record):
     """A rank's collective facts: its groups' progress and its last collectives, oldest first."""
 

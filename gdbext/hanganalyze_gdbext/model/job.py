@@ -12,13 +12,13 @@ Runs inside gdb: standard library only, Python 3.8.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Dict, List, Optional
 
-from .record import Record
+from .record import Record, recordclass
 
 
-@dataclass
+@recordclass
 class JobRankState(Record):
     """Where one process of the job is (``analyze/rankstate.py`` decides)."""
 
@@ -40,7 +40,7 @@ class JobRankState(Record):
     CONTRACT = ("process", "rank", "state", "op", "call_site", "where", "seq")
 
 
-@dataclass
+@recordclass
 class JobRankClass(Record):
     """Processes in the same place (state, collective, call site, innermost frame)."""
 
@@ -54,7 +54,7 @@ class JobRankClass(Record):
     CONTRACT = ("ranks", "keys", "processes", "size", "state", "where")
 
 
-@dataclass
+@recordclass
 class JobFailure(Record):
     """A process of the job that could not be analyzed."""
 
@@ -65,7 +65,7 @@ class JobFailure(Record):
     CONTRACT = ("process", "rank", "error")
 
 
-@dataclass
+@recordclass
 class JobSummary(Record):
     """World size, the ranks seen and missing, each process's state, the rank classes, the call tree."""
 
