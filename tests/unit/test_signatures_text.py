@@ -66,6 +66,9 @@ CASES = [
     ("cuda_init_fork_flair_1316.txt", "Cannot re-initialize CUDA"),
     ("fork_warning_layup_302.txt", "os.fork() was called"),
     ("horovod_stall_2843.txt", "subset of ranks"),
+    # the warning pasted without its first sentence: its later lines name the ranks
+    ("horovod_stall_ops_100.txt", "ranks"),
+    ("horovod_stall_missing_534.txt", "ranks"),
     ("driver_shutting_down_darknet_1829.txt", "driver shutting down"),
     ("driver_shutting_down_nccl_1485.txt", "driver shutting down"),
     ("busy_spin_returnn_1811.txt", "cudaStreamSynchronize"),
@@ -74,11 +77,13 @@ CASES = [
     ("gil_missing_allocator_pytorch_26475.txt", "without holding the GIL"),
     ("gil_missing_pybytes_pytorch_72086.txt", "pybind11::bytes"),
     ("collective_mismatch_lightning_19045.txt", "Detected mismatch between collectives"),
+    # NCCL's own per-call lines: rank 2's AllGather against rank 0's AllReduce at one opCount
+    ("collective_mismatch_nccl_log_rccl_429.txt", "AllGather"),
 ]
 
 
 def test_every_sigtext_file_is_covered():
-    listed = {c[0] for c in CASES} | {"epoll_idle_cudajl_1350.txt", "fetch_not_found_kashgari_356.txt"}
+    listed = {c[0] for c in CASES} | set(REAL_NEAR_MISSES)
     assert {p.name for p in SIGTEXT.glob("*.txt")} == listed
     for p in SIGTEXT.glob("*.txt"):
         assert p.read_text().startswith("# source: https://"), p.name
@@ -104,13 +109,26 @@ def test_text_signature_near_miss_without_key_line(db, name, key):
     assert expect not in ids_of(kept, db)
 
 
-@pytest.mark.parametrize("name", ["epoll_idle_cudajl_1350.txt", "fetch_not_found_kashgari_356.txt"])
+REAL_NEAR_MISSES = ["epoll_idle_cudajl_1350.txt", "fetch_not_found_kashgari_356.txt",
+                    # NCCL per-call lines that agree at each opCount: no mismatch to report
+                    "collective_match_nccl_log_1193.txt"]
+
+
+@pytest.mark.parametrize("name", REAL_NEAR_MISSES)
 def test_real_near_miss_texts(db, name):
     text, expect = read(name)
     assert expect is None
     snap = snapshot_of(text)
     serious = [f.signature for f in match_snapshot(snap, db) if f.severity in SERIOUS]
     assert not serious, serious
+
+
+def test_nccl_log_mismatch_is_a_lead_naming_both_lines(db):
+    text, _ = read("collective_mismatch_nccl_log_rccl_429.txt")
+    f = [x for x in match_snapshot(snapshot_of(text), db) if x.signature == "pg-wrapper-collective-mismatch"][0]
+    assert f.confidence < 0.8  # one opCount of two same-size communicators would look the same
+    texts = [e.text for e in f.evidence]
+    assert any("AllReduce: opCount 28c" in t for t in texts) and any("AllGather: opCount 28c" in t for t in texts)
 
 
 def test_heartbeat_message_evidence(db):

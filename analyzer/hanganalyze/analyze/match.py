@@ -36,6 +36,7 @@ from hanganalyze.analyze.sigmodel import (
     SignatureDB,
     Step,
     ThreadRule,
+    conflicting_lines,
 )
 from hanganalyze.names import normalize_function
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
@@ -461,13 +462,14 @@ class _Matcher:
                     parts.append(self._describe(r, [(ti, ev, _c)]))
                     break
         for mr in clause.messages:
-            for mi, line in enumerate(self.process.messages):
-                if mr.regex.search(line):
-                    evidence.append(Evidence(message=mi, rule=mr.rule, text=line.strip()[:300]))
-                    parts.append("the log says %r" % line.strip()[:160])
-                    break
-            else:
+            hit = conflicting_lines(mr, self.process.messages) if mr.conflict else next(
+                ([mi] for mi, line in enumerate(self.process.messages) if mr.regex.search(line)), None)
+            if hit is None:
                 return None
+            for mi in hit:
+                line = self.process.messages[mi]
+                evidence.append(Evidence(message=mi, rule=mr.rule, text=line.strip()[:300]))
+            parts.append("the log says %s" % " but ".join(repr(self.process.messages[mi].strip()[:160]) for mi in hit))
         return conf, evidence, tids, parts
 
     def _describe(self, rule: ThreadRule, hits: List[Tuple[int, List[Evidence], float]]) -> str:

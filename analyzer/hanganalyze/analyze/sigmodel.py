@@ -7,7 +7,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.names import normalize_function
@@ -251,6 +251,26 @@ class ThreadRule:
 class MessageRule:
     rule: str
     regex: re.Pattern
+    #: named groups two matching lines must share while the regex's other named groups differ (the
+    #: same collective sequence number called with different arguments): a pair, not one line
+    conflict: Tuple[str, ...] = ()
+
+
+def conflicting_lines(rule: MessageRule, lines: Sequence[str]) -> Optional[List[int]]:
+    """Two lines (their indexes) that ``rule.regex`` matches with the same ``rule.conflict`` groups
+    and different other named groups; None when no such pair is in ``lines``."""
+    seen: Dict[tuple, Tuple[int, tuple]] = {}
+    for i, line in enumerate(lines):
+        m = rule.regex.search(line)
+        if m is None:
+            continue
+        groups = m.groupdict()
+        key = tuple(groups.get(g) for g in rule.conflict)
+        rest = tuple(sorted((k, v) for k, v in groups.items() if k not in rule.conflict))
+        first = seen.setdefault(key, (i, rest))
+        if first[1] != rest:
+            return [first[0], i]
+    return None
 
 
 @dataclass

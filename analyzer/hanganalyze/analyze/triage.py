@@ -128,17 +128,23 @@ def _asleep_above(cat: Category, frames: Sequence[Frame], i: int) -> bool:
     return True
 
 
-def _called_from_outside(cat: Category, frames: Sequence[Frame], i: int) -> bool:
+def _called_from_outside(cat: Category, frames: Sequence[Frame], i: int, selected: bool = False) -> bool:
     """A frame matched only by its library (an unnamed driver frame) counts when something outside
     that library and the C runtime called it: a host thread that entered the driver.  The driver's
-    own helper threads (started inside it, polling its event queue) wait for nothing of the program."""
+    own helper threads (started inside it, polling its event queue) wait for nothing of the program.
+    A frame of a library only host threads pass through (``entered_from``: the CUDA runtime) counts
+    as such a caller.  ``selected``: the stack is gdb's lone ``bt`` (no thread list): the thread gdb
+    had selected, the main thread at attach (a driver's helper thread shows only in ``thread apply
+    all bt``), so a cut stack of driver frames is still a host thread's."""
     norm, _short = _names(frames[i])
-    if norm or frames[i].kind == "python":
+    if norm or frames[i].kind == "python" or selected:
         return True
     for f in frames[i + 1:]:
         if f.marker:
             continue
         lib = basename(f.library)
+        if lib and any(glob_match(lib, g) for g in cat.entered_from):
+            return True
         if f.kind == "python" or (lib and not any(glob_match(lib, g) for g in cat.unnamed)
                                   and not table().skip_libraries.search(lib)):
             return True
@@ -173,9 +179,11 @@ def classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Dic
     # a GIL wait known from memory or from the arguments gdb printed (the GIL's condition variable):
     # in the GIL's place of the order, before the condition variable or futex it waits in
     gil = t.waits is not None and t.waits.kind == "gil"
+    selected = len(proc.threads) == 1 and t.current and t.tid is None and t.name is None and not t.python_frames
     for cat in tab.categories:
         for i, f in enumerate(frames[:cat.within]):
-            if _frame_matches(cat, f) and _called_from_outside(cat, frames, i) and _asleep_above(cat, frames, i):
+            if (_frame_matches(cat, f) and _called_from_outside(cat, frames, i, selected)
+                    and _asleep_above(cat, frames, i)):
                 # the loader's frame innermost: the paste stops there, or the lock wait is inlined
                 if cat.needs_lock_wait and i > 0 and not (lock and any(_frame_matches(lock, g) for g in frames[:i])):
                     break
@@ -282,6 +290,16 @@ def _blame_key(r: ThreadTriage) -> str:
     return _frame_text(frames[r.blame]) if r.blame is not None else ""
 
 
+def _consequence(proc: Process) -> Optional[Category]:
+    """The wait whose timeout the log says took the process down (``crashed.consequence_of``)."""
+    tab = table()
+    for cid, rx in tab.consequence_of.items():
+        cat = next((c for c in tab.categories if c.id == cid), None)
+        if cat is not None and any(rx.search(m) for m in proc.messages[:20000]):
+            return cat
+    return None
+
+
 def _message_category(proc: Process, cats: Optional[List[Category]] = None
                       ) -> Tuple[Optional[Category], Optional[int]]:
     """The first category (crash first) whose log pattern a message of the process matches."""
@@ -352,10 +370,14 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
     if known_crash and not crashed:
         crashed = [next((t for t in threads if t.current), threads[0])]
     rows = [classify(proc, t, memo=memo) for t in threads]
+    consequence = _consequence(proc) if crashed else None
     for i, r in enumerate(rows):
         # a crash known from the log only: unless the thread's frames tell a stronger story (a
         # collective's watchdog that aborted the process after a timeout is the collective's)
-        if r.thread in crashed and (proc.signal in FATAL or r.category.rank >= 3):
+        if r.thread in crashed and consequence is not None:
+            if r.category.rank >= 3:  # the log says which wait the abort ended
+                rows[i] = ThreadTriage(r.thread, consequence, None, r.blame, r.owner, "log")
+        elif r.thread in crashed and (proc.signal in FATAL or r.category.rank >= 3):
             rows[i] = classify(proc, r.thread, crashed=True, memo=memo)
     about = subject(proc, rows)
     first = about[0]

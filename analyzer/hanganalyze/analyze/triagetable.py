@@ -27,6 +27,9 @@ class Category:
     within: int = 12
     native: Optional[re.Pattern] = None
     unnamed: Tuple[str, ...] = ()
+    #: Libraries (globs) only a host thread passes through on its way into the ``unnamed`` ones (the
+    #: CUDA runtime into the driver): a frame of one above them is the program entering them.
+    entered_from: Tuple[str, ...] = ()
     python: Tuple[Tuple[str, str], ...] = ()
     python_path: Optional[re.Pattern] = None
     messages: Optional[re.Pattern] = None
@@ -47,6 +50,9 @@ class Table:
     skip_functions: re.Pattern
     skip_python_files: frozenset
     general: Dict[str, str]
+    #: category id -> log pattern: a crash whose log says this is that wait's consequence (the
+    #: collective watchdog's abort after a timeout) is triaged as the wait, not as a crash
+    consequence_of: Dict[str, re.Pattern] = field(default_factory=dict)
 
 
 def _rx(items: Any, where: str, lazy: bool = False) -> Optional[re.Pattern]:
@@ -80,7 +86,8 @@ def _category(d: Dict[str, Any], where: str, lazy: bool = False) -> Category:
         py.append((file or "*", func or "*"))
     return Category(id=str(d["id"]), label=str(d["label"]), rank=int(d.get("rank", 5)),
                     within=int(d.get("within", 12)), native=_rx(d.get("native"), where),
-                    unnamed=tuple(d.get("unnamed") or ()), python=tuple(py),
+                    unnamed=tuple(d.get("unnamed") or ()), entered_from=tuple(d.get("entered_from") or ()),
+                    python=tuple(py),
                     python_path=_rx(d.get("python_path"), where, lazy), messages=_rx(d.get("messages"), where, lazy),
                     needs_lock_wait=bool(d.get("needs_lock_wait")), only_above=_rx(d.get("only_above"), where, lazy),
                     next=list(d.get("next") or []))
@@ -104,7 +111,9 @@ def _table(data: Any, where: str, lazy: bool = False) -> Table:
                      runs=_category(data["runs"], where, lazy),
                      skip_libraries=_rx(skip["libraries"], where) or rxcache.compile("$^"),
                      skip_functions=_rx(skip["functions"], where) or rxcache.compile("$^"),
-                     skip_python_files=frozenset(skip["python_files"]), general=dict(data["general"]))
+                     skip_python_files=frozenset(skip["python_files"]), general=dict(data["general"]),
+                     consequence_of={str(k): _rx(v, where, lazy) for k, v in
+                                     (data["crashed"].get("consequence_of") or {}).items() if v})
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise SignatureError("%s: not a triage table (%s)" % (where, e)) from None
 
