@@ -156,3 +156,19 @@ def test_a_runtime_field_outside_a_wait_or_a_heap_condition_is_not_the_gil(db):
         text = text.replace(" " + sym, "")
     snap, tri = triage_of(text, db)
     assert snap.processes[0].threads[0].waits is None and tri[0].triage["wait"] != "gil"
+
+
+def test_without_a_blame_frame_the_bucket_still_names_the_wait(db):
+    """A log line with no stack and a stack of unnamed driver frames have no blame frame: their
+    buckets differ by the wait (they once shared one), and stay stable across addresses."""
+    from pathlib import Path
+
+    from hanganalyze.acquire.text import parse_text
+
+    corpus = REPO / "tests" / "data" / "realworld"
+    log = pipeline.analyze(parse_text(Path(corpus / "jax" / "jax-22740-1.txt").read_text()), db)
+    driver = (corpus / "returnn" / "returnn-1808-1.txt").read_text()  # gdb's bt of libcuda frames only
+    a, tri = triage_of(driver, db)
+    b, _ = triage_of(driver.replace("0x0000149a6d", "0x00007f00aa"), db)  # another run, other addresses
+    assert tri and not tri[0].triage.get("blame"), tri[0].triage
+    assert tri[0].triage["wait"] == "gpu" and a.bucket == b.bucket != log.bucket, (a.bucket, log.bucket)

@@ -89,12 +89,16 @@ def bucket_key(snapshot: Snapshot) -> Optional[str]:
         top = snapshot.findings[0]
         if not (0 <= top.process < len(snapshot.processes)):
             return "%s|finding:%s" % (VERSION, top.signature)
+        label = "finding:%s" % top.signature
         if top.signature == "triage":  # no known bug: the wait and the blame frame (analyze/triage.py)
             from hanganalyze.analyze.triage import bucket_text
 
             text = bucket_text(top)
             if text:
                 return "%s|%s" % (VERSION, text)
+            # no blame frame (a log, unnamed frames only): the wait, then the stacks as for a finding,
+            # so a GPU wait and a collective's log line never share a bucket
+            label = "triage:%s" % (top.triage or {}).get("wait")
         proc = snapshot.processes[top.process]
         tids = [e.thread for e in top.evidence if e.thread is not None]
         if not tids:
@@ -105,7 +109,7 @@ def bucket_key(snapshot: Snapshot) -> Optional[str]:
             if t is not None:
                 stacks.add(" > ".join(stack_tokens(t)))
         parts = sorted(stacks)[:MAX_THREADS]
-        return "%s|finding:%s|%s" % (VERSION, top.signature, " || ".join(parts))
+        return "%s|%s|%s" % (VERSION, label, " || ".join(parts))
     for proc in snapshot.processes:
         if proc.signal in FATAL_SIGNALS:
             cur = next((t for t in proc.threads if t.current), None)
