@@ -19,7 +19,7 @@ from hanganalyze_gdbext.model import Finding, Process, Snapshot
 CORPUS = REPO / "tests" / "data" / "realworld"
 
 #: Signatures this module tests with a real paste and a near miss (test_signature_coverage).
-COVERED = ["condvar-destroyed-while-waited-on", "nccl-peer-connection-closed"]
+COVERED = ["condvar-destroyed-while-waited-on", "nccl-peer-connection-closed", "dataloader-worker-shm-exhausted"]
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +131,24 @@ def test_nccl_closed_connection_warning(db):
     assert not found(teardown, db, "nccl-peer-connection-closed")
     assert not found(text.replace("Connection closed by remote peer", "Connection established"), db,
                      "nccl-peer-connection-closed")
+
+
+def test_dataloader_worker_killed_by_sigbus(db):
+    """fastai/docker-containers#21: a worker's SIGBUS from a too small /dev/shm, the message wrapped
+    by the paste after "Bus"; a log with no frames, recognised as one and triaged as a crash."""
+    text = real("fastai/fastai-docker-21-1.txt")
+    snap = parse_text(text)  # auto-detected as a log (no --input-format)
+    assert snap.processes and snap.processes[0].messages
+    f = found(text, db, "dataloader-worker-shm-exhausted")
+    assert f and f[0].confidence < 0.8
+    assert wait_of(text, db) == "crashed"
+    # the unwrapped line (mmdetection#1997) and the older worker message (pipedream#28)
+    for line in ("RuntimeError: DataLoader worker (pid 37) is killed by signal: Bus error. It is possible that "
+                 "dataloader's workers are out of shared memory. Please try to raise your shared memory limit.",
+                 "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
+                 "memory (shm)."):
+        assert found(line + "\n", db, "dataloader-worker-shm-exhausted"), line
+    # near miss: a worker killed by another signal is a crash, not the shared-memory class
+    segv = "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Segmentation fault.\n"
+    assert not found(segv, db, "dataloader-worker-shm-exhausted")
+    assert wait_of(segv, db) == "crashed"
