@@ -76,7 +76,10 @@ def _frame_matches(pat: FramePattern, key: FrameKey) -> bool:
     if pat.library is not None and not pat.library.search(lib):
         return False
     if pat.file is not None:
-        return bool(pat.file.search(file_) or (not pat.file_has_slash and pat.file.search(os.path.basename(file_))))
+        # py-spy, faulthandler-less tracebacks and pystack shorten site-packages paths to the
+        # package's relative path (torch/utils/file_baton.py): a "*/pkg/mod.py" glob matches it too
+        return bool(pat.file.search(file_) or (not pat.file_has_slash and pat.file.search(os.path.basename(file_)))
+                    or (pat.file_has_slash and file_ and file_[0] != "/" and pat.file.search("/" + file_)))
     return True
 
 
@@ -464,7 +467,7 @@ class _Matcher:
         for mr in clause.messages:
             hit = conflicting_lines(mr, self.process.messages) if mr.conflict else next(
                 ([mi] for mi, line in enumerate(self.process.messages) if mr.regex.search(line)), None)
-            if hit is None:
+            if hit is None or (mr.absent is not None and any(mr.absent.search(x) for x in self.process.messages)):
                 return None
             for mi in hit:
                 line = self.process.messages[mi]

@@ -254,6 +254,8 @@ class MessageRule:
     #: named groups two matching lines must share while the regex's other named groups differ (the
     #: same collective sequence number called with different arguments): a pair, not one line
     conflict: Tuple[str, ...] = ()
+    #: a line this regex finds anywhere in the log voids the rule (a wait the log shows ending)
+    absent: Optional[re.Pattern] = None
 
 
 def conflicting_lines(rule: MessageRule, lines: Sequence[str]) -> Optional[List[int]]:

@@ -297,7 +297,9 @@ def _compile_signature(d: Dict[str, Any], disp: str, node: yaml.Node, base: List
         if rules and all(r.optional or r.max is not None for r in rules) and not c.get("messages"):
             raise bad(cpath + ["threads"], "a clause needs at least one required thread rule or a message rule")
         msgs = [MessageRule(mr["rule"], regex(cpath + ["messages", mi, "regex"], mr["regex"]),
-                            tuple(mr.get("conflict", ()))) for mi, mr in enumerate(c.get("messages", []))]
+                            tuple(mr.get("conflict", ())),
+                            regex(cpath + ["messages", mi, "absent"], mr["absent"]) if mr.get("absent") else None)
+                for mi, mr in enumerate(c.get("messages", []))]
         clauses.append(Clause(
             name=c.get("name", "clause %d" % (ci + 1)),
             confidence=float(c.get("confidence", 1.0)),
