@@ -102,3 +102,20 @@ def test_pyspy_relative_path_matches_a_package_glob(db):
     # near miss: the main thread waits in a threading Event instead of the FileBaton
     other = text.replace("wait (torch/utils/file_baton.py:42)", "wait (threading.py:607)")
     assert not found(other, db, "stale-file-lock")
+
+
+def test_vllm_worker_traceback_under_its_record_prefix(db):
+    """vllm#7077: every traceback line carries '(VllmWorkerProcess pid=N) ERROR date time file:N]';
+    the frames are read under it, and the worker that raised crashed (it waits for nothing)."""
+    text = real("vllm/vllm-7077-1.txt")
+    snap = parse_text(text)
+    frames = [f.function for t in snap.processes[0].threads for f in t.frames]
+    assert "_lazy_init" in frames and "_run_worker_process" in frames
+    tri = [f for f in analyze(text, db) if f.signature == "triage"]
+    assert tri and tri[0].triage["wait"] == "crashed"
+    # near miss: the same worker interrupted by Ctrl-C while it waited is no crash
+    interrupted = text.replace("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
+                               "multiprocessing, you must use the 'spawn' start method\n", "KeyboardInterrupt\n", 1)
+    interrupted = interrupted.replace("Cannot re-initialize CUDA in forked subprocess", "interrupted")
+    tri = [f for f in analyze(interrupted, db) if f.signature == "triage"]
+    assert tri and tri[0].triage["wait"] != "crashed"

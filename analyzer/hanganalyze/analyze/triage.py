@@ -110,6 +110,15 @@ def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = 
     return any(_CRASH_FRAMES.match(_names(f)[1] or (f.function or "")) for f in t.frames[:10])
 
 
+_NOT_RAISED = re.compile(r"^exception: (?:\S*\.)?(?:KeyboardInterrupt|SystemExit|\w*Timeout\w*)\b|[Tt]imed? ?out")
+
+
+def _raised(t: Thread) -> bool:
+    """A Python traceback that ends in an exception of its own (not a Ctrl-C or a timeout, whose
+    innermost frame is where the thread waited): its innermost frame raised, it waits for nothing."""
+    return any(n.startswith("exception: ") and not _NOT_RAISED.search(n) for n in t.notes)
+
+
 _WAIT_KINDS = {"mutex": "lock", "rwlock": "lock", "pylock": "lock", "rlock": "lock", "futex": "lock",
                "join": "join", "pyjoin": "join", "gil": "gil", "condvar": "condition"}
 
@@ -377,7 +386,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
         if r.thread in crashed and consequence is not None:
             if r.category.rank >= 3:  # the log says which wait the abort ended
                 rows[i] = ThreadTriage(r.thread, consequence, None, r.blame, r.owner, "log")
-        elif r.thread in crashed and (proc.signal in FATAL or r.category.rank >= 3):
+        elif r.thread in crashed and (proc.signal in FATAL or r.category.rank >= 3 or _raised(r.thread)):
             rows[i] = classify(proc, r.thread, crashed=True, memo=memo)
     about = subject(proc, rows)
     first = about[0]

@@ -36,12 +36,25 @@ _EXC_IN_THREAD = re.compile(r"^Exception in thread (.+?)(?: \(\w+\))?:$")
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]{0,200})(?::\s?(.*))?$")
 #: Exception groups (3.11+) draw boxes: ``  | `` and ``  +-+---- 1 ----`` prefixes.
 _GROUP_PREFIX = re.compile(r"^\s{0,40}(?:\+[-+ 0-9.]{0,60}|\|)\s?")
+#: A per-line record prefix a traceback logged through a logger or a process tag gets on every line:
+#: Ray's and vLLM's ``(Name pid=123, ip=...)`` and vLLM's ``ERROR 08-02 18:15:15 file.py:226]``.
+_RECORD_PREFIX = re.compile(
+    r"^(?:\((?:[\w:.\-]{1,80} )?pid=\d{1,10}(?:, ip=[\w.:\-]{1,60})?\) ?)?"
+    r"(?:(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [\w./\-]{1,200}:\d{1,6}\] ?)?")
+
+
+def _body(line: str) -> str:
+    """The line without a record prefix (``_RECORD_PREFIX``), or the line itself."""
+    if line[:1] not in "(IWEDC":
+        return line
+    m = _RECORD_PREFIX.match(line)
+    return line[m.end():] if m and m.end() else line
 
 
 def score(lines: List[str]) -> float:
     headers = frames = 0
     for line in lines:
-        s = line.strip()
+        s = _body(line).strip()
         if s.endswith(HEADER):
             headers += 1
         elif s.startswith("File ") and ", line " in s and ", in " in s:
@@ -80,6 +93,11 @@ def parse(lines: List[str], proc: Process) -> None:
     state = "log"  # "log" | "frames" | "exception"
     frames_indent = 0
     for raw in lines:
+        body = _body(raw)
+        if body is not raw:
+            bs = body.strip()
+            if state != "log" or bs.endswith(HEADER) or bs.startswith("File "):
+                raw = body  # a traceback's line under its record prefix
         line = _strip_group(raw)
         s = line.strip()
         if s.endswith(HEADER):
