@@ -21,22 +21,48 @@
 # `apt-get source --download-only` checks the files; the upstream tarball of the source package
 # (*.orig.tar.*) is built as it is (the distributions' patches are for their own build layout).
 #
-# Each interpreter: ./configure --prefix=CACHE/NAME --without-ensurepip [--disable-gil] (no PGO, no
-# LTO, CPython's default -g -O3), make -jJOBS, make altinstall. 3.8-3.13 (GIL): --enable-shared
-# with an RPATH to CACHE/NAME/lib, as pyenv does. 3.14, 3.14t, 3.13t: libpython is linked statically
-# into the executable (CPython's default, like Debian's /usr/bin/python3.X), which exports
-# _PyRuntime in .dynsym. A stripped copy sits next to it (bin/python3.14-stripped): same stdlib,
-# no symbols but .dynsym, like a distro build without debug info.
+# Each interpreter: ./configure --prefix=CACHE/NAME --without-ensurepip [--disable-gil] OPT='-g -O1 -Wall'
+# (no PGO, no LTO), make -jJOBS, make altinstall. 3.8-3.13 (GIL): --enable-shared with an RPATH to
+# CACHE/NAME/lib, as pyenv does. 3.14, 3.14t, 3.13t: libpython is linked statically into the
+# executable (CPython's default, like Debian's /usr/bin/python3.X), which exports _PyRuntime in
+# .dynsym. A stripped copy sits next to it (bin/python3.14-stripped): same stdlib, no symbols but
+# .dynsym, like a distro build without debug info.
 #
-# A finished build (CACHE/NAME/.done) is reused. The interpreter paths are printed last, one per
-# line: first the builds with debug info, then the copies without. Build times go to stderr and
-# to CACHE/NAME/.done. Exit 0: all built. Exit 3: the builds whose sources cannot be downloaded
-# here are listed in CACHE/unavailable (and on stderr), all others are built. Any other failure
-# (configure, make, a download that breaks) exits 1 with the step named.
+# Built for the tests, not for speed: all nine take ~1,250 CPU seconds (11.5 min on 2 cores, two builds
+# at a time), about half of what CPython's default recipe costs (3.8: 193 -> 106 CPU s, 3.12: 242 -> 141):
+#  - -O1 instead of CPython's -O3 (its -fwrapv kept on 3.8-3.11): a third less compile time. The DWARF
+#    (-g) is the same, and so is every struct the offset tables are checked against; the native frames
+#    the tests name (take_gil, drop_gil, PyThread_acquire_lock_timed, _PyEval_EvalFrameDefault,
+#    PyEval_RestoreThread) are functions of their own as at -O3. What -O1 does not make are -O3's
+#    clones (3.8's take_gil.constprop.0, 3.12's _PyEval_EvalFrameDefault.cold): the reading of such
+#    names is left to the unit tests. -O2 saves next to nothing (3.12: 158 -> 153 CPU s of make).
+#    HANGANALYZE_PYTHONS_OPT=3 builds CPython's own -O3.
+#  - no test suite: --disable-test-modules (3.10+: neither Lib/test nor the _test* modules); 3.8/3.9
+#    have no such switch: their _test* modules are disabled in Modules/Setup.local and their test
+#    folders, still installed, are not byte-compiled.
+#  - SKIP_MODULES (below): the extension modules no test imports, _decimal (with its bundled libmpdec)
+#    and the CJK codecs the costliest (3.12: 186 -> 158 CPU s of make).
+#  - `make altinstall` byte-compiles the stdlib once (optimisation level 0), not three times (-O, -OO:
+#    nobody runs these interpreters optimised).
+#  - PARALLEL builds at a time (default 2), each make -jJOBS: one build's serial steps (configure,
+#    ~20 CPU s each, linking, installing) overlap another's compiling.
+# The .done stamp records the recipe (opt=-O1 stdlib=lean). A finished build made another way (a cache
+# from before: -O3, the whole stdlib; or another HANGANALYZE_PYTHONS_OPT) is reused as it is, with a
+# note on stderr: it has the same configure shape and DWARF, and the suite passes on both; rebuilding
+# would cost every machine its whole build again, and rebuilding a cache in place would pull the
+# interpreters from under a test run that uses them. rm -rf CACHE/NAME to rebuild one.
+#
+# The interpreter paths are printed last, one per line: first the builds with debug info, then the
+# copies without. Build times go to stderr and to CACHE/NAME/.done. Exit 0: all built. Exit 3: the
+# builds whose sources cannot be downloaded here are listed in CACHE/unavailable (and on stderr), all
+# others are built. Any other failure (configure, make, a download that breaks) exits 1 with the step
+# named, once the builds running beside it have finished.
 #
 #   HANGANALYZE_PYTHONS         cache folder (default ~/.cache/hanganalyze/pythons)
 #   HANGANALYZE_PYTHONS_BUILDS  which builds (default "3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.14t 3.13t")
-#   HANGANALYZE_PYTHONS_JOBS    make -j (default 2)
+#   HANGANALYZE_PYTHONS_JOBS    make -j of each build (default 2)
+#   HANGANALYZE_PYTHONS_PARALLEL  builds at a time (default 2)
+#   HANGANALYZE_PYTHONS_OPT     the C optimisation level (default 1: -O1; 3: CPython's own -O3)
 #   HANGANALYZE_PYTHONS_SUITES  Debian suites to look in (default "sid testing trixie bookworm bullseye")
 #   HANGANALYZE_PYTHONS_MIRROR  Debian mirror (default http://deb.debian.org/debian)
 #   HANGANALYZE_PYTHONS_UBUNTU_SUITES  Ubuntu suites to look in next (default "resolute-updates
@@ -48,6 +74,10 @@ set -euo pipefail
 CACHE="${HANGANALYZE_PYTHONS:-$HOME/.cache/hanganalyze/pythons}"
 BUILDS="${HANGANALYZE_PYTHONS_BUILDS:-3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.14t 3.13t}"
 JOBS="${HANGANALYZE_PYTHONS_JOBS:-2}"
+PARALLEL="${HANGANALYZE_PYTHONS_PARALLEL:-2}"
+OPTLEVEL="${HANGANALYZE_PYTHONS_OPT:-1}"
+OPTLEVEL="-O${OPTLEVEL#-O}"  # 1 or -O1: -O1
+case "$OPTLEVEL" in -O[0-3gsz]) ;; *) echo "pythons.sh: error: HANGANALYZE_PYTHONS_OPT=$OPTLEVEL: 0, 1, 2, 3, g, s or z" >&2; exit 1;; esac
 SUITES="${HANGANALYZE_PYTHONS_SUITES:-sid testing trixie bookworm bullseye}"
 MIRROR="${HANGANALYZE_PYTHONS_MIRROR:-http://deb.debian.org/debian}"
 UBUNTU_SUITES="${HANGANALYZE_PYTHONS_UBUNTU_SUITES-resolute-updates resolute noble-updates noble jammy-updates jammy focal-updates focal}"
@@ -219,19 +249,46 @@ shared_build() {  # NAME: 3.8-3.13 are built like pyenv's (shared libpython), th
     case "$1" in 3.[89]|3.1[0-3]) return 0;; *) return 1;; esac
 }
 
+# What every build leaves out, to build faster (none of it is imported by the suite, and each has a
+# pure-Python fallback or no use here): decimal's C accelerator with its bundled libmpdec (decimal
+# falls back to _pydecimal), the CJK codecs, and the modules for terminals, databases, Tk and old
+# Unix services. 3.11+: configure's py_cv_module_NAME=n/a; 3.8-3.11 (setup.py builds some or all of
+# them there): Modules/Setup.local's *disabled*.
+SKIP_MODULES="_decimal _codecs_cn _codecs_hk _codecs_jp _codecs_kr _codecs_tw _codecs_iso2022 _multibytecodec
+_sqlite3 _tkinter _dbm _gdbm _curses _curses_panel readline nis _crypt ossaudiodev spwd audioop xxlimited xxlimited_35"
+# 3.8/3.9 have no --disable-test-modules: their test extension modules are disabled the same way.
+TEST_MODULES_39="_testcapi _testinternalcapi _testbuffer _testimportmultiple _testmultiphase _xxtestfuzz _ctypes_test"
+
+# How a build is made, written into its .done stamp (a finished build made another way is reused,
+# and said so; see the header).
+recipe() {  # -> "opt=-O1 stdlib=lean"
+    echo "opt=$OPTLEVEL stdlib=lean"
+}
+
 build_one() {  # NAME: 3.8 ... 3.13, 3.14, 3.14t, 3.13t
-    local name="$1" ver="${1%t}" flags=() prefix="$CACHE/$1" ldflags=""
+    local name="$1" ver="${1%t}" flags=() prefix="$CACHE/$1" ldflags="" minor m
+    minor="${ver#3.}"
     [ "$name" != "$ver" ] && flags+=(--disable-gil)
     # pyenv's shape: libpython3.X.so.1.0 holds the code and the DWARF, found through the RPATH.
     shared_build "$name" && { flags+=(--enable-shared); ldflags="-Wl,-rpath,$prefix/lib"; }
+    # CPython's own OPT with $OPTLEVEL for -O3 (-fwrapv up to 3.11, as configure sets it there).
+    local opt="-g $OPTLEVEL -Wall"
+    [ "$minor" -ge 12 ] || opt="-g -fwrapv $OPTLEVEL -Wall"
+    local shape="${flags[*]:-default GIL build} OPT='$opt'"
+    flags+=("OPT=$opt")
+    [ "$minor" -lt 10 ] || flags+=(--disable-test-modules)
+    if [ "$minor" -ge 11 ]; then
+        for m in $SKIP_MODULES; do flags+=("py_cv_module_$m=n/a"); done
+    fi
     local exe; exe="$(interp_of "$name")"
     lock 7 "$CACHE/.$name.lock"
-    if [ -f "$prefix/.done" ] && [ -x "$exe" ]; then
-        shared_build "$name" && return 0
-        if [ -x "$exe-stripped" ]; then
-            if [ ! -d "$prefix/nodebug" ]; then make_nodebug "$name"; fi
-            return 0
-        fi
+    if [ -f "$prefix/.done" ] && [ -x "$exe" ] && { shared_build "$name" || [ -x "$exe-stripped" ]; }; then
+        shared_build "$name" || [ -d "$prefix/nodebug" ] || make_nodebug "$name"
+        case " $(cat "$prefix/.done") " in
+            *" $(recipe) "*) ;;
+            *) say "$name: reusing $prefix, built another way than '$(recipe)' ($(cat "$prefix/.done")); rm -rf it to rebuild" ;;
+        esac
+        return 0
     fi
     local tarball rc=0
     tarball="$(fetch_source "python$ver")" || rc=$?
@@ -239,42 +296,73 @@ build_one() {  # NAME: 3.8 ... 3.13, 3.14, 3.14t, 3.13t
     local work="$CACHE/build/$name" t0 t1
     rm -rf "$work" "$prefix" && mkdir -p "$work"
     t0=$(date +%s)
-    say "building $name from $(basename "$tarball") (${flags[*]:-default GIL build}), make -j$JOBS; log: $work/build.log"
+    say "building $name from $(basename "$tarball") ($shape, $(recipe)), make -j$JOBS; log: $work/build.log"
     tar -xf "$tarball" -C "$work" --strip-components=1 || die "unpacking $tarball failed"
+    if [ "$minor" -le 11 ]; then
+        local off="$SKIP_MODULES"
+        [ "$minor" -ge 10 ] || off="$off $TEST_MODULES_39"
+        { echo '*disabled*'; for m in $off; do echo "$m"; done; } >>"$work/Modules/Setup.local"
+    fi
     (
         cd "$work"
         ./configure --prefix="$prefix" --without-ensurepip "${flags[@]}" LDFLAGS="$ldflags" >build.log 2>&1 \
             || { echo "configure failed"; exit 1; }
+        lean_install
         make -j"$JOBS" >>build.log 2>&1 || { echo "make failed"; exit 1; }
         make altinstall >>build.log 2>&1 || { echo "make altinstall failed"; exit 1; }
     ) || { tail -25 "$work/build.log" >&2; die "building $name failed (log: $work/build.log)"; }
     [ -x "$exe" ] || die "building $name gave no $exe"
     local check="$exe-stripped"
     if shared_build "$name"; then check="$exe"; else make_nodebug "$name"; fi
-    "$check" -c 'import sys, threading, ctypes; assert sys.version_info[:2] == tuple(map(int, sys.argv[1].split(".")))' "$ver" \
-        || die "$check does not run"
+    "$check" -c 'import sys, threading, ctypes, json, subprocess, multiprocessing, asyncio, socket, hashlib
+assert sys.version_info[:2] == tuple(map(int, sys.argv[1].split(".")))' "$ver" \
+        || die "$check does not run (or lacks a stdlib module the tests use)"
     t1=$(date +%s)
     local gil; gil="$("$exe" -c 'import sysconfig; print("free-threaded" if sysconfig.get_config_var("Py_GIL_DISABLED") else "gil")')"
-    printf '%s %s %s build_seconds=%d jobs=%s\n' "$name" "$("$exe" -c 'import sys; print(sys.version.split()[0])')" \
-        "$gil" $((t1 - t0)) "$JOBS" >"$prefix/.done"
+    printf '%s %s %s build_seconds=%d jobs=%s %s\n' "$name" "$("$exe" -c 'import sys; print(sys.version.split()[0])')" \
+        "$gil" $((t1 - t0)) "$JOBS" "$(recipe)" >"$prefix/.done"
     say "built $name in $((t1 - t0)) s: $(cat "$prefix/.done")"
     cp "$work/build.log" "$prefix/build.log" && rm -rf "$work"
+}
+
+lean_install() {  # in the configured tree: `make altinstall` byte-compiles the stdlib once (-o 0),
+    # not three times (-O, -OO: nobody runs these interpreters optimised), and on 3.8/3.9 (which install
+    # the test packages: no --disable-test-modules) leaves their test folders uncompiled.
+    # shellcheck disable=SC2016  # $(...) here are the Makefile's variables, matched literally
+    sed -i -e 's/-o 0 -o 1 -o 2 /-o 0 /' \
+        -e 's/\$(PYTHON_FOR_BUILD) -Wi -OO* \$(DESTDIR)\$(LIBDEST)\/compileall\.py/true/' \
+        -e "s/-x 'bad_coding|badsyntax|site-packages|lib2to3\/tests\/data'/-x 'bad_coding|badsyntax|site-packages|lib2to3\/tests\/data|\/python3\\\\.[0-9]*\/(.*\/)?(test|tests|idle_test)\/'/" \
+        Makefile
+    grep -q -- '-o 1\|-Wi -O' Makefile && say "$(basename "$PWD"): the Makefile still byte-compiles with -O (its install step changed?)"
+    return 0
 }
 
 unavailable=""
 built=""
 for name in $BUILDS; do
     case "$name" in 3.[89]|3.1[0-9]|3.1[3-9]t) ;; *) die "unknown build $name (3.8 ... 3.14, 3.14t, 3.13t)";; esac
+done
+# PARALLEL builds at a time, each make -jJOBS: one build's serial steps (configure, linking, install)
+# overlap another's compiling.
+declare -A pid_of
+for name in $BUILDS; do
+    while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n || true; done
+    build_one "$name" &
+    pid_of[$name]=$!
+done
+failed=0
+for name in $BUILDS; do
     rc=0
-    build_one "$name" || rc=$?
+    wait "${pid_of[$name]}" || rc=$?
     if [ "$rc" = 3 ]; then
         unavailable="$unavailable $name"
     elif [ "$rc" != 0 ]; then
-        exit "$rc"
+        [ "$failed" != 0 ] || failed="$rc"
     else
         built="$built $name"
     fi
 done
+[ "$failed" = 0 ] || exit "$failed"
 for name in $built; do
     say "$(cat "$CACHE/$name/.done")"
 done
