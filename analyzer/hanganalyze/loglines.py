@@ -33,6 +33,8 @@ KNOWN_PATTERNS = [
     r"torch\.distributed\.\S+ ?(Error|Exception|Timeout)",
     r"^Process \d+: .+$",  # py-spy's header (its dump may have failed: "failed to get os threadid")
     r"^Error: failed to (get|find|open|read) ",  # py-spy's own errors
+    r"[Ii]nitializing (distributed|ddp): GLOBAL_RANK: \d+, MEMBER: \d+/\d+",  # Lightning's rendezvous banner
+    r"^\s*(\*\*\* )?SIG(SEGV|BUS|ABRT|FPE|ILL)\b",  # a crash handler's first line (glog's "*** SIGSEGV received")
 ]
 #: ``KNOWN_LINES``: the patterns as one regex.  ``EACH_KNOWN``: each pattern alone: a line broken
 #: in two by a paste is joined where the two halves make a known line that neither half is
@@ -53,6 +55,66 @@ def __getattr__(name: str) -> Any:
 #: The note faulthandler's parser leaves when a dump marks a current thread (a fatal error or an
 #: explicit dump_traceback): triage reads it to tell a crash from a hang.
 CURRENT_NOTE = "faulthandler marked a current thread (written on a fatal error, or by faulthandler.dump_traceback())"
+
+
+def _data_patterns() -> List[re.Pattern[str]]:
+    """The log-line regexes of the signature database (``messages:`` in ``signatures/*.yaml``): a
+    line a known bug's signature names is a known line too, so a log is never refused for lacking
+    one of the lines above (a Horovod stall's later lines, filelock's debug log of a lock never
+    acquired).  Not the triage table's: those read a log once it is one, and some are words prose
+    uses ("deadlock"): a sentence is no evidence of a wait.  Read only on the refusal path (no dump
+    format and no pattern above recognised the text)."""
+    global _DATA
+    if _DATA is not None:
+        return _DATA
+    import yaml  # here: only on the refusal path
+
+    from hanganalyze import datapaths
+
+    found: List[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "messages" and isinstance(value, list):
+                    for item in value:
+                        rx = item.get("regex") if isinstance(item, dict) else item
+                        if isinstance(rx, str):
+                            found.append(rx)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    try:
+        folder = datapaths.builtin_signatures()
+        files = sorted(folder.glob("*.yaml"))
+    except Exception:  # noqa: BLE001 - no data folder: the patterns above only
+        files = []
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    for path in files:
+        try:
+            walk(yaml.load(path.read_text(encoding="utf-8"), Loader=loader))
+        except (OSError, yaml.YAMLError):
+            continue  # a broken file is the signature loader's error to report, not this one's
+    out = []
+    for rx in found:
+        try:
+            out.append(re.compile(rx))
+        except re.error:
+            continue
+    _DATA = out
+    return out
+
+
+_DATA: List[re.Pattern[str]] | None = None
+
+
+def data_known_lines(lines: List[str]) -> int:
+    """How many lines a signature's log pattern finds (``_data_patterns``)."""
+    pats = _data_patterns() if lines else []
+    return sum(1 for line in lines if any(p.search(line) for p in pats))
 
 
 def known_lines(lines: List[str]) -> int:

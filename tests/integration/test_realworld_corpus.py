@@ -6,8 +6,9 @@ that made it, the cause the thread established, and what hanganalyze must answer
 * ``expect: SIG``: the finding the thread's cause supports must be among the findings (right),
   else the answer is wrong (another hang-class finding) or "no finding";
 * ``hang: false``: the cause was unrelated to a hang: no ``hang``/``deadlock`` finding may appear;
-* ``input_format: log``: a paste with no stack frame (refused by auto-detection, as it should be),
-  analyzed the way the refusal tells users to;
+* ``input_format: log``: a text with neither a frame nor a known log line (a program's own printf
+  log, a bare thread list), which auto-detection refuses, as it should, analyzed the way the refusal
+  tells users to; every other dump, logs with no frame included, is read by auto-detection;
 * ``known_miss: "why"``: a known wrong or missing answer, explained (a paste cut before the frames
   the signature needs, say); the test asserts it is still not right (so a fix shows up as a failure
   to update the manifest), and it counts as what it is (wrong / no finding) in the score.

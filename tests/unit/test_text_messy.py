@@ -520,7 +520,21 @@ PROSE = [
     "[mutex.cc : 1359] RAW: Potential Mutex deadlock:\n\n(the stack was not printed)\n",
     "~~~~~~~~~~~~~~~~ Stack of MainThread (140123) ~~~~~~~~~~~~~~~~\n",
     "&#8203;\u200b\n\n>\n",
+    "The training deadlocked again after 3 epochs.\nWe think a lock is held somewhere.\n",
 ]
+
+
+@pytest.mark.parametrize("text", [
+    # a Horovod stall report's later lines only: the horovod-stall signature's own log line
+    "Stalled ops:\nmodel/HorovodAllreduce_grads_0 [ready ranks: 1],\n"
+    "model/HorovodAllreduce_grads_1 [ready ranks: 1],\n",
+    # Lightning's rendezvous banner, old and new spelling
+    "initializing ddp: GLOBAL_RANK: 1, MEMBER: 2/8\ninitializing ddp: GLOBAL_RANK: 1, MEMBER: 2/8\n",
+    "SIGSEGV in getenv\n  -> grpc_core::GetEnv()\n",
+])
+def test_a_log_line_a_signature_or_the_list_names_is_read_as_a_log(text):
+    """Issue 22.2: no frame, but a line a known bug's signature (or the known-line list) names: a log."""
+    assert parse_text(text).processes[0].messages
 
 
 def test_a_known_crash_line_without_a_frame_is_read_as_a_log():

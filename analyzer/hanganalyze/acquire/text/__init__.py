@@ -40,6 +40,7 @@ import re
 from typing import List, Optional
 
 from hanganalyze.errors import InputError
+from hanganalyze.loglines import data_known_lines
 from hanganalyze_gdbext.model import Process, Snapshot
 
 from . import log as _log
@@ -190,7 +191,8 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     if not any(p.threads or _has_tasks(p) for p in processes):
         # a log with no frame is an input too when it holds lines a hang leaves (log.KNOWN_LINES)
         if any(p.messages for p in processes) and (
-                forced is _log or (forced is None and any(_log.known_lines(p.messages) for p in processes))):
+                forced is _log or (forced is None and any(_log.known_lines(p.messages) or data_known_lines(p.messages)
+                                                          for p in processes))):
             return Snapshot(processes=processes)
         if forced is not None:
             raise InputError("found no threads or frames in the text as %s" % forced.NAME)

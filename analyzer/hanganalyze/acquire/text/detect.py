@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Dict, List, Optional, Tuple
 
 from hanganalyze.errors import InputError
+from hanganalyze.loglines import data_known_lines
 
 from . import (
     abseil,
@@ -92,7 +93,8 @@ def detect(lines: List[str]) -> ModuleType:
     list of formats when neither."""
     best_score, best = scores(lines)[0]
     if best_score <= 0:
-        if log.known_lines(lines[:SCORE_LINES] + lines[-SCORE_LINES:]):
+        ends = lines[:SCORE_LINES] + lines[-SCORE_LINES:]
+        if log.known_lines(ends) or data_known_lines(ends):
             return log
         raise InputError(UNRECOGNISED)
     return PARSERS[best]
