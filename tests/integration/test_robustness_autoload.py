@@ -5,6 +5,7 @@ whoever analyzes it.  Each planted script would create a marker file; none may a
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import fixture_binary, gcore, start_hung  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
-HANGANALYZE = shutil.which("hanganalyze") or "hanganalyze"
+# absolute: the runs below change directory (a PATH entry such as ".venv/bin" is relative)
+_FOUND = shutil.which("hanganalyze")
+HANGANALYZE = os.path.abspath(_FOUND) if _FOUND else "hanganalyze"
 
 
 def plant(d: Path) -> Path:
