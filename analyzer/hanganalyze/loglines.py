@@ -6,6 +6,7 @@ from an empty one (``analyze/triage.py``).  Searched anywhere in a line; linear 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, List
 
 #: Lines that only a hang or crash report writes (searched anywhere in a line).
@@ -64,9 +65,6 @@ def _data_patterns() -> List[re.Pattern[str]]:
     acquired).  Not the triage table's: those read a log once it is one, and some are words prose
     uses ("deadlock"): a sentence is no evidence of a wait.  Read only on the refusal path (no dump
     format and no pattern above recognised the text)."""
-    global _DATA
-    if _DATA is not None:
-        return _DATA
     import yaml  # here: only on the refusal path
 
     from hanganalyze import datapaths
