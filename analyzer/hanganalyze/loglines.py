@@ -58,6 +58,7 @@ def __getattr__(name: str) -> Any:
 CURRENT_NOTE = "faulthandler marked a current thread (written on a fatal error, or by faulthandler.dump_traceback())"
 
 
+@lru_cache(maxsize=None)
 def _data_patterns() -> List[re.Pattern[str]]:
     """The log-line regexes of the signature database (``messages:`` in ``signatures/*.yaml``): a
     line a known bug's signature names is a known line too, so a log is never refused for lacking
@@ -102,11 +103,7 @@ def _data_patterns() -> List[re.Pattern[str]]:
             out.append(re.compile(rx))
         except re.error:
             continue
-    _DATA = out
     return out
-
-
-_DATA: List[re.Pattern[str]] | None = None
 
 
 def data_known_lines(lines: List[str]) -> int:
