@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Set, Tuple
 
+from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze_gdbext.model import Process
 from hanganalyze_gdbext.model.asyncio import AsyncLoop, AsyncTask
 
@@ -20,12 +21,7 @@ MAX_DEPTH = 32
 
 def stack_text(t: AsyncTask) -> str:
     """``outer (file:line) > ... > inner (file:line)``: outermost coroutine first."""
-    parts = []
-    for f in reversed(t.coroutine_stack):
-        if f.file:  # ``python -m asyncio ps`` prints names only
-            parts.append("%s (%s:%s)" % (f.function or "??", f.file.rsplit("/", 1)[-1], f.line))
-        else:
-            parts.append(f.function or "??")
+    parts = [frame_text(f, FrameStyle.COROUTINE) for f in reversed(t.coroutine_stack)]
     return " > ".join(parts) or "(no coroutine frame: finished or not started)"
 
 
