@@ -215,6 +215,9 @@ def test_thread_labels_without_name_or_tid():
     assert thread_label(Thread(), ThreadStyle.TRIAGE) == "a thread"
     # a wait-for graph names an owner whose thread the snapshot does not hold by its LWP
     assert thread_label(None, ThreadStyle.WAIT, tid=813) == "LWP 813"
+    # ... as evidence naming a thread that was not read, and an event loop's thread, do
+    assert thread_label(None, ThreadStyle.REPORT, tid=813) == "Thread 813"
+    assert thread_label(None, ThreadStyle.WHO, tid=813) == "thread 813"
 
 
 def test_report_thread_label_hides_inherited_os_name():

@@ -431,7 +431,7 @@ def build_view(snapshot: Snapshot) -> ReportView:
             if t is not None and eproc is not None:
                 who = thread_label(t, ThreadStyle.REPORT, default_os_name=default_os_name(eproc))
             else:
-                who = "Thread %s" % tid if tid is not None else "process"
+                who = thread_label(None, ThreadStyle.REPORT, tid=tid) if tid is not None else "process"
             if len(snapshot.processes) > 1 and eproc is not None:
                 who = "%s: %s" % (process_title(pi, eproc).split(" · ")[0], who)
             evs.append(

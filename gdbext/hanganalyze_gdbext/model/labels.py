@@ -38,8 +38,9 @@ class ThreadStyle(enum.Enum):
 
 def thread_label(thread: Optional[Thread], style: ThreadStyle, tid: Optional[int] = None,
                  default_os_name: Optional[str] = None) -> str:
-    """``thread`` as ``style`` names it.  ``tid`` (WAIT): the LWP when ``thread`` is None (an owner
-    recorded in memory whose thread was not read); else ``thread.tid``.  ``default_os_name``
+    """``thread`` as ``style`` names it.  ``tid``: the LWP when ``thread`` is None (a wait-for
+    graph's owner, an evidence line's or an event loop's thread that the snapshot does not hold);
+    else ``thread.tid``.  ``default_os_name``
     (REPORT): the OS thread name not worth showing (the executable's, which threads inherit)."""
     if tid is None and thread is not None:
         tid = thread.tid
