@@ -6,6 +6,7 @@ import gdb
 from .collect import collect_process
 from .commands import command, parser
 from .model import waitgraph
+from .model.labels import ThreadStyle, thread_label
 from .model.termsafe import safe_lines
 
 
@@ -31,7 +32,7 @@ def format_graph(process) -> str:
                 where += " %s:%s" % (fr.file, fr.line)
         res = labels.get(waitgraph.resource_id(w, t.tid), w.resource)
         lines.append("  %s --%s--> %s [%s] held by %s%s" % (
-            waitgraph.thread_label(t, t.tid), w.kind, res, w.resource or "?", holder, where))
+            thread_label(t, ThreadStyle.WAIT), w.kind, res, w.resource or "?", holder, where))
     sentences = waitgraph.describe(process, graph)
     if sentences:
         lines.append("")

@@ -1,9 +1,10 @@
-"""View helpers shared by every format: links, library versions, labels, frame lines."""
+"""View helpers shared by every format: links, library versions (thread labels and frame lines:
+test_frametext.py)."""
 
 from __future__ import annotations
 
-from hanganalyze.render.view import frame_text, key_libraries, safe_url, thread_label
-from hanganalyze_gdbext.model import Frame, Library, Process, Thread
+from hanganalyze.render.view import key_libraries, safe_url
+from hanganalyze_gdbext.model import Library, Process, Thread
 
 
 def test_only_http_links():
@@ -24,24 +25,6 @@ def test_key_library_versions():
     ])
     assert key_libraries(p) == [("libnccl.so", "2.21.5"), ("libc.so.6", ""), ("libpython3.12.so.1.0", ""),
                                 ("libtorch_cuda.so", "")]
-
-
-def test_thread_label_hides_inherited_os_name():
-    assert thread_label(Thread(tid=5, name="loader", os_name="python3.12"), "python3.12") == 'Thread 5 "loader"'
-    assert thread_label(Thread(tid=5, name="loader", os_name="pt_data_0"), "python3.12") == \
-        'Thread 5 "loader" (os: pt_data_0)'
-    assert thread_label(Thread(tid=None, name="x")) == 'Thread "x"'
-
-
-def test_frame_lines_like_gdb():
-    n = Frame(kind="native", function="pthread_mutex_lock", library="/lib/libc.so.6", address=0x7F00)
-    assert frame_text(n, 3) == "#3   0x0000000000007f00 in pthread_mutex_lock () from /lib/libc.so.6"
-    c = Frame(kind="native", function="ncclProxyService(void*)", file="proxy.cc", line=9, address=0x10)
-    assert frame_text(c, 0) == "#0   0x0000000000000010 in ncclProxyService(void*) at proxy.cc:9"
-    p = Frame(kind="python", function="train", file="/app/train.py", line=42)
-    assert frame_text(p, 12) == "#12  [py] train (/app/train.py:42)"
-    m = Frame(kind="native", marker=True, note="python frame chain corrupt: cycle")
-    assert "python frame chain corrupt" in frame_text(m, 1)
 
 
 def _graph_snapshot():

@@ -31,7 +31,8 @@ from hanganalyze.acquire.engine import EngineRequest
 from hanganalyze.acquire.many import Input, acquire_all, default_parallel
 from hanganalyze.acquire.procfs import ThreadStat, thread_stats
 from hanganalyze.errors import InputError
-from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread, ThreadProgress
+from hanganalyze.frametext import FrameStyle, frame_text
+from hanganalyze_gdbext.model import Process, Snapshot, Thread, ThreadProgress
 
 DEFAULT_SAMPLES = 3
 DEFAULT_INTERVAL = 0.5
@@ -131,22 +132,14 @@ def _one_sample(reading: EngineRequest, pid: int):
     return Sample(at, stats, snap.processes[0])
 
 
-def frame_key(f: Frame) -> str:
-    """A frame as samples compare it: Python by function and line, native by function (a spinning
-    pc moves inside its function) and library."""
-    if f.kind == "python":
-        return "%s (%s:%s)" % (f.function or "??", f.file or "?", f.line if f.line is not None else "?")
-    return "%s (%s)" % (f.function or "??", (f.library or "?").rsplit("/", 1)[-1])
-
-
 def _keys(t: Thread) -> List[str]:
-    return [frame_key(f) for f in t.all_frames()]
+    return [frame_text(f, FrameStyle.SAMPLE) for f in t.all_frames()]
 
 
 def _place(t: Thread) -> List[str]:
     """Where a thread is, coarsely: its Python frames when it has some (the eval loop's native
     frames under a busy Python line differ in every sample), else its native frames."""
-    py = [frame_key(f) for f in t.all_frames() if f.kind == "python"]
+    py = [frame_text(f, FrameStyle.SAMPLE) for f in t.all_frames() if f.kind == "python"]
     return py or _keys(t)
 
 

@@ -10,6 +10,7 @@ import re
 from typing import Dict, List, Optional, Set
 
 from hanganalyze.analyze.rules import load_rules
+from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze_gdbext.model import Evidence, Finding, Process, Snapshot, Thread
 from hanganalyze_gdbext.model.asyncio import AsyncLoop, AsyncTask
 
@@ -45,7 +46,7 @@ def _where(t: AsyncTask) -> str:
     fr = t.coroutine_stack[0] if t.coroutine_stack else None
     if fr is None:
         return ""
-    return " at %s (%s:%s)" % (fr.function or "??", fr.file, fr.line) if fr.file else " at %s" % fr.function
+    return " at " + frame_text(fr, FrameStyle.TASK_WAIT)
 
 
 def _label(t: AsyncTask) -> str:
@@ -162,7 +163,7 @@ def _blocked(pi: int, p: Process, lp: AsyncLoop, rule) -> Optional[Finding]:
         return None  # samples say it moves: busy, not blocked
     running = lp.task_by_id(lp.current) if lp.current else None
     call = (native[0].function if native else None) or "??"
-    where = "%s (%s:%s)" % (inner_py.function, inner_py.file, inner_py.line) if inner_py else "??"
+    where = frame_text(inner_py, FrameStyle.CALLER) if inner_py else "??"
     text = "the loop's thread %d is blocked in %s called from %s" % (th.tid, call, where)
     if running is not None:
         text += ", inside %s" % _label(running)

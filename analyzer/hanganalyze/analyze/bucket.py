@@ -40,8 +40,8 @@ import hashlib
 from typing import List, Optional
 
 from hanganalyze.analyze.framelists import in_python_frames, is_interpreter_frame, is_runtime_frame
-from hanganalyze.names import basename, library_base, normalize_native_name
-from hanganalyze_gdbext.model import Frame, Snapshot, Thread
+from hanganalyze.frametext import FrameStyle, frame_text
+from hanganalyze_gdbext.model import Snapshot, Thread
 
 VERSION = "b2"
 #: Frames per thread that enter the key.
@@ -50,19 +50,6 @@ TOP_FRAMES = 5
 MAX_THREADS = 3
 #: Signals that mean the process crashed (a no-finding core is bucketed only for these).
 FATAL_SIGNALS = frozenset({"SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGTRAP", "SIGSYS"})
-
-
-def frame_token(f: Frame) -> str:
-    """One normalized frame: ``py:threading.py:run`` or ``c:libnccl.so:ncclCommDestroy``."""
-    if f.kind == "python":
-        file = basename(f.file)
-        func = (f.function or "?").rsplit(".", 1)[-1]
-        return "py:%s:%s" % (file or f.module or "?", func)
-    name = normalize_native_name(f.function) if f.function and f.function != "??" else "?"
-    lib = library_base(f.library)
-    if name == "?":
-        return "c:%s:?" % lib
-    return "c:%s" % name
 
 
 def stack_tokens(thread: Thread, top: int = TOP_FRAMES) -> List[str]:
@@ -74,7 +61,7 @@ def stack_tokens(thread: Thread, top: int = TOP_FRAMES) -> List[str]:
         relevant = [f for f in frames if f.kind == "python" or not is_interpreter_frame(f)] or frames
     tokens: List[str] = []
     for f in relevant:
-        tok = frame_token(f)
+        tok = frame_text(f, FrameStyle.BUCKET)
         if tokens and tokens[-1] == tok:  # recursion / inlined duplicates
             continue
         tokens.append(tok)

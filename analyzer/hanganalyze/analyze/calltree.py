@@ -14,7 +14,7 @@ any order.
 
 Design choices:
 
-* Frames are *normalized* before they enter the tree (``tree_frame_label``): addresses, C++
+* Frames are *normalized* before they enter the tree (``frametext.FrameStyle.TREE``): addresses, C++
   parameter lists, template arguments and clone suffixes differ between builds, hosts and ASLR
   layouts of the same code, and would otherwise split the tree on noise.  Python frames keep their
   line, because a different line *is* a different place in the program (that is how the
@@ -42,16 +42,12 @@ from hanganalyze.analyze.ranksets import RankBits, compress_ranks, default_keys,
 from hanganalyze.analyze.stacks import (  # noqa: F401
     DEPTH_HEAD,
     MAX_DEPTH,
-    MAX_LABEL,
-    MAX_RAW_NAME,
     NO_FRAMES_LABEL,
     THREAD_MODES,
     Stacks,
     check_args,
-    clean_label,
     main_thread,
     scan_threads,
-    tree_frame_label,
 )
 from hanganalyze_gdbext.model import Process
 

@@ -38,9 +38,11 @@ from hanganalyze.analyze.sigmodel import (
     ThreadRule,
     conflicting_lines,
 )
+from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.names import normalize_function
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 from hanganalyze_gdbext.model.asyncio import AsyncTask
+from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
 
 #: Confidence factor for each step matched only through its stripped fallback.
 STRIPPED_FACTOR = 0.75
@@ -101,23 +103,7 @@ class _ThreadView:
     def who(self) -> str:
         if self.task is not None:
             return "task %r (%s)" % (self.task.name or "?", self.task.id)
-        t = self.thread
-        if t.tid is None:  # a paste without LWPs
-            return "thread %s" % t.name if t.name else "a thread"
-        return "thread %s%s" % (t.tid, " (%s)" % t.name if t.name else "")
-
-
-def evidence_frame_text(frame: Frame) -> str:
-    """``function (file:line)`` or ``function (library)`` for evidence (a short form; the gdb-like
-    line of a report is ``render.view.frame_text``)."""
-    fn = frame.function or "??"
-    if frame.file:
-        where = "%s:%s" % (frame.file, frame.line) if frame.line else frame.file
-    elif frame.library:
-        where = os.path.basename(frame.library)
-    else:
-        where = ""
-    return "%s (%s)" % (fn, where) if where else fn
+        return thread_label(self.thread, ThreadStyle.WHO)
 
 
 class _Matcher:
@@ -346,7 +332,7 @@ class _Matcher:
         ev = list(gil_ev)
         for si, fi, via in placed:
             step = rule.stack[si]
-            text = evidence_frame_text(tv.frames[fi])
+            text = frame_text(tv.frames[fi], FrameStyle.EVIDENCE)
             ev.append(Evidence(
                 thread=t.tid, frame=fi if task is None else None,  # a task's frames are no thread's
                 rule="%s: %s" % (rule.rule, (step.stripped.text if via and step.stripped else step.text)),

@@ -11,15 +11,8 @@ from typing import Dict, List, Sequence
 
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame
 from hanganalyze.analyze.ranksets import compress_ranks
-from hanganalyze.analyze.stacks import (
-    Stacks,
-    check_args,
-    clean_label,
-    frame_location,
-    main_thread,
-    scan_threads,
-    tree_frame_label,
-)
+from hanganalyze.analyze.stacks import Stacks, check_args, main_thread, scan_threads
+from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze_gdbext.model import Process
 
 
@@ -32,12 +25,11 @@ def _where(proc: Process) -> str:
     frames = [f for f in t.all_frames() if not f.marker]
     for f in frames:
         if f.kind == "python":
-            loc = frame_location(f)
-            return clean_label("%s (%s)" % (f.function or "??", loc) if loc else (f.function or "??"))
+            return frame_text(f, FrameStyle.PLACE)
     for f in frames:
         if not (is_runtime_frame(f) or is_interpreter_frame(f)):
-            return tree_frame_label(f)
-    return tree_frame_label(frames[0]) if frames else ""
+            return frame_text(f, FrameStyle.TREE)
+    return frame_text(frames[0], FrameStyle.TREE) if frames else ""
 
 
 def rank_classes(processes: Sequence[Process], keys: Sequence[int]) -> List[dict]:

@@ -47,7 +47,8 @@ from typing import Dict, List, Optional, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, names, pattern
 from hanganalyze.analyze.stacks import main_thread  # one definition: the job view and the rank states agree
-from hanganalyze.names import basename, normalize_native_name
+from hanganalyze.frametext import FrameStyle, frame_text
+from hanganalyze.names import normalize_native_name
 from hanganalyze_gdbext.model import Frame, Process, Thread
 from hanganalyze_gdbext.model.collectives import Collectives
 
@@ -94,20 +95,6 @@ class RankState:
         return (self.op, self.call_site)
 
 
-def frame_where(f: Frame) -> str:
-    """``load_next_batch (train.py:22)`` / ``ncclGroupEnd (libnccl.so.2)``."""
-    name = f.function or "??"
-    if f.kind == "python":
-        name = name.rsplit(".", 1)[-1] if "<" not in name else name
-        loc = basename(f.file)
-        if loc and f.line is not None:
-            loc = "%s:%s" % (loc, f.line)
-        return "%s (%s)" % (name, loc) if loc else name
-    short = _normalized(name) if f.function else "??"
-    lib = basename(f.library)
-    return "%s (%s)" % (short, lib) if lib else short
-
-
 def _threads_main_first(p: Process) -> List[Thread]:
     m = main_thread(p)
     return ([m] if m is not None else []) + [t for t in p.threads if t is not m]
@@ -118,7 +105,7 @@ def _call_site(frames: List[Frame], start: int) -> Optional[str]:
     framework_files = pattern("framework_files")
     for f in frames[start + 1:]:
         if f.kind == "python" and not f.marker and not framework_files.search((f.file or "").replace("\\", "/")):
-            return frame_where(f)
+            return frame_text(f, FrameStyle.RANK)
     return None
 
 
@@ -177,11 +164,11 @@ def _innermost_where(t: Thread) -> Tuple[Optional[str], Optional[int]]:
     frames = t.all_frames()
     for i, f in enumerate(frames):
         if f.kind == "python" and not f.marker:
-            return frame_where(f), i
+            return frame_text(f, FrameStyle.RANK), i
     for i, f in enumerate(frames):
         if f.kind == "native" and f.function and not f.marker and not is_runtime_frame(f) \
                 and not is_interpreter_frame(f):
-            return frame_where(f), i
+            return frame_text(f, FrameStyle.RANK), i
     return None, None
 
 
@@ -232,7 +219,7 @@ def _memo_thread(memo: Optional[Dict[tuple, tuple]], what: str, t: Thread, compu
 def _collective_of(t: Thread) -> Optional[tuple]:
     frames = t.all_frames()
     hit = _scan_thread(frames)
-    return None if hit is None else (hit, frame_where(frames[hit[2]]), _call_site(frames, hit[2]))
+    return None if hit is None else (hit, frame_text(frames[hit[2]], FrameStyle.RANK), _call_site(frames, hit[2]))
 
 
 def rank_state(index: int, p: Process, memo: Optional[Dict[tuple, tuple]] = None) -> RankState:

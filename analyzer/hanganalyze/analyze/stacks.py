@@ -3,8 +3,8 @@ small int, and which thread is a process's main one.
 
 The call tree (``calltree.py``) and the rank classes (``rankclasses.py``) both start here:
 
-* Frames are *normalized* (``tree_frame_label``): addresses, C++ parameter lists, template
-  arguments and clone suffixes differ between builds, hosts and ASLR layouts of the same code, and
+* Frames are *normalized* (``frametext.FrameStyle.TREE``): addresses, C++ parameter lists,
+  template arguments and clone suffixes differ between builds, hosts and ASLR layouts of the same code, and
   would otherwise split the tree on noise.  Python frames keep their line, because a different
   line *is* a different place in the program.
 * CPython's own native frames (``_PyEval_EvalFrameDefault`` ...) are dropped: between two Python
@@ -17,14 +17,13 @@ The call tree (``calltree.py``) and the rank classes (``rankclasses.py``) both s
 
 from __future__ import annotations
 
-import re
 from operator import attrgetter
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame
 from hanganalyze.analyze.grouping import is_idle_stack
-from hanganalyze.names import basename, library_base, normalize_native_name, short_function
-from hanganalyze_gdbext.model import Frame, Process, Thread
+from hanganalyze.frametext import FrameStyle, frame_text
+from hanganalyze_gdbext.model import Process, Thread
 
 #: A thread without any frame left after normalization.
 NO_FRAMES_LABEL = "<no frames>"
@@ -33,75 +32,10 @@ NO_FRAMES_LABEL = "<no frames>"
 #: level; ``json.dumps``) far below Python's recursion limit.
 MAX_DEPTH = 96
 DEPTH_HEAD = 16
-#: Longest label kept (characters); longer ones keep their head and tail around ``…``.
-MAX_LABEL = 200
-#: Longest raw function name normalized (the normalizer is linear, but a 10 MB name is no name).
-MAX_RAW_NAME = 4096
 #: Thread selections of ``build_call_tree``.
 THREAD_MODES = ("all", "main", "active")
 
 _RAW = attrgetter("kind", "function", "file", "line", "library", "marker")
-#: Characters that would break the one-line-per-node layout or act on a terminal: C0/C1 controls,
-#: DEL, bidi overrides and isolates, zero-width marks, line/paragraph separators, BOM.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
-_WHITESPACE_CONTROL = frozenset("\t\n\r\x0b\x0c\x85\u2028\u2029")
-
-
-def frame_location(f: Frame) -> str:
-    """``file:line`` / ``file`` / library path: where the frame is, as gdb would say it."""
-    if f.file:
-        return "%s:%s" % (f.file, f.line) if f.line is not None else f.file
-    return f.library or ""
-
-
-def clean_label(text: str, limit: int = MAX_LABEL) -> str:
-    """One line of printable text: a function name from a core is attacker-controlled and may hold
-    newlines (which would forge extra tree lines), terminal escapes or bidi overrides.  Whitespace
-    controls become spaces, other controls ``\\xNN``/``\\uNNNN``; runs of spaces collapse; a label
-    longer than ``limit`` keeps its head and tail (the tail of a C++ name is the method)."""
-    if _CONTROL.search(text):
-        text = _CONTROL.sub(
-            lambda m: " " if m.group(0) in _WHITESPACE_CONTROL
-            else ("\\x%02x" if ord(m.group(0)) < 0x100 else "\\u%04x") % ord(m.group(0)),
-            text,
-        )
-    if "  " in text or text[:1] == " " or text[-1:] == " ":
-        text = " ".join(text.split())
-    if len(text) > limit:
-        keep = max(limit - 1, 2)
-        head = keep // 2
-        text = text[:head] + "…" + text[len(text) - (keep - head):]
-    return text
-
-
-def tree_frame_label(f: Frame) -> str:
-    """The label of one frame in the tree.
-
-    * Python: ``function (file.py:line)``, file as basename (the same code lives under another
-      venv path on every host);
-    * native: the normalized C++ name (no parameter list, template arguments, clone suffixes,
-      addresses: those differ between builds of the same code), via ``names.normalize_native_name``;
-    * unknown native: ``?? (libname.so)`` (the library without its version), so that a stripped
-      frame still says where it is.
-    """
-    if f.kind == "python":
-        where = basename(f.file) or f.module or ""
-        if where and f.line is not None:
-            where = "%s:%s" % (where, f.line)
-        where = clean_label(where[:MAX_RAW_NAME], MAX_LABEL // 2)
-        name = clean_label((f.function or "??")[:MAX_RAW_NAME], MAX_LABEL - len(where) - 3)
-        return "%s (%s)" % (name, where) if where else name
-    if f.marker:
-        return clean_label("-- %s --" % (f.note or f.function or "gap"))
-    raw = f.function
-    if raw and raw.strip() and raw.strip() != "??":
-        raw = raw[:MAX_RAW_NAME]
-        name = normalize_native_name(raw)
-        if not name or name == "??":  # "<lambda>" and such: all template / parameter list
-            name = short_function(raw) or raw.strip()
-        return clean_label(name)
-    lib = library_base(f.library)
-    return clean_label("?? (%s)" % lib) if lib else "??"
 
 
 def main_thread(proc: Process) -> Optional[Thread]:
@@ -180,7 +114,7 @@ class Stacks:
                 if f.marker or (f.kind != "python" and is_interpreter_frame(f)):
                     lid = -1
                 else:
-                    lid = self.label_id(tree_frame_label(f), "python" if f.kind == "python" else "native")
+                    lid = self.label_id(frame_text(f, FrameStyle.TREE), "python" if f.kind == "python" else "native")
                 self.frame_ids[rf] = lid
             if lid >= 0 and (not ids or ids[-1] != lid):  # consecutive duplicates collapse
                 ids.append(lid)

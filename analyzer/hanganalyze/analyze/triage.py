@@ -21,9 +21,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from hanganalyze import rxcache
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.triagetable import Category, glob_match, table
+from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.loglines import CURRENT_NOTE, known_lines
-from hanganalyze.names import basename, library_base, normalize_native_name, wait_name
+from hanganalyze.names import basename, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
+from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
 
 SIGNATURE = "triage"
 SEVERITY = "triage"
@@ -82,9 +84,10 @@ class ThreadTriage:
 
     def to_dict(self) -> Dict[str, Any]:
         frames = self.thread.all_frames()
+        waits_in = frame_text(frames[self.frame], FrameStyle.TRIAGE) if self.frame is not None else None
+        blame = frame_text(frames[self.blame], FrameStyle.TRIAGE) if self.blame is not None else None
         d: Dict[str, Any] = {"tid": self.thread.tid, "name": self.thread.name, "wait": self.category.id,
-                             "waits_in": _frame_text(frames[self.frame]) if self.frame is not None else None,
-                             "blame": _frame_text(frames[self.blame]) if self.blame is not None else None}
+                             "waits_in": waits_in, "blame": blame}
         if self.owner is not None:
             d["owner"] = self.owner
         return d
@@ -241,26 +244,6 @@ def blame_frame(frames: Sequence[Frame], start: int = 0) -> Optional[int]:
     return None
 
 
-def _frame_text(f: Frame) -> str:
-    name = f.function or "??"
-    if f.kind == "python":
-        where = "%s:%s" % (basename(f.file), f.line) if f.line else basename(f.file)
-        return "%s (%s)" % (name, where) if where else name
-    if f.kind != "python" and (not f.function or f.function == "??"):
-        return "?? (%s)" % (library_base(f.library) or "no library")
-    lib = library_base(f.library)
-    return "%s (%s)" % (normalize_native_name(name), lib) if lib else normalize_native_name(name)
-
-
-def _thread_label(t: Thread) -> str:
-    bits = []
-    if t.name:
-        bits.append(t.name)
-    if t.tid is not None:
-        bits.append("LWP %d" % t.tid)
-    return "thread %s" % " ".join(bits) if bits else "a thread"
-
-
 # --------------------------------------------------------------------------------------------
 # One process
 # --------------------------------------------------------------------------------------------
@@ -296,7 +279,7 @@ def subject(proc: Process, rows: List[ThreadTriage]) -> List[ThreadTriage]:
 
 def _blame_key(r: ThreadTriage) -> str:
     frames = r.thread.all_frames()
-    return _frame_text(frames[r.blame]) if r.blame is not None else ""
+    return frame_text(frames[r.blame], FrameStyle.TRIAGE) if r.blame is not None else ""
 
 
 def _consequence(proc: Process) -> Optional[Category]:
@@ -396,7 +379,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
             first.category, first.how = said, "log"
     cat = first.category
     blame = _blame_key(first) or None
-    lead = _thread_label(first.thread)
+    lead = thread_label(first.thread, ThreadStyle.TRIAGE)
     if cat is tab.crashed:
         summary = "%s crashed (%s)" % (lead, proc.signal)
     elif cat is tab.runs and first.how == "samples" and first.thread.progress is not None:
@@ -407,7 +390,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
     else:
         summary = "%s waits for %s" % (lead, cat.label)
         if first.frame is not None:
-            summary += " in %s" % _frame_text(first.thread.all_frames()[first.frame])
+            summary += " in %s" % frame_text(first.thread.all_frames()[first.frame], FrameStyle.TRIAGE)
     if first.owner is not None:
         summary += ", held by LWP %d" % first.owner
     if blame:
@@ -422,11 +405,11 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
     ev = []
     for r in about:
         frames = r.thread.all_frames()
-        where = (" in %s" % _frame_text(frames[r.frame])) if r.frame is not None else ""
-        text = "%s: %s%s" % (_thread_label(r.thread), r.category.label if r.category is not tab.crashed
-                             else "crashed", where)
+        where = (" in %s" % frame_text(frames[r.frame], FrameStyle.TRIAGE)) if r.frame is not None else ""
+        text = "%s: %s%s" % (thread_label(r.thread, ThreadStyle.TRIAGE),
+                             r.category.label if r.category is not tab.crashed else "crashed", where)
         if r.blame is not None:
-            text += "; blame frame %s" % _frame_text(frames[r.blame])
+            text += "; blame frame %s" % frame_text(frames[r.blame], FrameStyle.TRIAGE)
         ev.append(Evidence(thread=r.thread.tid, frame=r.blame if r.blame is not None else r.frame,
                            rule="wait: %s" % r.category.id, text=text,
                            function=frames[r.blame].function if r.blame is not None else None))

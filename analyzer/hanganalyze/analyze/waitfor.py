@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import List, Optional
 
 from hanganalyze.analyze.rules import Rule, load_rules
+from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze_gdbext.model import Evidence, Finding, Snapshot, waitgraph
+from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
 
 SIGNATURE = "deadlock-cycle"
 
@@ -38,17 +40,13 @@ def cycle_findings(snapshot: Snapshot, rule: Optional[Rule] = None) -> List[Find
             for t, w in waiting:
                 fi = w.frame
                 fr = t.frames[fi] if isinstance(fi, int) and 0 <= fi < len(t.frames) else None
-                where = ""
-                if fr is not None:
-                    where = " at %s" % (fr.function or "??")
-                    if fr.file:
-                        where += " (%s:%s)" % (fr.file, fr.line)
+                where = " at " + frame_text(fr, FrameStyle.WAIT) if fr is not None else ""
                 evidence.append(Evidence(
                     thread=t.tid,
                     frame=fi,
                     rule="wait-for cycle",
                     text="%s waits for %s%s: %s" % (
-                        waitgraph.thread_label(t, t.tid),
+                        thread_label(t, ThreadStyle.WAIT),
                         waitgraph.resource_label(w, p.thread_by_tid(w.owner_tid)),
                         where,
                         w.detail or "",

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Set, Tuple
 
+from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze_gdbext.model import Process
 from hanganalyze_gdbext.model.asyncio import AsyncLoop, AsyncTask
+from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
 
 MAX_LINES = 400
 MAX_DEPTH = 32
@@ -20,12 +22,7 @@ MAX_DEPTH = 32
 
 def stack_text(t: AsyncTask) -> str:
     """``outer (file:line) > ... > inner (file:line)``: outermost coroutine first."""
-    parts = []
-    for f in reversed(t.coroutine_stack):
-        if f.file:  # ``python -m asyncio ps`` prints names only
-            parts.append("%s (%s:%s)" % (f.function or "??", f.file.rsplit("/", 1)[-1], f.line))
-        else:
-            parts.append(f.function or "??")
+    parts = [frame_text(f, FrameStyle.COROUTINE) for f in reversed(t.coroutine_stack)]
     return " > ".join(parts) or "(no coroutine frame: finished or not started)"
 
 
@@ -52,7 +49,7 @@ def loop_lines(lp: AsyncLoop, indent: str = "  ") -> List[str]:
     pending = sum(1 for t in lp.tasks if t.state == "pending")
     head = "loop %s%s on %s: %d task%s, %d pending" % (
         lp.id or "?", " (%s)" % lp.type if lp.type else "",
-        "thread %d" % lp.thread if lp.thread is not None else "no running thread",
+        thread_label(None, ThreadStyle.WHO, tid=lp.thread) if lp.thread is not None else "no running thread",
         len(lp.tasks), "s" * (len(lp.tasks) != 1), pending)
     out = [indent + head]
     by_id: Dict[str, AsyncTask] = {t.id: t for t in lp.tasks}

@@ -9,7 +9,7 @@ import heapq
 from typing import Dict, List, Optional, Tuple
 
 from hanganalyze.analyze.ranksets import compress_ranks, expand_ranks
-from hanganalyze.analyze.stacks import clean_label
+from hanganalyze.frametext import clean_label
 
 
 def _short_ranks(text: str, limit: int) -> str:

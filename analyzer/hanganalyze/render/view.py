@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, pattern
 from hanganalyze.analyze.grouping import ThreadGroup, group_threads
-from hanganalyze.analyze.stacks import frame_location
+from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze_gdbext.model import Finding, Frame, Process, Snapshot, Thread, waitgraph
+from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
 
 if TYPE_CHECKING:
     from hanganalyze.render.jobview import JobView
@@ -32,36 +33,6 @@ def safe_url(url: Any) -> Optional[str]:
 
 def _base(path: Optional[str]) -> str:
     return (path or "").rsplit("/", 1)[-1]
-
-
-def frame_text(f: Frame, index: int) -> str:
-    """One gdb-like line: ``#3  0x00007f12 in pthread_mutex_lock () from /lib/libc.so.6``;
-    Python frames: ``#5  [py] worker (/srv/app/train.py:42)``."""
-    if f.marker:
-        return "#%-3d -- %s --" % (index, f.note or f.function or "gap")
-    if f.kind == "python":
-        where = frame_location(f)
-        return "#%-3d [py] %s%s" % (index, f.function or "??", " (%s)" % where if where else "")
-    parts = ["#%-3d" % index]
-    if f.address is not None and not f.inlined:
-        parts.append("0x%016x in" % f.address)
-    func = f.function or "??"
-    parts.append(func if "(" in func else func + " ()")
-    if f.inlined:
-        parts.append("[inlined]")
-    if f.file:
-        parts.append("at " + frame_location(f))
-    elif f.library:
-        parts.append("from " + f.library)
-    if f.note:
-        parts.append("[%s]" % f.note)
-    if f.unwind:
-        parts.append("(heuristic: %s)" % HEURISTIC_NAMES.get(f.unwind, f.unwind))
-    return " ".join(parts)
-
-
-#: How a frame found without CFI is named in listings (``Frame.unwind``).
-HEURISTIC_NAMES = {"fp": "frame pointer", "scan": "stack scan"}
 
 
 @dataclass
@@ -103,7 +74,7 @@ class GroupView:
 
     @property
     def label(self) -> str:
-        return thread_label(self.group.first, self.default_os_name)
+        return thread_label(self.group.first, ThreadStyle.REPORT, default_os_name=self.default_os_name)
 
     @property
     def hint(self) -> str:
@@ -116,8 +87,7 @@ class GroupView:
                          and not is_interpreter_frame(f)), None)
         if pick is None:
             return ""
-        where = _base(pick.file) + (":%s" % pick.line if pick.file and pick.line is not None else "")
-        return "in %s%s" % (pick.function or "??", " (%s)" % where if where else "")
+        return "in " + frame_text(pick, FrameStyle.HINT)
 
     def tids(self, most: int, more: str = "...") -> str:
         """The group's thread ids, the first ``most`` of them, and how many there are in all."""
@@ -217,18 +187,6 @@ def doubts(warnings: List[str]) -> List[str]:
     return [w for w in warnings if _DOUBT.search(str(w))]
 
 
-def thread_label(t: Thread, default_os_name: Optional[str] = None) -> str:
-    """``Thread 1234 "worker-3"`` (plus the OS name when it says something: not when it is just
-    the executable's name, which every thread inherits unless it sets its own)."""
-    name = t.name or t.python_name or t.os_name
-    label = "Thread %s" % t.tid if t.tid is not None else "Thread"
-    if name:
-        label += ' "%s"' % name
-    if t.os_name and t.os_name != name and t.os_name != default_os_name:
-        label += " (os: %s)" % t.os_name
-    return label
-
-
 def default_os_name(p: Process) -> Optional[str]:
     """The comm name threads inherit: the executable's basename cut to 15 bytes, as Linux does."""
     base = _base(p.executable)
@@ -249,7 +207,7 @@ def frame_views(t: Thread, matched: Set[int]) -> List[FrameView]:
     views = []
     n = len(t.frames)
     for i, f in enumerate(t.all_frames()):
-        views.append(FrameView(i, f, frame_text(f, i), matched=i in matched, placed=i < n))
+        views.append(FrameView(i, f, frame_text(f, FrameStyle.REPORT, index=i), matched=i in matched, placed=i < n))
     return views
 
 
@@ -469,11 +427,11 @@ def build_view(snapshot: Snapshot) -> ReportView:
             if t is not None and e.frame is not None:
                 frames = t.all_frames()
                 if 0 <= e.frame < len(frames):
-                    frame_str = frame_text(frames[e.frame], e.frame)
+                    frame_str = frame_text(frames[e.frame], FrameStyle.REPORT, index=e.frame)
             if t is not None and eproc is not None:
-                who = thread_label(t, default_os_name(eproc))
+                who = thread_label(t, ThreadStyle.REPORT, default_os_name=default_os_name(eproc))
             else:
-                who = "Thread %s" % tid if tid is not None else "process"
+                who = thread_label(None, ThreadStyle.REPORT, tid=tid) if tid is not None else "process"
             if len(snapshot.processes) > 1 and eproc is not None:
                 who = "%s: %s" % (process_title(pi, eproc).split(" · ")[0], who)
             evs.append(

@@ -12,6 +12,7 @@ cycle: a deadlock proven by memory, not guessed from stack shapes.
 from typing import Dict, List, Optional, Tuple
 
 from . import Process, Thread, Wait, WaitEdge, WaitGraph, WaitNode
+from .labels import ThreadStyle, thread_label
 
 JOIN_KINDS = ("join", "pyjoin")
 
@@ -24,11 +25,6 @@ def resource_id(w: Wait, tid: Optional[int]) -> str:
     if w.resource:
         return "r:%s:%s" % (w.kind, w.resource)
     return "r:%s:anon-%s" % (w.kind, tid)  # unknown address: one node per waiter
-
-
-def thread_label(t: Optional[Thread], tid: Optional[int]) -> str:
-    name = t.name if t is not None else None
-    return "%s (LWP %s)" % (name, tid) if name else "LWP %s" % tid
 
 
 def resource_label(w: Wait, owner: Optional[Thread]) -> str:
@@ -57,7 +53,7 @@ def build(process: Process) -> Optional[WaitGraph]:
     def add_thread(tid: Optional[int]) -> str:
         nid = thread_id(tid)
         if nid not in nodes:
-            nodes[nid] = WaitNode(nid, "thread", thread_label(process.thread_by_tid(tid), tid))
+            nodes[nid] = WaitNode(nid, "thread", thread_label(process.thread_by_tid(tid), ThreadStyle.WAIT, tid))
         return nid
 
     for t, w in waiting:
@@ -136,7 +132,7 @@ def _wait_phrase(process: Process, w: Wait) -> str:
     owner_tid = w.owner_tid
     owner = process.thread_by_tid(owner_tid) if owner_tid is not None else None
     if w.kind in JOIN_KINDS:
-        return "thread %s to exit (join)" % thread_label(owner, owner_tid)
+        return "thread %s to exit (join)" % thread_label(owner, ThreadStyle.WAIT, owner_tid)
     return resource_label(w, owner)
 
 
@@ -154,7 +150,7 @@ def describe_cycle(process: Process, cycle: List[str]) -> str:
         if t is None or not t.waits:
             continue
         held = _held_by(process, t.tid, waits)
-        s = "thread %s" % thread_label(t, t.tid)
+        s = "thread %s" % thread_label(t, ThreadStyle.WAIT)
         if held:
             s += " holds %s," % " and ".join(held)
         s += " waits for %s" % _wait_phrase(process, t.waits)
@@ -170,7 +166,7 @@ def describe_chain(process: Process, chain: List[str], on_cycle: set) -> str:
         if not n.startswith("t"):
             continue
         t = process.thread_by_tid(_tid(n))
-        label = thread_label(t, _tid(n))
+        label = thread_label(t, ThreadStyle.WAIT, _tid(n))
         s += ("thread %s" % label) if i == 0 else (" held by %s" % label)
         if i + 1 < len(chain) and t is not None and t.waits:
             s += "%s waits for %s" % (", which" if i else "", _wait_phrase(process, t.waits))
