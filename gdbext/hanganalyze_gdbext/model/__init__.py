@@ -17,6 +17,7 @@ from dataclasses import field
 from typing import Any, Dict, List, Optional
 
 from .job import JobSummary
+from .ncclras import RasSeries
 from .record import Record, recordclass
 
 SCHEMA = "hanganalyze/1"
@@ -311,6 +312,8 @@ class Snapshot(Record):
     warnings: List[str] = field(default_factory=list)
     #: The job view, when several processes came in (``model/job.py``).
     job: Optional[JobSummary] = None
+    #: NCCL RAS queries of the job (``model/ncclras.py``): saved RAS output or a live query.
+    nccl_ras: Optional[RasSeries] = None
 
     CONTRACT = ("processes", "findings", "bucket")
 
