@@ -346,16 +346,15 @@ def _triage_severity(snapshot: Any, f: Any) -> Optional[str]:
 
 def verdict_exit_code(snapshot: Any) -> int:
     """The exit code of an analyzed snapshot (``EXIT_BY_SEVERITY``), the same for one process, a
-    core, a job and a text: the most serious verdict of any finding; a failed input of a job
-    (nothing serious in the others) is ``EXIT_TOOL``; else 0."""
-    severities = set()
-    for f in snapshot.findings:
-        severities.add(f.severity)
-        if f.signature == "triage":
-            severities.add(_triage_severity(snapshot, f))
-    for severity, code in EXIT_BY_SEVERITY:
-        if severity in severities:
-            return code
+    core, a job and a text: the most serious severity of the findings; the triage's only when no
+    finding has one (a deadlocked process killed by SIGABRT for its core is a deadlock, not a
+    crash); a failed input of a job (nothing serious in the others) is ``EXIT_TOOL``; else 0."""
+    found = {f.severity for f in snapshot.findings}
+    triaged = {_triage_severity(snapshot, f) for f in snapshot.findings if f.signature == "triage"}
+    for severities in (found, triaged):
+        for severity, code in EXIT_BY_SEVERITY:
+            if severity in severities:
+                return code
     if any(p.error for p in snapshot.processes):
         return EXIT_TOOL  # a rank could not be analyzed and nothing serious was found in the others
     return EXIT_OK

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Dict
 
 import pytest
-from helpers import FIXTURES, all_pythons, gcore, gdb_batch, run_hanganalyze, start_hung
+from helpers import FIXTURES, PYENV_ROOT, all_pythons, gcore, gdb_batch, run_hanganalyze, start_hung
 
 from hanganalyze.errors import EXIT_DEADLOCK, EXIT_HANG
 
@@ -165,3 +166,46 @@ def test_without_the_source_no_owner_and_no_all_clear(tmp_path):
     assert "No deadlock cycle." not in out, out[-3000:]
     assert "No deadlock cycle proven: 2 thread(s) wait for a lock whose owner is not recorded" in out, out[-3000:]
     assert "held by unknown (owner not recorded)" in out
+
+
+def _pybt_paste(mode: str, tmp: Path) -> Path:
+    """gdb's ``thread apply all py-bt`` (CPython's python-gdb.py) of the hung fixture, as a user
+    pastes it: a text with the threads' LWPs, Python frames and source lines, and no addresses
+    of the locks."""
+    found = [p for p in [all_pythons().get("3.11"), *sorted(PYENV_ROOT.glob("versions/3.11*/bin/python3.11"))]
+             if p is not None and Path(str(p) + "-gdb.py").is_file()]
+    if not found:
+        pytest.skip("py-bt needs a CPython 3.11 with its python3.11-gdb.py (pyenv's has it)")
+    exe, gdb_py = found[0], Path(str(found[0]) + "-gdb.py")
+    h = start_hung([exe, FIXTURE, mode], settle=0.5)
+    try:
+        res = subprocess.run(["gdb", "-nx", "-batch", "-iex", "set auto-load off", "-p", str(h.pid),
+                              "-ex", "source %s" % gdb_py, "-ex", "thread apply all py-bt"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    finally:
+        h.kill()
+    paste = tmp / ("%s.pybt.txt" % mode)
+    paste.write_bytes(res.stdout)
+    assert b"Traceback (most recent call first)" in res.stdout, res.stdout[-2000:]
+    return paste
+
+
+def test_paste_names_the_locks(tmp_path):
+    """A paste has no memory: the awaited lock is named by the waiting line (``with lock_b:``) and
+    matched by name to the module global another thread's frame holds."""
+    report = _analyze([_pybt_paste("two", tmp_path)], tmp_path, "paste.json")
+    (f,) = [f for f in report["findings"] if f["signature"] == "deadlock-cycle"]
+    threads = {t["waits"]["name"]: t for t in report["processes"][0]["threads"] if t.get("waits")}
+    a, b = threads["lock_b"], threads["lock_a"]  # worker-a waits for lock_b, worker-b for lock_a
+    assert a["waits"]["owner_tid"] == b["tid"] and b["waits"]["owner_tid"] == a["tid"], threads
+    assert a["waits"]["owner_inferred"] == "`with lock_b:` at %s:%d" % (FIXTURE, _line_of("with lock_b:",
+                                                                                         "take_b_then_a"))
+    assert "holds lock_a, waits for lock_b" in f["summary"] and "inferred from source" in f["summary"], f
+    assert report["rc"] == EXIT_DEADLOCK
+
+
+def test_paste_does_not_match_attributes_by_name(tmp_path):
+    """``self.second`` in two frames may be two locks: without addresses, no edge and no cycle."""
+    report = _analyze([_pybt_paste("acquire", tmp_path)], tmp_path, "paste.json")
+    assert not [f for f in report["findings"] if f["signature"] == "deadlock-cycle"]
+    assert not [t for t in report["processes"][0]["threads"] if (t.get("waits") or {}).get("owner_inferred")]

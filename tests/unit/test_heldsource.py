@@ -123,3 +123,13 @@ def test_the_lock_being_acquired(tmp_path):
     assert heldsource.acquiring_at(str(p), 36, "header") == "lock_a"
     assert heldsource.acquiring_at(str(p), 13, "manual") == "lock_a"
     assert heldsource.acquiring_at(str(p), 14, "manual") is None
+
+
+def test_only_module_globals_name_one_object_across_frames(tmp_path):
+    p = tmp_path / "app.py"
+    p.write_text(SOURCE)
+    assert heldsource.refers_to_global(str(p), 14, "manual", "lock_a")
+    assert heldsource.refers_to_global(str(p), 8, "nested", "locks[2]")
+    assert not heldsource.refers_to_global(str(p), 8, "nested", "self.inner")  # a parameter
+    assert not heldsource.refers_to_global(str(p), 32, "waiter", "cond")
+    assert not heldsource.refers_to_global(str(p), 14, "no_such_function", "lock_a")

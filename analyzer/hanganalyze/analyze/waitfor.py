@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from hanganalyze.analyze.pastelocks import infer_paste_waits
 from hanganalyze.analyze.rules import Rule, load_rules
 from hanganalyze_gdbext.model import Evidence, Finding, Snapshot, waitgraph
 
@@ -22,8 +23,11 @@ SIGNATURE = "deadlock-cycle"
 INFERRED_CONFIDENCE = 0.85
 
 def annotate_waitgraphs(snapshot: Snapshot) -> None:
-    """Fill ``process.waitgraph`` for every process whose threads record waits."""
+    """Fill ``process.waitgraph`` for every process whose threads record waits (a paste's plain
+    Lock waits first: ``pastelocks``, by the locks' names in the frames' source)."""
     for p in snapshot.processes:
+        if p.source == "text":
+            infer_paste_waits(p)
         p.waitgraph = waitgraph.build(p)
 
 

@@ -135,6 +135,46 @@ def _scope(tree: ast.Module, line: int, function: Optional[str],
     return best.body
 
 
+def _scope_node(tree: ast.Module, line: int, function: Optional[str],
+                firstlineno: Optional[int]) -> Optional[ast.AST]:
+    """The def (or the module) whose statements ``_scope`` returns."""
+    body = _scope(tree, line, function, firstlineno)
+    if body is None:
+        return None
+    if body is tree.body:
+        return tree
+    return next((n for n in ast.walk(tree) if isinstance(n, _FUNCS) and n.body is body), None)
+
+
+def refers_to_global(path: Optional[str], line: Optional[int], function: Optional[str], text: str) -> bool:
+    """Whether the root name of ``text`` (``lock_a`` of ``lock_a``, ``shared`` of ``shared.LOCK``)
+    is a module global in the function at ``path:line``: not a parameter, not assigned there (or
+    declared ``global``).  Two frames of one file spelling a global the same way name one object;
+    ``self.lock`` in two frames may be two locks, so pastes (no addresses) match globals only."""
+    root = text.split(".", 1)[0].split("[", 1)[0]
+    tree = parse_file(path)
+    node = _scope_node(tree, line or 0, function, None) if tree is not None and line else None
+    if node is None:
+        return False
+    if isinstance(node, ast.Module):
+        return True
+    declared = set()
+    local = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+    stack: List[ast.AST] = list(node.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, _SCOPES):
+            continue  # a nested scope's names are its own
+        if isinstance(n, ast.Global):
+            declared.update(n.names)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            local.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            local.update((a.asname or a.name).split(".")[0] for a in n.names)
+        stack.extend(ast.iter_child_nodes(n))
+    return root in declared or root not in local
+
+
 def _blocks(s: ast.stmt) -> List[List[ast.stmt]]:
     """The statement lists nested directly in a compound statement (not in nested scopes)."""
     if isinstance(s, _SCOPES):
