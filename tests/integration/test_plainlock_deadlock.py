@@ -84,6 +84,11 @@ def sleeper(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def busy(tmp_path_factory):
+    return _collect("busy", "system-3.11", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
 def two(tmp_path_factory):
     return _collect("two", "system-3.11", tmp_path_factory)
 
@@ -129,6 +134,18 @@ def test_holder_that_sleeps_is_no_cycle(sleeper):
         triage = next(f for f in report["findings"] if f["signature"] == "triage")
         assert triage["triage"]["wait"] == "lock", triage["triage"]
         assert report["rc"] == EXIT_HANG, (source, report["rc"])  # stuck, but no deadlock
+
+
+def test_holder_that_works_is_progress(busy):
+    """The holder keeps computing inside ``with lock_a:``: live, the samples see it progress, so the
+    process is not hung (exit 0); a core is one instant and cannot tell (exit 3, the waiter's wait)."""
+    for source, report in busy["reports"].items():
+        threads = _threads(report)
+        assert threads["waiter"]["waits"]["owner_tid"] == threads["holder"]["tid"], source
+        assert not [f for f in report["findings"] if f["severity"] == "deadlock"], source
+    live, core = busy["reports"]["live"], busy["reports"]["core"]
+    assert _threads(live)["holder"]["progress"]["state"] == "progressing"
+    assert (live["rc"], core["rc"]) == (0, EXIT_HANG)
 
 
 def test_hang_locks_in_gdb(two):
