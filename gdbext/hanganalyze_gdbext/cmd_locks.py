@@ -21,8 +21,8 @@ def no_cycle_line(process) -> str:
     if not unknown:
         return "No deadlock cycle."
     names = ", ".join(waitgraph.thread_label(t, t.tid) for t in unknown[:6])
-    return ("No deadlock cycle proven: %d thread(s) wait for a lock whose owner is not recorded (%s); "
-            "a cycle through them is not ruled out." % (len(unknown), names))
+    return ("No deadlock cycle proven: %d thread(s) wait for a lock whose owner is unknown (not recorded or "
+            "not found: %s); a cycle through them is not ruled out." % (len(unknown), names))
 
 
 def format_graph(process) -> str:
@@ -38,7 +38,7 @@ def format_graph(process) -> str:
             continue
         owner = w.owner_tid
         holder = labels.get(waitgraph.thread_id(owner), "LWP %s" % owner) if owner is not None else \
-            ("unknown (owner not recorded)" if w.kind in UNRECORDED_KINDS else "unknown")
+            ("unknown (owner not recorded)" if w.kind == "pylock" else "unknown")
         if w.owner_inferred:
             holder += " (inferred from source: %s)" % w.owner_inferred
         frame = w.frame

@@ -3,6 +3,7 @@ parsed as the frames of a real process would be (``held_at(path, line, function)
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import List
 
@@ -133,3 +134,12 @@ def test_only_module_globals_name_one_object_across_frames(tmp_path):
     assert not heldsource.refers_to_global(str(p), 8, "nested", "self.inner")  # a parameter
     assert not heldsource.refers_to_global(str(p), 32, "waiter", "cond")
     assert not heldsource.refers_to_global(str(p), 14, "no_such_function", "lock_a")
+
+
+def test_file_names_from_a_core_are_not_trusted(tmp_path):
+    """co_filename comes from the target's memory: a FIFO, a device or /proc would block or lie."""
+    fifo = tmp_path / "fifo.py"
+    os.mkfifo(str(fifo))
+    assert heldsource.held_at(str(fifo), 3, "f") == []  # returns at once: never opened
+    assert heldsource.held_at("/proc/self/status", 3, "f") == []
+    assert heldsource.held_at("/dev/zero", 3, "f") == []

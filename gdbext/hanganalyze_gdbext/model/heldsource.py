@@ -25,10 +25,13 @@ Standard library only, Python 3.8 syntax: it runs inside gdb too.
 
 import ast
 import os
+import stat
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 #: Source files larger than this are not read (a generated file is no place for a lock).
 MAX_SOURCE_BYTES = 1 << 20
+#: Pseudo-file systems a code object's file name may point into (a hostile core): never read.
+_NOT_SOURCES = ("/proc/", "/sys/", "/dev/")
 #: Parsed files kept per process run (each frame of each thread asks; files repeat).
 MAX_CACHED = 64
 
@@ -56,14 +59,14 @@ _cache: Dict[Tuple[str, int, int], Optional[ast.Module]] = {}
 
 def parse_file(path: Optional[str]) -> Optional[ast.Module]:
     """The AST of a source file, or None: no such regular file, too large, not Python."""
-    if not path or path.startswith("<"):
+    if not path or path.startswith("<") or path.startswith(_NOT_SOURCES):
         return None
     try:
         st = os.stat(path)
     except (OSError, ValueError):
         return None
-    if not os.path.isfile(path) or st.st_size > MAX_SOURCE_BYTES:
-        return None
+    if not stat.S_ISREG(st.st_mode) or not 0 < st.st_size <= MAX_SOURCE_BYTES:
+        return None  # a FIFO or device would block, /proc files say size 0: a file name from a core is untrusted
     key = (path, st.st_mtime_ns, st.st_size)
     if key in _cache:
         return _cache[key]
