@@ -31,6 +31,8 @@ CYCLES = {
              "ring-2": ("ring-0", "with ring[i]:", "ring_member")},
     "acquire": {"acq-a": ("acq-b", "self.second.acquire()", "backward"),
                 "acq-b": ("acq-a", "self.first.acquire()", "forward")},
+    "condition": {"cond-a": ("cond-b", "with cond_b:", "cond_b_then_a"),
+                  "cond-b": ("cond-a", "with cond_a:", "cond_a_then_b")},
     "caller": {"outer-a": ("outer-b", "with shared.LOCK_B:", "outer_b"),
                "outer-b": ("outer-a", "with shared.LOCK_A:", "outer_a")},
 }
