@@ -26,13 +26,29 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from hanganalyze import __version__
-from hanganalyze.errors import EXIT_FINDING, EXIT_INPUT, EXIT_OK, EXIT_TOOL, HangAnalyzeError
+from hanganalyze.errors import (
+    EXIT_CRASH,
+    EXIT_DEADLOCK,
+    EXIT_HANG,
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_TOOL,
+    HangAnalyzeError,
+)
 from hanganalyze.output import check_output, write_output
 
 if TYPE_CHECKING:
     import argparse
 
 SERIOUS = ("crash", "deadlock", "hang", "error")
+#: Exit code per verdict, the most serious first (README "Exit codes", ``--help``): a finding's
+#: severity decides; a triage finding (no known bug) counts by its wait: a process whose threads
+#: wait and made no progress is hung, one that crashed crashed, a running or idle one is not hung.
+EXIT_BY_SEVERITY = (("crash", EXIT_CRASH), ("deadlock", EXIT_DEADLOCK), ("hang", EXIT_HANG), ("error", EXIT_HANG))
+#: Triage waits that are no hang: it runs (or progressed over the samples), or waits for work.
+NOT_HUNG_WAITS = ("runs", "idle")
+EXIT_HELP = ("Exit codes: 0 no hang, deadlock or crash (or the process progressed); 3 hang; 5 deadlock; "
+             "6 crash; 2 usage or input error; 4 the analysis failed.")
 
 
 def progress(msg: str) -> None:
@@ -69,7 +85,7 @@ def _analyze_app():
     @app.command(
         name="hanganalyze",
         help="Analyze a core, a live process or pasted text and report the known bugs it matches.",
-        epilog="Also: hanganalyze signatures list|validate [--signatures DIR]",
+        epilog="Also: hanganalyze signatures list|validate [--signatures DIR]\n\n" + EXIT_HELP,
     )
     def _command(
         targets: Optional[List[str]] = typer.Argument(
@@ -308,8 +324,37 @@ def analyze(args: argparse.Namespace) -> int:
         return fail("interrupted", EXIT_TOOL)
     if args.output is not None:
         progress("wrote %s" % args.output)
-    if any(f.severity in SERIOUS for f in snapshot.findings):
-        return EXIT_FINDING
+    return verdict_exit_code(snapshot)
+
+
+def _triage_severity(snapshot: Any, f: Any) -> Optional[str]:
+    """The severity a triage finding stands for: "crash" for a crashed thread, "hang" for a wait in a
+    process none of whose threads progressed over the samples, None otherwise."""
+    wait = (f.triage or {}).get("wait")
+    if wait == "crashed":
+        return "crash"
+    if wait is None or wait in NOT_HUNG_WAITS:
+        return None
+    procs = f.processes or ([f.process] if f.process is not None else [])
+    for i in procs:
+        p = snapshot.processes[i] if 0 <= i < len(snapshot.processes) else None
+        if p is not None and not any(t.progress is not None and t.progress.state == "progressing"
+                                     for t in p.threads):
+            return "hang"
+    return None
+
+
+def verdict_exit_code(snapshot: Any) -> int:
+    """The exit code of an analyzed snapshot (``EXIT_BY_SEVERITY``), the same for one process, a
+    core, a job and a text: the most serious severity of the findings; the triage's only when no
+    finding has one (a deadlocked process killed by SIGABRT for its core is a deadlock, not a
+    crash); a failed input of a job (nothing serious in the others) is ``EXIT_TOOL``; else 0."""
+    found = {f.severity for f in snapshot.findings}
+    triaged = {_triage_severity(snapshot, f) for f in snapshot.findings if f.signature == "triage"}
+    for severities in (found, triaged):
+        for severity, code in EXIT_BY_SEVERITY:
+            if severity in severities:
+                return code
     if any(p.error for p in snapshot.processes):
         return EXIT_TOOL  # a rank could not be analyzed and nothing serious was found in the others
     return EXIT_OK

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 #: Exit codes (documented in README.md).
-EXIT_OK = 0  # analyzed, no hang/deadlock/crash finding
+EXIT_OK = 0  # analyzed: no hang, deadlock or crash (or the process made progress over the samples)
 EXIT_INPUT = 2  # usage or input error (missing/invalid core, bad text, bad signatures, no such pid)
-EXIT_FINDING = 3  # analyzed, at least one finding of severity crash/deadlock/hang/error
+EXIT_HANG = 3  # analyzed: a hang (a finding of severity hang/error, or threads stuck in a wait)
+EXIT_FINDING = EXIT_HANG  # the old name of 3 (before deadlocks and crashes had codes of their own)
 EXIT_TOOL = 4  # the analysis itself failed (gdb crashed, timed out, produced no snapshot)
+EXIT_DEADLOCK = 5  # analyzed: a deadlock (a finding of severity deadlock: a wait-for cycle, a known one)
+EXIT_CRASH = 6  # analyzed: a crash (a finding of severity crash, or a thread that got a fatal signal)
 
 
 class HangAnalyzeError(Exception):

@@ -9,6 +9,22 @@ from .model import waitgraph
 from .model.labels import ThreadStyle, thread_label
 from .model.termsafe import safe_lines
 
+#: Waits whose owner memory may not record: a cycle through them can be neither shown nor ruled out.
+UNRECORDED_KINDS = ("pylock", "rwlock", "mutex", "futex")
+
+
+def no_cycle_line(process) -> str:
+    """"No deadlock cycle." only when every lock wait has a known owner: a plain threading.Lock
+    records none, and a reader who sees "no deadlock" there reads an all-clear that was never
+    checked."""
+    unknown = [t for t in process.threads
+               if t.waits and t.waits.owner_tid is None and t.waits.kind in UNRECORDED_KINDS]
+    if not unknown:
+        return "No deadlock cycle."
+    names = ", ".join(waitgraph.thread_label(t, t.tid) for t in unknown[:6])
+    return ("No deadlock cycle proven: %d thread(s) wait for a lock whose owner is unknown (not recorded or "
+            "not found: %s); a cycle through them is not ruled out." % (len(unknown), names))
+
 
 def format_graph(process) -> str:
     """Text for the terminal: one line per waiting thread, then the sentences."""
@@ -22,7 +38,10 @@ def format_graph(process) -> str:
         if not w:
             continue
         owner = w.owner_tid
-        holder = labels.get(waitgraph.thread_id(owner), "LWP %s" % owner) if owner is not None else "unknown"
+        holder = labels.get(waitgraph.thread_id(owner), "LWP %s" % owner) if owner is not None else \
+            ("unknown (owner not recorded)" if w.kind == "pylock" else "unknown")
+        if w.owner_inferred:
+            holder += " (inferred from source: %s)" % w.owner_inferred
         frame = w.frame
         where = ""
         if isinstance(frame, int) and 0 <= frame < len(t.frames):
@@ -38,7 +57,7 @@ def format_graph(process) -> str:
         lines.append("")
         lines.extend(sentences)
     if not graph.cycles:
-        lines.append("No deadlock cycle.")
+        lines.append(no_cycle_line(process))
     return safe_lines(lines)  # labels and frames come from the inferior: no raw ESC/newline
 
 

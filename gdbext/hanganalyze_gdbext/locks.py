@@ -25,6 +25,7 @@ analyzer's direct reader both provide.
 import struct
 from typing import Callable, Dict, List, Optional, Tuple
 
+from . import heldlocks
 from .model import Process, Thread, Wait
 from .pyframes.lwpmap import LwpMap
 from .pyframes.process import PyProcess
@@ -141,6 +142,10 @@ def annotate_waits(process: Process, natives_by_tid: Dict[int, list], pyproc: Op
             t.waits = w
             if kind == "gil" and w.kind == "gil":
                 t.state.gil = "waiting"
+    try:
+        heldlocks.infer_owners(process, pyproc)
+    except Exception as e:  # noqa: BLE001 - bad memory or source: the waits found stay as they are
+        process.notes.append("lock owners from source not inferred: %s" % e)
     _distinct_names(process)
 
 

@@ -146,7 +146,7 @@ def test_exe_option_rescues_core_whose_executable_is_gone(core_of_deleted_exe):
     _copy, core = core_of_deleted_exe
     exe = fixture_binary("cxx_mutex_deadlock")
     res = run_hanganalyze([core, "--exe", exe, "--format", "json"], timeout=120)
-    assert res.returncode in (0, 3), res.stderr
+    assert res.returncode in (0, 3, 5, 6), res.stderr
     import json
 
     snap = json.loads(res.stdout)
@@ -237,7 +237,7 @@ def test_executable_rebuilt_since_the_core_is_a_warning(tmp_path):
         h.kill()
     shutil.copy2(fixture_binary("cxx_thread_terminate"), app)  # "rebuilt"
     res = run_hanganalyze([core, "--format", "json"], timeout=120)
-    assert res.returncode in (0, 3), res.stderr
+    assert res.returncode in (0, 3, 5, 6), res.stderr
     warnings = json.loads(res.stdout).get("warnings", [])
     assert any(str(app) in w and "build-id" in w and "may be wrong" in w for w in warnings), warnings
 

@@ -82,7 +82,7 @@ def world(tmp_path_factory):
 
 def report(world, name: str) -> dict:
     out, err, rc = _out(world["dir"], name)
-    assert rc in (0, 3), err.decode("utf-8", "replace")[-3000:]
+    assert rc in (0, 3, 5, 6), err.decode("utf-8", "replace")[-3000:]
     assert b"Traceback" not in err
     return json.loads(out)
 
@@ -134,7 +134,7 @@ def test_latest_is_the_newest_crash(world):
 
 def test_by_command_name_and_by_executable_in_markdown_and_text(world):
     res = Res(world["dir"], "bycomm")
-    assert res.returncode == 3 and res.stderr == b"", res.stderr
+    assert res.returncode == 5 and res.stderr == b"", res.stderr  # a deadlock (killed by SIGABRT for its core)
     md = (world["dir"] / "bycomm.md").read_text()
     assert "| dumped |" in md and "by systemd-coredump (pid %d, SIGABRT)" % world["pids"]["cxx"] in md
     text = Res(world["dir"], "byexe").stdout.decode()

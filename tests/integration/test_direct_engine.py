@@ -33,7 +33,7 @@ def _report(args, engine):
     # One sample each: the readers are compared on one read (the gdb engine takes one by default,
     # the direct one three, whose merged progress changes what the triage and the bucket say).
     res = run_hanganalyze(list(args) + ["--engine", engine, "--samples", "1", "--format", "json"], timeout=300)
-    assert res.returncode in (0, 3), res.stderr
+    assert res.returncode in (0, 3, 5, 6), res.stderr
     return json.loads(res.stdout)
 
 

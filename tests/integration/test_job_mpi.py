@@ -66,7 +66,7 @@ def mpi_job(tmp_path_factory):
 def test_mpirun_job_names_the_rank_outside_allreduce(mpi_job, tmp_path):
     out = tmp_path / "mpi.json"
     res = run_hanganalyze(["--job", mpi_job.launcher_pid, "--format", "json", "-o", out], timeout=300)
-    assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-3000:]
+    assert res.returncode in (0, 3, 5, 6), res.stderr.decode("utf-8", "replace")[-3000:]
     snap = json.loads(out.read_text())
     procs = {p["rank"]: p for p in snap["processes"]}
     assert sorted(procs) == list(range(NPROC)), sorted(procs)

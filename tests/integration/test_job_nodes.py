@@ -31,7 +31,7 @@ TIMEOUT = 600
 NODES = ((0, 1), (2, 3))  # two "nodes" of two ranks each
 
 
-def _run(args: List, rcs=(0, 3)) -> None:
+def _run(args: List, rcs=(0, 3, 5, 6)) -> None:
     t0 = time.monotonic()
     res = run_hanganalyze([str(a) for a in args], timeout=TIMEOUT)
     err = res.stderr.decode("utf-8", "replace")

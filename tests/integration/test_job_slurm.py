@@ -84,7 +84,7 @@ def test_job_on_the_slurm_step_names_the_straggler(slurm_job, tmp_path):
     assert Path("/proc/%d/comm" % step).read_text().strip() == "slurmstepd"
     out = tmp_path / "slurm.json"
     res = run_hanganalyze(["--job", step, "--format", "json", "-o", out], timeout=300)
-    assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-3000:]
+    assert res.returncode in (0, 3, 5, 6), res.stderr.decode("utf-8", "replace")[-3000:]
     snap = json.loads(out.read_text())
     for p in snap["processes"]:
         assert p["pid"] == slurm_job.rank_pids[p["rank"]], (p["rank"], p["pid"])
@@ -110,5 +110,5 @@ def test_capture_node_under_srun_overlap_then_one_folder(cluster, slurm_job, tmp
     assert len(list(out.glob("*.node.json"))) == 1  # and the node's summary (issue 25)
     merged = tmp_path / "merged.json"
     res = run_hanganalyze([out, "--format", "json", "-o", merged], timeout=300)
-    assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-3000:]
+    assert res.returncode in (0, 3, 5, 6), res.stderr.decode("utf-8", "replace")[-3000:]
     _straggler(json.loads(merged.read_text()))

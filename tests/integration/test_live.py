@@ -43,7 +43,7 @@ def test_live_cxx_deadlock(hung):
     before = observe(h.pid)
     assert before["tracer"] == "0" and len(before["tasks"]) == 3
     res = run_hanganalyze(["--pid", h.pid, "--format", "json"], timeout=120)
-    assert res.returncode in (0, 3), res.stderr
+    assert res.returncode in (0, 3, 5, 6), res.stderr
     assert_left_alone(h, before)
     (proc,) = json.loads(res.stdout)["processes"]
     assert proc["source"] == "live" and proc["pid"] == h.pid
@@ -66,7 +66,7 @@ def test_live_python_deadlock(hung):
     h = hung([str(py), str(FIXTURES / "py_deadlock.py")])
     before = observe(h.pid)
     res = run_hanganalyze(["--pid", h.pid, "--format", "json"], timeout=120)
-    assert res.returncode in (0, 3), res.stderr
+    assert res.returncode in (0, 3, 5, 6), res.stderr
     assert_left_alone(h, before)
     (proc,) = json.loads(res.stdout)["processes"]
     assert len(proc["threads"]) == 3
@@ -86,7 +86,7 @@ def test_live_target_resumed_when_gdb_is_cut_off(hung, timeout):
     before = observe(h.pid)
     res = run_hanganalyze(["--pid", h.pid, "--format", "json", "--timeout", timeout], timeout=120)
     err = res.stderr.decode()
-    assert res.returncode in (0, 3, 4), err
+    assert res.returncode in (0, 3, 4, 5, 6), err
     if res.returncode == 4:
         assert len(err.splitlines()) == 1 and "timed out" in err, err
     assert_left_alone(h, before)

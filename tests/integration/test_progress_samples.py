@@ -23,7 +23,7 @@ from jobs import _launch, _markers, _venv_bin, start_torch_job
 TIMEOUT = 300
 
 
-def _json(args: List, tmp_path: Path, rc=(0, 3)) -> Dict:
+def _json(args: List, tmp_path: Path, rc=(0, 3, 5, 6)) -> Dict:
     out = tmp_path / "out.json"
     t0 = time.monotonic()
     res = run_hanganalyze([str(a) for a in args] + ["--format", "json", "-o", str(out)], timeout=TIMEOUT)

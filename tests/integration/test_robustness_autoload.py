@@ -55,12 +55,12 @@ def test_core_analysis_runs_no_planted_script(tmp_path):
     try:
         core = gcore(h.pid, tmp_path / "cores")
         res = subprocess.run([HANGANALYZE, str(core)], cwd=tmp_path, capture_output=True, timeout=180)
-        assert res.returncode in (0, 3), res.stderr[-1000:]
+        assert res.returncode in (0, 3, 5, 6), res.stderr[-1000:]
         res = subprocess.run([HANGANALYZE, str(core), "--exe", str(app)], cwd=tmp_path, capture_output=True,
                              timeout=180)
-        assert res.returncode in (0, 3), res.stderr[-1000:]
+        assert res.returncode in (0, 3, 5, 6), res.stderr[-1000:]
         res = subprocess.run([HANGANALYZE, "--pid", str(h.pid)], cwd=tmp_path, capture_output=True, timeout=180)
-        assert res.returncode in (0, 3), res.stderr[-1000:]
+        assert res.returncode in (0, 3, 5, 6), res.stderr[-1000:]
     finally:
         h.kill()
     assert markers(tmp_path) == []

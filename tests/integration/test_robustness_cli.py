@@ -83,7 +83,7 @@ def test_fifo_with_a_writer_is_read_as_text(tmp_path):
     finally:
         writer.kill()
         writer.wait()
-    assert res.returncode in (0, 3), res.stderr
+    assert res.returncode in (0, 3, 5, 6), res.stderr
     assert b"pthread_mutex_lock" in res.stdout
 
 
@@ -169,7 +169,7 @@ def test_corrupt_notes_never_crash(core, tmp_path):
         p.write_bytes(bytes(d))
         res = run([p, "--format", "json", "--timeout", "60"], timeout=120)
         assert b"Traceback" not in res.stderr
-        if res.returncode not in (0, 3):
+        if res.returncode not in (0, 3, 5, 6):
             one_line(res)
 
 
@@ -184,7 +184,7 @@ def test_exe_of_another_program_is_flagged_at_the_top(core):
     """--exe naming an unrelated binary: gdb's stacks are garbage, so the report's first lines say
     so (not only a note at the bottom of a report that otherwise reads as sound)."""
     res = run([core, "--exe", "/bin/ls"], timeout=120)
-    assert res.returncode in (0, 3), res.stderr
+    assert res.returncode in (0, 3, 5, 6), res.stderr
     head = res.stdout.decode().splitlines()[:6]
     assert any(ln.startswith("WARNING: executable /bin/ls has build-id") and "stacks may be wrong" in ln
                for ln in head), head
@@ -264,7 +264,7 @@ def test_output_to_a_device_keeps_the_device(core, tmp_path):
     os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a private copy of /dev/null
     res = run([core, "-o", null], timeout=120)
     assert stat.S_ISCHR(null.stat().st_mode), "the device node was replaced by a regular file"
-    assert res.returncode in (0, 3)
+    assert res.returncode in (0, 3, 5, 6)
 
 
 # ------------------------------------------------------------------------------ --pid
@@ -347,7 +347,7 @@ def test_ascii_stdout(core):
     res = subprocess.run([HANGANALYZE, str(core)], capture_output=True, timeout=120,
                          env=dict(os.environ, PYTHONIOENCODING="ascii"))
     assert b"Traceback" not in res.stderr, res.stderr[-500:]
-    assert res.returncode in (0, 3)
+    assert res.returncode in (0, 3, 5, 6)
 
 
 def test_undecodable_bytes_on_stdin_to_every_format(tmp_path):
@@ -357,14 +357,14 @@ def test_undecodable_bytes_on_stdin_to_every_format(tmp_path):
         out = tmp_path / ("r." + fmt)
         res = subprocess.run([HANGANALYZE, "-", "-o", str(out)] + (["--format", "text"] if fmt == "txt" else []),
                              input=paste, capture_output=True, timeout=60, env=dict(os.environ, LC_ALL="C.UTF-8"))
-        assert res.returncode in (0, 3), res.stderr[-1000:]
+        assert res.returncode in (0, 3, 5, 6), res.stderr[-1000:]
         out.read_bytes().decode("utf-8")  # strict
 
 
 def test_gdb_paste_still_works():
     """Control: the paste the stdin tests use is analyzed normally."""
     res = run_hanganalyze(["-"], stdin=GDB_PASTE, timeout=60)
-    assert res.returncode in (0, 3), res.stderr
+    assert res.returncode in (0, 3, 5, 6), res.stderr
     assert b"pthread_mutex_lock" in res.stdout
 
 
@@ -385,10 +385,10 @@ def newline_exe_core(tmp_path_factory):
 def test_core_of_an_executable_with_a_newline_in_its_path(newline_exe_core):
     _app, core = newline_exe_core
     res = run([core], timeout=120)
-    assert res.returncode in (0, 3), res.stderr[-500:]
+    assert res.returncode in (0, 3, 5, 6), res.stderr[-500:]
 
 
 def test_exe_option_with_a_newline_in_its_path(newline_exe_core):
     app, core = newline_exe_core
     res = run([core, "--exe", app], timeout=120)
-    assert res.returncode in (0, 3), res.stderr[-500:]
+    assert res.returncode in (0, 3, 5, 6), res.stderr[-500:]

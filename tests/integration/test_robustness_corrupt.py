@@ -38,7 +38,7 @@ def analyze(core: Path, timeout: float = 120.0):
 def assert_report_or_one_line(res):
     err = res.stderr.decode("utf-8", "replace")
     assert "Traceback" not in err, err[-2000:]
-    if res.returncode in (0, 3):
+    if res.returncode in (0, 3, 5, 6):
         assert res.stdout.startswith(b"{")
     else:
         assert res.returncode in (2, 4), res.returncode
@@ -114,4 +114,4 @@ def test_undecodable_library_name_is_one_line_at_worst(core_with_undecodable_lib
 
 def test_undecodable_library_name_still_gives_a_report(core_with_undecodable_library_name):
     res, _took = analyze(core_with_undecodable_library_name)
-    assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-500:]
+    assert res.returncode in (0, 3, 5, 6), res.stderr.decode("utf-8", "replace")[-500:]

@@ -55,7 +55,7 @@ def reports(hostile, tmp_path_factory):
     for fmt in ("html", "md", "json", "txt"):
         path = d / ("report." + fmt)
         res = run_hanganalyze([core, "-o", path] + (["--format", "text"] if fmt == "txt" else []), timeout=300)
-        assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-2000:]
+        assert res.returncode in (0, 3, 5, 6), res.stderr.decode("utf-8", "replace")[-2000:]
         assert b"Traceback" not in res.stderr
         out[fmt] = path.read_bytes().decode("utf-8")  # strict: no lone surrogate got through
     return out
@@ -96,7 +96,7 @@ def test_text_report_has_no_raw_terminal_controls(reports, hostile):
     assert "\\x1b[31mRED" in reports["txt"]  # visible, not interpreted
     _py, core = hostile
     res = run_hanganalyze([core], timeout=300)  # and on stdout
-    assert res.returncode in (0, 3)
+    assert res.returncode in (0, 3, 5, 6)
     assert not RAW_CONTROL.search(res.stdout.decode("utf-8"))
 
 

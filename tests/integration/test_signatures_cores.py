@@ -428,18 +428,18 @@ def test_system_python_stripped_interpreter(tmp_path, db):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key,sig", [
-    ((C, "hang", "nccl-destroy"), "nccl-destroy-with-live-cuda-graph"),
-    ((C, "hang", "tf-clear"), "tf-resourcemgr-clear-cleanup-deadlock"),
-    ((C, "abort", "thread-terminate"), "std-thread-joinable-terminate"),
-    ((C, "hang", "nccl-destroy-atexit"), "nccl-destroy-with-live-cuda-graph"),
+@pytest.mark.parametrize("key,sig,code", [
+    ((C, "hang", "nccl-destroy"), "nccl-destroy-with-live-cuda-graph", 3),  # severity hang
+    ((C, "hang", "tf-clear"), "tf-resourcemgr-clear-cleanup-deadlock", 5),  # severity deadlock
+    ((C, "abort", "thread-terminate"), "std-thread-joinable-terminate", 6),  # severity crash
+    ((C, "hang", "nccl-destroy-atexit"), "nccl-destroy-with-live-cuda-graph", 3),
 ])
-def test_cli_json_on_core(cores, key, sig):
+def test_cli_json_on_core(cores, key, sig, code):
     import json
 
     core, exe = cores.core(key)
     res = run_hanganalyze([core, "--exe", exe, "--format", "json"])
-    assert res.returncode == 3, res.stderr.decode()[-2000:]
+    assert res.returncode == code, res.stderr.decode()[-2000:]
     data = json.loads(res.stdout)
     ids = [f["signature"] for f in data["findings"]]
     assert sig in ids
@@ -516,7 +516,7 @@ def test_saved_hang_dump_is_reanalyzed(cores, tmp_path):
     p = tmp_path / "dump.json"
     p.write_text(json.dumps(snap))
     res = run_hanganalyze([p, "--format", "json"])
-    assert res.returncode == 3, res.stderr
+    assert res.returncode == 5, res.stderr  # a deadlock
     assert "tf-resourcemgr-clear-cleanup-deadlock" in [f["signature"] for f in json.loads(res.stdout)["findings"]]
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema": "hanganalyze/1", "processes": [')

@@ -27,7 +27,7 @@ def test_one_live_sample_imports_only_what_it_uses(tmp_path):
                "-f", "json", "-o", str(tmp_path / "out.json")]
         for _ in range(2):  # the first run fills the cache
             res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-            assert res.returncode in (0, 3), res.stderr[-2000:]
+            assert res.returncode in (0, 3, 5, 6), res.stderr[-2000:]
             time.sleep(0.1)
         imported = {line.rsplit("|", 1)[1].strip() for line in res.stderr.splitlines()
                     if line.startswith("import time:")}

@@ -107,7 +107,7 @@ def analyze(core: Path, *args: str):
 
 def analyze_json(core: Path) -> dict:
     res = analyze(core, "--format", "json")
-    assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-3000:]
+    assert res.returncode in (0, 3, 5, 6), res.stderr.decode("utf-8", "replace")[-3000:]
     assert b"Traceback" not in res.stderr
     return json.loads(res.stdout)
 
@@ -178,7 +178,7 @@ def test_core_cut_inside_its_memory_is_analyzed(cores, dense, tmp_path, which, p
             assert last.get("marker") and "stack beyond the end of the truncated core" in last.get("note", ""), last
     # text: the report's first lines say it
     res = analyze(p)
-    assert res.returncode in (0, 3)
+    assert res.returncode in (0, 3, 5, 6)
     head = res.stdout.decode("utf-8", "replace").splitlines()[:5]
     assert any(line.startswith("WARNING: core truncated: ") for line in head), head
 
@@ -235,7 +235,7 @@ def test_huge_sparse_core_costs_what_the_dense_one_costs(cores, tmp_path):
     for _ in range(3):  # interleaved: the machine's load hits both alike
         for name, core in (("dense", dense_core), ("sparse", sparse_core)):
             runs[name].append(_measure(core, tmp_path / ("%s.json" % name)))
-    assert all(r[2] in (0, 3) for rs in runs.values() for r in rs), runs
+    assert all(r[2] in (0, 3, 5, 6) for rs in runs.values() for r in rs), runs
     a, b = (json.loads((tmp_path / ("%s.json" % n)).read_text()) for n in ("dense", "sparse"))
     assert a["processes"][0]["threads"] == b["processes"][0]["threads"]
     assert a["findings"] == b["findings"] and a.get("warnings") == b.get("warnings")

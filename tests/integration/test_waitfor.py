@@ -255,8 +255,11 @@ def test_python_chain_and_plain_lock(python):
         chain = next(c for c in chains if c[0] == "t%d" % tids["front"])
         assert chain[-1] == "t%d" % tids["sleeper"], chain
         lw = _waits(snap, tids["lockwaiter"])
-        assert (lw.kind, lw.owner_tid, lw.name) == ("pylock", None, "gate_lock"), source
-        assert "held by unknown" in lw.detail
+        # a plain Lock records no owner: locker's source (`gate_lock.acquire()`, no release) names it
+        assert (lw.kind, lw.owner_tid, lw.name) == ("pylock", tids["locker"], "gate_lock"), (source, lw)
+        assert "inferred from source: `gate_lock.acquire()` at " in lw.detail, lw.detail
+        assert lw.owner_inferred.startswith("`gate_lock.acquire()` at %s:" % (FIXTURES / "wf_python.py"))
+        assert not any(tids["lockwaiter"] in c for c in cyc)  # the holder sleeps: a chain, no cycle
         idle = _waits(snap, tids["idler"])
         assert (idle.kind, idle.owner_tid) == ("condvar", None), (source, idle)
         assert any(s.startswith("Blocked behind: thread front") for s in describe_cycles(snap.processes[0]))

@@ -3,7 +3,9 @@
 The graph itself is built by ``hanganalyze_gdbext.model.waitgraph`` (shared with the gdb command
 ``hang-locks``); this module stores it on each process and turns cycles into findings.  A cycle
 is proven by memory (each edge is an owner field read from the process), so it needs no
-signature rule and carries full confidence.  Its id and texts (titles, causes, fixes) are data:
+signature rule and carries full confidence; where memory records no owner (a plain
+``threading.Lock``), an edge may be inferred from the holder's source (``heldlocks.py``): the
+evidence says so and the confidence is ``INFERRED_CONFIDENCE``.  Its id and texts (titles, causes, fixes) are data:
 the ``deadlock-cycle`` entry of ``signatures/rules/rules.yaml`` (``analyze/rules.py``).
 """
 
@@ -11,16 +13,23 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from hanganalyze.analyze.pastelocks import infer_paste_waits
 from hanganalyze.analyze.rules import Rule, load_rules
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze_gdbext.model import Evidence, Finding, Snapshot, waitgraph
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
 
 SIGNATURE = "deadlock-cycle"
+#: Confidence of a cycle with a held-by edge inferred from the holder's source (a plain
+#: ``threading.Lock`` records no owner): strong, but not memory's proof (1.0).
+INFERRED_CONFIDENCE = 0.85
 
 def annotate_waitgraphs(snapshot: Snapshot) -> None:
-    """Fill ``process.waitgraph`` for every process whose threads record waits."""
+    """Fill ``process.waitgraph`` for every process whose threads record waits (a paste's plain
+    Lock waits first: ``pastelocks``, by the locks' names in the frames' source)."""
     for p in snapshot.processes:
+        if p.source == "text":
+            infer_paste_waits(p)
         p.waitgraph = waitgraph.build(p)
 
 
@@ -36,6 +45,7 @@ def cycle_findings(snapshot: Snapshot, rule: Optional[Rule] = None) -> List[Find
             threads = [p.thread_by_tid(t) for t in tids]
             waiting = [(t, t.waits) for t in threads if t is not None and t.waits]
             kinds = {w.kind for _t, w in waiting}
+            inferred = any(w.owner_inferred for _t, w in waiting)
             evidence = []
             for t, w in waiting:
                 fi = w.frame
@@ -71,7 +81,7 @@ def cycle_findings(snapshot: Snapshot, rule: Optional[Rule] = None) -> List[Find
                 summary=waitgraph.describe_cycle(p, cyc),
                 fix=fix,
                 evidence=evidence,
-                confidence=1.0,
+                confidence=INFERRED_CONFIDENCE if inferred else 1.0,
                 cause=rule.text("cause_gil" if "gil" in kinds else "cause_locks"),
             ))
     return out

@@ -82,6 +82,9 @@ class Wait(Record):
     owner_tid: Optional[int] = None  # LWP holding it; None when unknown or not recorded
     frame: Optional[int] = None  # index into ``Thread.frames`` of the frame that waits
     detail: Optional[str] = None  # one line for people: how it was found, who holds it
+    #: How the owner was inferred from the holder's source where memory records none (a plain
+    #: ``threading.Lock``): "`with lock_a:` at /x/app.py:12"; None when memory recorded it.
+    owner_inferred: Optional[str] = None
 
     CONTRACT = ("kind", "resource", "name", "owner_tid", "frame", "detail")
 

@@ -67,7 +67,8 @@ def build(process: Process) -> Optional[WaitGraph]:
         nxt[src] = rid
         if owner_tid is not None and rid not in nxt:
             dst = add_thread(owner_tid)
-            edges.append(WaitEdge(rid, dst, "held_by", "held by"))
+            label = "held by (inferred from source)" if w.owner_inferred else "held by"
+            edges.append(WaitEdge(rid, dst, "held_by", label))
             nxt[rid] = dst
     cycles = _cycles(nxt)
     on_cycle = {n for c in cycles for n in c}
@@ -155,6 +156,10 @@ def describe_cycle(process: Process, cycle: List[str]) -> str:
             s += " holds %s," % " and ".join(held)
         s += " waits for %s" % _wait_phrase(process, t.waits)
         parts.append(s)
+    inferred = [w for w in waits if w.owner_inferred]
+    if inferred:
+        parts[-1] += " (%s inferred from source: CPython records no owner for threading.Lock)" % (
+            "owner" if len(inferred) == 1 else "owners")
     return "; ".join(parts)
 
 
