@@ -32,8 +32,6 @@ from hanganalyze.output import check_output, write_output
 if TYPE_CHECKING:
     import argparse
 
-SERIOUS = ("crash", "deadlock", "hang", "error")
-
 
 def progress(msg: str) -> None:
     """Progress goes to stderr, and only to a terminal: pipes and CI logs stay clean."""
@@ -308,6 +306,8 @@ def analyze(args: argparse.Namespace) -> int:
         return fail("interrupted", EXIT_TOOL)
     if args.output is not None:
         progress("wrote %s" % args.output)
+    from hanganalyze_gdbext.model import SERIOUS  # start-up time: loaded by the analysis, not by every start
+
     if any(f.severity in SERIOUS for f in snapshot.findings):
         return EXIT_FINDING
     if any(p.error for p in snapshot.processes):

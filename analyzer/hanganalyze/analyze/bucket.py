@@ -42,14 +42,13 @@ from typing import List, Optional
 from hanganalyze.analyze.framelists import in_python_frames, is_interpreter_frame, is_runtime_frame
 from hanganalyze.names import basename, library_base, normalize_native_name
 from hanganalyze_gdbext.model import Frame, Snapshot, Thread
+from hanganalyze_gdbext.model.signals import FATAL_SIGNALS  # a no-finding core is bucketed only for these
 
 VERSION = "b2"
 #: Frames per thread that enter the key.
 TOP_FRAMES = 5
 #: Threads per finding that enter the key.
 MAX_THREADS = 3
-#: Signals that mean the process crashed (a no-finding core is bucketed only for these).
-FATAL_SIGNALS = frozenset({"SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGTRAP", "SIGSYS"})
 
 
 def frame_token(f: Frame) -> str:
