@@ -40,7 +40,6 @@ from hanganalyze.output import check_output, write_output
 if TYPE_CHECKING:
     import argparse
 
-SERIOUS = ("crash", "deadlock", "hang", "error")
 #: Exit code per verdict, the most serious first (README "Exit codes", ``--help``): a finding's
 #: severity decides; a triage finding (no known bug) counts by its wait: a process whose threads
 #: wait and made no progress is hung, one that crashed crashed, a running or idle one is not hung.

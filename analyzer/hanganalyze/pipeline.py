@@ -1,8 +1,9 @@
 """The analysis steps in order, as functions of a Snapshot (no gdb, no output):
 
-acquire (``acquire/request.py``) -> wait-for graph -> the rules (``signatures/rules/rules.yaml``, in
-its order: per process the wait-for cycles and the signature database, then the job rules) ->
-bucket id -> redaction -> render (``render/``, written by ``output.py``).
+acquire (``acquire/request.py``) -> wait-for graph -> the rules (the objects of
+``analyze/registry.py``, in the order of ``signatures/rules/rules.yaml``: per process the wait-for
+cycles, asyncio and the signature database, then the job rules, then the triage) -> bucket id ->
+redaction -> render (``render/``, written by ``output.py``).
 
 ``report`` is one run's whole path up to rendering: the request's inputs acquired while the
 signature database loads in a thread, then ``analyze``.
@@ -14,34 +15,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional
 
 from hanganalyze import __version__
-from hanganalyze_gdbext.model import SEVERITIES, Finding, Snapshot
-
-
-def _wait_for_cycles(snapshot: Snapshot, db) -> List[Finding]:
-    from hanganalyze.analyze.waitfor import cycle_findings
-
-    return cycle_findings(snapshot)
-
-
-def _signatures(snapshot: Snapshot, db) -> List[Finding]:
-    from hanganalyze.analyze.intern import match_snapshot  # each distinct process matched once
-
-    return match_snapshot(snapshot, db)
-
-
-def _asyncio(snapshot: Snapshot, db) -> List[Finding]:
-    from hanganalyze.analyze.asyncio_findings import asyncio_findings
-
-    return asyncio_findings(snapshot, db)
-
-
-#: The code of the per-process rules, by the ``step`` their entries of the rule list name (the job
-#: rules' code is ``job.JOB_STEPS``).
-PROCESS_STEPS: Dict[str, Callable[[Snapshot, object], List[Finding]]] = {
-    "wait_for_cycles": _wait_for_cycles,
-    "asyncio": _asyncio,
-    "signatures": _signatures,
-}
+from hanganalyze_gdbext.model import SEVERITIES, Snapshot
 
 
 def load_signature_db(extra_dirs: Iterable[Path] = (), use_cache: bool = True):
@@ -61,22 +35,16 @@ def analyze(snapshot: Snapshot, db, redact: bool = False, node_summary: bool = F
     from hanganalyze.analyze.intern import intern_snapshot
     from hanganalyze.analyze.job import analyze_job, join_flight_recorder
     from hanganalyze.analyze.progress import gate_findings
+    from hanganalyze.analyze.registry import run_process_rules, run_report_rules
     from hanganalyze.analyze.rules import load_rules
-    from hanganalyze.analyze.triage import add_triage
     from hanganalyze.analyze.waitfor import annotate_waitgraphs
 
     rules = load_rules()
     join_flight_recorder(snapshot)  # changes process indices: before anything refers to them
     intern_snapshot(snapshot)  # equal stacks share one list of frames: work once per distinct stack
     annotate_waitgraphs(snapshot)
-    found: List[Finding] = []
     step_of: Dict[int, int] = {}
-    for si, step in enumerate(rules.steps("process")):  # the rule list's order
-        got = PROCESS_STEPS[step](snapshot, db)
-        if node_summary:
-            step_of.update((id(f), si) for f in got)
-        found.extend(got)
-    snapshot.findings = found
+    snapshot.findings = run_process_rules(snapshot, db, rules, step_of if node_summary else None)
     gate_findings(snapshot)  # repeated samples: a wait holds only where its thread held (progress.py)
     if node_summary:  # before the job rules group and supersede the per-process findings
         from hanganalyze.analyze.summary import capture
@@ -88,7 +56,7 @@ def analyze(snapshot: Snapshot, db, redact: bool = False, node_summary: bool = F
     # within a severity, the cross-rank diagnosis (who is at fault) comes before what each rank shows
     snapshot.findings.sort(key=lambda f: (order.get(f.severity, len(order)), f.signature not in cross_rank,
                                           -(f.confidence or 0.0)))
-    add_triage(snapshot)  # always an answer: the wait, the blame frame, the next step (first when no known bug)
+    run_report_rules(snapshot)  # the triage, always an answer: the wait, the blame frame, the next step
     snapshot.bucket = bucket_id(snapshot)
     snapshot.tool = {"name": "hanganalyze", "version": __version__}
     if redact:  # after matching: signatures see the real paths and messages, the report does not

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -12,10 +13,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import run_hanganalyze  # noqa: E402
 
 from hanganalyze import pipeline  # noqa: E402
-from hanganalyze.analyze import job  # noqa: E402
+from hanganalyze.analyze import registry  # noqa: E402
 from hanganalyze.analyze.rules import load_rules, read_rules, rules_path, validate_rules  # noqa: E402
 from hanganalyze.errors import SignatureError  # noqa: E402
-from hanganalyze_gdbext.model import Finding  # noqa: E402
+from hanganalyze_gdbext.model import SEVERITIES, Finding  # noqa: E402
 
 JOB_RULES = ["rank-missing", "worker-straggler", "collective-straggler", "collective-mismatch", "collective-hang",
              "collective-peer-wait"]
@@ -25,19 +26,27 @@ ASYNCIO_RULES = ["asyncio-await-cycle", "asyncio-orphan-wait", "asyncio-loop-blo
 
 def test_shipped_rules_are_valid_and_ordered():
     rules = validate_rules([s.id for s in pipeline.load_signature_db(use_cache=False).signatures])
-    assert [r.id for r in rules.rules] == ["deadlock-cycle"] + ASYNCIO_RULES + ["signatures"] + JOB_RULES
+    assert [r.id for r in rules.rules] == ["deadlock-cycle"] + ASYNCIO_RULES + ["signatures"] + JOB_RULES + ["triage"]
     assert [r.id for r in rules.rules if not r.code] == ["signatures"]
     assert rules.cross_rank == frozenset(JOB_RULES[:-1])
+    assert rules.sampled("waits") == {"collective-mismatch", "collective-hang", "collective-peer-wait"}
+    assert rules.sampled("straggler") == {"worker-straggler", "collective-straggler"}
+    assert rules.by_id("triage").severity == "triage" and rules.by_id("triage").stage == "report"
     assert rules.by_id("collective-peer-wait").supersedes == ("cuda-sync-busy-spin", "cuda-host-waits-for-device")
     assert all(r.severity and r.cause and r.source.startswith(str(Path("signatures") / "rules" / "rules.yaml:"))
                for r in rules.rules if r.code)
     assert load_rules() == read_rules(rules_path(), validate=False)  # the run's unvalidated read agrees
 
 
-def test_every_step_has_code_and_every_code_a_rule():
+def test_every_rule_has_code_and_every_code_a_rule():
+    """The registry's objects conclude exactly the ids of the rule list, in its order and stages."""
     rules = load_rules()
-    assert rules.steps("process") == list(pipeline.PROCESS_STEPS)
-    assert rules.steps("job") == list(job.JOB_STEPS)
+    assert registry.ids() == [r.id for r in rules.rules]
+    for code in registry.RULES:
+        assert {rules.by_id(i).stage for i in code.concludes} == {code.stage}, code.name
+        assert len({rules.by_id(i).step for i in code.concludes}) == 1, code.name  # one step per object
+    assert [c.stage for c in registry.RULES] == sorted((c.stage for c in registry.RULES),
+                                                       key=["process", "job", "report"].index)
 
 
 def test_supersedes_only_on_the_processes_named():
@@ -86,7 +95,26 @@ def test_signatures_list_shows_code_rules_in_order():
     lines = res.stdout.decode().splitlines()
     ids = [ln.split()[0] for ln in lines]
     code = [ln.split()[0] for ln in lines if ln.endswith("[code rule]")]
-    assert code == ["deadlock-cycle"] + ASYNCIO_RULES + JOB_RULES
-    assert ids[0] == "deadlock-cycle" and ids[-len(JOB_RULES):] == JOB_RULES
+    assert code == ["deadlock-cycle"] + ASYNCIO_RULES + JOB_RULES + ["triage"]
+    assert ids[0] == "deadlock-cycle" and ids[-len(JOB_RULES) - 1:] == JOB_RULES + ["triage"]
     assert "cuda-sync-busy-spin" in ids[1:-len(JOB_RULES)] and not lines[ids.index("cuda-sync-busy-spin")].endswith(
         "[code rule]")
+
+
+def test_schema_severities_are_the_models():
+    schema = json.loads((rules_path().parent / "schema.json").read_text())
+    assert tuple(schema["$defs"]["rule"]["properties"]["severity"]["enum"]) == SEVERITIES
+
+
+def test_samples_key_is_checked(tmp_path):
+    path = _copy(tmp_path, "  samples: waits\n", "  samples: sometimes\n")
+    with pytest.raises(SignatureError, match=r"rules\.yaml:\d+: samples: 'sometimes' is not one of"):
+        read_rules(path)
+
+
+def test_triage_texts_are_data():
+    """The triage's titles and cause are its entry's (analyze/triage.py keeps no text of its own)."""
+    rule = load_rules().by_id("triage")
+    assert rule.text("title_wait") % "a lock" == "Triage: waits for a lock"
+    assert {"title_crashed", "title_runs", "title_samples"} <= set(rule.texts)
+    assert rule.cause.startswith("What the stacks show when no known bug explains them")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Set
 
+from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze_gdbext.model import Evidence, Finding, Process, Snapshot, Thread
@@ -92,10 +93,8 @@ def _cycles(pi: int, p: Process, lp: AsyncLoop, rule) -> List[Finding]:
         names = [_label(t) for t in tasks if t is not None]
         ev = [Evidence(thread=lp.thread, rule=CYCLE, text="%s awaits %s%s" % (
             _label(t), names[(k + 1) % len(names)], _where(t))) for k, t in enumerate(tasks) if t is not None]
-        out.append(Finding(signature=rule.id, title=rule.text("title") % len(cyc), severity=rule.severity,
-                           process=pi, threads=[lp.thread] if lp.thread is not None else [],
-                           summary=" -> ".join(names + names[:1]), fix=list(rule.fix), evidence=ev,
-                           confidence=1.0, cause=rule.cause, references=list(rule.references)))
+        out.append(from_rule(rule, pi, " -> ".join(names + names[:1]), ev, 1.0, title=rule.text("title") % len(cyc),
+                             threads=[lp.thread] if lp.thread is not None else []))
     return out
 
 
@@ -138,9 +137,7 @@ def _orphans(pi: int, p: Process, lp: AsyncLoop, rule) -> List[Finding]:
     if finished:
         summary += "; %d task(s) already ended (a producer that raised or returned?): %s" % (
             len(finished), ", ".join(_label(t) for t in finished[:5]))
-    return [Finding(signature=rule.id, title=rule.title, severity=rule.severity, process=pi,
-                    threads=[lp.thread] if lp.thread is not None else [], summary=summary, fix=list(rule.fix),
-                    evidence=ev, confidence=0.8, cause=rule.cause, references=list(rule.references))]
+    return [from_rule(rule, pi, summary, ev, 0.8, threads=[lp.thread] if lp.thread is not None else [])]
 
 
 def _blocked(pi: int, p: Process, lp: AsyncLoop, rule) -> Optional[Finding]:
@@ -168,9 +165,7 @@ def _blocked(pi: int, p: Process, lp: AsyncLoop, rule) -> Optional[Finding]:
     if running is not None:
         text += ", inside %s" % _label(running)
     waiting = sum(1 for t in lp.tasks if t.state == "pending") - (1 if running is not None else 0)
-    return Finding(signature=rule.id, title=rule.title, severity=rule.severity, process=pi, threads=[th.tid],
-                   summary=text + "; %d other pending task(s) cannot run meanwhile" % max(waiting, 0),
-                   fix=list(rule.fix), evidence=[Evidence(thread=th.tid, frame=frames.index(inner_py) if inner_py
-                                                          else None, rule=BLOCKED, text=text,
-                                                          function=inner_py.function if inner_py else None)],
-                   confidence=0.9, cause=rule.cause, references=list(rule.references))
+    ev = [Evidence(thread=th.tid, frame=frames.index(inner_py) if inner_py else None, rule=BLOCKED, text=text,
+                   function=inner_py.function if inner_py else None)]
+    return from_rule(rule, pi, text + "; %d other pending task(s) cannot run meanwhile" % max(waiting, 0), ev, 0.9,
+                     threads=[th.tid])

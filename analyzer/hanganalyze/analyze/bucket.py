@@ -42,14 +42,13 @@ from typing import List, Optional
 from hanganalyze.analyze.framelists import in_python_frames, is_interpreter_frame, is_runtime_frame
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze_gdbext.model import Snapshot, Thread
+from hanganalyze_gdbext.model.signals import FATAL_SIGNALS  # a no-finding core is bucketed only for these
 
 VERSION = "b2"
 #: Frames per thread that enter the key.
 TOP_FRAMES = 5
 #: Threads per finding that enter the key.
 MAX_THREADS = 3
-#: Signals that mean the process crashed (a no-finding core is bucketed only for these).
-FATAL_SIGNALS = frozenset({"SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGTRAP", "SIGSYS"})
 
 
 def stack_tokens(thread: Thread, top: int = TOP_FRAMES) -> List[str]:

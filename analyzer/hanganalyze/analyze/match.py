@@ -29,6 +29,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.analyze.conditions import check_conditions, known_libraries
+from hanganalyze.analyze.findings import from_signature
 from hanganalyze.analyze.sigmodel import (
     Clause,
     FramePattern,
@@ -510,11 +511,7 @@ def match_process(process: Process, index: int, db: SignatureDB) -> List[Finding
         summary = "%s: %s." % (sig.title, "; ".join(parts)) if parts else sig.title + "."
         if cond_notes:
             summary += " " + " ".join("%s." % n for n in cond_notes)
-        findings.append(Finding(
-            signature=sig.id, title=sig.title, severity=sig.severity, process=index, threads=tids,
-            summary=summary, fix=sig.fix_lines(), references=list(sig.references),
-            evidence=evidence + cond_ev, confidence=round(conf * factor, 3), cause=sig.cause,
-        ))
+        findings.append(from_signature(sig, index, tids, summary, evidence + cond_ev, round(conf * factor, 3)))
     return findings
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
+from hanganalyze.analyze.rules import RuleSet, load_rules
 from hanganalyze_gdbext.model import Finding, Process, Snapshot, ThreadProgress
 
 if TYPE_CHECKING:  # job.py's type; job.py imports this module
@@ -34,9 +35,12 @@ HANG_SEVERITIES = frozenset({"hang", "deadlock"})
 #: every step, so they hold only where the thread held.  Crashes and errors are facts of the
 #: process, not of the instant.
 SAMPLED_SEVERITIES = HANG_SEVERITIES | {"info"}
-#: Cross-rank findings that say ranks wait for each other (``rank-missing`` counts processes only).
-WAIT_FINDINGS = frozenset({"collective-hang", "collective-mismatch", "collective-peer-wait"})
-STRAGGLER_FINDINGS = frozenset({"collective-straggler", "worker-straggler"})
+#: How samples judge a job rule's finding is data (``samples:`` in ``signatures/rules/rules.yaml``):
+#: ``waits``, ranks wait for each other (dropped when one of them moved); ``straggler``, the named
+#: ranks are stuck, or slow when they moved.  (``rank-missing`` counts processes only: neither.)
+WAITS, STRAGGLER = "waits", "straggler"
+#: The named text of a ``waits`` rule added when every rank it names spins in the device sync.
+ALL_SPINNING = "all_spinning"
 #: Window (seconds) from which a wait that held gets its signature's full confidence.
 FULL_WINDOW_S = 5.0
 ONE_SAMPLE_NOTE = ("one sample (a core): stuck or slow cannot be told; a second core of the same job or a "
@@ -149,8 +153,10 @@ def straggler_text(s: RankState, p: Optional[ThreadProgress]) -> str:
     return "%s is stuck in %s (held for %.1f s over %d samples)" % (_who(s), where, p.window_s or 0.0, p.samples)
 
 
-def job_findings(snapshot: Snapshot, states: Sequence[RankState], findings: List[Finding]) -> List[Finding]:
-    """The cross-rank findings (and peer waits) checked against what each rank did over the samples."""
+def job_findings(snapshot: Snapshot, states: Sequence[RankState], findings: List[Finding],
+                 rules: Optional[RuleSet] = None) -> List[Finding]:
+    """The cross-rank findings (and peer waits) checked against what each rank did over the samples
+    (``rules``: the rule list whose ``samples:`` say how; the built-in one when not given)."""
     by_proc = {s.process: s for s in states}
     progs = {s.process: rank_progress(snapshot, s) for s in states}
     known = {i: p for i, p in progs.items() if p is not None}
@@ -172,6 +178,8 @@ def job_findings(snapshot: Snapshot, states: Sequence[RankState], findings: List
                                      % (window, count, ", ".join(sorted({f.signature for f in hangs}))
                                         + " not reported"))
         return [f for f in findings if f.severity not in HANG_SEVERITIES]
+    rules = rules if rules is not None else load_rules()
+    waits, straggling = rules.sampled(WAITS), rules.sampled(STRAGGLER)
     out: List[Finding] = []
     for f in findings:
         involved = [by_proc[i] for i in dict.fromkeys(list(f.processes) + [e.process for e in f.evidence
@@ -179,17 +187,17 @@ def job_findings(snapshot: Snapshot, states: Sequence[RankState], findings: List
                     if i in by_proc]
         moving = [s for s in involved if known.get(s.process) is not None
                   and known[s.process].state == "progressing"]
-        if f.signature in WAIT_FINDINGS:
+        if f.signature in waits:
             if moving:
                 snapshot.warnings.append("%s not reported: %s made progress over %.1f s"
                                          % (f.signature, ", ".join(_who(s) for s in moving[:8]), window))
                 continue
-            if f.signature == "collective-hang" and involved and all(
+            spinning = rules.by_id(f.signature).texts.get(ALL_SPINNING)
+            if spinning and involved and all(
                     s.state == "device-sync" and known.get(s.process) is not None
                     and known[s.process].state == "spinning" for s in involved):
-                f.summary += ("; every rank spins in the device sync: the collective does not complete on the "
-                              "GPU (a GPU-side hang: NCCL kernel, network), not a straggler")
-        elif f.signature in STRAGGLER_FINDINGS:
+                f.summary += spinning
+        elif f.signature in straggling:
             stragglers = [by_proc[i] for i in f.processes if i in by_proc]
             waiters = [s for s in involved if s not in stragglers]
             if any(s in moving for s in waiters):

@@ -3,9 +3,9 @@
 Findings came in three styles (YAML signatures, a table of job findings in ``job.py``, fix strings
 in ``waitfor.py``), so ``signatures list`` could not show the code rules and one rule named another
 by a hard-coded id.  Now there is one ordered list: the signature database is one entry, every
-other entry is a *code rule* whose decision stays code (the function its ``step`` names, in
-``pipeline.PROCESS_STEPS`` and ``job.JOB_STEPS``) while its id, title, cause, fixes, links and what
-it ``supersedes`` are data here.
+other entry is a *code rule* whose decision stays code (its object in ``analyze/registry.py``,
+listed there in this order) while its id, title, cause, fixes, links, what it ``supersedes`` and
+how samples judge it are data here.  Findings are made from these texts by ``analyze/findings.py``.
 
 The file ships with the tool and is read on every run, so the run reads it like the frame lists
 (libyaml, no schema: importing jsonschema alone costs ~75 ms); ``signatures validate`` and the tests
@@ -38,8 +38,8 @@ class Rule:
 
     id: str
     kind: str  # "signatures" (the YAML database) or "code"
-    stage: str  # "process" (each process) or "job" (across the processes of a job)
-    step: str  # the code that decides; several rules may share one step (one function, several ids)
+    stage: str  # "process" (each process), "job" (across the processes of a job) or "report" (the triage)
+    step: str  # rules that run together (one object of the registry may decide several ids)
     title: str
     severity: str = ""
     cause: str = ""
@@ -48,6 +48,7 @@ class Rule:
     texts: Dict[str, str] = field(default_factory=dict)
     supersedes: Tuple[str, ...] = ()
     cross_rank: bool = False
+    samples: str = ""  # how samples judge its finding (progress.py): "waits", "straggler" or ""
     source: str = ""  # file:line
 
     @property
@@ -84,6 +85,10 @@ class RuleSet:
         """Ids of the findings that compare ranks (the job's diagnosis)."""
         return frozenset(r.id for r in self.rules if r.cross_rank)
 
+    def sampled(self, how: str) -> FrozenSet[str]:
+        """Ids of the job rules whose findings repeated samples judge as ``how`` (``samples:``)."""
+        return frozenset(r.id for r in self.rules if r.samples == how)
+
     def superseded(self, findings: Sequence[Finding], candidates: Sequence[Finding]) -> List[Finding]:
         """``candidates`` less those that a finding in ``findings`` supersedes: same id named in its
         rule's ``supersedes`` and a process the superseding finding names."""
@@ -110,7 +115,8 @@ def _rule(d: dict, source: str) -> Rule:
         id=d["id"], kind=d["kind"], stage=d["stage"], step=d["step"], title=d["title"],
         severity=d.get("severity", ""), cause=d.get("cause", ""), fix=tuple(d.get("fix") or ()),
         references=tuple(d.get("references") or ()), texts=dict(d.get("texts") or {}),
-        supersedes=tuple(d.get("supersedes") or ()), cross_rank=bool(d.get("cross_rank")), source=source,
+        supersedes=tuple(d.get("supersedes") or ()), cross_rank=bool(d.get("cross_rank")),
+        samples=d.get("samples", ""), source=source,
     )
 
 

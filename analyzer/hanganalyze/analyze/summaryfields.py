@@ -50,11 +50,12 @@ _DEFAULTS = {"title": None, "fix": [], "cause": None, "references": []}
 def _texts(sig: str, db, cache: Dict[str, Optional[Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
     if sig in cache:
         return cache[sig]
-    from hanganalyze.analyze.triage import CAUSE, SIGNATURE
+    from hanganalyze.analyze.rules import load_rules
+    from hanganalyze.analyze.triage import SIGNATURE
 
     out: Optional[Dict[str, Any]] = None
     if sig == SIGNATURE:
-        out = {"cause": CAUSE}
+        out = {"cause": load_rules().by_id(SIGNATURE).cause}
     elif db is not None:
         s = db.by_id(sig)
         if s is not None:

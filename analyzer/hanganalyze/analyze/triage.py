@@ -19,19 +19,22 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
+from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.ranksets import compress_ranks
+from hanganalyze.analyze.rules import load_rules
 from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.loglines import CURRENT_NOTE, known_lines
 from hanganalyze.names import basename, normalize_native_name, wait_name
-from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
+from hanganalyze_gdbext.model import SERIOUS, Evidence, Finding, Frame, Process, Snapshot, Thread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
+from hanganalyze_gdbext.model.signals import FATAL_SIGNALS
 
+#: The triage's rule id: its title, severity and cause are its entry of ``signatures/rules/rules.yaml``.
 SIGNATURE = "triage"
-SEVERITY = "triage"
-#: Severities of a known bug: with none of them, the triage is the answer and comes first.
-KNOWN_BUG = ("crash", "deadlock", "hang", "error")
-FATAL = frozenset({"SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGTRAP", "SIGSYS"})
+#: With none of these severities of a known bug, the triage is the answer and comes first (the
+#: name ``summary.py`` imports; one definition: the model's ``SERIOUS``).
+KNOWN_BUG = SERIOUS
 #: Frames of a crashed thread that show the signal (a handler, abort) near the top.
 _CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore_rt|<signal handler called>|"
                            r"__pthread_kill\w*|faulthandler_\w+|__GI_abort|std::terminate|__gnu_cxx::"
@@ -100,7 +103,7 @@ def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = 
     ``threads``: the threads with frames (a current thread with none, as faulthandler's
     "<no Python frame>", does not hide the one that has them)."""
     threads = threads or proc.threads
-    if proc.signal not in FATAL:
+    if proc.signal not in FATAL_SIGNALS:
         if not (t.current or first):
             return False
         if _message_category(proc, [table().crashed])[0] is None and not (t.current and CURRENT_NOTE in proc.notes):
@@ -369,7 +372,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
         if r.thread in crashed and consequence is not None:
             if r.category.rank >= 3:  # the log says which wait the abort ended
                 rows[i] = ThreadTriage(r.thread, consequence, None, r.blame, r.owner, "log")
-        elif r.thread in crashed and (proc.signal in FATAL or r.category.rank >= 3 or _raised(r.thread)):
+        elif r.thread in crashed and (proc.signal in FATAL_SIGNALS or r.category.rank >= 3 or _raised(r.thread)):
             rows[i] = classify(proc, r.thread, crashed=True, memo=memo)
     about = subject(proc, rows)
     first = about[0]
@@ -418,22 +421,17 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
     return _finding(index, proc, summary, ev, info, _next_steps(proc, cat, True), _confidence(first, True))
 
 
-#: The triage finding's ``cause`` (one text: node summaries name it instead of carrying it).
-CAUSE = ("What the stacks show when no known bug explains them: the wait, the thread(s) it is about, the "
-         "blame frame, and what to capture next.")
-
-
 def _finding(index: int, proc: Process, summary: str, ev: List[Evidence], info: Dict[str, Any],
              steps: List[str], confidence: float) -> Finding:
+    rule = load_rules().by_id(SIGNATURE)
     if info["wait"] == "runs" and info.get("from") == "samples":
-        title = "Triage: no hang seen (the threads made progress over the samples)"
+        title = rule.text("title_samples")
+    elif info["wait"] in ("crashed", "runs"):
+        title = rule.text("title_crashed" if info["wait"] == "crashed" else "title_runs")
     else:
-        title = "Triage: %s" % (("waits for %s" % info["label"]) if info["wait"] not in ("crashed", "runs")
-                                else ("crashed" if info["wait"] == "crashed" else "no recognised wait"))
-    return Finding(signature=SIGNATURE, title=title, severity=SEVERITY, process=index,
-                   threads=[t for t in info["about"] if t is not None], summary=summary, fix=steps,
-                   evidence=ev, confidence=confidence, triage=info,
-                   cause=CAUSE)
+        title = rule.text("title_wait") % info["label"]
+    return from_rule(rule, index, summary, ev, confidence, threads=[t for t in info["about"] if t is not None],
+                     title=title, fix=steps, triage=info)
 
 
 # --------------------------------------------------------------------------------------------
@@ -456,9 +454,10 @@ def _process_key(proc: Process, known_crash: bool) -> tuple:
     return (known_crash, proc.signal, tuple(proc.messages), CURRENT_NOTE in proc.notes, tuple(threads))
 
 
-def add_triage(snapshot: Snapshot) -> None:
-    """One triage finding per process (processes with the same wait and blame frame share one),
-    placed first when no known bug matched, last otherwise."""
+def triage_findings(snapshot: Snapshot) -> List[Finding]:
+    """One triage finding per process (processes with the same wait and blame frame share one);
+    the registry (``analyze/registry.py``) places them first when no known bug matched, last
+    otherwise."""
     found: List[Finding] = []
     vague: List[Finding] = []
     by_key: Dict[Tuple[str, Optional[str]], Finding] = {}
@@ -513,8 +512,7 @@ def add_triage(snapshot: Snapshot) -> None:
             # ranks as a range set: a 131,072-rank job's summary stays one line
             f.summary += " (in %d processes%s)" % (len(f.processes), ", ranks %s" % compress_ranks(f.ranks)
                                                     if f.ranks else "")
-    known = any(f.severity in KNOWN_BUG for f in snapshot.findings)
-    snapshot.findings = (snapshot.findings + found) if known else (found + snapshot.findings)
+    return found
 
 
 def bucket_text(finding: Finding) -> Optional[str]:

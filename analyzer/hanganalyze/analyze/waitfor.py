@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.pastelocks import infer_paste_waits
 from hanganalyze.analyze.rules import Rule, load_rules
 from hanganalyze.frametext import FrameStyle, frame_text
@@ -72,16 +73,8 @@ def cycle_findings(snapshot: Snapshot, rule: Optional[Rule] = None) -> List[Find
             title = rule.text("title_cycle") % len(tids) if len(tids) > 1 else rule.text("title_self")
             if "gil" in kinds:
                 title += rule.text("title_gil")
-            out.append(Finding(
-                signature=rule.id,
-                title=title,
-                severity=rule.severity,
-                process=pi,
-                threads=tids,
-                summary=waitgraph.describe_cycle(p, cyc),
-                fix=fix,
-                evidence=evidence,
-                confidence=INFERRED_CONFIDENCE if inferred else 1.0,
-                cause=rule.text("cause_gil" if "gil" in kinds else "cause_locks"),
-            ))
+            cause = rule.text("cause_gil" if "gil" in kinds else "cause_locks")
+            out.append(from_rule(rule, pi, waitgraph.describe_cycle(p, cyc), evidence,
+                                 INFERRED_CONFIDENCE if inferred else 1.0, threads=tids,
+                                 title=title, fix=fix, cause=cause))
     return out

@@ -24,7 +24,7 @@ from markupsafe import Markup
 
 from hanganalyze.render import asynctree
 from hanganalyze.render.view import ReportView, build_view
-from hanganalyze_gdbext.model import SEVERITIES, Process, Snapshot
+from hanganalyze_gdbext.model import SEVERITIES, TRIAGE, Process, Snapshot
 from hanganalyze_gdbext.model.termsafe import visible
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -154,7 +154,7 @@ def waitgraph_edges(p: Process) -> List[Tuple[str, str, str]]:
 
 def render_view_html(view: ReportView) -> str:
     top = view.findings[0].finding.severity if view.findings else "none"
-    if view.findings and top not in SEVERITIES:
+    if view.findings and (top not in SEVERITIES or top == TRIAGE):  # the triage's header shows as info
         top = "info"
     svgs: Dict[int, Optional[Markup]] = {}
     edges: Dict[int, List[Tuple[str, str, str]]] = {}

@@ -22,8 +22,14 @@ from .record import Record, recordclass
 
 SCHEMA = "hanganalyze/1"
 
-#: Severities a finding may carry, most serious first (used for exit codes and ordering).
-SEVERITIES = ("crash", "deadlock", "hang", "error", "info")
+#: Severities a finding may carry, most serious first (the order reports sort findings in).
+#: ``triage`` is the triage's own (``analyze/triage.py``): what the stacks show when no known bug
+#: explains them, after every known-bug severity.
+SEVERITIES = ("crash", "deadlock", "hang", "error", "info", "triage")
+#: The severities of a known bug: one of them makes the exit status 1 and puts the triage last.
+SERIOUS = SEVERITIES[:4]
+#: The triage finding's severity.
+TRIAGE = "triage"
 
 #: Wait kinds a thread may report in ``Thread.waits.kind``.
 WAIT_KINDS = (

@@ -8,6 +8,8 @@ from typing import Optional
 #: A ``gcore`` of a running process records the SIGSTOP of its ptrace attach (or the SIGTRAP /
 #: SIGTSTP of a debugger's stop): reported as no signal.
 DEBUGGER_STOPS = frozenset({"SIGSTOP", "SIGTRAP", "SIGTSTP"})
+#: Signals that mean the process crashed (the bucket id and the triage judge a crash by them).
+FATAL_SIGNALS = frozenset({"SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGTRAP", "SIGSYS"})
 
 
 def signal_name(signo: object) -> Optional[str]:
