@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
-from hanganalyze.acquire.ranks import identify, rank_from_name
+from hanganalyze.acquire.identity import identify
+from hanganalyze.acquire.ranks import rank_from_name
 from hanganalyze.errors import HangAnalyzeError, InputError
 from hanganalyze_gdbext.model import Process, Snapshot
 from hanganalyze_gdbext.model.stacktable import StackTable, set_table
@@ -144,7 +145,7 @@ def default_parallel(inputs: Sequence[Input]) -> int:
 
 
 def fill_identity(proc: Process, inp: Input, only_process: bool) -> None:
-    """Rank identity of one acquired process: decided in ``ranks.identify``, the one place.  The
+    """Rank identity of one acquired process: decided in ``identity.identify``, the one place.  The
     input's file is kept on the process (not serialised) for node summaries (``analyze/summary.py``)."""
     identify(proc, inp.path, only_process)
     if inp.launcher_pid is not None and isinstance(proc.dist, dict):

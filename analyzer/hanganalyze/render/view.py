@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, pattern
 from hanganalyze.analyze.grouping import ThreadGroup, group_threads
 from hanganalyze.analyze.stacks import frame_location
+from hanganalyze.render.jobview import JobView, build_job_view
+from hanganalyze.render.titles import process_title
 from hanganalyze_gdbext.model import Finding, Frame, Process, Snapshot, Thread, waitgraph
-
-if TYPE_CHECKING:
-    from hanganalyze.render.jobview import JobView
 
 #: Only these URL schemes become links in a report.
 SAFE_URL = re.compile(r"^https?://[^\s<>\"'`]+$", re.IGNORECASE)
@@ -287,17 +286,6 @@ def key_libraries(p: Process) -> List[Tuple[str, str]]:
     return out
 
 
-def process_title(i: int, p: Process) -> str:
-    exe = _base(p.executable)
-    label = p.label or ("rank %d" % p.rank if p.rank is not None else "Process %d" % i)
-    bits = ["%s" % label]
-    if exe:
-        bits.append(exe)
-    if p.pid is not None:
-        bits.append("pid %s" % p.pid)
-    return " · ".join(bits)
-
-
 #: Order of the mapped-file table: what puts the stacks in doubt first.
 FILE_STATUS_ORDER = ("mismatch", "missing", "match", "present", "special")
 
@@ -498,8 +486,6 @@ def build_view(snapshot: Snapshot) -> ReportView:
         findings.append(FindingView(f, links, others, evs, label))
     tool = snapshot.tool or {}
     warnings = list(snapshot.warnings) + [n for p in snapshot.processes for n in p.notes]
-    from hanganalyze.render.jobview import build_job_view  # it builds on this module's helpers
-
     return ReportView(
         job=build_job_view(snapshot, procs),
         hidden_processes=len(snapshot.processes) - len(shown),
