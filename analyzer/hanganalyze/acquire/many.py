@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from hanganalyze.acquire.identity import identify
-from hanganalyze.acquire.ranks import rank_from_name
+from hanganalyze.acquire.ranks import identity_from_environ, rank_from_name, read_proc_environ
+from hanganalyze.corefile import compressed_kind
+from hanganalyze.elf import is_elf
 from hanganalyze.errors import HangAnalyzeError, InputError
 from hanganalyze_gdbext.model import Process, Snapshot
 from hanganalyze_gdbext.model.stacktable import StackTable, set_table
@@ -57,9 +59,6 @@ class Input:
 
 def _looks_elf(path: Optional[str]) -> bool:
     """An ELF core, or a compressed file (a compressed core is decompressed and then goes to gdb)."""
-    from hanganalyze.corefile import compressed_kind
-    from hanganalyze.elf import is_elf
-
     try:
         with open(str(path), "rb") as f:
             head = f.read(8)
@@ -103,7 +102,7 @@ def plan_inputs(targets: Sequence[str], pids: Sequence[int], job: Optional[int])
             out.append(Input(path=t))
     out.extend(Input(pid=p) for p in pids)
     if job is not None:
-        from hanganalyze.acquire.jobtree import job_processes
+        from hanganalyze.acquire.jobtree import job_processes  # here: only --job (start-up time of a live run)
 
         found = job_processes(job)
         notes.extend(found.notes)
@@ -156,8 +155,6 @@ def fill_identity(proc: Process, inp: Input, only_process: bool) -> None:
 
 def _failed(inp: Input, err: BaseException) -> Process:
     """The place of an input that could not be read: its error in one line, its rank if known."""
-    from hanganalyze.acquire.ranks import identity_from_environ, read_proc_environ
-
     msg = " ".join(str(err).split()) or type(err).__name__
     proc = Process(source="live" if inp.pid is not None else "file", pid=inp.pid, error=msg)
     if inp.pid is not None:

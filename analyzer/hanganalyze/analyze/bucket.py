@@ -40,6 +40,7 @@ import hashlib
 from typing import List, Optional
 
 from hanganalyze.analyze.framelists import in_python_frames, is_interpreter_frame, is_runtime_frame
+from hanganalyze.analyze.triage import bucket_text
 from hanganalyze.names import basename, library_base, normalize_native_name
 from hanganalyze_gdbext.model import Frame, Snapshot, Thread
 
@@ -91,7 +92,6 @@ def bucket_key(snapshot: Snapshot) -> Optional[str]:
             return "%s|finding:%s" % (VERSION, top.signature)
         label = "finding:%s" % top.signature
         if top.signature == "triage":  # no known bug: the wait and the blame frame (analyze/triage.py)
-            from hanganalyze.analyze.triage import bucket_text
 
             text = bucket_text(top)
             if text:

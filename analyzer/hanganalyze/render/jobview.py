@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 from hanganalyze.analyze.ranksets import compress_ranks
+from hanganalyze.analyze.rules import load_rules
 from hanganalyze.render.titles import process_title
 from hanganalyze.render.treetext import Divergence, divergences, render_tree_lines
 from hanganalyze_gdbext.model import Finding, Process, Snapshot
@@ -160,8 +161,6 @@ def _key(st: JobRankState, by_rank: bool) -> int:
 
 def top_cross_rank(snapshot: Snapshot) -> Optional[Finding]:
     """The finding that names the ranks at fault: the first cross-rank rule's finding."""
-    from hanganalyze.analyze.rules import load_rules
-
     try:
         cross = load_rules().cross_rank
     except Exception:  # noqa: BLE001 - a broken rule file must not cost the report: any ranked finding

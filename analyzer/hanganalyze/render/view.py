@@ -13,7 +13,9 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, pattern
 from hanganalyze.analyze.grouping import ThreadGroup, group_threads
+from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.stacks import frame_location
+from hanganalyze.libversions import drop_shadowed, static_name, static_where
 from hanganalyze.render.jobview import JobView, build_job_view
 from hanganalyze.render.titles import process_title
 from hanganalyze_gdbext.model import Finding, Frame, Process, Snapshot, Thread, waitgraph
@@ -267,7 +269,6 @@ def key_libraries(p: Process) -> List[Tuple[str, str]]:
     key_library = pattern("key_libraries")
     seen = set()
     out = []
-    from hanganalyze.libversions import drop_shadowed, static_name, static_where
 
     for lib in drop_shadowed(list(p.libraries)):  # older snapshots may still list both
         static = static_name(lib.path)
@@ -478,8 +479,6 @@ def build_view(snapshot: Snapshot) -> ReportView:
         others = [str(r) for r in f.references if not safe_url(r)]
         label = process_title(f.process, proc) if proc is not None else ""
         if f.ranks:
-            from hanganalyze.analyze.ranksets import compress_ranks
-
             label = "rank%s %s" % ("s" if len(f.ranks) > 1 else "", compress_ranks(f.ranks))
         elif len(f.processes) > 1:
             label = "%d processes" % len(f.processes)
