@@ -4,8 +4,9 @@ Every launcher tells its workers who they are through the environment, and that 
 what we can read everywhere: ``/proc/PID/environ`` for a live process, the initial stack of a
 core (``corefile.initial_stack``), and, for pasted text, the ``[rankN]:`` prefixes torchrun
 prints or the file's name (``rank3.txt``, ``job.rank_3.pyspy``, ``job.r3.pyspy.txt``,
-``snap-3.json``).  This module reads each of those facts; ``identity.identify`` is the one place
-that decides who a process is from them, and the acquirers only hand it what they read.  The variables, by launcher:
+``snap-3.json``).  This module reads each of those facts; ``many.identify`` is the one place
+that decides who a process is from them, and the acquirers only hand it what they read.
+The variables, by launcher:
 
 * torchrun / torch.distributed.run / torchelastic: RANK, LOCAL_RANK, WORLD_SIZE, GROUP_RANK,
   LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID;
