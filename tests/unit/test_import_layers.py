@@ -1,11 +1,11 @@
 """The import layers of pyproject.toml's [tool.importlinter] contracts hold (docs/design.md):
 model at the bottom, the walker and gdbext over it, the shared modules, direct, acquire, analyze,
-render, pipeline, the CLI on top; no cycles between packages.
+render, pipeline, the CLI on top; no cycles between packages, nor between the modules of one package.
 
-import-linter sees only the packages' layers, so two more checks read every import statement with
-``ast`` (those inside functions too, which a structure tool would otherwise miss): no cycle between
-modules, and no import inside a function without a comment on its line saying why (start-up time of
-the CLI, an optional dependency, a gdb-only module)."""
+Two more checks read every import statement with ``ast`` (those inside functions too): no cycle
+between any two modules (across packages as well, which import-linter's sibling contract does not
+look at), printing the cycles found, and no import inside a function without a comment on its line
+saying why (start-up time of the CLI, an optional dependency, a gdb-only module)."""
 
 from __future__ import annotations
 
