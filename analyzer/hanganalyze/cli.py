@@ -23,7 +23,7 @@ import sys
 from enum import Enum
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from hanganalyze import __version__
 from hanganalyze.errors import (
@@ -39,6 +39,7 @@ from hanganalyze.output import check_output, write_output
 
 if TYPE_CHECKING:
     import argparse
+    import inspect
 
 #: Exit code per verdict, the most serious first (README "Exit codes", ``--help``): a finding's
 #: severity decides; a triage finding (no known bug) counts by its wait: a process whose threads
@@ -75,119 +76,162 @@ class OutputFormat(str, Enum):
     node = "node"  # a node summary, mergeable at cluster scale (analyze/summary.py)
 
 
+class Option(NamedTuple):
+    """One option of the analysis command, declared once: the typer command (``--help``, usage
+    errors), the fast parse (``_fast_args``) and the acquire request (``acquire_request``) are all
+    built from ``OPTIONS``.
+
+    ``key`` is the name the analysis reads (``args.KEY``); ``kind`` says how a value is read:
+    ``int``, ``float``, ``str``, ``path``, ``format`` (one of OutputFormat) or ``flag`` (no value);
+    ``repeat`` collects every occurrence in a list (default: empty); ``request`` names the
+    AcquireRequest field it fills (None: the report's own options, not the acquisition's)."""
+
+    key: str
+    flags: Tuple[str, ...]
+    kind: str
+    default: Any
+    help: str
+    repeat: bool = False
+    request: Optional[str] = None
+    metavar: Optional[str] = None
+
+    def fresh_default(self) -> Any:
+        """The value when the option is not given (a new list for a repeatable one)."""
+        return [] if self.repeat else self.default
+
+
+TARGETS_HELP = ("Core files, text files of gdb/py-spy/pystack/faulthandler output ('-' = stdin), hanganalyze JSON "
+                "snapshots, PyTorch flight-recorder dumps, or a folder of them. Several make one job report.")
+
+#: The analysis command's options, in the order ``--help`` lists them.
+OPTIONS: Tuple[Option, ...] = (
+    Option("pid", ("--pid", "-p"), "int", None, "Analyze a live process (read-only, then detached); repeatable.",
+           repeat=True, request="pids"),
+    Option("job", ("--job",), "int", None,
+           "Analyze every worker of this launcher (torchrun, mpirun, srun, multiprocessing).", request="job"),
+    Option("parallel", ("--parallel",), "int", None,
+           "Inputs acquired at once (default: one gdb per CPU, within free memory).", request="parallel"),
+    Option("samples", ("--samples",), "int", None,
+           "Reads of each live process, to tell stuck from slow (default 3; 1: one snapshot, as a core gives; "
+           "1 by default with --engine gdb).", request="samples"),
+    Option("interval", ("--interval",), "float", None,
+           "Seconds between the samples (default 0.5: 3 samples over about a second).", request="interval"),
+    Option("exe", ("--exe",), "path", None, "Executable of the core (default: found from the core).", request="exe"),
+    Option("fmt", ("--format", "-f"), "format", None,
+           "Output format (default: html with -o x.html, json/md likewise, else text)."),
+    Option("output", ("--output", "-o"), "path", None, "Write the report to this file."),
+    Option("gdb", ("--gdb",), "str", "gdb", "gdb to use (e.g. cuda-gdb); naming one selects --engine gdb.",
+           request="gdb"),
+    Option("engine", ("--engine",), "str", "auto",
+           "How processes and cores are read: direct (ptrace/core + .eh_frame, no gdb: fast), gdb, or auto "
+           "(direct unless --gdb/--sysroot/--debuginfod ask for gdb, or it cannot read it).", request="engine"),
+    Option("timeout", ("--timeout",), "float", 120.0, "Seconds allowed for each gdb step.", request="timeout"),
+    Option("signatures", ("--signatures",), "path", None, "Extra signature folder (repeatable).", repeat=True),
+    Option("input_format", ("--input-format",), "str", None,
+           "Force the text format: auto, gdb, pybt, pyspy, pyspy-json, pystack, faulthandler, traceback, lldb, "
+           "pytest-timeout, abseil, cxxframes (PyTorch C++ frame #N lists), log (any text as log lines), "
+           "snapshot-json (a hang-dump JSON file).", request="input_format"),
+    Option("redact", ("--redact",), "flag", False, "Replace user names, hosts, IPs and secrets."),
+    Option("sysroot", ("--sysroot",), "str", None,
+           "Folder holding the core's machine's files (gdb's set sysroot): a copied tree, an unpacked container "
+           "image.", request="sysroot"),
+    Option("solib_search_path", ("--solib-search-path",), "str", None,
+           "Folders (':'-separated, repeatable) to look for the core's shared libraries in (gdb's set "
+           "solib-search-path).", repeat=True, request="solib_search_path"),
+    Option("debuginfod", ("--debuginfod",), "flag", False,
+           "Let gdb fetch missing debug info from the DEBUGINFOD_URLS servers (off by default: no network).",
+           request="debuginfod"),
+    Option("coredumpctl", ("--coredumpctl",), "str", None,
+           "Analyze a core stored by systemd-coredump, found with coredumpctl: the newest one, or the newest "
+           "matching a pid, a command name, an executable path or FIELD=VALUE (default: latest).",
+           request="coredumpctl", metavar="[PID|latest|MATCH]"),
+    Option("version", ("--version",), "flag", False, "Print the version and exit."),
+)
+OPTION = {o.key: o for o in OPTIONS}
+#: Each spelling of an option (``--pid``, ``-p``) -> the option.
+_SPELLINGS = {flag: o for o in OPTIONS for flag in o.flags}
+_FORMATS = tuple(f.value for f in OutputFormat)
+#: The Python type typer reads each kind of value as.
+_KIND_TYPES = {"int": int, "float": float, "str": str, "path": Path, "format": OutputFormat, "flag": bool}
+
+
+def _typer_parameter(typer, o: Option) -> inspect.Parameter:
+    """The typer parameter of one option (its type tells typer how to read and check a value)."""
+    import inspect  # here: typer imports it anyway; a plain command line never does (start-up time)
+
+    kind = _KIND_TYPES[o.kind]
+    if o.repeat:
+        annotation: Any = List[kind]
+    elif o.default is None:
+        annotation = Optional[kind]
+    else:
+        annotation = kind
+    info = typer.Option(o.fresh_default(), *o.flags, help=o.help, metavar=o.metavar)
+    return inspect.Parameter(o.key, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
+
+
+def _typer_command(typer, app, body: Callable[..., int], options: Sequence[Option], targets: bool = False,
+                   **command: Any) -> None:
+    """Register ``body`` (called with every option by key) as a command of ``app`` taking ``options``."""
+    import inspect  # here: typer imports it anyway; a plain command line never does (start-up time)
+
+    params = [_typer_parameter(typer, o) for o in options]
+    if targets:
+        params.insert(0, inspect.Parameter(
+            "targets", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[List[str]],
+            default=typer.Argument(None, metavar="[TARGET]...", help=TARGETS_HELP)))
+
+    def _command(**values: Any) -> int:
+        return body(values)
+
+    _command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    app.command(**command)(_command)
+
+
 def _analyze_app():
-    """The analysis command; calls ``analyze`` with the parsed options (a Namespace)."""
-    import typer
+    """The analysis command (typer): help, usage errors, and what ``_fast_args`` leaves to it."""
+    import typer  # here: only --help, an error or an unusual spelling needs typer (start-up time)
 
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-
-    @app.command(
-        name="hanganalyze",
-        help="Analyze a core, a live process or pasted text and report the known bugs it matches.",
-        epilog="Also: hanganalyze signatures list|validate [--signatures DIR]\n\n" + EXIT_HELP,
-    )
-    def _command(
-        targets: Optional[List[str]] = typer.Argument(
-            None,
-            metavar="[TARGET]...",
-            help="Core files, text files of gdb/py-spy/pystack/faulthandler output ('-' = stdin), hanganalyze JSON "
-            "snapshots, PyTorch flight-recorder dumps, or a folder of them. Several make one job report.",
-        ),
-        pid: List[int] = typer.Option(
-            [], "--pid", "-p", help="Analyze a live process (read-only, then detached); repeatable."
-        ),
-        job: Optional[int] = typer.Option(
-            None, "--job", help="Analyze every worker of this launcher (torchrun, mpirun, srun, multiprocessing)."
-        ),
-        parallel: Optional[int] = typer.Option(
-            None, "--parallel", help="Inputs acquired at once (default: one gdb per CPU, within free memory)."
-        ),
-        samples: Optional[int] = typer.Option(
-            None, "--samples", help="Reads of each live process, to tell stuck from slow (default 3; 1: one "
-            "snapshot, as a core gives; 1 by default with --engine gdb)."),
-        interval: Optional[float] = typer.Option(
-            None, "--interval", help="Seconds between the samples (default 0.5: 3 samples over about a second)."),
-        exe: Optional[Path] = typer.Option(
-            None, "--exe", help="Executable of the core (default: found from the core)."
-        ),
-        fmt: Optional[OutputFormat] = typer.Option(
-            None, "--format", "-f", help="Output format (default: html with -o x.html, json/md likewise, else text)."
-        ),
-        output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
-        gdb: str = typer.Option("gdb", "--gdb", help="gdb to use (e.g. cuda-gdb); naming one selects --engine gdb."),
-        engine: str = typer.Option(
-            "auto", "--engine", help="How processes and cores are read: direct (ptrace/core + .eh_frame, no gdb: "
-            "fast), gdb, or auto (direct unless --gdb/--sysroot/--debuginfod ask for gdb, or it cannot read it)."),
-        timeout: float = typer.Option(120.0, "--timeout", help="Seconds allowed for each gdb step."),
-        signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature folder (repeatable)."),
-        input_format: Optional[str] = typer.Option(
-            None,
-            "--input-format",
-            help="Force the text format: auto, gdb, pybt, pyspy, pyspy-json, pystack, faulthandler, traceback, "
-            "lldb, pytest-timeout, abseil, cxxframes (PyTorch C++ frame #N lists), "
-            "log (any text as log lines), snapshot-json (a hang-dump JSON file).",
-        ),
-        redact: bool = typer.Option(False, "--redact", help="Replace user names, hosts, IPs and secrets."),
-        sysroot: Optional[str] = typer.Option(
-            None, "--sysroot", help="Folder holding the core's machine's files (gdb's set sysroot): a copied tree, "
-            "an unpacked container image."),
-        solib_search_path: List[str] = typer.Option(
-            [], "--solib-search-path", help="Folders (':'-separated, repeatable) to look for the core's shared "
-            "libraries in (gdb's set solib-search-path)."),
-        debuginfod: bool = typer.Option(
-            False, "--debuginfod", help="Let gdb fetch missing debug info from the DEBUGINFOD_URLS servers "
-            "(off by default: no network)."),
-        coredumpctl: Optional[str] = typer.Option(
-            None, "--coredumpctl", metavar="[PID|latest|MATCH]",
-            help="Analyze a core stored by systemd-coredump, found with coredumpctl: the newest one, or the "
-            "newest matching a pid, a command name, an executable path or FIELD=VALUE (default: latest)."),
-        version: bool = typer.Option(False, "--version", help="Print the version and exit."),
-    ) -> int:
-        if version:
-            sys.stdout.write("hanganalyze %s\n" % __version__)
-            return EXIT_OK
-        return _run_analysis(dict(
-            targets=list(targets or []), pid=list(pid), job=job, parallel=parallel, exe=exe,
-            fmt=fmt.value if fmt is not None else None, output=output, gdb=gdb, timeout=timeout,
-            signatures=list(signatures), input_format=input_format, redact=redact,
-            sysroot=sysroot, solib_search_path=list(solib_search_path), debuginfod=debuginfod, coredumpctl=coredumpctl,
-            engine=engine, samples=samples, interval=interval, version=version,
-        ))
-
+    _typer_command(typer, app, _run_analysis, OPTIONS, targets=True, name="hanganalyze",
+                   help="Analyze a core, a live process or pasted text and report the known bugs it matches.",
+                   epilog="Also: hanganalyze signatures list|validate [--signatures DIR]\n\n" + EXIT_HELP)
     return app
 
 
 def _run_analysis(values: Dict[str, Any]) -> int:
     """The analysis command's body, once its options are parsed (by typer or ``_fast_args``)."""
+    values = dict(values)
+    values["targets"] = list(values.get("targets") or [])
+    for o in OPTIONS:
+        v = values.get(o.key, o.fresh_default())
+        values[o.key] = list(v or []) if o.repeat else (v.value if isinstance(v, Enum) else v)
     if values.pop("version"):
         sys.stdout.write("hanganalyze %s\n" % __version__)
         return EXIT_OK
     return analyze(SimpleNamespace(**values))
 
 
-#: The analysis command's options as ``_fast_args`` reads them: spelling -> (key, conversion);
-#: conversion None is a flag, "list:" prefixes a repeatable one.  Must match ``_analyze_app``.
-_FAST_OPTIONS = {
-    "--pid": ("pid", "list:int"), "-p": ("pid", "list:int"), "--job": ("job", "int"),
-    "--parallel": ("parallel", "int"), "--samples": ("samples", "int"), "--interval": ("interval", "float"),
-    "--exe": ("exe", "path"), "--format": ("fmt", "format"), "-f": ("fmt", "format"),
-    "--output": ("output", "path"), "-o": ("output", "path"), "--gdb": ("gdb", "str"),
-    "--engine": ("engine", "str"), "--timeout": ("timeout", "float"), "--signatures": ("signatures", "list:path"),
-    "--input-format": ("input_format", "str"), "--redact": ("redact", None), "--sysroot": ("sysroot", "str"),
-    "--solib-search-path": ("solib_search_path", "list:str"), "--debuginfod": ("debuginfod", None),
-    "--coredumpctl": ("coredumpctl", "str"), "--version": ("version", None),
-}
-_FORMATS = tuple(f.value for f in OutputFormat)
+def _fast_value(o: Option, value: str) -> Any:
+    """One option's value as typer would read it; ValueError where typer must say why."""
+    if o.kind == "int":
+        return int(value)
+    if o.kind == "float":
+        return float(value)
+    if o.kind == "format" and value not in _FORMATS:
+        raise ValueError(value)
+    if o.kind == "path":
+        if not value:
+            raise ValueError(value)
+        return Path(value)
+    return value
 
 
 def _fast_args(argv: List[str]) -> Optional[Dict[str, Any]]:
     """The analysis options of a plain command line, as typer would pass them; None for anything
     typer must see (help, errors, spellings this does not read)."""
-    values: Dict[str, Any] = dict(
-        targets=[], pid=[], job=None, parallel=None, exe=None, fmt=None, output=None, gdb="gdb", timeout=120.0,
-        signatures=[], input_format=None, redact=False, sysroot=None, solib_search_path=[], debuginfod=False,
-        coredumpctl=None, engine="auto", samples=None, interval=None, version=False,
-    )
+    values: Dict[str, Any] = {o.key: o.fresh_default() for o in OPTIONS}
+    values["targets"] = []
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -196,42 +240,27 @@ def _fast_args(argv: List[str]) -> Optional[Dict[str, Any]]:
             values["targets"].append(arg)
             continue
         name, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        spec = _FAST_OPTIONS.get(name)
-        if spec is None:
+        o = _SPELLINGS.get(name)
+        if o is None:
             return None
-        key, conv = spec
-        if conv is None:
+        if o.kind == "flag":
             if eq:
                 return None
-            values[key] = True
+            values[o.key] = True
             continue
         if not eq:
             if i == len(argv):
                 return None
             value = argv[i]
             i += 1
-        kind = conv[5:] if conv.startswith("list:") else conv
         try:
-            if kind == "int":
-                v: Any = int(value)
-            elif kind == "float":
-                v = float(value)
-            elif kind == "format":
-                if value not in _FORMATS:
-                    return None
-                v = value
-            elif kind == "path":
-                if not value:
-                    return None
-                v = Path(value)
-            else:
-                v = value
+            v = _fast_value(o, value)
         except ValueError:
             return None
-        if conv.startswith("list:"):
-            values[key].append(v)
+        if o.repeat:
+            values[o.key].append(v)
         else:
-            values[key] = v
+            values[o.key] = v
     return values
 
 
@@ -242,22 +271,17 @@ SIGNATURE_COMMANDS = {
 
 
 def _signatures_app(command: str):
-    import typer
+    import typer  # here: only the signatures sub-commands need typer (start-up time)
 
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-
-    @app.command(name=command, help=SIGNATURE_COMMANDS[command])
-    def _command(
-        signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature folder (repeatable)."),
-    ) -> int:
-        return signatures_command(command, list(signatures))
-
+    _typer_command(typer, app, lambda values: signatures_command(command, list(values["signatures"])),
+                   [OPTION["signatures"]], name=command, help=SIGNATURE_COMMANDS[command])
     return app
 
 
 def _invoke(app, argv: List[str], prog: str) -> int:
     """Run a typer app without letting click print usage blocks or exit: errors become UsageError."""
-    import click
+    import click  # here: typer's errors, only when typer runs (start-up time)
 
     try:
         rc = app(args=argv, prog_name=prog, standalone_mode=False)
@@ -291,21 +315,18 @@ def default_format(output: Optional[Path]) -> str:
 
 
 def acquire_request(args: argparse.Namespace):
-    """The command line's options as the request the acquire step reads (``acquire/request.py``)."""
-    from hanganalyze.acquire.request import AcquireRequest
+    """The command line's options as the request the acquire step reads (``acquire/request.py``):
+    each option that names an AcquireRequest field fills it."""
+    from hanganalyze.acquire.request import AcquireRequest  # here: --help and --version load no analysis
 
-    return AcquireRequest(
-        targets=list(args.targets), pids=list(args.pid), job=args.job, parallel=args.parallel, exe=args.exe,
-        gdb=args.gdb, timeout=args.timeout, input_format=args.input_format, engine=getattr(args, "engine", "auto"),
-        sysroot=getattr(args, "sysroot", None), solib_search_path=list(getattr(args, "solib_search_path", ())),
-        debuginfod=getattr(args, "debuginfod", False), coredumpctl=getattr(args, "coredumpctl", None),
-        samples=getattr(args, "samples", None), interval=getattr(args, "interval", None),
-    )
+    fields = {o.request: getattr(args, o.key, o.fresh_default()) for o in OPTIONS if o.request}
+    return AcquireRequest(targets=list(args.targets), **{k: list(v) if isinstance(v, list) else v
+                                                         for k, v in fields.items()})
 
 
 def analyze(args: argparse.Namespace) -> int:
     """Analyze cores, live processes or pasted text and report the known bugs they match."""
-    from hanganalyze import pipeline
+    from hanganalyze import pipeline  # here: --help and --version load no analysis (start-up time)
 
     fmt = args.fmt or default_format(args.output)
     request = acquire_request(args)
@@ -314,7 +335,7 @@ def analyze(args: argparse.Namespace) -> int:
             request.prepare(progress, lambda target: check_output(args.output, target))
             snapshot = pipeline.report(request, args.signatures, redact=args.redact, progress=progress,
                                        node_summary=fmt == "node")
-            from hanganalyze.render import render
+            from hanganalyze.render import render  # here: --help and --version load no model (start-up time)
 
             write_output(render(snapshot, fmt), args.output)
     except HangAnalyzeError as e:
@@ -363,8 +384,8 @@ def signatures_command(command: str, dirs: List[Path]) -> int:
     """``signatures list``: one line per rule in the order they run, the signatures at the place of
     the signature database and the code rules marked; ``signatures validate``: the signature files
     and the rule list checked, a count, or exit 2."""
-    from hanganalyze import pipeline
-    from hanganalyze.analyze.rules import validate_rules
+    from hanganalyze import pipeline  # here: --help and --version load no analysis (start-up time)
+    from hanganalyze.analyze.rules import validate_rules  # here: likewise
 
     try:
         db = pipeline.load_signature_db(dirs, use_cache=False)

@@ -467,6 +467,12 @@ def check_executable(info: CoreInfo, exe: Optional[Path], locate: Optional[Locat
     return chosen, warnings
 
 
+def is_library(path: str) -> bool:
+    """A shared library's file name (``libc.so.6``, ``_C.cpython-311-x86_64-linux-gnu.so``)."""
+    name = os.path.basename(path)
+    return ".so" in name and (name.endswith(".so") or ".so." in name)
+
+
 def library_warnings(info: CoreInfo) -> List[str]:
     """One line per mapped file (the executable aside) whose file on disk is another build."""
     warnings: List[str] = []

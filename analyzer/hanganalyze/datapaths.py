@@ -23,7 +23,7 @@ def _signature_candidates() -> Iterator[Path]:
     ``sysconfig``, whose import costs a one-sample run a few ms)."""
     here = Path(__file__).resolve().parent  # analyzer/hanganalyze
     yield here.parent.parent / "signatures"  # the source checkout
-    import sysconfig
+    import sysconfig  # here: a source checkout never needs it (start-up time)
 
     for prefix in (sysconfig.get_path("data"), sys.prefix, sys.base_prefix):
         if prefix:

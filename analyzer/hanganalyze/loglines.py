@@ -9,6 +9,8 @@ import re
 from functools import lru_cache
 from typing import Any, List
 
+from hanganalyze import datapaths
+
 #: Lines that only a hang or crash report writes (searched anywhere in a line).
 KNOWN_PATTERNS = [
     r"Watchdog caught collective operation timeout",
@@ -67,8 +69,6 @@ def _data_patterns() -> List[re.Pattern[str]]:
     uses ("deadlock"): a sentence is no evidence of a wait.  Read only on the refusal path (no dump
     format and no pattern above recognised the text)."""
     import yaml  # here: only on the refusal path
-
-    from hanganalyze import datapaths
 
     found: List[str] = []
 

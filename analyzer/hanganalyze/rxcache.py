@@ -127,7 +127,7 @@ def _save() -> None:
         return
     try:
         import marshal  # noqa: I001 - at exit only
-        import tempfile
+        import tempfile  # here: at exit only (start-up time)
 
         folder = os.path.dirname(_path)
         os.makedirs(folder, mode=0o700, exist_ok=True)

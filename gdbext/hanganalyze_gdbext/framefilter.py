@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Tuple
 import gdb
 from gdb.FrameDecorator import FrameDecorator
 
-from . import native
+from . import merge, native
 from .gdbtarget import describe_process, lwp_of
 from .model import Frame, Thread
 from .model.termsafe import safe
@@ -65,8 +65,6 @@ def library_map() -> "native.LibraryMap":
 
 def merged_thread() -> Optional[Thread]:
     """Merged frames of the selected thread (same code path as ``hang-bt``)."""
-    from . import merge
-
     th = gdb.selected_thread()
     if th is None:
         return None

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from hanganalyze.acquire.procfacts import is_library
 from hanganalyze.corefile import (
     AT_ENTRY,
     AT_EXECFN,
     build_id_from_notes,
     check_executable,
     human_size,
+    is_library,
     read_core,
 )
 from hanganalyze.errors import InputError

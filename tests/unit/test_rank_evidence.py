@@ -57,7 +57,7 @@ def test_rank_from_file_name(name, rank):
 
 def test_text_named_r0_gets_its_rank(tmp_path):
     """Texts named job.r0.pyspy.txt got no rank: the job view could not join them to anything."""
-    from hanganalyze.acquire.ranks import identify
+    from hanganalyze.acquire.many import identify
     from hanganalyze_gdbext.model import Process
 
     p = Process(source="text")

@@ -33,6 +33,7 @@ from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
 
 from hanganalyze.elf import is_elf
 from hanganalyze.errors import HangAnalyzeError, InputError
+from hanganalyze.output import MAX_STDIN_BYTES
 
 #: Decompressed bytes asked for at a time (and the size of what the zstd reader yields).
 CHUNK = 1 << 20
@@ -68,19 +69,19 @@ def _reader(kind: str, fh: BinaryIO):
     """A file object whose read(n) returns at most n decompressed bytes and raises EOFError when
     the stream ends before its end mark (all of these read concatenated streams too)."""
     if kind == "gzip":
-        import gzip
+        import gzip  # here: only the codec of this input (start-up time)
 
         return gzip.GzipFile(fileobj=fh, mode="rb")
     if kind == "xz":
-        import lzma
+        import lzma  # here: only the codec of this input (start-up time)
 
         return lzma.LZMAFile(fh, "rb")
     if kind == "bzip2":
-        import bz2
+        import bz2  # here: only the codec of this input (start-up time)
 
         return bz2.BZ2File(fh, "rb")
     if kind == "lz4":
-        import lz4.frame
+        import lz4.frame  # optional dependency (pip install lz4)
 
         return lz4.frame.LZ4FrameFile(fh, "rb")
     raise InputError("%s: unsupported compression" % kind)
@@ -88,7 +89,7 @@ def _reader(kind: str, fh: BinaryIO):
 
 def _zstd_chunks(fh: BinaryIO) -> Iterator[bytes]:
     """zstd frames one after the other; a frame the file ends inside is truncation."""
-    import zstandard
+    import zstandard  # optional dependency (pip install zstandard)
 
     dctx = zstandard.ZstdDecompressor()
     obj = None  # the frame being decoded (None: between frames)
@@ -123,15 +124,15 @@ def _zstd_chunks(fh: BinaryIO) -> Iterator[bytes]:
 
 def _chunks(kind: str, fh: BinaryIO) -> Iterator[bytes]:
     """The decompressed stream in chunks; _Corrupt for a truncated or corrupt stream."""
-    import zlib
+    import zlib  # here: only the codec of this input (start-up time)
 
     errors: Tuple[type, ...] = (OSError, ValueError, RuntimeError, zlib.error)
     try:
-        import lzma
+        import lzma  # here: only the codec of this input (start-up time)
 
         errors += (lzma.LZMAError,)
         if kind == "zstd":
-            import zstandard
+            import zstandard  # optional dependency (pip install zstandard)
 
             errors += (zstandard.ZstdError,)
     except ImportError:  # pragma: no cover - lzma is built without liblzma on some Pythons
@@ -332,8 +333,6 @@ def acquire_compressed(
 ):
     """Decompress ``path`` (format ``kind``): an ELF core goes through ``core(decompressed_path)``
     (its Snapshot gets a note and the compressed file's name), anything else through ``text``."""
-    from hanganalyze.output import MAX_STDIN_BYTES
-
     limit = text_limit or MAX_STDIN_BYTES
     if progress:
         progress("decompressing %s (%s)" % (path, kind))

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from hanganalyze.acquire import procfacts
+from hanganalyze.acquire.enginerequest import EngineRequest
 from hanganalyze.acquire.ranks import read_proc_environ
 from hanganalyze.corefile import CoreInfo, check_executable
 from hanganalyze.direct.collect import collect_process
 from hanganalyze.direct.coredump import CoreProcess
 from hanganalyze.direct.live import LiveProcess
 from hanganalyze_gdbext.model import Snapshot
-
-if TYPE_CHECKING:
-    from hanganalyze.acquire.engine import EngineRequest
 
 ENGINE_NOTE = "read directly (ptrace or core, .eh_frame unwinding, no gdb)"
 

@@ -27,48 +27,15 @@ sends it there.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 from hanganalyze.acquire import directengine
+from hanganalyze.acquire.enginerequest import DIRECT, GDB, EngineRequest
 from hanganalyze.acquire.procfacts import check_pid
-from hanganalyze.acquire.sysroot import GdbOptions
 from hanganalyze.corefile import CoreInfo, read_core
 from hanganalyze.errors import InputError
 from hanganalyze_gdbext.model import Snapshot
-
-ENGINES = ("auto", "direct", "gdb")
-DIRECT, GDB = "direct", "gdb"
-
-
-def _quiet(msg: str) -> None:
-    """Default progress: nothing."""
-
-
-@dataclass(frozen=True)
-class EngineRequest:
-    """How every process of a run is read.  Checked when made (a one-line InputError before any
-    slow work), and frozen: the job pool's threads and repeated samples share one.
-
-    ``timeout`` bounds each gdb step, and the direct reader's wait for the threads of a live
-    process to stop (at most 30 s of it).  ``gdb_busy`` is called once gdb has its work queued,
-    the caller's moment to do other work while gdb runs (the signature database loads then); only
-    the gdb backends call it, and a run of several inputs leaves it unset."""
-
-    engine: str = "auto"
-    gdb: str = "gdb"
-    timeout: float = 120.0
-    options: GdbOptions = field(default_factory=GdbOptions)  # --sysroot, --solib-search-path, --debuginfod
-    progress: Callable[[str], None] = _quiet
-    gdb_busy: Optional[Callable[[], None]] = None
-
-    def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise InputError("--engine must be one of %s (got %r)" % (", ".join(ENGINES), self.engine))
-        if self.engine == DIRECT and (self.options.elsewhere or self.options.debuginfod):
-            raise InputError("--sysroot, --solib-search-path and --debuginfod are gdb's settings: "
-                             "use them without --engine direct")
 
 
 def choose(request: EngineRequest, core: Optional[CoreInfo] = None, exe: Optional[Path] = None) -> str:

@@ -12,16 +12,16 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
+from hanganalyze.acquire.enginerequest import EngineRequest
 from hanganalyze.acquire.gdbsession import GdbSession, gdb_safe_path, mi_quote, read_dump
-from hanganalyze.acquire.procfacts import complete_from_core, core_warnings, is_library, truncated_core_facts
-from hanganalyze.corefile import CoreInfo, check_executable
+from hanganalyze.acquire.procfacts import complete_from_core, core_warnings, truncated_core_facts
+from hanganalyze.acquire.sysroot import debuginfod_note, reconcile_with_gdb
+from hanganalyze.corefile import CoreInfo, check_executable, is_library, read_core
+from hanganalyze.elf import load_vaddr
 from hanganalyze.errors import GdbError
 from hanganalyze_gdbext.model import Snapshot
-
-if TYPE_CHECKING:
-    from hanganalyze.acquire.engine import EngineRequest
 
 
 def snapshot_from_core(core, info: Optional[CoreInfo], request: EngineRequest, exe=None) -> Snapshot:
@@ -32,8 +32,6 @@ def snapshot_from_core(core, info: Optional[CoreInfo], request: EngineRequest, e
     here when not given); then the executable, the core and ``hang-dump`` are queued at once,
     and ``request.gdb_busy`` is called: the caller's chance to work while we only wait for gdb.
     """
-    from hanganalyze.acquire.sysroot import debuginfod_note, reconcile_with_gdb
-    from hanganalyze.corefile import read_core
 
     core = Path(core)
     options = request.options
@@ -136,8 +134,6 @@ def _send_missing_memory(session: GdbSession, info: CoreInfo, tmp: str) -> int:
 def _load_vaddr(path: str) -> Optional[int]:
     """The link-time address of a shared object's first PT_LOAD, page-aligned (0 for ordinary
     libraries), from its program headers; None when it is no 64-bit ELF file."""
-    from hanganalyze.elf import load_vaddr
-
     return load_vaddr(path)
 
 

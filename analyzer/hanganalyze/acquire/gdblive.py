@@ -14,16 +14,14 @@ import os
 import signal
 import tempfile
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
+from hanganalyze.acquire.enginerequest import EngineRequest
 from hanganalyze.acquire.gdbsession import GdbSession, read_dump
 from hanganalyze.acquire.procfacts import complete_from_live, live_argv, proc_status, state_letter
 from hanganalyze.acquire.ranks import read_proc_environ
 from hanganalyze.errors import GdbError, InputError
 from hanganalyze_gdbext.model import Snapshot
-
-if TYPE_CHECKING:
-    from hanganalyze.acquire.engine import EngineRequest
 
 
 def snapshot_from_pid(pid: int, request: EngineRequest) -> Snapshot:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from pygdbmi.gdbmiparser import parse_response
 
+import hanganalyze_gdbext as ext
 from hanganalyze.deadline import Deadline, check_timeout
 from hanganalyze.errors import GdbError, InputError
 from hanganalyze_gdbext.model import Snapshot
@@ -55,8 +56,6 @@ _MAX_GDB_WARNINGS = 8
 
 def load_py() -> Path:
     """gdbext's entry script, wherever hanganalyze is installed (source tree or site-packages)."""
-    import hanganalyze_gdbext as ext
-
     return Path(ext.__file__).resolve().parent / "load.py"
 
 

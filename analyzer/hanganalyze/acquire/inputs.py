@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 from typing import List, Optional
 
 from hanganalyze.acquire import engine
+from hanganalyze.corefile import compressed_kind
+from hanganalyze.deadline import Deadline
 from hanganalyze.elf import is_elf
 from hanganalyze.errors import InputError
-from hanganalyze.output import read_stdin
+from hanganalyze.output import MAX_STDIN_BYTES, read_stdin
+from hanganalyze_gdbext.model import Snapshot
 
 
 def _is_elf(path: Path) -> bool:
@@ -64,7 +68,6 @@ def acquire(target: Optional[str], pid: Optional[int], request: engine.EngineReq
     if _is_elf(path) and input_format is None:
         # gdb starts first; the core's notes are read while it starts (snapshot_from_core)
         return engine.from_core(path, request, exe)  # the direct reader or gdb: engine.choose
-    from hanganalyze.corefile import compressed_kind
 
     try:
         with open(path, "rb") as f:
@@ -74,20 +77,18 @@ def acquire(target: Optional[str], pid: Optional[int], request: engine.EngineReq
     packed = compressed_kind(head[:8])
     if packed:
         # systemd-coredump's .zst, a .gz log: decompressed (a core to a sparse temporary file)
-        from hanganalyze.acquire.compressed import acquire_compressed
+        from hanganalyze.acquire import compressed  # here: only a compressed input needs it (start-up time)
 
         def core(decompressed: Path):
             return engine.from_core(decompressed, request, exe)
 
-        return acquire_compressed(path, packed[0], input_format, core, lambda text: _from_text(text, input_format),
-                                  progress=request.progress)
+        return compressed.acquire_compressed(path, packed[0], input_format, core,
+                                             lambda text: _from_text(text, input_format), progress=request.progress)
     if input_format is None:
-        from hanganalyze.acquire.flight_recorder import looks_like_flight_recorder, read_flight_recorder
+        from hanganalyze.acquire import flight_recorder as fr  # here: never for a live run (start-up time)
 
-        if looks_like_flight_recorder(head):
-            from hanganalyze_gdbext.model import Snapshot
-
-            return Snapshot(processes=[read_flight_recorder(path)])
+        if fr.looks_like_flight_recorder(head):
+            return Snapshot(processes=[fr.read_flight_recorder(path)])
         if _is_binary(path):
             raise InputError("%s is neither an ELF core nor a text file (binary data)" % path)
     try:
@@ -95,7 +96,7 @@ def acquire(target: Optional[str], pid: Optional[int], request: engine.EngineReq
     except OSError as e:
         raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
     if input_format is None:
-        from hanganalyze.acquire import torch_debug as td
+        from hanganalyze.acquire import torch_debug as td  # here: only a TORCH_DEBUG folder (start-up time)
 
         if td.looks_like_debug_dump(text[:65536]):  # PyTorch's debug server's dump: every rank's stacks
             return td.read_debug_dump(text, str(path))
@@ -108,11 +109,7 @@ def _read_fifo(path: Path, timeout: float) -> str:
     """A named pipe (``hanganalyze <(kubectl logs pod)`` passes ``/dev/fd/63``): read as text like
     stdin, bounded, never blocking on the open, and ending when no writer has sent anything for
     ``timeout`` seconds, so a pipe nobody writes to ends in one line instead of a hang."""
-    import select
-    import time
-
-    from hanganalyze.deadline import Deadline
-    from hanganalyze.output import MAX_STDIN_BYTES
+    import select  # here: only a named pipe needs it (a live run does not import it)
 
     try:
         fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK)
@@ -158,12 +155,12 @@ def _read_fifo(path: Path, timeout: float) -> str:
 
 def _from_text(text: str, input_format: Optional[str]):
     """A hanganalyze/1 JSON snapshot (hang-dump, hang-analyze) as is; anything else to the parsers."""
-    from hanganalyze.acquire import snapshot_json
+    from hanganalyze.acquire import snapshot_json  # here: only a JSON input (start-up time of a live run)
 
     if input_format == snapshot_json.FORMAT_NAME or (
         input_format in (None, "auto") and snapshot_json.looks_like_snapshot(text)
     ):
         return snapshot_json.read_snapshot(text)
-    from hanganalyze.acquire.text import parse_text
+    from hanganalyze.acquire.text import parse_text  # here: only a text input (the parsers cost a live run)
 
     return parse_text(text, input_format)

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
-from hanganalyze.acquire.ranks import identify, rank_from_name
+from hanganalyze.acquire.ranks import identity_from_environ, rank_from_label, rank_from_name, read_proc_environ
+from hanganalyze.corefile import compressed_kind
+from hanganalyze.elf import is_elf
 from hanganalyze.errors import HangAnalyzeError, InputError
 from hanganalyze_gdbext.model import Process, Snapshot
 from hanganalyze_gdbext.model.stacktable import StackTable, set_table
@@ -56,9 +58,6 @@ class Input:
 
 def _looks_elf(path: Optional[str]) -> bool:
     """An ELF core, or a compressed file (a compressed core is decompressed and then goes to gdb)."""
-    from hanganalyze.corefile import compressed_kind
-    from hanganalyze.elf import is_elf
-
     try:
         with open(str(path), "rb") as f:
             head = f.read(8)
@@ -102,7 +101,7 @@ def plan_inputs(targets: Sequence[str], pids: Sequence[int], job: Optional[int])
             out.append(Input(path=t))
     out.extend(Input(pid=p) for p in pids)
     if job is not None:
-        from hanganalyze.acquire.jobtree import job_processes
+        from hanganalyze.acquire.jobtree import job_processes  # here: only --job (start-up time of a live run)
 
         found = job_processes(job)
         notes.extend(found.notes)
@@ -143,8 +142,35 @@ def default_parallel(inputs: Sequence[Input]) -> int:
     return n
 
 
+def identify(proc: Process, path: Optional[str], only_process: bool) -> None:
+    """Fill ``proc.rank`` (and ``dist["from"]``) from what the input gave, strongest first.
+
+    The environment (live, core) was read by the acquirer and is kept; then the text's
+    ``[rankN]`` label; then the file's name, when the file holds one process (a folder of
+    per-rank files); then the rank a watchdog log line names (``[Rank 3]``).  Collective facts of
+    watchdog lines are read here too, since they are one of the rank's sources.
+    """
+    if proc.rank is None:
+        r = rank_from_label(proc.label)
+        if r is not None:
+            proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "torchrun [rank%d] prefix" % r})
+    if proc.rank is None and only_process and path not in (None, "-"):
+        r = rank_from_name(str(path))
+        if r is not None:
+            proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "file name"})
+    if proc.collectives is None and proc.messages:
+        from hanganalyze.acquire.text import watchdog  # here: a live run never imports the text parsers
+
+        proc.collectives = watchdog.collectives_from_messages(proc.messages)
+        if proc.collectives is not None and proc.rank is None and proc.collectives.rank is not None:
+            proc.rank = proc.collectives.rank
+            proc.dist = dict(proc.dist or {}, **{"from": "watchdog log line"})
+    if proc.rank is not None and not proc.label:
+        proc.label = "rank %d" % proc.rank
+
+
 def fill_identity(proc: Process, inp: Input, only_process: bool) -> None:
-    """Rank identity of one acquired process: decided in ``ranks.identify``, the one place.  The
+    """Rank identity of one acquired process: decided in ``identify``, the one place.  The
     input's file is kept on the process (not serialised) for node summaries (``analyze/summary.py``)."""
     identify(proc, inp.path, only_process)
     if inp.launcher_pid is not None and isinstance(proc.dist, dict):
@@ -155,8 +181,6 @@ def fill_identity(proc: Process, inp: Input, only_process: bool) -> None:
 
 def _failed(inp: Input, err: BaseException) -> Process:
     """The place of an input that could not be read: its error in one line, its rank if known."""
-    from hanganalyze.acquire.ranks import identity_from_environ, read_proc_environ
-
     msg = " ".join(str(err).split()) or type(err).__name__
     proc = Process(source="live" if inp.pid is not None else "file", pid=inp.pid, error=msg)
     if inp.pid is not None:

@@ -17,15 +17,11 @@ from typing import Dict, List, Optional
 from hanganalyze.acquire.embedded_versions import add_embedded_versions, mentions_nccl
 from hanganalyze.acquire.procfs import read_proc
 from hanganalyze.acquire.ranks import identity_from_environ
-from hanganalyze.corefile import CoreInfo, MappedFile, build_id_of_file
+from hanganalyze.acquire.sysroot import mapped_file_table, missing_library_warning
+from hanganalyze.corefile import CoreInfo, MappedFile, build_id_of_file, is_library, library_warnings
 from hanganalyze.errors import InputError
 from hanganalyze.names import library_version
 from hanganalyze_gdbext.model import Library, Process
-
-
-def is_library(path: str) -> bool:
-    name = os.path.basename(path)
-    return ".so" in name and (name.endswith(".so") or ".so." in name)
 
 
 def libraries_from_files(files: List[MappedFile]) -> List[Library]:
@@ -156,17 +152,12 @@ def complete_from_core(proc: Process, info: CoreInfo, exe_path: str) -> None:
     normalize_frame_libraries(proc, info.files)
     proc.rank, proc.dist = identity_from_environ(info.environ, "core environment")
     name_unknown_libraries(proc, info)
-    from hanganalyze.acquire.sysroot import mapped_file_table
-
     proc.mapped_files = mapped_file_table(info)
 
 
 def core_warnings(info: CoreInfo, exe_warnings: List[str], options=None) -> List[str]:
     """The warnings a core's snapshot starts with, whichever engine read it: truncation first, then
     the executable's (``check_executable``), then the libraries missing or unlike the core's."""
-    from hanganalyze.acquire.sysroot import missing_library_warning
-    from hanganalyze.corefile import library_warnings
-
     out = ([info.truncation_warning()] if info.truncated else []) + list(exe_warnings) + library_warnings(info)
     missing = missing_library_warning(info, options)
     if missing:

@@ -4,8 +4,9 @@ Every launcher tells its workers who they are through the environment, and that 
 what we can read everywhere: ``/proc/PID/environ`` for a live process, the initial stack of a
 core (``corefile.initial_stack``), and, for pasted text, the ``[rankN]:`` prefixes torchrun
 prints or the file's name (``rank3.txt``, ``job.rank_3.pyspy``, ``job.r3.pyspy.txt``,
-``snap-3.json``).  This module is the one place that decides who a process is
-(``identify``); the acquirers only hand it what they read.  The variables, by launcher:
+``snap-3.json``).  This module reads each of those facts; ``many.identify`` is the one place
+that decides who a process is from them, and the acquirers only hand it what they read.
+The variables, by launcher:
 
 * torchrun / torch.distributed.run / torchelastic: RANK, LOCAL_RANK, WORLD_SIZE, GROUP_RANK,
   LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID;
@@ -24,7 +25,6 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.acquire.procfs import read_proc
-from hanganalyze_gdbext.model import Process
 
 #: (rank, world size, local rank, group/node rank, local world size) per launcher family.
 FAMILIES: Tuple[Tuple[str, Tuple[Optional[str], ...]], ...] = (
@@ -126,30 +126,3 @@ def rank_from_label(label: Optional[str]) -> Optional[int]:
     """The text parsers label torchrun's ``[rank3]:`` sections ``rank3``."""
     m = _RANK_LABEL.match(label or "")
     return _int(m.group(1)) if m else None
-
-
-def identify(proc: Process, path: Optional[str], only_process: bool) -> None:
-    """Fill ``proc.rank`` (and ``dist["from"]``) from what the input gave, strongest first.
-
-    The environment (live, core) was read by the acquirer and is kept; then the text's
-    ``[rankN]`` label; then the file's name, when the file holds one process (a folder of
-    per-rank files); then the rank a watchdog log line names (``[Rank 3]``).  Collective facts of
-    watchdog lines are read here too, since they are one of the rank's sources.
-    """
-    if proc.rank is None:
-        r = rank_from_label(proc.label)
-        if r is not None:
-            proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "torchrun [rank%d] prefix" % r})
-    if proc.rank is None and only_process and path not in (None, "-"):
-        r = rank_from_name(str(path))
-        if r is not None:
-            proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "file name"})
-    if proc.collectives is None and proc.messages:
-        from hanganalyze.acquire.text.watchdog import collectives_from_messages
-
-        proc.collectives = collectives_from_messages(proc.messages)
-        if proc.collectives is not None and proc.rank is None and proc.collectives.rank is not None:
-            proc.rank = proc.collectives.rank
-            proc.dist = dict(proc.dist or {}, **{"from": "watchdog log line"})
-    if proc.rank is not None and not proc.label:
-        proc.label = "rank %d" % proc.rank

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
+from hanganalyze.acquire import sampling
+from hanganalyze.acquire.engine import choose
+from hanganalyze.acquire.enginerequest import GDB, EngineRequest
+from hanganalyze.acquire.inputs import acquire
 from hanganalyze.acquire.many import Input, plan_inputs
+from hanganalyze.acquire.sampling import acquire_sampled, check_options
+from hanganalyze.acquire.sysroot import GdbOptions
 from hanganalyze.deadline import check_timeout
 from hanganalyze.errors import InputError
 from hanganalyze_gdbext.model import Snapshot
-
-if TYPE_CHECKING:
-    from hanganalyze.acquire.engine import EngineRequest
 
 Progress = Callable[[str], None]
 
@@ -63,7 +66,6 @@ class AcquireRequest:
         overwrite an input)."""
         progress = progress or _quiet
         self.timeout = check_timeout(self.timeout)
-        from hanganalyze.acquire.sampling import check_options
 
         check_options(self.samples, self.interval)
         if self.parallel is not None and not 1 <= self.parallel <= 1024:
@@ -72,13 +74,11 @@ class AcquireRequest:
             check_target(t)
         if not self.targets:
             check_target(None)
-        from hanganalyze.acquire.engine import EngineRequest
-        from hanganalyze.acquire.sysroot import GdbOptions
 
         options = GdbOptions.from_cli(self.sysroot, self.solib_search_path, self.debuginfod)
         self.reading = EngineRequest(engine=self.engine, gdb=self.gdb, timeout=self.timeout, options=options)
         if self.coredumpctl is not None:
-            from hanganalyze.acquire.coredumpctl import find_stored_core
+            from hanganalyze.acquire.coredumpctl import find_stored_core  # here: only --coredumpctl (start-up time)
 
             self.stored_core = stored = find_stored_core(self.coredumpctl, self.timeout, progress)
             self.targets = list(self.targets) + [str(stored.path)]
@@ -98,7 +98,6 @@ class AcquireRequest:
             reading = replace(reading, gdb_busy=gdb_busy)
         elif gdb_busy is not None:
             gdb_busy()
-        from hanganalyze.acquire.sampling import acquire_sampled
 
         samples, interval = self._sampling(reading)
         snapshot = acquire_sampled(self.inputs, self._acquire_one(reading), replace(reading, gdb_busy=None),
@@ -109,9 +108,6 @@ class AcquireRequest:
     def _sampling(self, reading: EngineRequest) -> Tuple[int, float]:
         """(samples, interval) for live inputs: the defaults of ``sampling.py``, or one sample when
         gdb reads them (seconds per read) and ``--samples`` was not given."""
-        from hanganalyze.acquire import sampling
-        from hanganalyze.acquire.engine import GDB, choose
-
         interval = sampling.DEFAULT_INTERVAL if self.interval is None else self.interval
         if self.samples is not None:
             return self.samples, interval
@@ -121,8 +117,6 @@ class AcquireRequest:
 
     def _acquire_one(self, reading: EngineRequest) -> Callable[[Input], Snapshot]:
         """How one input (a pid or a path) becomes a Snapshot, with this run's options."""
-        from hanganalyze.acquire.inputs import acquire
-
         def one(inp: Input) -> Snapshot:
             return acquire(inp.path, inp.pid, reading, self.exe, self.input_format)
 

@@ -24,6 +24,7 @@ from typing import Any, Dict
 from hanganalyze.acquire.text.common import MAX_LINE, cap_messages
 from hanganalyze.errors import InputError
 from hanganalyze_gdbext.model import SCHEMA, Snapshot
+from hanganalyze_gdbext.model.stacktable import attach_stacks
 
 FORMAT_NAME = "snapshot-json"
 
@@ -147,8 +148,6 @@ def read_snapshot(text: str) -> Snapshot:
     try:
         snap = Snapshot.from_dict(data)
         if stacks is not None:
-            from hanganalyze_gdbext.model.stacktable import attach_stacks
-
             attach_stacks(snap, data, stacks)
         _check_object(snap, Snapshot, "")
         _check_dicts(snap)

@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from hanganalyze.corefile import CoreInfo
+from hanganalyze.corefile import CoreInfo, is_library
 from hanganalyze.elf import build_id_of_file
 from hanganalyze.errors import InputError
 
@@ -202,8 +202,6 @@ def table_counts(rows: Sequence[Dict[str, Any]]) -> Dict[str, int]:
 def missing_library_warning(info: CoreInfo, opts: Optional[GdbOptions]) -> Optional[str]:
     """The doubt a missing library casts: its frames are ``??`` and the unwind past them may be
     wrong (no unwind tables).  Named after the libraries (at most five)."""
-    from hanganalyze.acquire.procfacts import is_library
-
     missing = [f.path for f in info.files if f.status == "missing" and is_library(f.path)]
     if not missing:
         return None

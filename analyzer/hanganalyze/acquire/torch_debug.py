@@ -30,7 +30,9 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional
 
+from hanganalyze.acquire.text import parse_text
 from hanganalyze.errors import InputError
+from hanganalyze.loglines import CURRENT_NOTE
 from hanganalyze_gdbext.model import Process, Snapshot
 
 #: What ``Process.source`` says for a rank read from a debug-server dump (``rankjoin.source_kind``).
@@ -82,8 +84,6 @@ def looks_like_rank_traceback(head: str) -> bool:
 def read_rank_traceback(text: str) -> Snapshot:
     """One rank's ``dump_traceback`` answer: its threads, the server's thread last; the rank comes
     from the file's name (``ranks.identify``)."""
-    from hanganalyze.acquire.text import parse_text
-
     snap = parse_text(text, "faulthandler")
     for proc in snap.processes:
         proc.source = SOURCE
@@ -93,8 +93,6 @@ def read_rank_traceback(text: str) -> Snapshot:
 
 def read_debug_dump(text: str, name: str = "") -> Snapshot:
     """Every rank of a debug-server dump, as processes of one Snapshot."""
-    from hanganalyze.acquire.text import parse_text
-
     where = name or "the debug-server dump"
     text = text.lstrip("\ufeff")
     failed: Dict[int, str] = {}
@@ -161,8 +159,6 @@ def _order_threads(proc: Process) -> None:
     handler thread (C++, ``<no Python frame>``), not the program's: it goes last, not current.  The
     other threads come newest first (CPython's thread list), so the main thread is the last of
     them: it goes first, where ``stacks.main_thread`` looks when a text names no main thread."""
-    from hanganalyze.loglines import CURRENT_NOTE
-
     server = [t for t in proc.threads if t.current and not t.frames]
     for t in server:
         t.current = False

@@ -40,6 +40,7 @@ import hashlib
 from typing import List, Optional
 
 from hanganalyze.analyze.framelists import in_python_frames, is_interpreter_frame, is_runtime_frame
+from hanganalyze.analyze.triage import bucket_text
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze_gdbext.model import Snapshot, Thread
 from hanganalyze_gdbext.model.signals import FATAL_SIGNALS  # a no-finding core is bucketed only for these
@@ -77,7 +78,6 @@ def bucket_key(snapshot: Snapshot) -> Optional[str]:
             return "%s|finding:%s" % (VERSION, top.signature)
         label = "finding:%s" % top.signature
         if top.signature == "triage":  # no known bug: the wait and the blame frame (analyze/triage.py)
-            from hanganalyze.analyze.triage import bucket_text
 
             text = bucket_text(top)
             if text:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from hanganalyze.analyze.match import match_process
 from hanganalyze_gdbext.model import Finding, Process, Snapshot
 from hanganalyze_gdbext.model.stacktable import (  # noqa: F401 - the model's side, named here too
     STACK_TABLE_MIN_PROCESSES,
@@ -92,8 +93,6 @@ def _names_tasks(db, f: Finding) -> bool:
 
 def match_snapshot(snapshot: Snapshot, db) -> List[Finding]:
     """``match.match_snapshot``, with each distinct process (``process_key``) matched once."""
-    from hanganalyze.analyze.match import match_process
-
     table = table_of(snapshot)
     done: Dict[tuple, Tuple[List[Any], List[Finding]]] = {}
     out: List[Finding] = []

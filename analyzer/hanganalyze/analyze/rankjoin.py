@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
+from hanganalyze.analyze.rankstate import rank_state
 from hanganalyze_gdbext.model import Process, Snapshot
 from hanganalyze_gdbext.model.collectives import FLIGHT_RECORDER, Collectives
 
@@ -86,8 +87,6 @@ def _describe(p: Process) -> str:
 
 
 def _state_text(p: Process) -> str:
-    from hanganalyze.analyze.rankstate import rank_state
-
     s = rank_state(0, p)
     what = s.state + (" in %s" % s.op if s.op else "")
     site = s.call_site or s.where

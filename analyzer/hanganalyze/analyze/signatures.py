@@ -94,7 +94,7 @@ def display_path(path: Path) -> str:
 
 def _node_at(node: yaml.Node, path: Sequence[Any]) -> yaml.Node:
     """The deepest composed node along a jsonschema error path (for its line number)."""
-    import yaml
+    import yaml  # here: a warm run reads the cache, not YAML (start-up time)
 
     for key in path:
         if isinstance(node, yaml.MappingNode):
@@ -118,9 +118,9 @@ def read_yaml(path: Path, trusted: bool = False) -> Tuple[Any, Optional[yaml.Nod
     file shipped with the tool (the frame lists), read with libyaml's C parser where it exists,
     because it is read on every run; user files go through the pure-Python reader, whose
     character check names the offending character."""
-    import yaml
+    import yaml  # here: a warm run reads the cache, not YAML (start-up time)
 
-    from hanganalyze.analyze.yaml_guard import check_node
+    from hanganalyze.analyze.yaml_guard import check_node  # here: it imports yaml (start-up time)
 
     disp = display_path(path)
     try:
@@ -239,7 +239,7 @@ def path_label(path: Sequence[Any]) -> str:
 
 
 def _best_error(errors: List[jsonschema.ValidationError]) -> jsonschema.ValidationError:
-    import jsonschema
+    import jsonschema  # here: only when validating (its import costs ~100 ms)
 
     return jsonschema.exceptions.best_match(errors)
 
@@ -322,7 +322,7 @@ def _compile_signature(d: Dict[str, Any], disp: str, node: yaml.Node, base: List
 
 
 def _validate(data: Any, schema: Dict[str, Any], disp: str, node: Optional[yaml.Node]) -> None:
-    import jsonschema
+    import jsonschema  # here: only when validating (its import costs ~100 ms)
 
     errors = list(jsonschema.Draft202012Validator(schema).iter_errors(data))
     if errors:

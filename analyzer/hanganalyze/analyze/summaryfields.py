@@ -8,14 +8,16 @@ from __future__ import annotations
 from array import array
 from typing import Any, Dict, Iterable, Optional
 
+from hanganalyze.analyze.ranksets import compress_ranks
+from hanganalyze.analyze.rules import load_rules
+from hanganalyze.analyze.triage import SIGNATURE
+
 # --------------------------------------------------------------------------------------------
 # Position sets
 # --------------------------------------------------------------------------------------------
 
 
 def positions_text(positions: Iterable[int]) -> str:
-    from hanganalyze.analyze.ranksets import compress_ranks
-
     return compress_ranks(positions)
 
 
@@ -50,8 +52,6 @@ _DEFAULTS = {"title": None, "fix": [], "cause": None, "references": []}
 def _texts(sig: str, db, cache: Dict[str, Optional[Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
     if sig in cache:
         return cache[sig]
-    from hanganalyze.analyze.rules import load_rules
-    from hanganalyze.analyze.triage import SIGNATURE
 
     out: Optional[Dict[str, Any]] = None
     if sig == SIGNATURE:

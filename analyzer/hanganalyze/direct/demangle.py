@@ -26,7 +26,7 @@ def _library_names():
     """libstdc++'s soname, and only if that fails the name ``ctypes.util`` finds (it runs
     ``ldconfig -p`` and imports tempfile: ~15 ms that every run paid before it was asked)."""
     yield "libstdc++.so.6"
-    from ctypes.util import find_library
+    from ctypes.util import find_library  # here: ctypes.util imports subprocess etc. (start-up time)
 
     yield find_library("stdc++")
 

@@ -39,7 +39,7 @@ def _ptrace():
         try:
             _libc = ctypes.CDLL("libc.so.6", use_errno=True)
         except OSError:  # not glibc (musl): ask the slow way
-            from ctypes.util import find_library
+            from ctypes.util import find_library  # here: ctypes.util imports subprocess etc. (start-up time)
 
             _libc = ctypes.CDLL(find_library("c"), use_errno=True)
         _libc.ptrace.restype = ctypes.c_long

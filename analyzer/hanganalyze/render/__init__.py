@@ -8,23 +8,23 @@ from hanganalyze_gdbext.model.termsafe import encodable
 
 def render(snapshot: Snapshot, fmt: str) -> str:
     if fmt == "json":
-        from hanganalyze.render.jsonout import render_json
+        from hanganalyze.render.jsonout import render_json  # here: only the format asked for
 
         return render_json(snapshot)  # ASCII: json escapes surrogates as \udcNN
     if fmt == "text":
-        from hanganalyze.render.text import render_text
+        from hanganalyze.render.text import render_text  # here: only the format asked for
 
         return encodable(render_text(snapshot))
     if fmt == "md":
-        from hanganalyze.render.markdown import render_markdown
+        from hanganalyze.render.markdown import render_markdown  # here: only the format asked for
 
         return encodable(render_markdown(snapshot))
     if fmt == "html":
-        from hanganalyze.render.html import render_html
+        from hanganalyze.render.html import render_html  # here: only the format asked for (jinja2)
 
         return encodable(render_html(snapshot))
     if fmt == "node":  # a node summary, mergeable (analyze/summary.py)
-        from hanganalyze.analyze.summary import render_node
+        from hanganalyze.analyze.summary import render_node  # here: only the format asked for
 
         return render_node(snapshot)
     raise ValueError("unknown format %r" % fmt)

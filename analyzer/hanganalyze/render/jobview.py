@@ -11,11 +11,12 @@ each renderer for its medium.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 from hanganalyze.analyze.ranksets import compress_ranks
+from hanganalyze.analyze.rules import load_rules
+from hanganalyze.render.titles import process_title
 from hanganalyze.render.treetext import Divergence, divergences, render_tree_lines
-from hanganalyze.render.view import ProcessView, process_title
 from hanganalyze_gdbext.model import Finding, Process, Snapshot
 from hanganalyze_gdbext.model.job import JobRankState, JobSummary
 
@@ -23,6 +24,16 @@ from hanganalyze_gdbext.model.job import JobRankState, JobSummary
 ROWS_PER_RANK = 16
 #: Facts that the rank table shows per rank already, or that say the rank itself.
 _PER_RANK_FACTS = ("rank", "pid")
+
+
+class ShownProcess(Protocol):
+    """What the job part reads of each process the report shows (``view.ProcessView``, which
+    ``view.build_view`` hands over): its place, the process, its facts and key libraries."""
+
+    index: int
+    process: Process
+    facts: List[Tuple[str, str]]
+    libraries: List[Tuple[str, str]]
 
 
 @dataclass
@@ -150,8 +161,6 @@ def _key(st: JobRankState, by_rank: bool) -> int:
 
 def top_cross_rank(snapshot: Snapshot) -> Optional[Finding]:
     """The finding that names the ranks at fault: the first cross-rank rule's finding."""
-    from hanganalyze.analyze.rules import load_rules
-
     try:
         cross = load_rules().cross_rank
     except Exception:  # noqa: BLE001 - a broken rule file must not cost the report: any ranked finding
@@ -284,7 +293,7 @@ def rank_rows(snapshot: Snapshot, job: JobSummary, at_fault: Set[int]) -> List[R
     return rows
 
 
-def shared_facts(pvs: Sequence[ProcessView], by_rank: bool) -> Optional[SharedFacts]:
+def shared_facts(pvs: Sequence[ShownProcess], by_rank: bool) -> Optional[SharedFacts]:
     """What every shown process has in common, said once, and only the differences per rank."""
     if len(pvs) < 2:
         return None
@@ -333,7 +342,7 @@ def _job_facts(job: JobSummary) -> List[Tuple[str, str]]:
     return facts
 
 
-def build_job_view(snapshot: Snapshot, pvs: Sequence[ProcessView] = ()) -> Optional[JobView]:
+def build_job_view(snapshot: Snapshot, pvs: Sequence[ShownProcess] = ()) -> Optional[JobView]:
     """What a job report shows first and in its job section (None for one process); not
     ``calltree.job_view``, which builds the tree and classes this reads from ``Snapshot.job``."""
     job = snapshot.job

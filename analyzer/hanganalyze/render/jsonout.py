@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 
 from hanganalyze_gdbext.model import Snapshot
+from hanganalyze_gdbext.model.stacktable import snapshot_doc
 
 
 def render_json(snapshot: Snapshot) -> str:
-    from hanganalyze_gdbext.model.stacktable import snapshot_doc
-
     return json.dumps(snapshot_doc(snapshot), separators=(",", ":")) + "\n"

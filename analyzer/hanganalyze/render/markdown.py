@@ -23,8 +23,8 @@ from typing import List, Optional
 
 from hanganalyze.analyze.progress import progress_text
 from hanganalyze.render import asynctree
-from hanganalyze.render.text import SHORT_FACT, clean, indented
-from hanganalyze.render.view import FindingView, GroupView, ReportView, build_view
+from hanganalyze.render.text import SHORT_FACT, clean, file_row_text, indented
+from hanganalyze.render.view import FindingView, GroupView, ReportView, build_view, files_summary
 from hanganalyze_gdbext.model import Snapshot
 
 #: GitHub's limit is 65,536; keep a margin for the reporter's own words.
@@ -329,9 +329,6 @@ FILES_MAX = 8000
 
 def _files_block(view: ReportView, room: int) -> str:
     """Each core's mapped-file table in a details block, within ``room`` characters."""
-    from hanganalyze.render.text import file_row_text
-    from hanganalyze.render.view import files_summary
-
     parts = []
     for p in view.processes:
         if not p.files:

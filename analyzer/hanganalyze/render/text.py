@@ -12,7 +12,7 @@ from typing import List
 from hanganalyze.analyze.progress import progress_text
 from hanganalyze.render import asynctree
 from hanganalyze.render.jobview import JobView
-from hanganalyze.render.view import GroupView, ReportView, build_view
+from hanganalyze.render.view import GroupView, ReportView, build_view, files_summary
 from hanganalyze_gdbext.model import Snapshot
 from hanganalyze_gdbext.model.termsafe import visible
 
@@ -177,7 +177,6 @@ def file_row_text(r) -> str:
 def _file_lines(p) -> List[str]:
     if not p.files:
         return []
-    from hanganalyze.render.view import files_summary
 
     out = ["", "MAPPED FILES of %s: %s" % (clean(p.title), files_summary(p.files))]
     for r in p.files[:MAX_FILE_ROWS]:

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, pattern
 from hanganalyze.analyze.grouping import ThreadGroup, group_threads
+from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.frametext import FrameStyle, frame_text
+from hanganalyze.libversions import drop_shadowed, static_name, static_where
+from hanganalyze.render.jobview import JobView, build_job_view
+from hanganalyze.render.titles import process_title
 from hanganalyze_gdbext.model import Finding, Frame, Process, Snapshot, Thread, waitgraph
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
-
-if TYPE_CHECKING:
-    from hanganalyze.render.jobview import JobView
 
 #: Only these URL schemes become links in a report.
 SAFE_URL = re.compile(r"^https?://[^\s<>\"'`]+$", re.IGNORECASE)
@@ -226,7 +227,6 @@ def key_libraries(p: Process) -> List[Tuple[str, str]]:
     key_library = pattern("key_libraries")
     seen = set()
     out = []
-    from hanganalyze.libversions import drop_shadowed, static_name, static_where
 
     for lib in drop_shadowed(list(p.libraries)):  # older snapshots may still list both
         static = static_name(lib.path)
@@ -243,17 +243,6 @@ def key_libraries(p: Process) -> List[Tuple[str, str]]:
             base = base[: -len(version) - 1]  # "libnccl.so 2.26.5", not "libnccl.so.2.26.5 2.26.5"
         out.append((base, version))
     return out
-
-
-def process_title(i: int, p: Process) -> str:
-    exe = _base(p.executable)
-    label = p.label or ("rank %d" % p.rank if p.rank is not None else "Process %d" % i)
-    bits = ["%s" % label]
-    if exe:
-        bits.append(exe)
-    if p.pid is not None:
-        bits.append("pid %s" % p.pid)
-    return " · ".join(bits)
 
 
 #: Order of the mapped-file table: what puts the stacks in doubt first.
@@ -448,16 +437,12 @@ def build_view(snapshot: Snapshot) -> ReportView:
         others = [str(r) for r in f.references if not safe_url(r)]
         label = process_title(f.process, proc) if proc is not None else ""
         if f.ranks:
-            from hanganalyze.analyze.ranksets import compress_ranks
-
             label = "rank%s %s" % ("s" if len(f.ranks) > 1 else "", compress_ranks(f.ranks))
         elif len(f.processes) > 1:
             label = "%d processes" % len(f.processes)
         findings.append(FindingView(f, links, others, evs, label))
     tool = snapshot.tool or {}
     warnings = list(snapshot.warnings) + [n for p in snapshot.processes for n in p.notes]
-    from hanganalyze.render.jobview import build_job_view  # it builds on this module's helpers
-
     return ReportView(
         job=build_job_view(snapshot, procs),
         hidden_processes=len(snapshot.processes) - len(shown),

@@ -3,8 +3,9 @@ lldb, pytest-timeout, abseil deadlock reports, PyTorch's C++ frame lists.
 
 One module per format (``gdb``, ``pybt``, ``pyspy`` (with py-spy < 0.3 and ``ray stack``),
 ``pyspy_json``, ``pystack``, ``faulthandler``, ``lldb``, ``pytest_timeout``, ``abseil``,
-``cxxframes``, ``traceback``), each with ``score(lines)`` and ``parse(lines, process)``;
-``detect`` picks one; ``common`` cleans the text and splits it per process.
+``cxxframes``, ``traceback``), each following the protocol ``formats.py`` writes down
+(``score(lines)``, ``parse(lines, process)``) and listed there, one line each; ``detect`` picks
+one; ``common`` cleans the text and splits it per process.
 
 The steps: clean the text (ANSI, CRLF, control bytes, zero-width characters; a chat's or an
 issue's ``> `` quotes, shared indentation, Markdown fences and ``<details>`` tags); split it per
@@ -46,25 +47,13 @@ from hanganalyze_gdbext.model import Process, Snapshot
 from . import log as _log
 from . import traceback as _traceback
 from .common import Segment, cap_messages, clean_lines, split_processes, split_ranks, unwrap_terminal
-from .detect import FORMAT_NAMES, PARSERS, UNRECOGNISED, detect, parser_for
+from .detect import FORMAT_NAMES, UNRECOGNISED, detect, parser_for
+from .formats import FORMATS, PARSERS, TextParser, format_of
 
 __all__ = ["parse_text", "FORMAT_NAMES", "PARSERS"]
 
 #: Printed in each process's notes, so a report says how its input was read.
-DESCRIPTIONS = {
-    "gdb": "gdb backtrace",
-    "pybt": "gdb py-bt",
-    "pyspy": "py-spy dump",
-    "pyspy-json": "py-spy dump --json",
-    "pystack": "pystack",
-    "faulthandler": "faulthandler dump",
-    "lldb-bt": "lldb backtrace",
-    "pytest-timeout": "pytest-timeout stacks",
-    "abseil": "abseil stack report",
-    "cxxframes": "C++ frame list (PyTorch c10, backtrace_symbols)",
-    "traceback": "Python traceback",
-    "asyncio": "python -m asyncio ps/pstree",
-}
+DESCRIPTIONS = {f.name: f.description for f in FORMATS}
 
 
 #: ``/usr/lib/python3.11/threading.py``, ``libpython3.11.so.1.0``: the interpreter's version.
@@ -97,13 +86,11 @@ def _has_text(lines: List[str]) -> bool:
     return any(line.strip() for line in lines)
 
 
-#: Formats looked for in the lines left over by the first one (py-spy --json and ``log`` are
-#: never left over as lines).
-_SECOND_PASS = ("gdb", "pystack", "pyspy", "pybt", "faulthandler", "lldb-bt", "pytest-timeout", "abseil",
-                "cxxframes", "traceback")
+#: Formats looked for in the lines left over by the first one (the registry's ``leftover``).
+_SECOND_PASS = tuple(f.parser for f in FORMATS if f.leftover)
 
 
-def _dumps_from_messages(proc: Process, mod, auto: bool) -> None:
+def _dumps_from_messages(proc: Process, mod: Optional[TextParser], auto: bool) -> None:
     """Log lines around a dump often hold the exception that started it all (any format), or,
     when the format was detected, a second dump of another kind (abseil's failure report above
     faulthandler's Python stacks, a traceback under a C++ frame list): parse them too.  Each
@@ -113,8 +100,7 @@ def _dumps_from_messages(proc: Process, mod, auto: bool) -> None:
         if not proc.messages:
             return
         best, best_score = None, 0.0
-        for name in _SECOND_PASS if auto else ("traceback",):
-            other = PARSERS[name]
+        for other in _SECOND_PASS if auto else (_traceback,):
             if other in used:
                 continue
             sc = other.score(proc.messages)
@@ -128,7 +114,7 @@ def _dumps_from_messages(proc: Process, mod, auto: bool) -> None:
         if not extra.threads:
             return
         if best is not _traceback:
-            what = DESCRIPTIONS.get(best.NAME, best.NAME)
+            what = DESCRIPTIONS[best.NAME]
             for t in extra.threads:
                 t.notes.append("parsed as %s, from the lines around the main dump" % what)
         proc.threads.extend(extra.threads)
@@ -137,19 +123,19 @@ def _dumps_from_messages(proc: Process, mod, auto: bool) -> None:
         proc.pid = proc.pid or extra.pid
 
 
-def _parse_segment(seg: Segment, forced) -> List[Process]:
+def _parse_segment(seg: Segment, forced: Optional[TextParser]) -> List[Process]:
     mod = forced
     if mod is None:
         try:
             mod = detect(seg.lines)
         except InputError:
             mod = None
-    if mod is not None and hasattr(mod, "parse_processes"):
+    procs = format_of(mod).parse_processes(seg.lines, seg.label) if mod is not None else None
+    if procs is not None:
         # py-spy --json (pids are in the data), gdb (several sessions pasted one after another)
-        procs = mod.parse_processes(seg.lines, seg.label)
         for p in procs:
             p.pid = p.pid or seg.pid
-            p.notes.append("parsed as %s" % DESCRIPTIONS.get(mod.NAME, mod.NAME))
+            p.notes.append("parsed as %s" % DESCRIPTIONS[mod.NAME])
             _dumps_from_messages(p, mod, forced is None)
         return procs
     proc = Process(source="text", pid=seg.pid, label=seg.label)
@@ -157,7 +143,7 @@ def _parse_segment(seg: Segment, forced) -> List[Process]:
         proc.messages = cap_messages([line.strip() for line in seg.lines if line.strip()], proc.notes)
     else:
         mod.parse(seg.lines, proc)
-        proc.notes.append("parsed as %s" % DESCRIPTIONS.get(mod.NAME, mod.NAME))
+        proc.notes.append("parsed as %s" % DESCRIPTIONS[mod.NAME])
     _dumps_from_messages(proc, mod, forced is None)
     if not proc.threads and not proc.messages and not _has_tasks(proc):
         return []

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from hanganalyze.acquire.ranks import rank_from_name
 from hanganalyze.cnames import last_group_start
 from hanganalyze_gdbext.model import Frame
 
@@ -210,8 +211,6 @@ _PROCESS_HEADER = re.compile(r"^\s{0,4}Process (\d{1,10})(?::|\s*$)")
 _FILE_HEADER = re.compile(r"^==> (.{1,300}) <==$")
 def _file_label(name: str) -> str:
     """``rankN`` when the file's name says its rank (``ranks.rank_from_name``, the one rule)."""
-    from hanganalyze.acquire.ranks import rank_from_name
-
     r = rank_from_name(name)
     return "rank%d" % r if r is not None else name.rsplit("/", 1)[-1]
 

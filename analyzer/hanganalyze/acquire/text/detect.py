@@ -1,4 +1,5 @@
-"""Which dump format is this text?  Each parser scores the lines; the best score wins.
+"""Which dump format is this text?  Each parser of the registry (``formats.py``) scores the lines;
+the best score wins.
 
 Scores are counts of lines only that format prints (gdb's ``#N`` frames, py-spy's
 ``Thread 0x.. (idle)``, faulthandler's ``File "..", line N in f``), weighted by how
@@ -7,44 +8,13 @@ distinctive they are.  A score of 0 means "not this format".
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from hanganalyze.errors import InputError
 from hanganalyze.loglines import data_known_lines
 
-from . import (
-    abseil,
-    cxxframes,
-    faulthandler,
-    gdb,
-    lldb,
-    log,
-    pyasyncio,
-    pybt,
-    pyspy,
-    pyspy_json,
-    pystack,
-    pytest_timeout,
-    traceback,
-)
-
-#: --input-format value -> parser module, in the order ties are broken.
-PARSERS: Dict[str, ModuleType] = {
-    "pyspy-json": pyspy_json,
-    "gdb": gdb,
-    "pystack": pystack,
-    "pyspy": pyspy,
-    "pybt": pybt,
-    "faulthandler": faulthandler,
-    "lldb-bt": lldb,
-    "pytest-timeout": pytest_timeout,
-    "abseil": abseil,
-    "cxxframes": cxxframes,
-    "traceback": traceback,
-    "asyncio": pyasyncio,
-    "log": log,  # scores 0: used when asked for, or when no dump format scores (``detect``)
-}
+from . import log
+from .formats import FORMATS, PARSERS, SPELLINGS, TextParser
 
 FORMAT_NAMES = tuple(PARSERS) + ("auto",)
 
@@ -56,16 +26,12 @@ UNRECOGNISED = (
 )
 
 
-def parser_for(input_format: Optional[str]) -> Optional[ModuleType]:
+def parser_for(input_format: Optional[str]) -> Optional[TextParser]:
     """The parser forced by --input-format (None for auto); InputError for an unknown name."""
     if input_format is None or input_format == "auto":
         return None
     key = input_format.strip().lower().replace("_", "-")
-    key = {"py-bt": "pybt", "py-spy": "pyspy", "pyspy-json": "pyspy-json", "py-spy-json": "pyspy-json",
-           "json": "pyspy-json", "gdb-bt": "gdb", "cuda-gdb": "gdb", "tb": "traceback", "ray-stack": "pyspy",
-           "absl": "abseil", "glog": "abseil", "c10": "cxxframes", "torch-cpp": "cxxframes",
-           "pytorch-cpp": "cxxframes", "pytest": "pytest-timeout", "lldb": "lldb-bt",
-           "asyncio-ps": "asyncio", "asyncio-pstree": "asyncio", "pstree": "asyncio"}.get(key, key)
+    key = SPELLINGS.get(key, key)
     if key not in PARSERS:
         raise InputError(
             "unknown --input-format %r; use one of: %s" % (input_format, ", ".join(FORMAT_NAMES))
@@ -81,13 +47,13 @@ def scores(lines: List[str]) -> List[Tuple[float, str]]:
     """(score, name) for every format, best first (a long text is scored on its two ends)."""
     if len(lines) > 2 * SCORE_LINES:
         lines = lines[:SCORE_LINES] + lines[-SCORE_LINES:]
-    out = [(mod.score(lines), name) for name, mod in PARSERS.items()]
-    order = {name: i for i, name in enumerate(PARSERS)}
+    out = [(f.parser.score(lines), f.name) for f in FORMATS]
+    order = {f.name: i for i, f in enumerate(FORMATS)}
     out.sort(key=lambda x: (-x[0], order[x[1]]))
     return out
 
 
-def detect(lines: List[str]) -> ModuleType:
+def detect(lines: List[str]) -> TextParser:
     """The best-scoring parser; the log reader when no dump format scores but the text holds known
     log lines (a watchdog timeout, a stall report: no frames, still an answer); InputError with the
     list of formats when neither."""

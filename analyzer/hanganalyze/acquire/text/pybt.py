@@ -23,6 +23,7 @@ from typing import List, Optional
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
 from .common import cap_messages, parse_py_file_line, python_frame, to_int
+from .gdblines import CORE_BY, CURRENT, FRAME, INFERIOR, THREAD, is_noise, is_stop_echo, thread_from_header
 
 NAME = "pybt"
 
@@ -88,8 +89,6 @@ def frame_line(line: str, s: str, cur: Thread, frames: List[Frame]) -> bool:
 
 
 def parse(lines: List[str], proc: Process) -> None:
-    from . import gdb as _gdb  # gdb imports this module for py-bt sections inside a bt paste
-
     messages: List[str] = []
     threads: List[Thread] = []
     cur: Optional[Thread] = None
@@ -106,9 +105,9 @@ def parse(lines: List[str], proc: Process) -> None:
         if not s:
             continue
         if s.startswith("Thread "):
-            m = _gdb._THREAD.match(s)
+            m = THREAD.match(s)
             if m:
-                cur = _gdb._thread_from_header(m.group(1), m.group(2))
+                cur = thread_from_header(m.group(1), m.group(2))
                 cur.merge = "python-only"
                 threads.append(cur)
                 by_num[m.group(1)] = cur
@@ -117,26 +116,26 @@ def parse(lines: List[str], proc: Process) -> None:
             if cur is None or cur.frames:
                 cur = new_thread()
             continue
-        if s.startswith("#") and not _FULL.match(s) and _gdb._FRAME.match(s):
+        if s.startswith("#") and not _FULL.match(s) and FRAME.match(s):
             continue  # gdb's "#0 ..." echo of the stop location
         if cur is None and (s.startswith(("File ", "<built-in ", "#")) and frame_line(line, s, Thread(), [])):
             cur = new_thread()
         if cur is not None and frame_line(line, s, cur, cur.frames):
             continue
-        m = _gdb._CURRENT.match(s)
+        m = CURRENT.match(s)
         if m:
             current_num = m.group(1)
             continue
-        m = _gdb._CORE_BY.match(s)
+        m = CORE_BY.match(s)
         if m:
             proc.argv = m.group(1).split() or None
             proc.executable = proc.argv[0] if proc.argv else None
             continue
-        m = _gdb._INFERIOR.match(s)
+        m = INFERIOR.match(s)
         if m:
             proc.pid = proc.pid or to_int(m.group(1))
             continue
-        if _gdb._is_noise(s) or _gdb._is_stop_echo(s):
+        if is_noise(s) or is_stop_echo(s):
             continue
         messages.append(s)
     if current_num in by_num:
