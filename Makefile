@@ -22,12 +22,17 @@ all: test
 
 # Two steps, so that `make demo` installs only the tool (a few pure-Python wheels, seconds) and
 # PyTorch (hundreds of MB) comes only with the targets that run it (test, bench, lint, fuzz).
+# Quiet: pip at -q -q without its version check, and the build's own noise (setuptools' warnings,
+# an index's "Location ... is ignored") in a log that is named only when the step fails.
+PIP     = $(PY) -m pip -q -q --disable-pip-version-check
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e . --config-settings editable_mode=compat
-	$(PY) scripts/src_paths.py
-	touch $@
+	@echo "installing hanganalyze into $(VENV) (python venv, editable install)"
+	@log=$$(mktemp -t hanganalyze-install.XXXXXX); \
+	{ $(PYTHON) -m venv $(VENV) && $(PIP) install --upgrade pip && \
+	  $(PIP) install -e . --config-settings editable_mode=compat && $(PY) scripts/src_paths.py; } >"$$log" 2>&1 \
+	  || { echo "installing into $(VENV) failed; its output: $$log" >&2; exit 1; }; \
+	rm -f "$$log"
+	@touch $@
 
 $(VENV)/.test-installed: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat
@@ -71,8 +76,10 @@ test: install-test fixtures pythons
 
 # Only the fixture the demo runs (scripts/demo.sh), not all of them: the demo is meant to take under
 # two minutes on a fresh machine.
-demo: install $(BUILD)/cxx_thread_terminate
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash scripts/demo.sh
+# Quiet (one screen): the set-up runs silently (-s), its errors still show.
+demo:
+	@$(MAKE) -s --no-print-directory install $(BUILD)/cxx_thread_terminate
+	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash scripts/demo.sh
 
 lint: install-test
 	$(VENV)/bin/ruff check .

@@ -413,6 +413,25 @@ def read_core(path, locate: Optional[Locate] = None) -> CoreInfo:
     return info
 
 
+def _wrong_exe(recorded: str, want: str, given: str, have: str, locate: Locate) -> Tuple[str, str]:
+    """``--exe`` names another build than the core ran: (the executable to use, the warning).
+
+    The warning names the executable the core ran (its mapping of AT_ENTRY, from NT_FILE) and its
+    build-id, so a wrong ``--exe`` is never silent.  When that file is here (``locate``) with the
+    core's build-id it is used instead: with the wrong binary gdb's symbols, and every finding on
+    them, would be lost."""
+    real = recorded[: -len(" (deleted)")] if recorded.endswith(" (deleted)") else recorded
+    # "does not match": the report puts this line at the top either way (render.view's doubts)
+    head = "the core was made by %s (build-id %s); --exe names %s (build-id %s), which does not match" % (
+        real, want, given, have)
+    found = locate(real)
+    if found is not None and build_id_of_file(found) == want:
+        return found, "%s: using %s instead, the build the core ran" % (head, found)
+    why = ("%s is not on this machine" % real if found is None
+           else "%s here is another build (build-id %s)" % (found, build_id_of_file(found)))
+    return given, "%s: stacks may be wrong (%s)" % (head, why)
+
+
 def check_executable(info: CoreInfo, exe: Optional[Path], locate: Optional[Locate] = None,
                      where: str = "", libraries: bool = True) -> Tuple[str, List[str]]:
     """Pick the executable for gdb (``--exe`` wins) and explain any doubt about it.
@@ -459,9 +478,13 @@ def check_executable(info: CoreInfo, exe: Optional[Path], locate: Optional[Locat
     want = mf.build_id if mf else None
     have = build_id_of_file(chosen)
     if want and have and want != have:
-        warnings.append(
-            "executable %s has build-id %s but the core ran build-id %s: stacks may be wrong" % (chosen, have, want)
-        )
+        if exe is not None and recorded:
+            chosen, warning = _wrong_exe(recorded, want, chosen, have, locate)
+            warnings.append(warning)
+        else:
+            warnings.append(
+                "executable %s has build-id %s but the core ran build-id %s: stacks may be wrong" % (chosen, have, want)
+            )
     if libraries:
         warnings.extend(library_warnings(info))
     return chosen, warnings

@@ -181,12 +181,12 @@ def test_exe_is_a_directory(core, tmp_path):
 
 
 def test_exe_of_another_program_is_flagged_at_the_top(core):
-    """--exe naming an unrelated binary: gdb's stacks are garbage, so the report's first lines say
-    so (not only a note at the bottom of a report that otherwise reads as sound)."""
+    """--exe naming an unrelated binary: the report's first lines say so and name the executable
+    the core ran (not only a note at the bottom of a report that otherwise reads as sound)."""
     res = run([core, "--exe", "/bin/ls"], timeout=120)
     assert res.returncode in (0, 3, 5, 6), res.stderr
     head = res.stdout.decode().splitlines()[:6]
-    assert any(ln.startswith("WARNING: executable /bin/ls has build-id") and "stacks may be wrong" in ln
+    assert any(ln.startswith("WARNING: the core was made by ") and "--exe names /bin/ls (build-id" in ln
                for ln in head), head
 
 

@@ -170,6 +170,10 @@ def test_exe_override_with_other_build_id_warns(tmp_path):
     chosen, warnings = check_executable(info, other)
     assert chosen == str(other)
     assert any("build-id" in w and BUILD_ID.hex() in w for w in warnings), warnings
+    # the executable the core ran is named; it is not here, so --exe stays and is doubted
+    assert any(w.startswith("the core was made by /nonexistent/app/prog (build-id %s); --exe names /bin/true"
+                            % BUILD_ID.hex()) and w.endswith("(/nonexistent/app/prog is not on this machine)")
+               for w in warnings), warnings
 
 
 def test_core_cut_inside_its_memory_is_read(tmp_path):
