@@ -25,7 +25,8 @@ def test_codec_as_type_hints_give_it():
     for cls in classes:
         record._CODECS.pop(cls, None)
         hints = typing.get_type_hints(cls)
-        slow = [(f.name,) + record._how(hints[f.name]) for f in dataclasses.fields(cls)]
+        slow = [(f.name, f.name.rstrip("_")) + record._how(hints[f.name]) for f in dataclasses.fields(cls)
+                if f.name not in cls.TRANSIENT]
         assert record._codec(cls) == slow, cls.__name__
         names = vars(__import__(cls.__module__, fromlist=["_"]))
         fast += all(record._how_text(f.type, names) is not None for f in dataclasses.fields(cls))
@@ -36,7 +37,7 @@ def test_unknown_forms_fall_back():
     assert record._how_text("Union[int, str]", {}) is None
     assert record._how_text("Missing", {}) is None
     assert record._how_text("List[Missing]", {}) is None
-    assert record._how_text("Optional[bool]", {}) == (record._PLAIN, None, True)
+    assert record._how_text("Optional[bool]", {}) == (record._TRISTATE, None, True)
     assert record._how_text("bool", {}) == (record._FLAG, None, False)
     assert record._how_text("Optional[List[str]]", {}) == (record._PLAIN, None, True)
     assert record._how_text("List[List[str]]", {}) == (record._LIST, None, False)

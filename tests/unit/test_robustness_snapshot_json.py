@@ -14,7 +14,7 @@ from hanganalyze import pipeline
 from hanganalyze.acquire.snapshot_json import read_snapshot
 from hanganalyze.errors import InputError
 from hanganalyze.render import render
-from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread, Wait
+from hanganalyze_gdbext.model import Frame, Process, PythonFacts, Snapshot, Thread, Wait
 
 
 def _mutate(doc, paths, rng, n: int) -> None:
@@ -38,7 +38,7 @@ def base_doc() -> dict:
     ], waits=Wait(kind="mutex", resource="0x1000", owner_tid=12, frame=1))
     t2 = Thread(tid=12, name="audit", frames=[Frame(kind="native", function="__lll_lock_wait")],
                 waits=Wait(kind="mutex", resource="0x2000", owner_tid=11, frame=0))
-    p = Process(source="core", pid=11, executable="/bin/app", argv=["app"], python={"version": "3.11.7"},
+    p = Process(source="core", pid=11, executable="/bin/app", argv=["app"], python=PythonFacts(version="3.11.7"),
                 threads=[t1, t2], messages=["terminate called without an active exception"])
     return Snapshot(processes=[p]).to_dict()
 

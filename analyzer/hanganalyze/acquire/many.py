@@ -24,7 +24,7 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from hanganalyze.acquire.ranks import identify, rank_from_name
 from hanganalyze.errors import HangAnalyzeError, InputError
-from hanganalyze_gdbext.model import Process, Snapshot
+from hanganalyze_gdbext.model import DistIdentity, Process, Snapshot
 from hanganalyze_gdbext.model.stacktable import StackTable, set_table
 
 Progress = Optional[Callable[[str], None]]
@@ -145,12 +145,13 @@ def default_parallel(inputs: Sequence[Input]) -> int:
 
 def fill_identity(proc: Process, inp: Input, only_process: bool) -> None:
     """Rank identity of one acquired process: decided in ``ranks.identify``, the one place.  The
-    input's file is kept on the process (not serialised) for node summaries (``analyze/summary.py``)."""
+    input's file is kept on the process (``input_file``: not serialised) for node summaries
+    (``analyze/summary.py``)."""
     identify(proc, inp.path, only_process)
-    if inp.launcher_pid is not None and isinstance(proc.dist, dict):
-        proc.dist["launcher_pid"] = inp.launcher_pid
+    if inp.launcher_pid is not None and proc.dist is not None:
+        proc.dist.launcher_pid = inp.launcher_pid
     if inp.path and inp.path != "-":
-        proc.__dict__["_input_file"] = os.path.abspath(inp.path)
+        proc.input_file = os.path.abspath(inp.path)
 
 
 def _failed(inp: Input, err: BaseException) -> Process:
@@ -166,7 +167,7 @@ def _failed(inp: Input, err: BaseException) -> Process:
         proc.label = os.path.basename(str(inp.path))
         r = rank_from_name(str(inp.path))
         if r is not None:
-            proc.rank, proc.dist = r, {"from": "file name"}
+            proc.rank, proc.dist = r, DistIdentity(from_="file name")
     if proc.rank is not None:
         proc.label = "rank %d" % proc.rank
     return proc

@@ -20,11 +20,12 @@ rest of an environment (tokens, paths) never enters a snapshot.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Mapping, Optional, Tuple
+from dataclasses import replace
+from typing import Dict, Mapping, Optional, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.acquire.procfs import read_proc
-from hanganalyze_gdbext.model import Process
+from hanganalyze_gdbext.model import DistIdentity, Process
 
 #: (rank, world size, local rank, group/node rank, local world size) per launcher family.
 FAMILIES: Tuple[Tuple[str, Tuple[Optional[str], ...]], ...] = (
@@ -65,23 +66,23 @@ def _int(value: Optional[str]) -> Optional[int]:
     return n if n < MAX_RANK else None
 
 
-def identity_from_environ(env: Mapping[str, str], source: str) -> Tuple[Optional[int], Optional[Dict[str, Any]]]:
+def identity_from_environ(env: Mapping[str, str], source: str) -> Tuple[Optional[int], Optional[DistIdentity]]:
     """(rank, dist) from an environment; (None, None) when no launcher set a rank."""
     for family, names in FAMILIES:
         if names[0] is None or _int(env.get(names[0])) is None:
             continue
-        dist: Dict[str, Any] = {"launcher": family, "from": source}
+        dist = DistIdentity(launcher=family, from_=source)
         for field, name in zip(_FIELDS, names):
             value = _int(env.get(name)) if name else None
             if value is not None and field != "rank":
-                dist[field] = value
+                setattr(dist, field, value)
         for name in HOST_VARS:
             if env.get(name):
-                dist["host"] = env[name][:255]
+                dist.host = env[name][:255]
                 break
         for name, key in EXTRA_VARS.items():
             if env.get(name):
-                dist[key] = env[name][:255]
+                setattr(dist, key, env[name][:255])
         return _int(env.get(names[0])), dist
     return None, None
 
@@ -128,8 +129,13 @@ def rank_from_label(label: Optional[str]) -> Optional[int]:
     return _int(m.group(1)) if m else None
 
 
+def _said(dist: Optional[DistIdentity], source: str) -> DistIdentity:
+    """A copy of ``dist`` (a new one if None) that says the rank came from ``source``."""
+    return replace(dist, from_=source) if dist is not None else DistIdentity(from_=source)
+
+
 def identify(proc: Process, path: Optional[str], only_process: bool) -> None:
-    """Fill ``proc.rank`` (and ``dist["from"]``) from what the input gave, strongest first.
+    """Fill ``proc.rank`` (and ``dist.from_``) from what the input gave, strongest first.
 
     The environment (live, core) was read by the acquirer and is kept; then the text's
     ``[rankN]`` label; then the file's name, when the file holds one process (a folder of
@@ -139,17 +145,17 @@ def identify(proc: Process, path: Optional[str], only_process: bool) -> None:
     if proc.rank is None:
         r = rank_from_label(proc.label)
         if r is not None:
-            proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "torchrun [rank%d] prefix" % r})
+            proc.rank, proc.dist = r, _said(proc.dist, "torchrun [rank%d] prefix" % r)
     if proc.rank is None and only_process and path not in (None, "-"):
         r = rank_from_name(str(path))
         if r is not None:
-            proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "file name"})
+            proc.rank, proc.dist = r, _said(proc.dist, "file name")
     if proc.collectives is None and proc.messages:
         from hanganalyze.acquire.text.watchdog import collectives_from_messages
 
         proc.collectives = collectives_from_messages(proc.messages)
         if proc.collectives is not None and proc.rank is None and proc.collectives.rank is not None:
             proc.rank = proc.collectives.rank
-            proc.dist = dict(proc.dist or {}, **{"from": "watchdog log line"})
+            proc.dist = _said(proc.dist, "watchdog log line")
     if proc.rank is not None and not proc.label:
         proc.label = "rank %d" % proc.rank
