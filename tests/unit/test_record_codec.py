@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
+from pathlib import Path
 
 import hanganalyze_gdbext.model as model
 from hanganalyze_gdbext.model import asyncio as masyncio
@@ -71,3 +73,13 @@ def test_dist_keeps_the_key_order_a_join_wrote():
     doc = {"from": "environ", "launcher": "torch", "world_size": 2}
     assert list(model.DistIdentity.from_dict(doc).to_dict()) == list(doc)
     assert model.DistIdentity.from_dict(doc) == model.DistIdentity.from_dict(dict(reversed(list(doc.items()))))
+
+
+def test_python_facts_has_a_field_for_every_key_the_walker_writes():
+    """``facts.python_facts`` reads the walker's summary as a document (unknown keys left out, so
+    that gdb never fails on one): each key the summary or python_facts writes needs its field."""
+    gdbext = Path(model.__file__).resolve().parents[1]
+    src = (gdbext / "pyframes" / "process.py").read_text() + (gdbext / "facts.py").read_text()
+    keys = set(re.findall(r'"(\w+)": self\.', src)) | set(re.findall(r'(?:out|facts)\["(\w+)"\]', src))
+    assert {"version", "gil_holder", "runtime", "debug_info"} <= keys  # the scan finds them
+    assert keys - {f.name for f in dataclasses.fields(model.PythonFacts)} == {"notes"}  # notes: Process.notes
