@@ -164,7 +164,8 @@ def missing_ranks(processes: Sequence[Process], states: Sequence[RankState],
     if world is None or not ranked:
         return [], None
     seen = {s.rank for s in ranked}
-    dists = [processes[s.process].dist or DistIdentity() for s in ranked]
+    unknown = DistIdentity()
+    dists = [processes[s.process].dist or unknown for s in ranked]
     nodes = {d.group_rank for d in dists}
     local_sizes = {d.local_world_size for d in dists}
     bases = {s.rank - d.local_rank for s, d in zip(ranked, dists) if d.local_rank is not None}
