@@ -15,7 +15,7 @@ from typing import Callable, List
 from hanganalyze.analyze.bucket import bucket_id
 from hanganalyze.analyze.redact import redact
 from hanganalyze.render import render
-from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
+from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, PythonFacts, Snapshot, Thread
 
 TARGET_S = 2.0
 TARGET_HTML = 5 * 1024 * 1024
@@ -65,7 +65,7 @@ def worst_case(n: int = 1000) -> Snapshot:
 def _snapshot(threads: List[Thread]) -> Snapshot:
     threads[0].current = True
     p = Process(source="core", pid=1000, executable="/usr/bin/python3.11", argv=["python", "train.py"],
-                signal="SIGABRT", python={"version": "3.11.7"}, threads=threads)
+                signal="SIGABRT", python=PythonFacts(version="3.11.7"), threads=threads)
     f = Finding(signature="bench", title="bench finding", severity="hang", process=0, threads=[1950],
                 fix=["do the thing"], evidence=[Evidence(thread=1950, frame=3, rule="frame", text="x")])
     return Snapshot(processes=[p], findings=[f])

@@ -54,15 +54,17 @@ def _kinds(db, world):
     """{node index: doc} for the nodes that differ (bench_job's variants), and a plain one."""
     import bench_job
 
+    from hanganalyze_gdbext.model import DistIdentity
+
     special = sorted({r // PER_NODE for r in list(bench_job.VARIANTS) + [bench_job.STRAGGLER]})
     snaps = bench_job.synthesise(PER_NODE * (max(special) + 1), True, intern=True)
     for s in snaps:
-        s.processes[0].dist = {"world_size": world}
+        s.processes[0].dist = DistIdentity(world_size=world)
     docs = {n: _node_doc(snaps[n * PER_NODE:(n + 1) * PER_NODE], db) for n in special}
     plain = next(n for n in range(max(special) + 2) if n not in docs)
     base = bench_job.synthesise(PER_NODE, True, intern=True)  # ranks 0-7 are plain
     for s in base:
-        s.processes[0].dist = {"world_size": world}
+        s.processes[0].dist = DistIdentity(world_size=world)
     return docs, _node_doc(base, db), plain
 
 
@@ -92,6 +94,7 @@ def _write_nodes(nodes, world, folder, db):
 def measure(name, nodes):
     from hanganalyze import pipeline
     from hanganalyze.analyze import summary
+    from hanganalyze_gdbext.model import DistIdentity
 
     db = pipeline.load_signature_db()
     world = nodes * PER_NODE
@@ -134,7 +137,7 @@ def measure(name, nodes):
 
         snaps = bench_job.synthesise(world, True, intern=True)
         for s in snaps:
-            s.processes[0].dist = {"world_size": world}
+            s.processes[0].dist = DistIdentity(world_size=world)
         before = _rss()
         t = time.perf_counter()
         snap = pipeline.analyze_many(snaps, db)
@@ -145,7 +148,7 @@ def measure(name, nodes):
 
         snaps = bench_job.synthesise(world, True, intern=True)
         for s in snaps:
-            s.processes[0].dist = {"world_size": world}
+            s.processes[0].dist = DistIdentity(world_size=world)
         t = time.perf_counter()
         docs = [_node_doc(copy.deepcopy(snaps[i:i + PER_NODE]), db) for i in range(0, world, PER_NODE)]
         t_nodes = time.perf_counter() - t

@@ -350,7 +350,7 @@ def analyze(args: argparse.Namespace) -> int:
 def _triage_severity(snapshot: Any, f: Any) -> Optional[str]:
     """The severity a triage finding stands for: "crash" for a crashed thread, "hang" for a wait in a
     process none of whose threads progressed over the samples, None otherwise."""
-    wait = (f.triage or {}).get("wait")
+    wait = f.triage.wait if f.triage is not None else None
     if wait == "crashed":
         return "crash"
     if wait is None or wait in NOT_HUNG_WAITS:

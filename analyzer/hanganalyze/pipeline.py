@@ -74,7 +74,7 @@ def analyze_many(snapshots: List[Snapshot], db) -> Snapshot:
     for snap in snapshots:
         merged.processes.extend(snap.processes)
         merged.warnings.extend(snap.warnings)
-    tables = {id(t): t for t in (s.__dict__.get("_stack_table") for s in snapshots) if t is not None}
+    tables = {id(t): t for t in (s.stack_table for s in snapshots) if t is not None}
     if len(tables) == 1:  # interned as they came in (one table): not hashed again
         set_table(merged, next(iter(tables.values())))
     return analyze(merged, db)

@@ -1,7 +1,8 @@
 """``Process.python`` from the walker's findings, the same for the gdb and the direct reader."""
 
-from typing import Dict, List, Tuple
+from typing import List, Tuple
 
+from .model import PythonFacts
 from .pyframes.target import ProcessTarget
 
 
@@ -9,7 +10,7 @@ def _libpython_loaded(target: ProcessTarget) -> bool:
     return any(n.rsplit("/", 1)[-1].startswith("libpython") for n in target.object_files())
 
 
-def python_facts(pyproc, target: ProcessTarget) -> Tuple[Dict[str, object], List[str]]:
+def python_facts(pyproc, target: ProcessTarget) -> Tuple[PythonFacts, List[str]]:
     """(``Process.python``, process notes) from the walker: its ``summary()`` plus how CPython is
     built (``build``: "shared" when a libpython is mapped, else "static"; ``debug_info``: whether
     CPython's DWARF was there to check the offsets against).  The walker's notes (how
@@ -28,4 +29,6 @@ def python_facts(pyproc, target: ProcessTarget) -> Tuple[Dict[str, object], List
     how = pyproc.runtime_found
     if how:
         facts["runtime"] = how
-    return facts, ["Python: %s" % n for n in notes]
+    # read as a document is: a key summary() gains without a field in PythonFacts is left out, never
+    # an exception inside gdb that would cost the whole snapshot
+    return PythonFacts.from_dict(facts), ["Python: %s" % n for n in notes]

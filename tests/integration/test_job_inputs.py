@@ -145,8 +145,8 @@ def test_paths_and_ranks_in_names(tmp_path):
     assert rank_from_name("fr_rank-7.json") == 7 and rank_from_name("crankshaft3.txt") is None
     assert rank_from_name("rank99999999999.txt") is None
     rank, dist = identity_from_environ({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "SECRET": "x"}, "environ")
-    assert rank == 3 and dist == {"launcher": "torch", "from": "environ", "world_size": 8, "local_rank": 1}
+    assert rank == 3 and dist.to_dict() == {"launcher": "torch", "from": "environ", "world_size": 8, "local_rank": 1}
     rank, dist = identity_from_environ({"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_SIZE": "6"}, "environ")
-    assert rank == 5 and dist["launcher"] == "openmpi" and dist["world_size"] == 6
+    assert rank == 5 and dist.launcher == "openmpi" and dist.world_size == 6
     assert identity_from_environ({"RANK": "-1"}, "environ") == (None, None)
     assert Path(str(tmp_path)).is_dir()

@@ -95,7 +95,7 @@ def test_dump(entry, db):
     triage = [f for f in snap.findings if f.signature == "triage"]
     assert triage or expect_in(entry, snap), "no verdict: neither a known bug nor a triage"
     if entry.get("wait"):
-        WAITS[entry["file"]] = (entry["wait"], triage[0].triage["wait"] if triage else None)
+        WAITS[entry["file"]] = (entry["wait"], triage[0].triage.wait if triage else None)
     if entry.get("expect") or entry.get("hang") is False:
         wrong = [f.signature for f in snap.findings if f.signature not in ("triage", entry.get("expect"))
                  and f.severity in ("crash", "deadlock", "hang", "error") and (f.confidence or 1.0) >= 0.8

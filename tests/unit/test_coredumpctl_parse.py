@@ -89,7 +89,7 @@ def test_apply_sets_the_signal_only_where_the_core_has_none():
                                Process(source="core", signal="SIGABRT", executable="/other")])
     stored.apply(snap)
     first, second = snap.processes
-    assert first.signal == "SIGSEGV" and first.coredump["pid"] == 4513
+    assert first.signal == "SIGSEGV" and first.coredump.pid == 4513
     assert first.argv == meta["cmdline"].split()
     assert second.signal == "SIGABRT"
     assert any("systemd-coredump recorded SIGSEGV, the core's notes say SIGABRT" in n for n in second.notes)

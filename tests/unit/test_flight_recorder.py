@@ -28,7 +28,7 @@ from hanganalyze.acquire import safe_pickle
 from hanganalyze.acquire.flight_recorder import looks_like_flight_recorder, read_flight_recorder
 from hanganalyze.acquire.text.watchdog import collectives_from_messages as watchdog_facts
 from hanganalyze.errors import InputError
-from hanganalyze_gdbext.model import Process
+from hanganalyze_gdbext.model import DistIdentity, Process
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "flight_recorder"
 RANK0 = DATA / "straggler.fr.rank_0"
@@ -98,7 +98,7 @@ def test_rank0_dump_facts():
     assert isinstance(p, Process)
     assert p.source == "flight-recorder" and p.threads == []
     assert p.rank == 0 and p.label == "rank 0"
-    assert p.dist == {"from": "flight-recorder file name"}
+    assert p.dist == DistIdentity(from_="flight-recorder file name")
     c = p.collectives.to_dict()
     assert c["source"] == "flight-recorder" and c["file"] == str(RANK0)
     assert c["version"] == "2.10" and c["comm_lib_version"] == "2.28.9"
@@ -193,7 +193,7 @@ def test_rank_sources(tmp_path):
     assert p.rank is None and p.dist is None and p.label == "dump.fr"
     doc = dict(RANK0_DOC, rank=5)
     p = read_flight_recorder(write(tmp_path, "x_rank_7", pickle.dumps(doc, protocol=2)))
-    assert p.rank == 5 and p.dist == {"from": "flight-recorder dump"}
+    assert p.rank == 5 and p.dist == DistIdentity(from_="flight-recorder dump")
 
 
 def test_older_versions(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.render import render
-from hanganalyze_gdbext.model import Snapshot
+from hanganalyze_gdbext.model import DistIdentity, Snapshot
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "job"
 RANKS = 4096
@@ -28,7 +28,7 @@ def big_job():
         p = copy.deepcopy(procs[1 if rank == STRAGGLER else 0])
         p.rank, p.pid = rank, 10000 + rank
         p.label = None
-        p.dist = {"world_size": RANKS, "from": "test"}
+        p.dist = DistIdentity(world_size=RANKS, from_="test")
         for t in p.threads:
             t.tid = p.pid
         snap.processes.append(p)

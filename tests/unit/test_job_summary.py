@@ -19,7 +19,7 @@ from hanganalyze.acquire.text import parse_text
 from hanganalyze.analyze import summary
 from hanganalyze.errors import InputError
 from hanganalyze.render import render
-from hanganalyze_gdbext.model import Snapshot
+from hanganalyze_gdbext.model import DistIdentity, Snapshot
 from hanganalyze_gdbext.model.stacktable import expand_stacks
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "job"
@@ -40,7 +40,7 @@ def ranks():
         p = copy.deepcopy(procs[1 if rank == STRAGGLER else 0])
         p.rank, p.pid = rank, 10000 + rank
         p.label = None
-        p.dist = {"world_size": RANKS + 1, "from": "test"}  # one rank missing too
+        p.dist = DistIdentity(world_size=RANKS + 1, from_="test")  # one rank missing too
         for t in p.threads:
             t.tid = p.pid
         if rank in (50, 51):

@@ -41,7 +41,7 @@ def found(text: str, db, sig: str) -> List[Finding]:
 
 def wait_of(text: str, db):
     tri = [f for f in analyze(text, db) if f.signature == "triage"]
-    return tri[0].triage["wait"] if tri else None
+    return tri[0].triage.wait if tri else None
 
 
 def real(name: str) -> str:

@@ -67,7 +67,7 @@ def test_grpc_fork_handler_waits_for_its_thread_pool(db):
 
 def test_triage_names_the_grpc_fork_wait_a_join(db):
     tri = [f for f in analyze(real("grpc/grpc-32163-1.txt"), db, log=True) if f.signature == "triage"]
-    assert tri and tri[0].triage["wait"] == "join"
+    assert tri and tri[0].triage.wait == "join"
 
 
 def test_fixed_format_log_records_are_not_a_terminal_wrap():
@@ -112,10 +112,10 @@ def test_vllm_worker_traceback_under_its_record_prefix(db):
     frames = [f.function for t in snap.processes[0].threads for f in t.frames]
     assert "_lazy_init" in frames and "_run_worker_process" in frames
     tri = [f for f in analyze(text, db) if f.signature == "triage"]
-    assert tri and tri[0].triage["wait"] == "crashed"
+    assert tri and tri[0].triage.wait == "crashed"
     # near miss: the same worker interrupted by Ctrl-C while it waited is no crash
     interrupted = text.replace("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
                                "multiprocessing, you must use the 'spawn' start method\n", "KeyboardInterrupt\n", 1)
     interrupted = interrupted.replace("Cannot re-initialize CUDA in forked subprocess", "interrupted")
     tri = [f for f in analyze(interrupted, db) if f.signature == "triage"]
-    assert tri and tri[0].triage["wait"] != "crashed"
+    assert tri and tri[0].triage.wait != "crashed"

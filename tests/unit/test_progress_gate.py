@@ -6,7 +6,7 @@ from __future__ import annotations
 from hanganalyze.acquire.procfs import ThreadStat
 from hanganalyze.acquire.sampling import Sample, classify
 from hanganalyze.analyze.progress import ONE_SAMPLE_NOTE, gate_findings, window_factor
-from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, ThreadProgress
+from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Samples, Snapshot, Thread, ThreadProgress
 
 
 def _thread(tid: int, line: int, func: str = "fetch") -> Thread:
@@ -40,7 +40,7 @@ def _hang_snapshot(state: str, source: str = "live", severity: str = "hang", sig
     t = _thread(7, 10)
     if source == "live":
         t.progress = ThreadProgress(state=state, samples=3, window_s=1.0, cpu_s=0.0)
-    proc = Process(source=source, pid=1, threads=[t], samples={"count": 3, "window_s": 1.0} if source == "live"
+    proc = Process(source=source, pid=1, threads=[t], samples=Samples(count=3, window_s=1.0) if source == "live"
                    else None)
     f = Finding(signature=sig, title="t", severity=severity, process=0, threads=[7],
                 summary="waits in gloo", evidence=[Evidence(thread=7, frame=0, rule="r", text="x")], confidence=1.0)

@@ -20,6 +20,8 @@ from typing import Any, Dict, List
 import pytest
 from helpers import REPO, run_hanganalyze
 
+from hanganalyze_gdbext.model import DistIdentity
+
 DATA = REPO / "tests" / "data" / "gpu_job"
 STACKS = DATA / "straggler.job.json"
 DUMPS = [DATA / "straggler.fr.rank_0", DATA / "straggler.fr.rank_1"]
@@ -62,7 +64,7 @@ def test_text_named_r0_gets_its_rank(tmp_path):
 
     p = Process(source="text")
     identify(p, str(tmp_path / "job.r0.pyspy.txt"), only_process=True)
-    assert p.rank == 0 and p.dist == {"from": "file name"}
+    assert p.rank == 0 and p.dist == DistIdentity(from_="file name")
     q = Process(source="text")
     identify(q, str(tmp_path / "job.r0.pyspy.txt"), only_process=False)  # a file of several processes
     assert q.rank is None

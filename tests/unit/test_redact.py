@@ -10,7 +10,7 @@ import pytest
 
 from hanganalyze.analyze.redact import redact
 from hanganalyze.render import render
-from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Wait
+from hanganalyze_gdbext.model import DistIdentity, Evidence, Finding, Frame, Process, Snapshot, Thread, Wait
 
 SECRETS = ["abc123xyz", "hunter2", "hf_aaaaaaaaaaaaaaaaaaaaaa", "s3cr3tvalue", "pw1234", "AKIAABCDEFGHIJKLMNOP"]
 PRIVATE = ["alice", "bob", "gpu07.cluster.example.com", "10.1.2.3", "fe80::1ff:fe23:4567:890a", "192.168.0.1",
@@ -107,7 +107,7 @@ def test_job_view_hosts_and_addresses_are_redacted():
     for r in (0, 1):
         t = Thread(tid=100 + r, frames=[Frame(kind="python", function="step", file="/home/alice/train.py", line=3)])
         procs.append(Process(source="live", pid=100 + r, threads=[t], rank=r,
-                             dist={"host": "gpu-node07", "master_addr": "10.20.30.40", "world_size": 2}))
+                             dist=DistIdentity(host="gpu-node07", master_addr="10.20.30.40", world_size=2)))
     out = json.dumps(redact(Snapshot(processes=procs), hostnames=[], users=[]).to_dict())
     for secret in ("gpu-node07", "10.20.30.40", "alice"):
         assert secret not in out, secret

@@ -14,7 +14,8 @@ import pytest
 from hanganalyze import pipeline
 from hanganalyze.render import render
 from hanganalyze.render.view import build_view
-from hanganalyze_gdbext.model import Snapshot
+from hanganalyze_gdbext.model import Samples, Snapshot
+from hanganalyze_gdbext.model.job import JobRankProgress
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gpu_job"
 
@@ -79,9 +80,9 @@ def test_markdown_first_screen(straggler):
 def test_progress_and_unknown_evidence_in_the_verdict():
     """Sampled ranks say stuck or slow; a rank whose state has no evidence is listed, never blamed."""
     snap = analyzed()
-    snap.processes[1].samples = {"count": 3, "window_s": 1.0, "interval_s": 0.5}
-    snap.job.progress = [{"process": 1, "rank": 1, "state": "progressing", "window_s": 1.0, "samples": 3,
-                          "cpu_s": 0.01, "changed": ["load_next_batch (nccl_job.py:80)"]}]
+    snap.processes[1].samples = Samples(count=3, window_s=1.0, interval_s=0.5)
+    snap.job.progress = [JobRankProgress(process=1, rank=1, state="progressing", window_s=1.0, samples=3,
+                                         cpu_s=0.01, changed=["load_next_batch (nccl_job.py:80)"])]
     view = build_view(snap).job
     assert "rank 1 is in load_next_batch (nccl_job.py:80) -- SLOW, not stuck over 1.0 s, 3 samples" in view.verdict
     assert [r.progress for r in view.rows] == ["", "progressing"] and view.progress_note == ""

@@ -11,7 +11,7 @@ import pytest
 from hanganalyze.render.html import render_html, sanitize_svg
 from hanganalyze.render.markdown import render_markdown
 from hanganalyze.render.text import render_text
-from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Wait, WaitGraph
+from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, PythonFacts, Snapshot, Thread, Wait, WaitGraph
 
 SCRIPT = "<script>alert(1)</script>"
 EVIL = SCRIPT + " \"' {{7*7}} ``` </details> <img src=x onerror=alert(1)> [x](javascript:alert(1)) | ${7*7}"
@@ -28,7 +28,7 @@ def hostile_snapshot() -> Snapshot:
     t2 = Thread(tid=1002, name="plain", frames=[Frame(kind="native", function="pthread_join")])
     idle = [Thread(tid=2000 + i, name="idle", frames=[Frame(kind="native", function="epoll_wait")]) for i in range(3)]
     p = Process(source="core", pid=1002, executable="/bin/" + EVIL, argv=[EVIL, '" onmouseover="alert(1)'],
-                signal="SIGABRT", python={"version": EVIL}, threads=[t1, t2] + idle,
+                signal="SIGABRT", python=PythonFacts(version=EVIL), threads=[t1, t2] + idle,
                 notes=[EVIL], waitgraph=WaitGraph.from_dict({
                     "nodes": [{"id": "t1", "label": EVIL}, {"id": "m", "label": "m"}],
                     "edges": [{"src": "t1", "dst": "m", "kind": "waits", "label": EVIL}],
@@ -176,7 +176,7 @@ def one_thread_snapshot(value: str) -> Snapshot:
               Frame(kind="python", function=value, file=value, line=4)]
     t = Thread(tid=7, name=value, os_name=value, frames=frames, waits=Wait(kind="mutex", name=value, detail=value))
     p = Process(source="core", pid=7, executable="/bin/" + value, argv=[value, value], signal="SIGABRT",
-                python={"version": value}, threads=[t], notes=[value])
+                python=PythonFacts(version=value), threads=[t], notes=[value])
     f = Finding(signature="s", title=value, severity="hang", process=0, threads=[7], summary=value, fix=[value],
                 cause=value, references=["https://example.org/x"], evidence=[Evidence(thread=7, frame=1, text=value)])
     return Snapshot(processes=[p], findings=[f], warnings=[value])

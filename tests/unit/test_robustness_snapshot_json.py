@@ -14,7 +14,7 @@ from hanganalyze import pipeline
 from hanganalyze.acquire.snapshot_json import read_snapshot
 from hanganalyze.errors import InputError
 from hanganalyze.render import render
-from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread, Wait
+from hanganalyze_gdbext.model import Frame, Process, PythonFacts, Snapshot, Thread, Wait
 
 
 def _mutate(doc, paths, rng, n: int) -> None:
@@ -38,7 +38,7 @@ def base_doc() -> dict:
     ], waits=Wait(kind="mutex", resource="0x1000", owner_tid=12, frame=1))
     t2 = Thread(tid=12, name="audit", frames=[Frame(kind="native", function="__lll_lock_wait")],
                 waits=Wait(kind="mutex", resource="0x2000", owner_tid=11, frame=0))
-    p = Process(source="core", pid=11, executable="/bin/app", argv=["app"], python={"version": "3.11.7"},
+    p = Process(source="core", pid=11, executable="/bin/app", argv=["app"], python=PythonFacts(version="3.11.7"),
                 threads=[t1, t2], messages=["terminate called without an active exception"])
     return Snapshot(processes=[p]).to_dict()
 
@@ -101,6 +101,20 @@ def test_type_confused_documents_never_crash(db):
         ({"schema": "hanganalyze/1", "processes": [{"threads": [{"waits": {"kind": {}}}]}]}, "waits.kind"),
         ({"schema": "hanganalyze/1", "processes": [{"python": {"version": 3.11}, "threads": [{}]}]},
          "python.version"),
+        ({"schema": "hanganalyze/1", "processes": [{"python": {"from": 1}, "threads": [{}]}]},
+         "processes[0].python.from: expected str"),
+        ({"schema": "hanganalyze/1", "processes": [{"dist": {"world_size": "8"}, "threads": [{}]}]},
+         "processes[0].dist.world_size: expected int"),
+        ({"schema": "hanganalyze/1", "processes": [{"dist": [1], "threads": [{}]}]},
+         "DistIdentity: expected an object"),
+        ({"schema": "hanganalyze/1", "processes": [{"mapped_files": [7], "threads": [{}]}]},
+         "MappedFile: expected an object"),
+        ({"schema": "hanganalyze/1", "processes": [{"mapped_files": [{"status": 1}], "threads": [{}]}]},
+         "processes[0].mapped_files[0].status: expected str"),
+        ({"schema": "hanganalyze/1", "processes": [{"coredump": {"pid": [1]}, "threads": [{}]}]},
+         "processes[0].coredump.pid: expected int"),
+        ({"schema": "hanganalyze/1", "processes": [{"samples": {"count": "3"}, "threads": [{}]}]},
+         "processes[0].samples.count: expected int"),
         ({"schema": "hanganalyze/2"}, "not a usable"),
         ([1, 2], "is not an object"),
     ],
@@ -167,3 +181,30 @@ def test_type_confused_collectives_never_crash(db):
             assert "\n" not in str(e)
             rejected += 1
     assert 0 < rejected < 200
+
+
+def test_typed_process_facts_read_back_as_written():
+    """The records that replaced Process's dicts read a document back to the same bytes (key order
+    included), ignore keys they do not know (as every record does) and never read a transient
+    field from a file."""
+    d = base_doc()
+    p = d["processes"][0]
+    p["python"] = {"version": "3.12.3", "version_source": "Py_Version", "interpreters": 1, "gc_collecting": False,
+                   "free_threading": False, "build": "static", "debug_info": False, "runtime": "symbol"}
+    p["dist"] = {"from": "environ", "launcher": "torch", "world_size": 2, "launcher_pid": 865}
+    p["coredump"] = {"from": "coredumpctl", "pid": 7, "signal": "SIGABRT", "uid": 0}
+    p["samples"] = {"count": 3, "window_s": 1.0, "interval_s": 0.5}
+    p["mapped_files"] = [{"path": "/lib/x.so", "build_id": None, "found": None, "disk_build_id": None,
+                          "status": "missing"}]
+    snap = read_snapshot(json.dumps(d))
+    proc = snap.processes[0]
+    assert proc.dist.world_size == 2 and proc.dist.from_ == "environ" and proc.coredump.uid == 0
+    assert proc.python.gc_collecting is False and proc.samples.count == 3 and proc.mapped_files[0].status == "missing"
+    out = snap.to_dict()["processes"][0]
+    for key in ("python", "dist", "coredump", "samples", "mapped_files"):
+        assert json.dumps(out[key]) == json.dumps(p[key]), key
+    p["dist"] = dict(p["dist"], someday="x")
+    p["input_file"] = "/etc/shadow"
+    p["stopped_s"] = 5.0
+    proc = read_snapshot(json.dumps(d)).processes[0]
+    assert "someday" not in proc.dist.to_dict() and proc.input_file is None and proc.stopped_s is None

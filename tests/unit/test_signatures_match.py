@@ -13,7 +13,7 @@ import pytest
 from hanganalyze.analyze.match import match_snapshot
 from hanganalyze.analyze.signatures import SignatureDB, load_file
 from hanganalyze.names import normalize_function
-from hanganalyze_gdbext.model import Frame, Library, Process, Snapshot, Thread, ThreadState
+from hanganalyze_gdbext.model import Frame, Library, Process, PythonFacts, Snapshot, Thread, ThreadState
 
 
 @pytest.mark.parametrize("raw,norm", [
@@ -274,11 +274,11 @@ def test_python_and_signal_conditions(tmp_path):
                "conditions:\n  python: '>=3.12'\n  signal: [SIGABRT]\n")
     s = snap([nat("f")])
     s.processes[0].signal = "SIGABRT"
-    s.processes[0].python = {"version": "3.12.1"}
+    s.processes[0].python = PythonFacts(version="3.12.1")
     assert ids(s, db) == ["t1"]
-    s.processes[0].python = {"version": "3.11.7"}
+    s.processes[0].python = PythonFacts(version="3.11.7")
     assert ids(s, db) == []
-    s.processes[0].python = {"version": "3.12.1"}
+    s.processes[0].python = PythonFacts(version="3.12.1")
     s.processes[0].signal = "SIGSEGV"
     assert ids(s, db) == []
 

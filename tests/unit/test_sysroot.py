@@ -12,7 +12,7 @@ from hanganalyze.analyze.redact import redact
 from hanganalyze.errors import InputError
 from hanganalyze.render import render
 from hanganalyze.render.markdown import LIMIT
-from hanganalyze_gdbext.model import Frame, Process, Snapshot, Thread
+from hanganalyze_gdbext.model import CoreDump, Frame, MappedFile, Process, Snapshot, Thread
 
 
 def _touch(p):
@@ -75,10 +75,10 @@ def _snapshot(n_files: int = 3) -> Snapshot:
               "disk_build_id": "%040x" % i, "status": "match"} for i in range(n_files)]
     proc = Process(source="core", pid=7, executable="/home/alice/app/prog", threads=[
         Thread(tid=7, frames=[Frame(kind="native", function=None, library="/opt/libgone.so.1", address=0x1000)])])
-    proc.mapped_files = rows
-    proc.coredump = {"from": "coredumpctl", "pid": 7, "signal": "SIGABRT", "time": "2026-01-02 03:04:05 UTC",
-                     "hostname": "gpu-node-17", "cmdline": "/home/alice/app/prog --token=hunter2",
-                     "storage": "/var/lib/systemd/coredump/core.prog.zst"}
+    proc.mapped_files = [MappedFile(**r) for r in rows]
+    proc.coredump = CoreDump(from_="coredumpctl", pid=7, signal="SIGABRT", time="2026-01-02 03:04:05 UTC",
+                             hostname="gpu-node-17", cmdline="/home/alice/app/prog --token=hunter2",
+                             storage="/var/lib/systemd/coredump/core.prog.zst")
     return Snapshot(processes=[proc])
 
 
@@ -97,7 +97,11 @@ def test_table_in_every_format_with_escaping():
     data = json.loads(render(snap, "json"))
     assert data["processes"][0]["mapped_files"][0]["status"] == "mismatch"
     assert data["processes"][0]["coredump"]["hostname"] == "gpu-node-17"
-    assert table_counts(data["processes"][0]["mapped_files"]) == {"match": 3, "mismatch": 1, "missing": 1}
+    assert table_counts(snap.processes[0].mapped_files) == {"match": 3, "mismatch": 1, "missing": 1}
+    assert data["processes"][0]["coredump"] == {
+        "from": "coredumpctl", "pid": 7, "signal": "SIGABRT", "time": "2026-01-02 03:04:05 UTC",
+        "cmdline": "/home/alice/app/prog --token=hunter2", "hostname": "gpu-node-17",
+        "storage": "/var/lib/systemd/coredump/core.prog.zst"}
 
 
 def test_huge_tables_stay_within_the_markdown_limit_and_doubtful_rows_come_first():
@@ -114,5 +118,5 @@ def test_redaction_covers_the_table_and_the_record():
     out = redact(_snapshot(), hostnames=[], users=[])
     blob = json.dumps(out.to_dict())
     assert "alice" not in blob and "gpu-node-17" not in blob and "hunter2" not in blob
-    assert out.processes[0].mapped_files[0]["status"] == "mismatch"
+    assert out.processes[0].mapped_files[0].status == "mismatch"
 

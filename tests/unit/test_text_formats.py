@@ -9,6 +9,7 @@ import pytest
 
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.errors import InputError
+from hanganalyze_gdbext.model import PythonFacts
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "text"
 FIX = "/work/main/tests/fixtures/"
@@ -46,7 +47,7 @@ def short(name):
 def test_pyspy_dump():
     proc = only("pyspy_dump.txt")
     assert proc.pid == 10719
-    assert proc.python == {"version": "3.11.7"}
+    assert proc.python == PythonFacts(version="3.11.7")
     assert proc.executable == "/root/.pyenv/versions/3.11.7/bin/python3.11"
     assert proc.argv[-1] == FIX + "txt_deadlock.py"
     assert [(t.tid, t.name) for t in proc.threads] == [
@@ -290,7 +291,7 @@ def test_forcing_the_wrong_format_says_so():
 )
 def test_python_version_from_the_dump_or_its_paths(name, version):
     proc = parse(name).processes[0]
-    assert (proc.python or {}).get("version") == version
+    assert (proc.python.version if proc.python is not None else None) == version
 
 
 def test_pyspy_locals_are_skipped():

@@ -41,7 +41,7 @@ def test_plain_log_matches_message_signature_with_the_flag():
     assert any("Watchdog caught collective operation timeout" in m for m in snap.processes[0].messages)
     snap = pipeline.analyze(snap, pipeline.load_signature_db())
     assert [f.signature for f in snap.findings] == ["pgnccl-collective-timeout", "triage"]
-    assert snap.findings[1].triage["wait"] == "collective"
+    assert snap.findings[1].triage.wait == "collective"
 
 
 def test_healthy_log_gives_no_finding():

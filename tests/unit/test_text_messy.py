@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from hanganalyze.acquire.text import DESCRIPTIONS, FORMAT_NAMES, parse_text
 from hanganalyze.acquire.text.detect import UNRECOGNISED
 from hanganalyze.errors import InputError
+from hanganalyze_gdbext.model import PythonFacts
 
 MESSY = Path(__file__).resolve().parents[1] / "data" / "text" / "messy"
 SAMPLES = sorted(p.name for p in MESSY.glob("*.txt"))
@@ -216,7 +217,7 @@ def test_ray_stack_prompt_stays_with_the_first_worker():
 
 def test_ray_stack_new_format_with_native_frames():
     a, b = parse("ray-stack-2.txt").processes
-    assert (a.pid, a.argv, a.python["version"]) == (56364, ["ray::IDLE"], "3.8.6")
+    assert (a.pid, a.argv, a.python.version) == (56364, ["ray::IDLE"], "3.8.6")
     assert a.executable == "/home/iamhatesz/.pyenv/versions/3.8.6/bin/python3.8"
     assert [(t.tid, t.name) for t in a.threads] == [(56364, "MainThread"), (56473, "ray_import_thread")]
     main = a.threads[0]
@@ -251,7 +252,8 @@ def test_pytest_timeout_in_details_block():
     assert t6.merge == "python-only" and t6.frames[0].kind == "python"
     assert "Timeout" in proc.messages
     assert not any("details" in m or "summary" in m or "```" in m for m in proc.messages), proc.messages
-    assert proc.python == {"version": "3.8", "from": "file paths"}
+    assert proc.python == PythonFacts(version="3.8", from_="file paths")
+    assert proc.to_dict()["python"] == {"version": "3.8", "from": "file paths"}
 
 
 def test_pytest_timeout_cut_at_the_top():

@@ -38,7 +38,7 @@ def test_stacks_dump_one_process_per_rank():
     assert _funcs(r1)[0] == "load_next_batch"
     # the worker server's own thread (faulthandler's "Current thread", no Python frame) comes last
     assert not r1.threads[-1].frames and not any(t.current for t in r1.threads)
-    assert r0.dist["debug_server_url"].endswith("/handler/dump_traceback?")
+    assert r0.dist.debug_server_url.endswith("/handler/dump_traceback?")
 
 
 def test_rank_answer_recognised_by_content():

@@ -33,8 +33,8 @@ def test_gpu_wait_over_unnamed_driver_frames(db):
     snap, tri = triage_of(GPU_WAIT, db)
     # the class's signature answers (a host thread waiting for the device), the triage says the same wait
     assert snap.findings[0].signature == "cuda-host-waits-for-device"
-    assert tri[0].triage["wait"] == "gpu"
-    assert tri[0].triage["blame"] == "at::native::copy_kernel_cuda (libtorch_cuda.so)"
+    assert tri[0].triage.wait == "gpu"
+    assert tri[0].triage.blame == "at::native::copy_kernel_cuda (libtorch_cuda.so)"
     assert tri[0].fix and snap.bucket and snap.bucket.startswith("b2-")
 
 
@@ -56,9 +56,9 @@ Thread 1 (Thread 0x7f (LWP 200)):
 #1  0x00007f in event_loop () at loop.cc:5
 """
     _snap, tri = triage_of(text, db)
-    assert tri[0].triage["wait"] == "lock"
-    assert tri[0].triage["about"] == [201]
-    assert "Cache::insert" in tri[0].triage["blame"]
+    assert tri[0].triage.wait == "lock"
+    assert tri[0].triage.about == [201]
+    assert "Cache::insert" in tri[0].triage.blame
 
 
 def test_watchdog_stack_is_a_collective_without_a_log_line(db):
@@ -69,14 +69,14 @@ def test_watchdog_stack_is_a_collective_without_a_log_line(db):
 #4  0x00007f in c10d::ProcessGroupNCCL::ncclCommWatchdog() () from /opt/torch/lib/libtorch_cuda.so
 """
     _snap, tri = triage_of(text, db)
-    assert tri[0].triage["wait"] == "collective"
+    assert tri[0].triage.wait == "collective"
 
 
 def test_log_only_input_gets_a_triage_from_its_lines(db):
     text = "[2024-05-01 10:00:00] W horovod: One or more tensors were submitted to be reduced, gathered " \
            "or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds.\n"
     _snap, tri = triage_of(text, db)
-    assert tri[0].triage["wait"] == "collective" and tri[0].triage["from"] == "log"
+    assert tri[0].triage.wait == "collective" and tri[0].triage.from_ == "log"
 
 
 def test_an_idle_process_is_not_called_a_lock_wait(db):
@@ -85,7 +85,7 @@ def test_an_idle_process_is_not_called_a_lock_wait(db):
 #1  0x00007f in event_loop () at loop.cc:5
 """
     _snap, tri = triage_of(text, db)
-    assert tri[0].triage["wait"] == "idle"
+    assert tri[0].triage.wait == "idle"
 
 
 # Real helper threads of a live 2-GPU NCCL rank (tests/data/gpu_verdicts, PyTorch 2.11, NCCL 2.28):
@@ -109,10 +109,10 @@ Thread 2 (Thread 0x7f758 (LWP 758)):
 
 def test_runtime_helper_threads_between_their_checks_wait_for_nothing(db):
     _snap, tri = triage_of(NCCL_HELPERS, db)
-    rows = {r["tid"]: r["wait"] for r in tri[0].triage["threads"]}
+    rows = {r.tid: r.wait for r in tri[0].triage.threads}
     assert rows[752] == "helper" and rows[758] == "helper", rows
     assert rows[2076] != "gpu", rows  # the driver's own thread: nothing of the program called it
-    assert tri[0].triage["wait"] not in ("collective", "gpu"), tri[0].summary
+    assert tri[0].triage.wait not in ("collective", "gpu"), tri[0].summary
 
 
 def test_a_host_thread_in_the_driver_under_the_program_is_a_gpu_wait(db):
@@ -124,7 +124,7 @@ def test_a_host_thread_in_the_driver_under_the_program_is_a_gpu_wait(db):
 #4  0x00007f in at::native::_local_scalar_dense_cuda(at::Tensor const&) () from /opt/torch/lib/libtorch_cuda.so
 """
     _snap, tri = triage_of(text, db)
-    assert tri[0].triage["wait"] == "gpu" and tri[0].triage["about"][0] == 731, tri[0].summary
+    assert tri[0].triage.wait == "gpu" and tri[0].triage.about[0] == 731, tri[0].summary
 
 
 
@@ -137,7 +137,7 @@ REALWORLD = REPO / "tests" / "data" / "realworld"
 def test_a_wait_on_the_gils_condition_variable_is_a_gil_wait(db, name):
     snap, tri = triage_of((REALWORLD / name).read_text(), db)
     assert snap.processes[0].threads[0].waits.kind == "gil"
-    assert tri[0].triage["wait"] == "gil"
+    assert tri[0].triage.wait == "gil"
 
 
 def test_a_runtime_field_outside_a_wait_or_a_heap_condition_is_not_the_gil(db):
@@ -149,13 +149,13 @@ def test_a_runtime_field_outside_a_wait_or_a_heap_condition_is_not_the_gil(db):
         "#2  0x00000000005f7266 in tstate_delete_common (tstate=0x7f8cc417c250, gilstate=0x8791d8 <_PyRuntime+568>)"
         " at Python/pystate.c:1080\n")
     snap, tri = triage_of(head_lock, db)
-    assert snap.processes[0].threads[0].waits is None and tri[0].triage["wait"] == "lock"
+    assert snap.processes[0].threads[0].waits is None and tri[0].triage.wait == "lock"
     # the same condition wait on a condition variable of the program's (no symbol): not the GIL
     text = (REALWORLD / "pytorch/pytorch-119262-1.txt").read_text()
     for sym in ("<_PyRuntime+384>", "<_PyRuntime+428>", "<_PyRuntime+432>"):
         text = text.replace(" " + sym, "")
     snap, tri = triage_of(text, db)
-    assert snap.processes[0].threads[0].waits is None and tri[0].triage["wait"] != "gil"
+    assert snap.processes[0].threads[0].waits is None and tri[0].triage.wait != "gil"
 
 
 def test_without_a_blame_frame_the_bucket_still_names_the_wait(db):
@@ -170,5 +170,5 @@ def test_without_a_blame_frame_the_bucket_still_names_the_wait(db):
     driver = (corpus / "returnn" / "returnn-1808-1.txt").read_text()  # gdb's bt of libcuda frames only
     a, tri = triage_of(driver, db)
     b, _ = triage_of(driver.replace("0x0000149a6d", "0x00007f00aa"), db)  # another run, other addresses
-    assert tri and not tri[0].triage.get("blame"), tri[0].triage
-    assert tri[0].triage["wait"] == "gpu" and a.bucket == b.bucket != log.bucket, (a.bucket, log.bucket)
+    assert tri and not tri[0].triage.blame, tri[0].triage
+    assert tri[0].triage.wait == "gpu" and a.bucket == b.bucket != log.bucket, (a.bucket, log.bucket)

@@ -27,7 +27,7 @@ def wait_of(text: str, db):
     except InputError:  # a log with no stack: its lines as one process's messages
         snap = Snapshot(processes=[Process(source="text", messages=[x for x in text.splitlines() if x.strip()])])
     tri = [f for f in pipeline.analyze(snap, db).findings if f.signature == "triage"]
-    return tri[0].triage["wait"] if tri else None
+    return tri[0].triage.wait if tri else None
 
 
 def real(name: str) -> str:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from hanganalyze.errors import InputError
+from hanganalyze_gdbext.model import CoreDump
 from hanganalyze_gdbext.model.signals import signal_name
 
 Progress = Optional[Callable[[str], None]]
@@ -158,7 +159,7 @@ class StoredCore:
         for proc in snap.processes:
             if proc.source != "core":
                 continue
-            proc.coredump = dict(self.meta)
+            proc.coredump = CoreDump(**{"from_" if k == "from" else k: v for k, v in self.meta.items()})
             sig = self.meta.get("signal")
             if sig and proc.signal is None:
                 proc.signal = sig

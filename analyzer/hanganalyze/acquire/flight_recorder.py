@@ -32,7 +32,7 @@ from hanganalyze.acquire import safe_pickle
 from hanganalyze.acquire.ranks import MAX_RANK, rank_from_name
 from hanganalyze.acquire.safe_pickle import CONTROL, Refused, check_plain, load_pickle, one_line
 from hanganalyze.errors import InputError
-from hanganalyze_gdbext.model import Frame, Process
+from hanganalyze_gdbext.model import DistIdentity, Frame, Process
 from hanganalyze_gdbext.model.collectives import (
     FLIGHT_RECORDER,
     CollectiveGroup,
@@ -564,7 +564,7 @@ def read_flight_recorder(path: Path) -> Process:
     if rank is None:
         rank = rank_from_name(os.path.basename(str(path)))  # not the display name: its \xNN has a "\"
         source = "flight-recorder file name"
-    dist = {"from": source} if rank is not None else None
+    dist = DistIdentity(from_=source) if rank is not None else None
     label = "rank %d" % rank if rank is not None else _display(os.path.basename(str(path)))
     return Process(source="flight-recorder", rank=rank, dist=dist, collectives=coll, label=label, notes=notes)
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
-from hanganalyze.acquire.ranks import identity_from_environ, rank_from_label, rank_from_name, read_proc_environ
+from hanganalyze.acquire.ranks import identity_from_environ, rank_from_label, rank_from_name, read_proc_environ, said
 from hanganalyze.corefile import compressed_kind
 from hanganalyze.elf import is_elf
 from hanganalyze.errors import HangAnalyzeError, InputError
-from hanganalyze_gdbext.model import Process, Snapshot
+from hanganalyze_gdbext.model import DistIdentity, Process, Snapshot
 from hanganalyze_gdbext.model.stacktable import StackTable, set_table
 
 Progress = Optional[Callable[[str], None]]
@@ -143,7 +143,7 @@ def default_parallel(inputs: Sequence[Input]) -> int:
 
 
 def identify(proc: Process, path: Optional[str], only_process: bool) -> None:
-    """Fill ``proc.rank`` (and ``dist["from"]``) from what the input gave, strongest first.
+    """Fill ``proc.rank`` (and ``dist.from_``) from what the input gave, strongest first.
 
     The environment (live, core) was read by the acquirer and is kept; then the text's
     ``[rankN]`` label; then the file's name, when the file holds one process (a folder of
@@ -153,30 +153,31 @@ def identify(proc: Process, path: Optional[str], only_process: bool) -> None:
     if proc.rank is None:
         r = rank_from_label(proc.label)
         if r is not None:
-            proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "torchrun [rank%d] prefix" % r})
+            proc.rank, proc.dist = r, said(proc.dist, "torchrun [rank%d] prefix" % r)
     if proc.rank is None and only_process and path not in (None, "-"):
         r = rank_from_name(str(path))
         if r is not None:
-            proc.rank, proc.dist = r, dict(proc.dist or {}, **{"from": "file name"})
+            proc.rank, proc.dist = r, said(proc.dist, "file name")
     if proc.collectives is None and proc.messages:
         from hanganalyze.acquire.text import watchdog  # here: a live run never imports the text parsers
 
         proc.collectives = watchdog.collectives_from_messages(proc.messages)
         if proc.collectives is not None and proc.rank is None and proc.collectives.rank is not None:
             proc.rank = proc.collectives.rank
-            proc.dist = dict(proc.dist or {}, **{"from": "watchdog log line"})
+            proc.dist = said(proc.dist, "watchdog log line")
     if proc.rank is not None and not proc.label:
         proc.label = "rank %d" % proc.rank
 
 
 def fill_identity(proc: Process, inp: Input, only_process: bool) -> None:
     """Rank identity of one acquired process: decided in ``identify``, the one place.  The
-    input's file is kept on the process (not serialised) for node summaries (``analyze/summary.py``)."""
+    input's file is kept on the process (``input_file``: not serialised) for node summaries
+    (``analyze/summary.py``)."""
     identify(proc, inp.path, only_process)
-    if inp.launcher_pid is not None and isinstance(proc.dist, dict):
-        proc.dist["launcher_pid"] = inp.launcher_pid
+    if inp.launcher_pid is not None and proc.dist is not None:
+        proc.dist.launcher_pid = inp.launcher_pid
     if inp.path and inp.path != "-":
-        proc.__dict__["_input_file"] = os.path.abspath(inp.path)
+        proc.input_file = os.path.abspath(inp.path)
 
 
 def _failed(inp: Input, err: BaseException) -> Process:
@@ -190,7 +191,7 @@ def _failed(inp: Input, err: BaseException) -> Process:
         proc.label = os.path.basename(str(inp.path))
         r = rank_from_name(str(inp.path))
         if r is not None:
-            proc.rank, proc.dist = r, {"from": "file name"}
+            proc.rank, proc.dist = r, DistIdentity(from_="file name")
     if proc.rank is not None:
         proc.label = "rank %d" % proc.rank
     return proc

@@ -21,10 +21,12 @@ rest of an environment (tokens, paths) never enters a snapshot.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Mapping, Optional, Tuple
+from dataclasses import replace
+from typing import Dict, Mapping, Optional, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.acquire.procfs import read_proc
+from hanganalyze_gdbext.model import DistIdentity
 
 #: (rank, world size, local rank, group/node rank, local world size) per launcher family.
 FAMILIES: Tuple[Tuple[str, Tuple[Optional[str], ...]], ...] = (
@@ -65,23 +67,23 @@ def _int(value: Optional[str]) -> Optional[int]:
     return n if n < MAX_RANK else None
 
 
-def identity_from_environ(env: Mapping[str, str], source: str) -> Tuple[Optional[int], Optional[Dict[str, Any]]]:
+def identity_from_environ(env: Mapping[str, str], source: str) -> Tuple[Optional[int], Optional[DistIdentity]]:
     """(rank, dist) from an environment; (None, None) when no launcher set a rank."""
     for family, names in FAMILIES:
         if names[0] is None or _int(env.get(names[0])) is None:
             continue
-        dist: Dict[str, Any] = {"launcher": family, "from": source}
+        dist = DistIdentity(launcher=family, from_=source)
         for field, name in zip(_FIELDS, names):
             value = _int(env.get(name)) if name else None
             if value is not None and field != "rank":
-                dist[field] = value
+                setattr(dist, field, value)
         for name in HOST_VARS:
             if env.get(name):
-                dist["host"] = env[name][:255]
+                dist.host = env[name][:255]
                 break
         for name, key in EXTRA_VARS.items():
             if env.get(name):
-                dist[key] = env[name][:255]
+                setattr(dist, key, env[name][:255])
         return _int(env.get(names[0])), dist
     return None, None
 
@@ -126,3 +128,9 @@ def rank_from_label(label: Optional[str]) -> Optional[int]:
     """The text parsers label torchrun's ``[rank3]:`` sections ``rank3``."""
     m = _RANK_LABEL.match(label or "")
     return _int(m.group(1)) if m else None
+
+
+def said(dist: Optional[DistIdentity], source: str) -> DistIdentity:
+    """A copy of ``dist`` (a new one if None) that says the rank came from ``source``."""
+    return replace(dist, from_=source) if dist is not None else DistIdentity(from_=source)
+

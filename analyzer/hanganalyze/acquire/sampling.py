@@ -32,7 +32,7 @@ from hanganalyze.acquire.many import Input, acquire_all, default_parallel
 from hanganalyze.acquire.procfs import ThreadStat, thread_stats
 from hanganalyze.errors import InputError
 from hanganalyze.frametext import FrameStyle, frame_text
-from hanganalyze_gdbext.model import Process, Snapshot, Thread, ThreadProgress
+from hanganalyze_gdbext.model import Process, Samples, Snapshot, Thread, ThreadProgress
 
 DEFAULT_SAMPLES = 3
 DEFAULT_INTERVAL = 0.5
@@ -232,6 +232,6 @@ def merge_samples(history: List[Sample], interval: float) -> Process:
         t.progress = classify(seen)
         threads.append(t)
     base.threads = threads
-    base.samples = {"count": len(history), "window_s": round(history[-1].at - history[0].at, 3),
-                    "interval_s": interval}
+    base.samples = Samples(count=len(history), window_s=round(history[-1].at - history[0].at, 3),
+                           interval_s=interval)
     return base

@@ -86,38 +86,17 @@ _HINTS: Dict[type, Dict[str, Any]] = {}
 
 
 def _hints(cls: type) -> Dict[str, Any]:
+    """The type hints of ``cls``'s written fields (its TRANSIENT ones are never read from a file)."""
     if cls not in _HINTS:
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls)} - set(getattr(cls, "TRANSIENT", ()))
         _HINTS[cls] = {k: v for k, v in typing.get_type_hints(cls).items() if k in names}
     return _HINTS[cls]
 
 
 def _check_object(obj: Any, cls: type, path: str) -> None:
     for name, hint in _hints(cls).items():
-        _check_value(getattr(obj, name), hint, "%s.%s" % (path, name) if path else name)
-
-
-#: Keys of a ``Process.mapped_files`` row, all strings (None allowed).
-_FILE_KEYS = ("path", "build_id", "found", "disk_build_id", "status")
-
-
-def _check_dicts(snap: Snapshot) -> None:
-    for pi, p in enumerate(snap.processes):
-        version = (p.python or {}).get("version")
-        if version is not None and not isinstance(version, str):
-            raise _Invalid("processes[%d].python.version: expected str, got %s" % (pi, _type_name(version)))
-        for ri, row in enumerate(p.mapped_files):
-            if not isinstance(row, dict):
-                raise _Invalid("processes[%d].mapped_files[%d]: expected an object, got %s" % (pi, ri, _type_name(row)))
-            for key in _FILE_KEYS:
-                v = row.get(key)
-                if v is not None and not isinstance(v, str):
-                    raise _Invalid("processes[%d].mapped_files[%d].%s: expected str, got %s"
-                                   % (pi, ri, key, _type_name(v)))
-        for key, v in (p.coredump or {}).items():
-            if v is not None and not isinstance(v, (str, int, float)):
-                raise _Invalid("processes[%d].coredump.%s: expected a string or number, got %s"
-                               % (pi, key, _type_name(v)))
+        key = name[:-1] if name.endswith("_") else name  # ``from_`` is the key "from"
+        _check_value(getattr(obj, name), hint, "%s.%s" % (path, key) if path else key)
 
 
 def _cap_strings(snap: Snapshot) -> None:
@@ -150,7 +129,6 @@ def read_snapshot(text: str) -> Snapshot:
         if stacks is not None:
             attach_stacks(snap, data, stacks)
         _check_object(snap, Snapshot, "")
-        _check_dicts(snap)
     except _Invalid as e:
         raise InputError("not a usable %s snapshot: %s" % (SCHEMA, e)) from None
     except (ValueError, KeyError, TypeError, AttributeError) as e:

@@ -28,6 +28,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from hanganalyze.corefile import CoreInfo, is_library
 from hanganalyze.elf import build_id_of_file
 from hanganalyze.errors import InputError
+from hanganalyze_gdbext.model import MappedFile
 
 #: Rows of the mapped-file table shown in the text and Markdown reports (JSON and HTML keep all).
 MAX_TABLE_ROWS = 400
@@ -173,29 +174,20 @@ def reconcile_with_gdb(info: CoreInfo, payload: Any) -> None:
             f.found, f.on_disk, f.disk_build_id = None, False, None  # gdb found no file for it
 
 
-def mapped_file_table(info: CoreInfo) -> List[Dict[str, Any]]:
+def mapped_file_table(info: CoreInfo) -> List[MappedFile]:
     """Every mapped file: its path in the core, build-id from the core's memory, the file found on
     this machine, its build-id, and the verdict (match, mismatch, missing, present, special)."""
-    rows = []
-    for f in info.files:
-        rows.append({
-            "path": f.path,
-            "build_id": f.build_id,
-            "found": f.found,
-            "disk_build_id": f.disk_build_id,
-            "status": f.status,
-        })
-    return rows
+    return [MappedFile(path=f.path, build_id=f.build_id, found=f.found, disk_build_id=f.disk_build_id,
+                       status=f.status) for f in info.files]
 
 
-def table_counts(rows: Sequence[Dict[str, Any]]) -> Dict[str, int]:
+def table_counts(rows: Sequence[MappedFile]) -> Dict[str, int]:
     """{"match": 12, "missing": 1, ...} in a fixed order, zeros left out."""
     order = ("match", "mismatch", "missing", "present", "special")
     counts = {k: 0 for k in order}
     for r in rows:
-        st = r.get("status") if isinstance(r, dict) else None
-        if isinstance(st, str):
-            counts[st] = counts.get(st, 0) + 1
+        if r.status is not None:
+            counts[r.status] = counts.get(r.status, 0) + 1
     return {k: v for k, v in counts.items() if v}
 
 

@@ -33,7 +33,7 @@ from typing import Dict, List, Optional
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.errors import InputError
 from hanganalyze.loglines import CURRENT_NOTE
-from hanganalyze_gdbext.model import Process, Snapshot
+from hanganalyze_gdbext.model import DistIdentity, Process, Snapshot
 
 #: What ``Process.source`` says for a rank read from a debug-server dump (``rankjoin.source_kind``).
 SOURCE = "torch-debug-server"
@@ -129,7 +129,7 @@ def read_debug_dump(text: str, name: str = "") -> Snapshot:
 
 
 def _rank_process(rank: int, addr: str, handler: str, body: str, failure: Optional[str], parse_text) -> Process:
-    dist = {"from": "debug-server dump header", "rank": rank, "debug_server_url": addr}
+    dist = DistIdentity(from_="debug-server dump header", rank=rank, debug_server_url=addr)
     error: Optional[str] = None
     procs: List[Process] = []
     if body.startswith("Error: ") and "\n" not in body.strip():

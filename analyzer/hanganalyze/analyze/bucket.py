@@ -84,7 +84,7 @@ def bucket_key(snapshot: Snapshot) -> Optional[str]:
                 return "%s|%s" % (VERSION, text)
             # no blame frame (a log, unnamed frames only): the wait, then the stacks as for a finding,
             # so a GPU wait and a collective's log line never share a bucket
-            label = "triage:%s" % (top.triage or {}).get("wait")
+            label = "triage:%s" % (top.triage.wait if top.triage is not None else None)
         proc = snapshot.processes[top.process]
         tids = [e.thread for e in top.evidence if e.thread is not None]
         if not tids:

@@ -52,7 +52,7 @@ def check_conditions(sig: Signature, process: Process, libraries: List[Tuple[str
     if c.signal is not None and process.signal not in c.signal:
         return None
     if c.python is not None:
-        v = parse_version((process.python or {}).get("version"))
+        v = parse_version(process.python.version if process.python is not None else None)
         if v is None:
             factor *= UNKNOWN_VERSION_FACTOR
             notes.append("Python version unknown: this applies to Python %s" % c.python.text)

@@ -31,7 +31,7 @@ from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rankstate import RankState, judge_against_waiters
 from hanganalyze.analyze.rules import load_rules
-from hanganalyze_gdbext.model import Evidence, Finding, Process, Snapshot
+from hanganalyze_gdbext.model import DistIdentity, Evidence, Finding, Process, Snapshot
 
 #: Ranks named in a summary before "and N more".
 MAX_NAMED = 8
@@ -125,7 +125,7 @@ def whole_host(processes: Sequence[Process]) -> bool:
     """Every process came from one ``--job`` launcher: its descendants are all the job has on this
     host, so a local rank that is not among them has exited (positive evidence, unlike a rank that
     simply was not given as an input)."""
-    launchers = {(p.dist or {}).get("launcher_pid") if isinstance(p.dist, dict) else None for p in processes}
+    launchers = {p.dist.launcher_pid if p.dist is not None else None for p in processes}
     return len(launchers) == 1 and None not in launchers
 
 
@@ -141,12 +141,13 @@ def missing_ranks(processes: Sequence[Process], states: Sequence[RankState],
     if world is None or not ranked:
         return [], None
     seen = {s.rank for s in ranked}
-    dists = [processes[s.process].dist if isinstance(processes[s.process].dist, dict) else {} for s in ranked]
-    nodes = {d.get("group_rank") for d in dists}
-    local_sizes = {d.get("local_world_size") for d in dists}
-    bases = {s.rank - d["local_rank"] for s, d in zip(ranked, dists) if isinstance(d.get("local_rank"), int)}
+    unknown = DistIdentity()
+    dists = [processes[s.process].dist or unknown for s in ranked]
+    nodes = {d.group_rank for d in dists}
+    local_sizes = {d.local_world_size for d in dists}
+    bases = {s.rank - d.local_rank for s, d in zip(ranked, dists) if d.local_rank is not None}
     if len(nodes) == 1 and None not in nodes and len(local_sizes) == 1 and len(bases) == 1 \
-            and isinstance(next(iter(local_sizes)), int) and next(iter(local_sizes)) < world:
+            and None not in local_sizes and next(iter(local_sizes)) < world:
         size, base = next(iter(local_sizes)), next(iter(bases))
         missing = [base + lr for lr in range(size) if base + lr not in seen]
         note = "ranks of the other nodes (%d of %d) were not captured: capture every node to judge them" % (
@@ -293,7 +294,7 @@ def rank_missing(ctx: JobContext) -> List[Finding]:
     if waiting:
         tail = "; %s wait%s in %s" % (_who(waiting), "s" if len(waiting) == 1 else "", _coll_text(waiting[0]))
     if whole_host(snapshot.processes):
-        launcher = (snapshot.processes[0].dist or {}).get("launcher_pid")
+        launcher = snapshot.processes[0].dist.launcher_pid  # type: ignore[union-attr]  # whole_host
         summary = "%s of %d %s not among the processes of launcher %s on this host (it exited, crashed " \
                   "or was killed)%s" % (key_label(missing), ctx.world, "is" if len(missing) == 1 else "are",
                                         launcher, tail)

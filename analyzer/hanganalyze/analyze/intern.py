@@ -58,7 +58,7 @@ def process_key(table: StackTable, p: Process) -> Optional[tuple]:
     # pending asyncio tasks (signatures with ``scope: [tasks]``), by name and stack: ids differ
     tasks = tuple((t.name, tuple((f.function, f.file, f.line) for f in t.coroutine_stack))
                   for t in p.asyncio.all_tasks() if t.state == "pending") if p.asyncio is not None else ()
-    return threads, tuple(p.messages), libs, p.signal, (p.python or {}).get("version"), tasks
+    return threads, tuple(p.messages), libs, p.signal, p.python.version if p.python is not None else None, tasks
 
 
 _THREAD_REF = re.compile(r"\bthread (\d+)")

@@ -43,8 +43,8 @@ def world_size(processes: Sequence[Process]) -> Optional[int]:
     """The largest WORLD_SIZE any rank reports (from its environment or flight-recorder group)."""
     sizes = []
     for p in processes:
-        ws = (p.dist or {}).get("world_size") if isinstance(p.dist, dict) else None
-        if isinstance(ws, int) and not isinstance(ws, bool) and 0 < ws < (1 << 24):
+        ws = p.dist.world_size if p.dist is not None else None
+        if ws is not None and 0 < ws < (1 << 24):
             sizes.append(ws)
         for g in p.collectives.groups.values() if p.collectives is not None else ():
             if g.ranks:

@@ -20,10 +20,11 @@ Spinning threads (the NCCL/CUDA busy-wait) hold their place: they keep their fin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from hanganalyze.analyze.rules import RuleSet, load_rules
-from hanganalyze_gdbext.model import Finding, Process, Snapshot, ThreadProgress
+from hanganalyze_gdbext.model import Finding, Process, Samples, Snapshot, ThreadProgress
+from hanganalyze_gdbext.model.job import JobRankProgress
 
 if TYPE_CHECKING:  # job.py's type; job.py imports this module
     from hanganalyze.analyze.rankstate import RankState
@@ -58,8 +59,8 @@ def window_factor(window_s: Optional[float]) -> float:
 
 def held_text(proc: Process) -> str:
     """``held for 1.0 s over 3 samples``."""
-    s = proc.samples or {}
-    return "held for %.1f s over %d samples" % (float(s.get("window_s") or 0.0), int(s.get("count") or 1))
+    s = proc.samples or Samples()
+    return "held for %.1f s over %d samples" % (s.window_s or 0.0, s.count or 1)
 
 
 def thread_progress(proc: Process, tid: Optional[int]) -> Optional[ThreadProgress]:
@@ -113,7 +114,7 @@ def gate_findings(snapshot: Snapshot) -> None:
             continue
         if any(p is not None for p in progs.values()):
             f.summary = "%s (%s)" % (f.summary or f.title, held_text(proc))
-            _scale(f, (proc.samples or {}).get("window_s"))
+            _scale(f, proc.samples.window_s)
         kept.append(f)
     snapshot.findings = kept
 
@@ -125,14 +126,14 @@ def rank_progress(snapshot: Snapshot, s: RankState) -> Optional[ThreadProgress]:
     return thread_progress(snapshot.processes[s.process], s.thread)
 
 
-def rank_facts(snapshot: Snapshot, states: Sequence[RankState]) -> List[Dict[str, object]]:
+def rank_facts(snapshot: Snapshot, states: Sequence[RankState]) -> List[JobRankProgress]:
     """Per rank: how the thread that says where it is moved (``Snapshot.job.progress``)."""
-    out: List[Dict[str, object]] = []
+    out: List[JobRankProgress] = []
     for s in states:
         p = rank_progress(snapshot, s)
         if p is not None:
-            out.append({"process": s.process, "rank": s.rank, "thread": s.thread, "state": p.state,
-                        "window_s": p.window_s, "samples": p.samples, "cpu_s": p.cpu_s, "changed": p.changed[:4]})
+            out.append(JobRankProgress(process=s.process, rank=s.rank, thread=s.thread, state=p.state,
+                                       window_s=p.window_s, samples=p.samples, cpu_s=p.cpu_s, changed=p.changed[:4]))
     return out
 
 

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
 from hanganalyze.analyze.rankstate import rank_state
-from hanganalyze_gdbext.model import Process, Snapshot
+from hanganalyze_gdbext.model import DistIdentity, Process, Snapshot
 from hanganalyze_gdbext.model.collectives import FLIGHT_RECORDER, Collectives
 
 #: Identity keys that, when two sources both know them and differ, mean two processes, not one.
@@ -58,8 +58,10 @@ def _richness(p: Process) -> Tuple[int, int, int]:
 
 
 def _conflicts(a: Process, b: Process) -> bool:
-    da, db = a.dist if isinstance(a.dist, dict) else {}, b.dist if isinstance(b.dist, dict) else {}
-    return any(da.get(k) is not None and db.get(k) is not None and da.get(k) != db.get(k) for k in _DISTINCT)
+    if a.dist is None or b.dist is None:
+        return False
+    return any(getattr(a.dist, k) is not None and getattr(b.dist, k) is not None
+               and getattr(a.dist, k) != getattr(b.dist, k) for k in _DISTINCT)
 
 
 def _coll_rank(p: Process) -> int:
@@ -107,8 +109,8 @@ def _merge(members: List[Process]) -> Process:
     coll_from_other = best_coll is not primary and _coll_rank(best_coll) > _coll_rank(primary)
     first_state = _state_text(primary) if primary.threads else None
     for m in others:
-        if isinstance(m.dist, dict):
-            primary.dist = dict(m.dist, **(primary.dist or {}))
+        if m.dist is not None:
+            primary.dist = (primary.dist or DistIdentity()).filled_from(m.dist)
         primary.messages.extend(m.messages)
         primary.notes.extend(m.notes)
         if primary.pid is None and m.pid is not None:

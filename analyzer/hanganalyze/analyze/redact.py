@@ -322,14 +322,12 @@ def redact(snapshot: Snapshot, hostnames: Optional[Iterable[str]] = None, users:
     r = Redactor(hostnames, users)
     data = snapshot.to_dict()
     for p in snapshot.processes:  # the job view's host names are hosts even when they are short ("node07")
-        dist = p.dist if isinstance(p.dist, dict) else {}
-        for key in ("host", "master_addr"):
-            value = dist.get(key)
-            if isinstance(value, str) and len(value) >= 2 and value.lower() not in ("localhost", "127.0.0.1", "::1"):
+        hosts = (p.dist.host, p.dist.master_addr) if p.dist is not None else ()
+        if p.coredump is not None:  # systemd-coredump's record
+            hosts += (p.coredump.hostname,)
+        for value in hosts:
+            if value is not None and len(value) >= 2 and value.lower() not in ("localhost", "127.0.0.1", "::1"):
                 r.add("host", value)
-        host = p.coredump.get("hostname") if isinstance(p.coredump, dict) else None  # systemd-coredump's record
-        if isinstance(host, str) and len(host) >= 2 and host.lower() not in ("localhost", "127.0.0.1", "::1"):
-            r.add("host", host)
 
     def seen(s: str) -> str:
         r.discover(s)

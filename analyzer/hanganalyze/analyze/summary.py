@@ -94,7 +94,7 @@ def capture(snapshot: Snapshot, step_of: Dict[int, int], db=None) -> None:
         fi = facts.setdefault(json.dumps(fact), len(facts))
         flags = (F_THREADS if p.threads else 0) | (F_ONE_SAMPLE if ONE_SAMPLE_NOTE in p.notes else 0)
         rows.append([s.rank, s.pid, fi, s.thread, s.frame, s.seq, s.fr_completed, s.last_enqueued, s.last_completed,
-                     p.error, p.source, flags, p.__dict__.get("_input_file")])
+                     p.error, p.source, flags, p.input_file])
         prog = thread_progress(p, s.thread)
         if prog is not None:
             progress[str(i)] = prog.to_dict()
@@ -114,12 +114,12 @@ def capture(snapshot: Snapshot, step_of: Dict[int, int], db=None) -> None:
         f = triage_process(i, p, memo)
         if f is None:
             continue
-        key = (f.triage["wait"], f.triage["blame"])  # type: ignore[index]
+        key = (f.triage.wait, f.triage.blame)  # type: ignore[union-attr]
         if key in triage:
             triage[key]["members"].append(i)
         else:
             triage[key] = {"key": list(key), "finding": f.to_dict(), "members": [i]}
-    hosts = sorted({str((p.dist or {}).get("host")) for p in procs if (p.dist or {}).get("host")})
+    hosts = sorted({p.dist.host for p in procs if p.dist is not None and p.dist.host})
     doc = {
         "schema": SCHEMA, "level": 1,
         "nodes": [{"name": ",".join(hosts) or os.uname().nodename, "rows": len(procs),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.analyze.findings import from_rule
@@ -26,7 +26,7 @@ from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.loglines import CURRENT_NOTE, known_lines
 from hanganalyze.names import basename, normalize_native_name, wait_name
-from hanganalyze_gdbext.model import SERIOUS, Evidence, Finding, Frame, Process, Snapshot, Thread
+from hanganalyze_gdbext.model import SERIOUS, Evidence, Finding, Frame, Process, Snapshot, Thread, Triage, TriageThread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
 from hanganalyze_gdbext.model.signals import FATAL_SIGNALS
 
@@ -43,7 +43,7 @@ _CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restor
                            r"__sigaction|google::\w*FailureSignalHandler\w*|absl::\w*FailureSignalHandler\w*)$")
 #: Threads named in the evidence, at most.
 MAX_ABOUT = 6
-#: Threads listed in ``Finding.triage["threads"]``, at most (a 1,000-thread process stays small).
+#: Threads listed in ``Finding.triage.threads``, at most (a 1,000-thread process stays small).
 MAX_LISTED = 64
 
 
@@ -85,15 +85,12 @@ class ThreadTriage:
     owner: Optional[int] = None
     how: str = "frames"
 
-    def to_dict(self) -> Dict[str, Any]:
+    def record(self) -> TriageThread:
         frames = self.thread.all_frames()
         waits_in = frame_text(frames[self.frame], FrameStyle.TRIAGE) if self.frame is not None else None
         blame = frame_text(frames[self.blame], FrameStyle.TRIAGE) if self.blame is not None else None
-        d: Dict[str, Any] = {"tid": self.thread.tid, "name": self.thread.name, "wait": self.category.id,
-                             "waits_in": waits_in, "blame": blame}
-        if self.owner is not None:
-            d["owner"] = self.owner
-        return d
+        return TriageThread(tid=self.thread.tid, name=self.thread.name, wait=self.category.id,
+                            waits_in=waits_in, blame=blame, owner=self.owner)
 
 
 def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = ()) -> bool:
@@ -359,7 +356,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
         elif cat is tab.runs:
             summary = "the log names no wait and holds no stack"
         ev = [Evidence(message=msg, rule="wait: %s" % cat.id, text=proc.messages[msg][:300])] if msg is not None else []
-        info = {"wait": cat.id, "label": cat.label, "about": [], "blame": None, "threads": [], "from": "log"}
+        info = Triage(wait=cat.id, label=cat.label, from_="log")
         return _finding(index, proc, summary, ev, info, _next_steps(proc, cat, False), 0.4)
     crashed = [t for i, t in enumerate(threads) if _crashed(proc, t, i == 0, threads)][:1]
     if known_crash and not crashed:
@@ -416,21 +413,21 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
         ev.append(Evidence(thread=r.thread.tid, frame=r.blame if r.blame is not None else r.frame,
                            rule="wait: %s" % r.category.id, text=text,
                            function=frames[r.blame].function if r.blame is not None else None))
-    info = {"wait": cat.id, "label": cat.label, "about": [r.thread.tid for r in about], "blame": blame,
-            "threads": [r.to_dict() for r in rows[:MAX_LISTED]], "from": first.how}
+    info = Triage(wait=cat.id, label=cat.label, about=[r.thread.tid for r in about], blame=blame,
+                  threads=[r.record() for r in rows[:MAX_LISTED]], from_=first.how)
     return _finding(index, proc, summary, ev, info, _next_steps(proc, cat, True), _confidence(first, True))
 
 
-def _finding(index: int, proc: Process, summary: str, ev: List[Evidence], info: Dict[str, Any],
+def _finding(index: int, proc: Process, summary: str, ev: List[Evidence], info: Triage,
              steps: List[str], confidence: float) -> Finding:
     rule = load_rules().by_id(SIGNATURE)
-    if info["wait"] == "runs" and info.get("from") == "samples":
+    if info.wait == "runs" and info.from_ == "samples":
         title = rule.text("title_samples")
-    elif info["wait"] in ("crashed", "runs"):
-        title = rule.text("title_crashed" if info["wait"] == "crashed" else "title_runs")
+    elif info.wait in ("crashed", "runs"):
+        title = rule.text("title_crashed" if info.wait == "crashed" else "title_runs")
     else:
-        title = rule.text("title_wait") % info["label"]
-    return from_rule(rule, index, summary, ev, confidence, threads=[t for t in info["about"] if t is not None],
+        title = rule.text("title_wait") % info.label
+    return from_rule(rule, index, summary, ev, confidence, threads=[t for t in info.about if t is not None],
                      title=title, fix=steps, triage=info)
 
 
@@ -477,10 +474,10 @@ def triage_findings(snapshot: Snapshot) -> List[Finding]:
             f = triage_process(i, proc, known_crash=known_crash, memo=memo)
             if f is None:
                 key = None
-            elif f.triage["from"] == "log" and f.triage["wait"] == "runs":  # type: ignore[index]
+            elif f.triage.from_ == "log" and f.triage.wait == "runs":  # type: ignore[union-attr]
                 key = ("vague",)
             else:
-                key = (f.triage["wait"], f.triage["blame"])  # type: ignore[index]
+                key = (f.triage.wait, f.triage.blame)  # type: ignore[union-attr]
             if pkey is not None:
                 group_of[pkey] = key
             if f is None:
@@ -517,8 +514,8 @@ def triage_findings(snapshot: Snapshot) -> List[Finding]:
 
 def bucket_text(finding: Finding) -> Optional[str]:
     """The bucket key's body for a triage finding on top: its wait and blame frame."""
-    info = finding.triage or {}
-    if not info.get("blame"):
+    info = finding.triage
+    if info is None or not info.blame:
         return None
-    blame = re.sub(r":\d+\)", ")", str(info["blame"]))  # no line numbers: the same bug moves
-    return "triage:%s|%s" % (info.get("wait"), blame)
+    blame = re.sub(r":\d+\)", ")", info.blame)  # no line numbers: the same bug moves
+    return "triage:%s|%s" % (info.wait, blame)

@@ -18,7 +18,7 @@ from hanganalyze.analyze.rules import load_rules
 from hanganalyze.render.titles import process_title
 from hanganalyze.render.treetext import Divergence, divergences, render_tree_lines
 from hanganalyze_gdbext.model import Finding, Process, Snapshot
-from hanganalyze_gdbext.model.job import JobRankState, JobSummary
+from hanganalyze_gdbext.model.job import JobRankProgress, JobRankState, JobSummary
 
 #: Jobs with up to this many ranks get one table row per rank; larger ones one row per rank class.
 ROWS_PER_RANK = 16
@@ -169,23 +169,23 @@ def top_cross_rank(snapshot: Snapshot) -> Optional[Finding]:
     return next((f for f in ranked if f.signature in cross), ranked[0] if ranked else None)
 
 
-def _progress(job: JobSummary) -> Dict[int, Dict[str, Any]]:
-    return {int(p["process"]): p for p in job.progress if isinstance(p, dict) and isinstance(p.get("process"), int)}
+def _progress(job: JobSummary) -> Dict[int, JobRankProgress]:
+    return {p.process: p for p in job.progress}
 
 
-def _pace(entries: List[Optional[Dict[str, Any]]], sampled: bool) -> str:
+def _pace(entries: List[Optional[JobRankProgress]], sampled: bool) -> str:
     """Stuck or slow for the blamed ranks, or an honest "unknown"."""
-    states = sorted({str(e.get("state")) for e in entries if e})
+    states = sorted({str(e.state) for e in entries if e})
     if not states:
         if sampled:
             return "stuck or slow: unknown (seen in one sample only)"
         return "stuck or slow: unknown (one sample)"
     e = next(x for x in entries if x)
-    window = " over %.1f s, %s samples" % (float(e.get("window_s") or 0.0), e.get("samples"))
+    window = " over %.1f s, %s samples" % (e.window_s or 0.0, e.samples)
     if states == ["stuck"]:
         return "STUCK" + window
     if states == ["progressing"]:
-        moved = ", ".join(str(c) for c in (e.get("changed") or [])[:3])
+        moved = ", ".join(e.changed[:3])
         return "SLOW, not stuck" + window + (": moving through %s" % moved if moved else "")
     if states == ["spinning"]:
         return "SPINNING (busy-waiting)" + window
@@ -214,7 +214,7 @@ def verdict(snapshot: Snapshot, job: JobSummary) -> str:
     elif snapshot.findings:
         out = "no cross-rank finding; top finding: %s" % snapshot.findings[0].title
     else:
-        moving = [p for p in job.progress if isinstance(p, dict) and p.get("state") == "progressing"]
+        moving = [p for p in job.progress if p.state == "progressing"]
         if states and len(moving) == len(states):
             out = "no hang: every rank made progress over the samples"
         else:
@@ -229,8 +229,7 @@ def verdict(snapshot: Snapshot, job: JobSummary) -> str:
 
 
 def _host(p: Optional[Process]) -> str:
-    dist = p.dist if p is not None and isinstance(p.dist, dict) else {}
-    return str(dist.get("host") or "")
+    return (p.dist.host or "") if p is not None and p.dist is not None else ""
 
 
 def _sources(p: Optional[Process], st: JobRankState) -> str:
@@ -271,7 +270,7 @@ def rank_rows(snapshot: Snapshot, job: JobSummary, at_fault: Set[int]) -> List[R
             prog = progress.get(st.process)
             label = str(st.rank) if by_rank and st.rank is not None else "process %d" % st.process
             rows.append(RankRow(label, _host(p), str(p.pid) if p is not None and p.pid is not None else "",
-                                _row_state(st), state_text(st), _sources(p, st), str(prog["state"]) if prog else "",
+                                _row_state(st), state_text(st), _sources(p, st), str(prog.state) if prog else "",
                                 _key(st, by_rank) in at_fault))
         if by_rank and job.missing:  # the ranks no input has: a row each says so
             rows.append(RankRow(str(job.missing), "", "", "missing", "no process, core or dump of it in the input",

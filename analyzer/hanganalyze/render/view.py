@@ -18,7 +18,7 @@ from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.libversions import drop_shadowed, static_name, static_where
 from hanganalyze.render.jobview import JobView, build_job_view
 from hanganalyze.render.titles import process_title
-from hanganalyze_gdbext.model import Finding, Frame, Process, Snapshot, Thread, waitgraph
+from hanganalyze_gdbext.model import DistIdentity, Finding, Frame, Process, Snapshot, Thread, waitgraph
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
 
 #: Only these URL schemes become links in a report.
@@ -256,11 +256,11 @@ def _text(value: Any) -> str:
 def file_rows(p: Process) -> List[FileRow]:
     """The mapped-file table of a core (``Process.mapped_files``), doubtful rows first."""
     rows = []
-    for r in p.mapped_files or []:
-        if not isinstance(r, dict) or not r.get("path"):
+    for r in p.mapped_files:
+        if not r.path:
             continue
-        rows.append(FileRow(_text(r.get("path")), _text(r.get("status")) or "?", _text(r.get("build_id")),
-                            _text(r.get("found")), _text(r.get("disk_build_id"))))
+        rows.append(FileRow(r.path, _text(r.status) or "?", _text(r.build_id), _text(r.found),
+                            _text(r.disk_build_id)))
     order = {s: i for i, s in enumerate(FILE_STATUS_ORDER)}
     return sorted(rows, key=lambda row: order.get(row.status, len(order)))  # stable: core order within
 
@@ -277,38 +277,38 @@ def files_summary(rows: List[FileRow]) -> str:
 
 def coredump_facts(p: Process) -> List[Tuple[str, str]]:
     """What systemd-coredump recorded (``--coredumpctl``): when and where, the command line."""
-    cd = p.coredump if isinstance(p.coredump, dict) else None
-    if not cd:
+    cd = p.coredump
+    if cd is None:
         return []
     bits = []
-    if cd.get("time"):
-        bits.append(_text(cd["time"]))
-    if cd.get("hostname"):
-        bits.append("on host %s" % _text(cd["hostname"]))
+    if cd.time:
+        bits.append(cd.time)
+    if cd.hostname:
+        bits.append("on host %s" % cd.hostname)
     bits.append("by systemd-coredump")
-    who = [x for x in ("pid %s" % _text(cd["pid"]) if cd.get("pid") is not None else "", _text(cd.get("signal"))) if x]
+    who = [x for x in ("pid %s" % cd.pid if cd.pid is not None else "", _text(cd.signal)) if x]
     if who:
         bits.append("(%s)" % ", ".join(who))
     facts = [("dumped", " ".join(bits))]
-    cmdline = _text(cd.get("cmdline"))
+    cmdline = _text(cd.cmdline)
     if cmdline and cmdline != " ".join(str(a) for a in p.argv or []):
         facts.append(("cmdline", cmdline))
-    if cd.get("storage"):
-        facts.append(("stored", _text(cd["storage"])))
+    if cd.storage:
+        facts.append(("stored", cd.storage))
     return facts
 
 
 def process_facts(p: Process) -> List[Tuple[str, str]]:
     facts = [("source", p.source)]
     if p.rank is not None:
-        dist = p.dist if isinstance(p.dist, dict) else {}
+        dist = p.dist or DistIdentity()
         bits = ["%s" % p.rank]
-        if isinstance(dist.get("world_size"), int):
-            bits.append("of %s" % dist["world_size"])
-        if isinstance(dist.get("local_rank"), int):
-            bits.append("(local %s)" % dist["local_rank"])
-        if dist.get("host"):
-            bits.append("on %s" % dist["host"])
+        if dist.world_size is not None:
+            bits.append("of %s" % dist.world_size)
+        if dist.local_rank is not None:
+            bits.append("(local %s)" % dist.local_rank)
+        if dist.host:
+            bits.append("on %s" % dist.host)
         facts.append(("rank", " ".join(bits)))
     if p.error:
         facts.append(("error", p.error))
@@ -319,7 +319,7 @@ def process_facts(p: Process) -> List[Tuple[str, str]]:
     if p.argv:
         facts.append(("argv", " ".join(str(a) for a in p.argv)))
     facts.append(("signal", p.signal or "none"))
-    py = (p.python or {}).get("version") if isinstance(p.python, dict) else None
+    py = p.python.version if p.python is not None else None
     facts.append(("python", py or "not detected"))
     facts.append(("threads", str(len(p.threads))))
     facts.extend(coredump_facts(p))

@@ -13,7 +13,7 @@ keys are written only when they carry information, so snapshots stay small and d
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import field, fields
 from typing import Any, Dict, List, Optional
 
 from .job import JobSummary
@@ -198,13 +198,125 @@ class WaitGraph(Record):
 
 
 @recordclass
+class DistIdentity(Record):
+    """``Process.dist``: who the process is in its job besides its rank, as ``acquire/ranks.py``
+    read it from the launcher's environment (or less: a text's ``[rankN]`` label, the file's name,
+    PyTorch's debug server).  Each key is written only when known, in this order."""
+
+    launcher: Optional[str] = None  # the family that set the rank: "torch", "openmpi", "pmi", "slurm"
+    from_: Optional[str] = None  # where it was read: "environ", "core environment", "file name" ...
+    rank: Optional[int] = None  # PyTorch's debug-server dump names it here too (``Process.rank`` is the key)
+    debug_server_url: Optional[str] = None  # the debug server the dump came from
+    world_size: Optional[int] = None
+    local_rank: Optional[int] = None
+    group_rank: Optional[int] = None
+    local_world_size: Optional[int] = None
+    host: Optional[str] = None
+    master_addr: Optional[str] = None
+    master_port: Optional[str] = None  # as the environment spells it
+    run_id: Optional[str] = None  # TORCHELASTIC_RUN_ID
+    launcher_pid: Optional[int] = None  # the launcher (torchrun, mpirun) the process was found under
+    #: The JSON keys in the order they are written, where not the fields' order (never written):
+    #: a rank joined from several inputs has always listed the keys of the input merged in first
+    #: (``filled_from``), and reports keep their bytes; a document read back keeps its order.
+    key_order: Optional[List[str]] = field(default=None, compare=False, repr=False)
+
+    TRANSIENT = ("key_order",)
+
+    def filled_from(self, other: DistIdentity) -> DistIdentity:
+        """This identity, its unknown keys taken from ``other`` (one rank read from several inputs);
+        the keys written in ``other``'s order first, then this one's others."""
+        out = DistIdentity(**{f.name: getattr(other, f.name) if getattr(self, f.name) is None
+                              else getattr(self, f.name) for f in fields(self) if f.name != "key_order"})
+        first = list(other.to_dict())
+        out.key_order = first + [k for k in self.to_dict() if k not in first]
+        return out
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = super().to_dict()
+        if self.key_order is not None:
+            rank = {k: i for i, k in enumerate(self.key_order)}
+            d = dict(sorted(d.items(), key=lambda kv: rank.get(kv[0], len(rank))))  # stable: new keys last
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> DistIdentity:
+        out = super().from_dict(d)
+        written = list(out.to_dict())
+        if [k for k in d if k in written] != written:
+            out.key_order = [k for k in d if k in written]
+        return out
+
+
+@recordclass
+class PythonFacts(Record):
+    """``Process.python``: the interpreter, as the frame walker found it (``gdbext/facts.py``), or
+    just its version where a text names it (``from``: how it was inferred)."""
+
+    version: Optional[str] = None  # "3.11.7"
+    summary_error: Optional[str] = None  # the walker's summary failed: the version alone is kept
+    version_source: Optional[str] = None  # where the version was read ("Py_Version" ...)
+    interpreters: Optional[int] = None
+    gil_holder: Optional[int] = None  # LWP
+    gc_collecting: Optional[bool] = None
+    offsets_checked_against_dwarf: Optional[bool] = None
+    free_threading: Optional[bool] = None
+    gil_enabled: Optional[bool] = None  # free-threaded builds only
+    build: Optional[str] = None  # "shared" (a libpython is mapped) | "static"
+    debug_info: Optional[bool] = None  # CPython's DWARF was there to check the offsets against
+    runtime: Optional[str] = None  # how ``_PyRuntime`` was found
+    from_: Optional[str] = None  # a text's version inferred from its file paths: "file paths"
+
+
+@recordclass
+class MappedFile(Record):
+    """A row of ``Process.mapped_files``: a file the core maps, and the one found for it here."""
+
+    path: Optional[str] = None  # in the core
+    build_id: Optional[str] = None  # from the core's memory
+    found: Optional[str] = None  # the file on the analyzing machine, --sysroot applied
+    disk_build_id: Optional[str] = None
+    status: Optional[str] = None  # "match" | "mismatch" | "missing" | "present" | "special"
+
+    CONTRACT = ("path", "build_id", "found", "disk_build_id", "status")
+
+
+@recordclass
+class CoreDump(Record):
+    """``Process.coredump``: systemd-coredump's record of the core (``--coredumpctl``), each key
+    written only when the journal had it."""
+
+    from_: Optional[str] = None  # "coredumpctl"
+    pid: Optional[int] = None
+    signal: Optional[str] = None
+    time: Optional[str] = None
+    executable: Optional[str] = None
+    cmdline: Optional[str] = None
+    hostname: Optional[str] = None
+    uid: Optional[int] = None
+    storage: Optional[str] = None  # where the core went
+    corefile: Optional[str] = None  # coredumpctl's "present", "missing" ...
+
+
+@recordclass
+class Samples(Record):
+    """``Process.samples``: a live process sampled more than once (``--samples``)."""
+
+    count: int = 0
+    window_s: Optional[float] = None  # from the first sample to the last
+    interval_s: Optional[float] = None
+
+    CONTRACT = ("count", "window_s", "interval_s")
+
+
+@recordclass
 class Process(Record):
     source: str = "core"  # "core" | "live" | "text"
     pid: Optional[int] = None
     executable: Optional[str] = None
     argv: Optional[List[str]] = None
     signal: Optional[str] = None  # "SIGABRT" ...
-    python: Optional[Dict[str, Any]] = None  # {"version": "3.11.7", ...}
+    python: Optional[PythonFacts] = None
     threads: List[Thread] = field(default_factory=list)
     # extras
     libraries: List[Library] = field(default_factory=list)
@@ -216,34 +328,32 @@ class Process(Record):
     notes: List[str] = field(default_factory=list)
     #: Distributed rank (torch.distributed / MPI RANK), when known: the job view's key.
     rank: Optional[int] = None
-    #: The rest of the distributed identity: {"local_rank", "world_size", "group_rank",
-    #: "local_world_size", "host", "master_addr", "master_port", "from": where it was read}.
-    dist: Optional[Dict[str, Any]] = None
+    #: The rest of the distributed identity (world size, local rank, host ...) and where it was read.
+    dist: Optional[DistIdentity] = None
     #: The acquisition of this process failed (gdb timed out, pid gone ...): one line, no threads.
     error: Optional[str] = None
     #: Collective progress from PyTorch's flight recorder (or watchdog lines): see ``model.collectives``.
     collectives: Optional[Collectives] = None
-    #: Every file the core maps: [{"path", "build_id" (from the core's memory), "found" (the file
-    #: on the analyzing machine, --sysroot applied), "disk_build_id", "status": "match" |
-    #: "mismatch" | "missing" | "present" | "special"}].
-    mapped_files: List[Dict[str, Any]] = field(default_factory=list)
-    #: Where the core came from, when systemd-coredump stored it (``--coredumpctl``): {"pid",
-    #: "signal", "time", "executable", "cmdline", "hostname", "uid", "storage", "from"}.
-    coredump: Optional[Dict[str, Any]] = None
+    #: Every file the core maps, and whether the file found for it here is the same build.
+    mapped_files: List[MappedFile] = field(default_factory=list)
+    #: Where the core came from, when systemd-coredump stored it (``--coredumpctl``).
+    coredump: Optional[CoreDump] = None
     #: Job view: the inputs this rank's state was joined from, e.g. ["stacks", "flight-recorder",
     #: "log"] (``analyze/rankjoin.py``); where they disagree is in ``notes``.
     sources: List[str] = field(default_factory=list)
-    #: A live process sampled more than once: {"count", "window_s", "interval_s"}; each thread's
-    #: ``progress`` says what moved.  None for one sample (a core, ``--samples 1``).
-    samples: Optional[Dict[str, Any]] = None
+    #: A live process sampled more than once; each thread's ``progress`` says what moved.  None for
+    #: one sample (a core, ``--samples 1``).
+    samples: Optional[Samples] = None
     #: asyncio: every event loop, its tasks, their coroutine stacks and awaits (``model.asyncio``).
     asyncio: Optional[AsyncioState] = None
     #: A live read: seconds the process was held stopped while it was read; the samples take it
     #: out of the time its threads could run (never written: TRANSIENT).
     stopped_s: Optional[float] = None
+    #: The input file this process was read from, absolute (node summaries name it; never written).
+    input_file: Optional[str] = field(default=None, compare=False, repr=False)
 
     CONTRACT = ("source", "pid", "executable", "argv", "signal", "python", "threads")
-    TRANSIENT = ("stopped_s",)
+    TRANSIENT = ("stopped_s", "input_file")
 
     def thread_by_tid(self, tid: Optional[int]) -> Optional[Thread]:
         for t in self.threads:
@@ -279,6 +389,34 @@ class Evidence(Record):
 
 
 @recordclass
+class TriageThread(Record):
+    """A thread of the triage (``Triage.threads``): its wait and the frame it is blamed on."""
+
+    tid: Optional[int] = None
+    name: Optional[str] = None
+    wait: Optional[str] = None  # a wait category's id (``signatures/triage/waits.yaml``)
+    waits_in: Optional[str] = None  # the frame that waits
+    blame: Optional[str] = None  # the frame it is blamed on
+    owner: Optional[int] = None  # LWP holding what it waits for, when known
+
+    CONTRACT = ("tid", "name", "wait", "waits_in", "blame")
+
+
+@recordclass
+class Triage(Record):
+    """``Finding.triage`` of the triage finding (``analyze/triage.py``): what the process waits for."""
+
+    wait: Optional[str] = None  # the category's id: "crashed", "runs", "collective" ...
+    label: Optional[str] = None  # the category for people
+    about: List[Optional[int]] = field(default_factory=list)  # the tids the verdict is about
+    blame: Optional[str] = None  # the blame frame (the bucket names it)
+    threads: List[TriageThread] = field(default_factory=list)  # at most ``triage.MAX_LISTED``
+    from_: Optional[str] = None  # what decided it: "frames", "log", "samples" ...
+
+    CONTRACT = ("wait", "label", "about", "blame", "threads", "from_")
+
+
+@recordclass
 class Finding(Record):
     signature: str
     title: str
@@ -297,9 +435,8 @@ class Finding(Record):
     ranks: List[int] = field(default_factory=list)
     #: Job view: every process index the finding holds for (``process`` is the first of them).
     processes: List[int] = field(default_factory=list)
-    #: The triage finding (signature ``triage``): {"wait", "label", "about": [tids], "blame",
-    #: "threads": [{"tid", "name", "wait", "waits_in", "blame", "owner"}], "from"}.
-    triage: Optional[Dict[str, Any]] = None
+    #: The triage finding (signature ``triage``): the wait, the threads, the blame frame.
+    triage: Optional[Triage] = None
 
     CONTRACT = ("signature", "title", "severity", "process", "threads", "summary", "fix", "references", "evidence")
 
@@ -323,8 +460,11 @@ class Snapshot(Record):
     job: Optional[JobSummary] = None
     #: NCCL RAS queries of the job (``model/ncclras.py``): saved RAS output or a live query.
     nccl_ras: Optional[RasSeries] = None
+    #: The distinct frames and stacks (``model/stacktable.py``), kept once built (never written).
+    stack_table: Optional[StackTable] = field(default=None, compare=False, repr=False)
 
     CONTRACT = ("processes", "findings", "bucket")
+    TRANSIENT = ("stack_table",)
 
     def to_dict(self) -> Dict[str, Any]:
         d = {"schema": SCHEMA}
@@ -341,3 +481,4 @@ class Snapshot(Record):
 # After Frame and Process: model.collectives imports Frame, and Process's annotation names Collectives.
 from .asyncio import AsyncioState  # noqa: E402, I001 - after Frame: model.asyncio imports it
 from .collectives import Collectives  # noqa: E402
+from .stacktable import StackTable  # noqa: E402 - after Snapshot: model.stacktable imports it

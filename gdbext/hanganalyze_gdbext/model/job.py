@@ -66,6 +66,23 @@ class JobFailure(Record):
 
 
 @recordclass
+class JobRankProgress(Record):
+    """How the thread that says where one rank is moved over the samples (``JobSummary.progress``,
+    written by ``analyze/progress.py``'s ``rank_facts`` from that thread's ``ThreadProgress``)."""
+
+    process: int = 0
+    rank: Optional[int] = None
+    thread: Optional[int] = None  # tid
+    state: str = "unknown"  # one of ``model.PROGRESS_STATES``
+    window_s: Optional[float] = None
+    samples: int = 1
+    cpu_s: Optional[float] = None
+    changed: List[str] = field(default_factory=list)  # the first frames that moved, at most 4
+
+    CONTRACT = ("process", "rank", "thread", "state", "window_s", "samples", "cpu_s", "changed")
+
+
+@recordclass
 class JobSummary(Record):
     """World size, the ranks seen and missing, each process's state, the rank classes, the call tree."""
 
@@ -80,7 +97,7 @@ class JobSummary(Record):
     tree: Optional[Dict[str, Any]] = None
     #: Live ranks sampled more than once: per rank, how the thread that says where it is moved
     #: (``analyze/progress.py``: state, window, samples, CPU, what changed); empty for one sample.
-    progress: List[Dict[str, Any]] = field(default_factory=list)
+    progress: List[JobRankProgress] = field(default_factory=list)
 
     CONTRACT = ("processes", "key", "world_size", "ranks", "missing", "failed", "states", "classes", "tree")
 

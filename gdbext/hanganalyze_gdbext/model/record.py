@@ -2,10 +2,13 @@
 
 ``to_dict`` writes the fields in declaration order: those named in the class's ``CONTRACT``
 always (``None`` where unknown), every other one only when it carries something (not None, [],
-{} or False), so snapshots stay small and diff-friendly.  ``from_dict`` reads that back, and older
-documents too: an absent key takes the field's default, a list field reads null as [], a flag
-reads any value as a bool.  A field typed as another Record (or a list of them) is written and
-read through that class.
+{} or False; an ``Optional[bool]`` is three-valued, so its False is written), so snapshots stay
+small and diff-friendly.  ``from_dict`` reads that back, and older documents too: an absent key
+takes the field's default, an unknown key is ignored, a list field reads null as [], a flag reads
+any value as a bool.  A field typed as another Record (or a list of them) is written and read
+through that class.  A field whose key is a Python keyword is named with a trailing underscore
+(``from_`` is the key ``"from"``).  Fields named in ``TRANSIENT`` live only in memory (what
+acquisition hands the analysis, caches): declared like the others, never written nor read.
 
 Runs inside gdb: standard library only, Python 3.8.
 """
@@ -25,9 +28,10 @@ _RECORD = 1  # a Record: through its to_dict / from_dict
 _RECORDS = 2  # a list of Records
 _LIST = 3  # a list of plain values: null reads as []
 _FLAG = 4  # a bool: any value reads as a bool
+_TRISTATE = 5  # an Optional[bool]: None unknown, False written
 
-#: (field name, how, Record class or None, Optional[...]) per field, in declaration order.
-_Codec = List[Tuple[str, int, Optional[type], bool]]
+#: (field name, JSON key, how, Record class or None, Optional[...]) per field, in declaration order.
+_Codec = List[Tuple[str, str, int, Optional[type], bool]]
 _CODECS: Dict[type, _Codec] = {}
 
 
@@ -48,8 +52,8 @@ def _how(hint: Any) -> Tuple[int, Optional[type], bool]:
         return (_PLAIN if optional else _LIST), None, optional
     if _is_record(hint):
         return _RECORD, hint, optional
-    if hint is bool and not optional:
-        return _FLAG, None, optional
+    if hint is bool:
+        return (_TRISTATE if optional else _FLAG), None, optional
     return _PLAIN, None, optional
 
 
@@ -85,7 +89,7 @@ def _how_text(text: str, names: Dict[str, Any]) -> Optional[Tuple[int, Optional[
     if (t.startswith("Dict[") or t.startswith("Tuple[")) and t.endswith("]"):
         return _PLAIN, None, optional
     if t == "bool":
-        return (_PLAIN if optional else _FLAG), None, optional
+        return (_TRISTATE if optional else _FLAG), None, optional
     if not t.isidentifier():
         return None
     known, sub = _named(t, names)
@@ -97,7 +101,7 @@ def _how_text(text: str, names: Dict[str, Any]) -> Optional[Tuple[int, Optional[
 def _codec(cls: type) -> _Codec:
     codec = _CODECS.get(cls)
     if codec is None:
-        fields = dataclasses.fields(cls)
+        fields = [f for f in dataclasses.fields(cls) if f.name not in cls.TRANSIENT]
         own = cls.__dict__.get("__annotations__", {})
         module = sys.modules.get(cls.__module__)
         names = vars(module) if module is not None else {}
@@ -105,9 +109,14 @@ def _codec(cls: type) -> _Codec:
         if any(h is None for h in hows):
             hints = typing.get_type_hints(cls)
             hows = [_how(hints[f.name]) for f in fields]
-        codec = [(f.name,) + h for f, h in zip(fields, hows)]  # type: ignore[operator]
+        codec = [(f.name, _key(f.name)) + h for f, h in zip(fields, hows)]  # type: ignore[operator]
         _CODECS[cls] = codec
     return codec
+
+
+def _key(name: str) -> str:
+    """The JSON key of a field: ``from_`` (``from`` is a keyword) is ``"from"``."""
+    return name[:-1] if name.endswith("_") else name
 
 
 def _carries(v: Any) -> bool:
@@ -167,22 +176,20 @@ class Record:
 
     def to_dict(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
-        for name, how, _sub, _optional in _codec(type(self)):
+        for name, key, how, _sub, _optional in _codec(type(self)):
             v = getattr(self, name)
             if how == _RECORD and v is not None:
                 v = v.to_dict()
             elif how == _RECORDS:
                 v = [x.to_dict() for x in v]
-            if name in self.TRANSIENT:
-                continue
-            if name in self.CONTRACT or _carries(v):
-                out[name] = v
+            if name in self.CONTRACT or _carries(v) or (how == _TRISTATE and v is False):
+                out[key] = v
         return out
 
     @classmethod
     def from_dict(cls: Type[R], d: Dict[str, Any]) -> R:
         if not isinstance(d, dict):
             raise TypeError("%s: expected an object, got %s" % (cls.__name__, type(d).__name__))
-        kwargs = {name: _read(d[name], how, sub, optional)
-                  for name, how, sub, optional in _codec(cls) if name in d}
+        kwargs = {name: _read(d[key], how, sub, optional)
+                  for name, key, how, sub, optional in _codec(cls) if key in d}
         return cls(**kwargs)

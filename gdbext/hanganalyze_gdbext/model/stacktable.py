@@ -87,10 +87,10 @@ class StackTable:
 
 def table_of(snapshot: Snapshot) -> StackTable:
     """The snapshot's stack table, built (every thread interned) on first use.  Kept on the snapshot
-    object (never serialised: not a field); acquisition may set it (``set_table``) so that the
-    threads it interned as they came in are not hashed again; threads added later are interned
-    when first looked up."""
-    table = snapshot.__dict__.get("_stack_table")
+    (``Snapshot.stack_table``, a transient field: never serialised); acquisition may set it
+    (``set_table``) so that the threads it interned as they came in are not hashed again; threads
+    added later are interned when first looked up."""
+    table = snapshot.stack_table
     if table is None:
         table = StackTable()
         for p in snapshot.processes:
@@ -101,7 +101,7 @@ def table_of(snapshot: Snapshot) -> StackTable:
 
 
 def set_table(snapshot: Snapshot, table: StackTable) -> None:
-    snapshot.__dict__["_stack_table"] = table
+    snapshot.stack_table = table
 
 
 def _index_error(i: Any) -> ValueError:

@@ -42,7 +42,7 @@ from typing import List, Optional
 
 from hanganalyze.errors import InputError
 from hanganalyze.loglines import data_known_lines
-from hanganalyze_gdbext.model import Process, Snapshot
+from hanganalyze_gdbext.model import Process, PythonFacts, Snapshot
 
 from . import log as _log
 from . import traceback as _traceback
@@ -79,7 +79,7 @@ def _infer_python(proc: Process) -> None:
     if m and not seen:
         seen.add(m.group(1))
     if len(seen) == 1:
-        proc.python = {"version": seen.pop(), "from": "file paths"}
+        proc.python = PythonFacts(version=seen.pop(), from_="file paths")
 
 
 def _has_text(lines: List[str]) -> bool:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
-from hanganalyze_gdbext.model import Frame, Process, Thread
+from hanganalyze_gdbext.model import Frame, Process, PythonFacts, Thread
 
 from .common import cap_messages, python_frame, stack_dump_header, to_int, unknown_function
 
@@ -109,7 +109,7 @@ def parse(lines: List[str], proc: Process) -> None:
             continue
         m = _PYTHON.match(s)
         if m:
-            proc.python = {"version": m.group(1)}
+            proc.python = PythonFacts(version=m.group(1))
             proc.executable = m.group(2) or proc.executable
             continue
         if s.startswith("Stack dump for "):
