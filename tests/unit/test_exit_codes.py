@@ -11,7 +11,7 @@ import pytest
 
 from hanganalyze.cli import EXIT_HELP, verdict_exit_code
 from hanganalyze.errors import EXIT_CRASH, EXIT_DEADLOCK, EXIT_HANG, EXIT_INPUT, EXIT_OK, EXIT_TOOL
-from hanganalyze_gdbext.model import Finding, Process, Snapshot, Thread, ThreadProgress
+from hanganalyze_gdbext.model import Finding, Process, Snapshot, Thread, ThreadProgress, Triage
 
 
 def _snap(findings: List[Finding], progress: Optional[str] = None, error: Optional[str] = None,
@@ -27,7 +27,7 @@ def _snap(findings: List[Finding], progress: Optional[str] = None, error: Option
 
 def _f(severity: str, signature: str = "x", wait: Optional[str] = None, processes=()) -> Finding:
     return Finding(signature=signature, title="t", severity=severity, process=0,
-                   processes=list(processes), triage={"wait": wait} if wait else None)
+                   processes=list(processes), triage=Triage(wait=wait) if wait else None)
 
 
 def test_codes_are_distinct_and_keep_the_documented_ones():
