@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any, Dict, List, Optional
 
-from .job import JobSummary
+from .job import JobRankState, JobSummary, NodeSummary
 from .ncclras import RasSeries
 from .record import Record, recordclass
 
@@ -241,9 +241,13 @@ class Process(Record):
     #: A live read: seconds the process was held stopped while it was read; the samples take it
     #: out of the time its threads could run (never written: TRANSIENT).
     stopped_s: Optional[float] = None
+    #: Where this rank is, when its input already says so (a node summary's row: the process has
+    #: no stacks to compute it from); the job rules take it instead of ``rankstate.rank_state``.
+    #: Never written (TRANSIENT): the report's ``job.states`` shows it.
+    rank_state: Optional[JobRankState] = None
 
     CONTRACT = ("source", "pid", "executable", "argv", "signal", "python", "threads")
-    TRANSIENT = ("stopped_s",)
+    TRANSIENT = ("stopped_s", "rank_state")
 
     def thread_by_tid(self, tid: Optional[int]) -> Optional[Thread]:
         for t in self.threads:
@@ -323,8 +327,13 @@ class Snapshot(Record):
     job: Optional[JobSummary] = None
     #: NCCL RAS queries of the job (``model/ncclras.py``): saved RAS output or a live query.
     nccl_ras: Optional[RasSeries] = None
+    #: The node summary of this snapshot (``--format node``): captured from an analyzed node, or
+    #: read from summaries (then its processes are rows without stacks).  Never written in the
+    #: report (TRANSIENT): ``render/node.py`` writes it as its own format.
+    node_summary: Optional[NodeSummary] = None
 
     CONTRACT = ("processes", "findings", "bucket")
+    TRANSIENT = ("node_summary",)
 
     def to_dict(self) -> Dict[str, Any]:
         d = {"schema": SCHEMA}

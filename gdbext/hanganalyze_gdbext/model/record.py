@@ -168,13 +168,13 @@ class Record:
     def to_dict(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
         for name, how, _sub, _optional in _codec(type(self)):
+            if name in self.TRANSIENT:
+                continue  # before reading it: a transient record is never converted
             v = getattr(self, name)
             if how == _RECORD and v is not None:
                 v = v.to_dict()
             elif how == _RECORDS:
                 v = [x.to_dict() for x in v]
-            if name in self.TRANSIENT:
-                continue
             if name in self.CONTRACT or _carries(v):
                 out[name] = v
         return out
