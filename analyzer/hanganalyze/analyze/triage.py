@@ -26,15 +26,12 @@ from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.loglines import CURRENT_NOTE, known_lines
 from hanganalyze.names import basename, normalize_native_name, wait_name
-from hanganalyze_gdbext.model import SERIOUS, Evidence, Finding, Frame, Process, Snapshot, Thread
+from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
 from hanganalyze_gdbext.model.signals import FATAL_SIGNALS
 
 #: The triage's rule id: its title, severity and cause are its entry of ``signatures/rules/rules.yaml``.
 SIGNATURE = "triage"
-#: With none of these severities of a known bug, the triage is the answer and comes first (the
-#: name ``summary.py`` imports; one definition: the model's ``SERIOUS``).
-KNOWN_BUG = SERIOUS
 #: Frames of a crashed thread that show the signal (a handler, abort) near the top.
 _CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore_rt|<signal handler called>|"
                            r"__pthread_kill\w*|faulthandler_\w+|__GI_abort|std::terminate|__gnu_cxx::"
