@@ -17,15 +17,15 @@ already run; see ``pipeline.analyze``):
 The rules of step 3 are code; their ids, titles, causes, fixes and what they supersede are data:
 their entries in ``signatures/rules/rules.yaml`` (``analyze/rules.py``), run in that order.
 
-``JOB_STEPS`` runs them by the ``step`` their data names, for ``summary.Merged.analyze`` only
-(issue 29 removes that second job pipeline; this table goes with it).
+Merged node summaries (``acquire/nodesummary.py``) go through the same ``analyze_job``: there is no
+second job pipeline.
 """
 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from dataclasses import replace
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyze.calltree import build_call_tree, tree_from_summary
 from hanganalyze.analyze.crossrank import classes_of as _classes_of  # the names used when they lived here
@@ -126,19 +126,6 @@ def keys_for(processes: Sequence[Process]) -> Tuple[List[int], str]:
     if ranks and all(r is not None for r in ranks) and len(set(ranks)) == len(ranks):
         return [int(r) for r in ranks if r is not None], "rank"
     return list(range(len(processes))), "process"
-
-
-class _JobSteps(Dict[str, Callable[[Snapshot, List[RankState], Optional[int]], List[Finding]]]):
-    """``JOB_STEPS[step](snapshot, states, world)``: the registry's job rules of that data ``step``."""
-
-    def __missing__(self, step: str) -> Callable[[Snapshot, List[RankState], Optional[int]], List[Finding]]:
-        def run(snapshot: Snapshot, states: List[RankState], world: Optional[int]) -> List[Finding]:
-            return run_job_rules(snapshot, states, world, load_rules(), step)
-        return run
-
-
-#: The job rules by the ``step`` their data names: ``summary.Merged.analyze``'s (see the module doc).
-JOB_STEPS = _JobSteps()
 
 
 def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot:
