@@ -4,9 +4,10 @@ Ranks are bench_job.py's ``heavy`` shape (real captured rank stacks + 9 trainer 
 each).  Measured, each in a fresh subprocess (peak RSS its own):
 
 * ``node``: one node's summary (8 ranks: analysis + ``--format node``), goal <= 0.5 s;
-* ``root``: 131,072 ranks = 16,384 node summaries read from files and merged, then the job's
-  verdict, classes and tree (``Merged.analyze``), goal <= 5 s and <= 1 GB; and the same from 128
-  second-level summaries (summaries of 128 nodes each);
+* ``root``: 131,072 ranks = 16,384 node summaries read from files and merged
+  (``acquire/nodesummary.read_node_summaries``), then the job's verdict, classes and tree
+  (``pipeline.analyze``), goal <= 5 s and <= 1 GB; and the same from 128 second-level summaries
+  (summaries of 128 nodes each);
 * ``flat``: 32,768 ranks analyzed flat (every rank's snapshot, interned as acquisition does), goal
   <= 5 s and <= 1 GB (the same figures);
 * ``equal``: on 4,096 ranks, the verdict from 512 real node summaries equals the flat merge's.
@@ -93,7 +94,8 @@ def _write_nodes(nodes, world, folder, db):
 
 def measure(name, nodes):
     from hanganalyze import pipeline
-    from hanganalyze.analyze import summary
+    from hanganalyze.acquire import nodesummary
+    from hanganalyze.render.node import node_document
     from hanganalyze_gdbext.model import DistIdentity
 
     db = pipeline.load_signature_db()
@@ -112,10 +114,10 @@ def measure(name, nodes):
                 per = max(nodes // 128, 1)
                 level2 = []
                 for i in range(0, nodes, per):
-                    m = summary.merge_files(paths[i:i + per])
+                    m = nodesummary.read_node_summaries(paths[i:i + per])
                     p = os.path.join(tmp, "level2.%04d.json" % (i // per))
                     with open(p, "w") as fh:
-                        json.dump(m.to_doc(), fh, separators=(",", ":"))
+                        json.dump(node_document(m), fh, separators=(",", ":"))
                     level2.append(p)
                 for p in paths:
                     os.unlink(p)
@@ -123,14 +125,16 @@ def measure(name, nodes):
             size = sum(os.path.getsize(p) for p in paths)
             before = _rss()
             t = time.perf_counter()
-            merged = summary.merge_files(paths)
+            merged = nodesummary.read_node_summaries(paths)
+            rows = len(merged.processes)
             t_merge = time.perf_counter() - t
-            snap = merged.analyze(examples=False)
+            by_id = any(g.by_id for g in merged.node_summary.groups + merged.node_summary.triage)
+            snap = pipeline.analyze(merged, pipeline.load_signature_db() if by_id else None)
             wall = time.perf_counter() - t
         f = snap.findings[0] if snap.findings else None
         return {"wall": wall, "before": before,
                 "info": "%d summaries (%.0f MB), %d ranks: merge %.2f s, analysis %.2f s; %s %s; %d classes" % (
-                    len(paths), size / 1e6, len(merged.rows), t_merge, wall - t_merge,
+                    len(paths), size / 1e6, rows, t_merge, wall - t_merge,
                     f.signature if f else "-", f.ranks[:4] if f else "", len(snap.job.classes))}
     if name == "flat":
         import bench_job
@@ -152,7 +156,7 @@ def measure(name, nodes):
         t = time.perf_counter()
         docs = [_node_doc(copy.deepcopy(snaps[i:i + PER_NODE]), db) for i in range(0, world, PER_NODE)]
         t_nodes = time.perf_counter() - t
-        tree = summary.merge_docs(docs).analyze(examples=False)
+        tree = pipeline.analyze(nodesummary.merge_node_documents(docs), db)
         flat = pipeline.analyze_many(snaps, db)
 
         def verdict(s):

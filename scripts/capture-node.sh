@@ -62,8 +62,8 @@ for err in "$out"/.*.err; do
   fi
   rm -f "$err"
 done
-# The node summary (analyze/summary.py): what the job verdict needs of each rank and the node's merged
-# call tree; `hanganalyze OUTDIR` merges the summaries of every node (or summaries of summaries).
+# The node summary (written by render/node.py, read by acquire/nodesummary.py): what the job verdict
+# needs of each rank and the node's merged call tree; `hanganalyze OUTDIR` merges the summaries of every node (or summaries of summaries).
 # Exit 3 only says a hang was found; 2 and 4 are failures.
 set -- "$out/$host".rank*.json
 if [ -e "$1" ]; then

@@ -73,7 +73,7 @@ class OutputFormat(str, Enum):
     md = "md"
     json = "json"
     text = "text"
-    node = "node"  # a node summary, mergeable at cluster scale (analyze/summary.py)
+    node = "node"  # a node summary, mergeable at cluster scale (render/node.py)
 
 
 class Option(NamedTuple):

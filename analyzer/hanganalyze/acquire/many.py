@@ -172,7 +172,7 @@ def identify(proc: Process, path: Optional[str], only_process: bool) -> None:
 def fill_identity(proc: Process, inp: Input, only_process: bool) -> None:
     """Rank identity of one acquired process: decided in ``identify``, the one place.  The
     input's file is kept on the process (``input_file``: not serialised) for node summaries
-    (``analyze/summary.py``)."""
+    (``render/node.py``)."""
     identify(proc, inp.path, only_process)
     if inp.launcher_pid is not None and proc.dist is not None:
         proc.dist.launcher_pid = inp.launcher_pid

@@ -50,6 +50,7 @@ from hanganalyze.analyze.stacks import (  # noqa: F401
     scan_threads,
 )
 from hanganalyze_gdbext.model import Process
+from hanganalyze_gdbext.model.job import NodeSummary
 
 #: Label of the synthetic root node.
 ROOT_LABEL = "<job>"
@@ -153,10 +154,31 @@ def _tree(selected: List[List[int]], keys: Sequence[int], stacks: Stacks, max_no
     return tree_from_items(items, sorted_keys, stacks, max_nodes)
 
 
+def tree_from_summary(summary: NodeSummary, keys: Sequence[int], max_nodes: int = MAX_NODES) -> Optional[dict]:
+    """The tree of merged node summaries (their processes have no stacks): their distinct stacks,
+    each with the processes that have it, keyed by ``keys[process]``; None when no process of
+    theirs had threads."""
+    if not summary.live:
+        return None
+    sorted_keys = sorted({keys[i] for i in summary.live})
+    position = {k: j for j, k in enumerate(sorted_keys)}
+    st = Stacks()
+    lids = [st.label_id(lab, kind) for lab, kind in summary.labels]
+    items = []
+    nbytes = (len(sorted_keys) + 8) // 8
+    for seq, (members, threads) in summary.stacks.items():
+        buf = bytearray(nbytes)
+        for x in members:
+            b = position[keys[x]]
+            buf[b >> 3] |= 1 << (b & 7)
+        items.append((tuple(lids[x] for x in seq), int.from_bytes(bytes(buf), "little"), threads))
+    return tree_from_items(items, sorted_keys, st, max_nodes)
+
+
 def tree_from_items(items: Sequence[Tuple[Tuple[int, ...], int, int]], sorted_keys: List[int], stacks: Stacks,
                     max_nodes: int = MAX_NODES) -> dict:
     """The tree from its distinct stacks: ``(label ids outermost first, rank bits over the positions
-    of sorted_keys, thread count)`` each; the node summaries' merge (``summary.py``) builds it so."""
+    of sorted_keys, thread count)`` each; merged node summaries' tree (``tree_from_summary``) is built so."""
     all_bits = (1 << len(sorted_keys)) - 1
     root: list = [stacks.label_id(ROOT_LABEL, "native"), all_bits, 0, {}]
     for seq, bits, n in items:

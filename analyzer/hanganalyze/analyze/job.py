@@ -6,7 +6,8 @@ at fault.  Pure functions of a Snapshot whose processes are the ranks (per-proce
 already run; see ``pipeline.analyze``):
 
 1. flight-recorder dumps are joined to the stacks of the same rank (``join_flight_recorder``);
-2. each process gets a state (``rankstate.rank_state``);
+2. each process gets a state (``rankstate.rank_state``, or the one its input carries: a process read
+   from node summaries has ``rank_state`` and no stacks, and the call tree comes from the summaries);
 3. the job rules (``crossrank.py``, run by ``registry.run_job_rules``): the cross-rank findings,
    each with ``ranks`` naming the ranks at fault, and the peer waits;
 4. per-process findings that hold on several ranks become one finding naming its ranks;
@@ -16,19 +17,19 @@ already run; see ``pipeline.analyze``):
 The rules of step 3 are code; their ids, titles, causes, fixes and what they supersede are data:
 their entries in ``signatures/rules/rules.yaml`` (``analyze/rules.py``), run in that order.
 
-``JOB_STEPS`` runs them by the ``step`` their data names, for ``summary.Merged.analyze`` only
-(issue 29 removes that second job pipeline; this table goes with it).
+Merged node summaries (``acquire/nodesummary.py``) go through the same ``analyze_job``: there is no
+second job pipeline.
 """
 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from dataclasses import replace
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyze.calltree import build_call_tree
+from hanganalyze.analyze.calltree import build_call_tree, tree_from_summary
 from hanganalyze.analyze.crossrank import classes_of as _classes_of  # the names used when they lived here
-from hanganalyze.analyze.crossrank import key_label as _key_label  # (summary.py imports this one)
+from hanganalyze.analyze.crossrank import key_label as _key_label
 from hanganalyze.analyze.crossrank import whole_host as _whole_host
 from hanganalyze.analyze.progress import job_findings, rank_facts
 from hanganalyze.analyze.ranksets import compress_ranks
@@ -36,7 +37,7 @@ from hanganalyze.analyze.rankstate import RankState, rank_state
 from hanganalyze.analyze.registry import run_job_rules
 from hanganalyze.analyze.rules import RuleSet, load_rules
 from hanganalyze_gdbext.model import Finding, Process, Snapshot
-from hanganalyze_gdbext.model.job import JobFailure, JobRankClass, JobRankState, JobSummary
+from hanganalyze_gdbext.model.job import JobFailure, JobRankClass, JobSummary
 
 
 def world_size(processes: Sequence[Process]) -> Optional[int]:
@@ -76,21 +77,25 @@ def _rank_suffix(ranks: List[int], procs: List[int]) -> str:
 
 
 def group_findings(snapshot: Snapshot) -> List[Finding]:
-    """One finding per signature across processes, naming the ranks it holds for."""
+    """One finding per signature across processes, naming the ranks it holds for.
+
+    A finding that already holds for several processes (``processes``: a node summary's group, read
+    with its members) joins as all of them; its evidence stands for each member's."""
     groups: OrderedDict[Tuple[str, str], List[Finding]] = OrderedDict()
     for f in snapshot.findings:
         groups.setdefault((f.signature, f.severity), []).append(f)
     out = []
     for members in groups.values():
         first = members[0]
-        procs = sorted({m.process for m in members})
+        procs = sorted({i for m in members for i in (m.processes or [m.process])})
         if len(procs) > 1:
             ranks = sorted({snapshot.processes[i].rank for i in procs if 0 <= i < len(snapshot.processes)
                             and snapshot.processes[i].rank is not None})
             first.processes = procs
             first.ranks = ranks
             first.summary = (first.summary or first.title) + _rank_suffix(ranks, procs)
-            first.evidence = [replace(e, process=m.process) for m in members for e in m.evidence][:256]
+            first.evidence = [replace(e, process=i) for m in members for i in (m.processes or [m.process])
+                              for e in m.evidence][:256]
         elif first.process < len(snapshot.processes) and snapshot.processes[first.process].rank is not None:
             first.ranks = [snapshot.processes[first.process].rank]  # type: ignore[list-item]
             first.processes = procs
@@ -123,19 +128,6 @@ def keys_for(processes: Sequence[Process]) -> Tuple[List[int], str]:
     return list(range(len(processes))), "process"
 
 
-class _JobSteps(Dict[str, Callable[[Snapshot, List[RankState], Optional[int]], List[Finding]]]):
-    """``JOB_STEPS[step](snapshot, states, world)``: the registry's job rules of that data ``step``."""
-
-    def __missing__(self, step: str) -> Callable[[Snapshot, List[RankState], Optional[int]], List[Finding]]:
-        def run(snapshot: Snapshot, states: List[RankState], world: Optional[int]) -> List[Finding]:
-            return run_job_rules(snapshot, states, world, load_rules(), step)
-        return run
-
-
-#: The job rules by the ``step`` their data names: ``summary.Merged.analyze``'s (see the module doc).
-JOB_STEPS = _JobSteps()
-
-
 def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot:
     """Cross-rank findings, grouped per-rank findings and ``Snapshot.job`` (see the module doc).
 
@@ -146,8 +138,15 @@ def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot
     rules = rules if rules is not None else load_rules()
     procs = snapshot.processes
     memo: Dict[tuple, tuple] = {}
-    states = [rank_state(i, p, memo) for i, p in enumerate(procs)]
-    world = world_size(procs) if len(procs) > 1 or _whole_host(procs) else None
+    # a process read from a node summary has its state and no stacks (a node's capture made them
+    # already): its state is taken as it is, where it is still this process's
+    states = [p.rank_state if p.rank_state is not None and p.rank_state.process == i else rank_state(i, p, memo)
+              for i, p in enumerate(procs)]
+    summary = snapshot.node_summary if snapshot.node_summary is not None and snapshot.node_summary.level else None
+    if summary is not None:  # merged node summaries: the largest WORLD_SIZE their nodes saw
+        world = summary.world_size
+    else:
+        world = world_size(procs) if len(procs) > 1 or _whole_host(procs) else None
     dup = [r for r, n in Counter(p.rank for p in procs if p.rank is not None).items() if n > 1]
     if dup:
         snapshot.warnings.append("%s came in more than once: the job view keys processes by index"
@@ -163,9 +162,12 @@ def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot
         return snapshot
     snapshot.findings = found + group_findings(snapshot)
     keys, key_kind = keys_for(procs)
-    live = [i for i, p in enumerate(procs) if p.threads]
     classes = state_classes(states, keys)
-    tree = build_call_tree([procs[i] for i in live], [keys[i] for i in live]) if live else None
+    if summary is not None:  # no stacks: the tree from the summaries' distinct stacks
+        tree = tree_from_summary(summary, keys)
+    else:
+        live = [i for i, p in enumerate(procs) if p.threads]
+        tree = build_call_tree([procs[i] for i in live], [keys[i] for i in live]) if live else None
     seen = sorted(p.rank for p in procs if p.rank is not None)
     seen_set = set(seen)  # once: not per rank (131,072 ranks)
     missing = [r for r in range(world) if r not in seen_set] if world is not None and seen else []
@@ -176,11 +178,10 @@ def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot
         ranks=compress_ranks(seen),
         missing=compress_ranks(missing),
         failed=[JobFailure(process=i, rank=p.rank, error=p.error) for i, p in enumerate(procs) if p.error],
-        states=[JobRankState(process=s.process, rank=s.rank, state=s.state, op=s.op, call_site=s.call_site,
-                             where=s.where, seq=s.seq, evidence=s.evidence,
-                             evidence_reason=s.evidence_reason, sources=list(s.sources or [])) for s in states],
+        states=states,  # the one rank-state record: shown as the rules left it
         classes=classes,
         tree=tree,
         progress=rank_facts(snapshot, states),  # live ranks sampled more than once: how each moved
+        nodes=summary.nodes if summary is not None else [],
     )
     return snapshot

@@ -24,7 +24,10 @@ from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from hanganalyze.analyze.rules import RuleSet, load_rules
 from hanganalyze_gdbext.model import Finding, Process, Samples, Snapshot, ThreadProgress
-from hanganalyze_gdbext.model.job import JobRankProgress
+from hanganalyze_gdbext.model.job import (
+    ONE_SAMPLE_NOTE,  # noqa: F401 - named here too (its users import it so)
+    JobRankProgress,
+)
 
 if TYPE_CHECKING:  # job.py's type; job.py imports this module
     from hanganalyze.analyze.rankstate import RankState
@@ -44,8 +47,6 @@ WAITS, STRAGGLER = "waits", "straggler"
 ALL_SPINNING = "all_spinning"
 #: Window (seconds) from which a wait that held gets its signature's full confidence.
 FULL_WINDOW_S = 5.0
-ONE_SAMPLE_NOTE = ("one sample (a core): stuck or slow cannot be told; a second core of the same job or a "
-                   "flight-recorder dump adds the evidence")
 LONGER = "--samples 5 --interval 2 watches for 8 s"
 
 

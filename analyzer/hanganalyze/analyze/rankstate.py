@@ -41,7 +41,6 @@ its confidence; it never blames them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, List, Optional, Tuple
 
@@ -51,6 +50,7 @@ from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.names import normalize_native_name
 from hanganalyze_gdbext.model import Frame, Process, Thread
 from hanganalyze_gdbext.model.collectives import Collectives
+from hanganalyze_gdbext.model.job import JobRankState
 
 #: How a rank's place is known (``RankState.evidence``).
 EVIDENCE = ("waiting", "elsewhere", "unknown")
@@ -61,38 +61,9 @@ _NATIVE_OP = re.compile(r"(?:ProcessGroup\w*::|ncclAll|ncclReduce|ncclBroad|MPI_
                         r"broadcast|Broadcast|Bcast|barrier|Barrier|allgather|AllGather|Allgather|"
                         r"reduce_scatter|ReduceScatter|alltoall|Alltoall)")
 
-WAITING = ("collective", "rendezvous", "device-sync", "ipc-wait")
-
-
-@dataclass
-class RankState:
-    """One process's place in the job."""
-
-    process: int
-    rank: Optional[int]
-    state: str  # "collective" | "rendezvous" | "device-sync" | "ipc-wait" | "elsewhere" | "no-stack" | "error"
-    op: Optional[str] = None  # "all_reduce" ...
-    call_site: Optional[str] = None  # "train_step (train.py:12)": the user's line that called it
-    where: Optional[str] = None  # innermost frame that says where the rank is
-    thread: Optional[int] = None  # tid of the thread that says it
-    frame: Optional[int] = None  # index in that thread's all_frames()
-    seq: Optional[int] = None  # flight recorder: the collective's sequence id
-    pg: Optional[str] = None
-    fr_completed: Optional[bool] = None  # flight recorder: the last enqueued collective completed
-    last_enqueued: Optional[int] = None
-    last_completed: Optional[int] = None
-    pid: Optional[int] = None
-    fr_source: Optional[str] = None  # "flight-recorder" | "watchdog-log"
-    evidence: str = "unknown"  # one of EVIDENCE: may this rank be named at fault?
-    evidence_reason: Optional[str] = None  # why, for people
-    sources: Optional[List[str]] = None  # Process.sources: the inputs this state was joined from
-
-    @property
-    def waiting(self) -> bool:
-        return self.state in WAITING
-
-    def collective_key(self) -> Tuple[Optional[str], Optional[str]]:
-        return (self.op, self.call_site)
+#: One process's place in the job: the model's one rank-state record (``model/job.py``), which a
+#: node summary stores in its rows and reads back.
+RankState = JobRankState
 
 
 def _threads_main_first(p: Process) -> List[Thread]:
@@ -225,7 +196,7 @@ def _collective_of(t: Thread) -> Optional[tuple]:
 def rank_state(index: int, p: Process, memo: Optional[Dict[tuple, tuple]] = None) -> RankState:
     """Where process ``index`` of a job is (see the module's rules).  ``memo``: one dict per job
     (see ``_memo_thread``)."""
-    st = RankState(process=index, rank=p.rank, state="elsewhere", pid=p.pid)
+    st = RankState(process=index, rank=p.rank, state="elsewhere", pid=p.pid, evidence="unknown")
     if p.error:
         st.state = "error"
         return st
@@ -252,7 +223,7 @@ def rank_state(index: int, p: Process, memo: Optional[Dict[tuple, tuple]] = None
 
 def _judge(st: RankState, p: Process) -> None:
     """``evidence``/``evidence_reason`` from what this process alone shows (see the module doc)."""
-    st.sources = list(p.sources) or None
+    st.sources = list(p.sources)
     if st.state == "error":
         st.evidence, st.evidence_reason = "unknown", "its input failed: %s" % (p.error or "")[:200]
     elif st.waiting:

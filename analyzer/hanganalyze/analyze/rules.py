@@ -91,14 +91,27 @@ class RuleSet:
 
     def superseded(self, findings: Sequence[Finding], candidates: Sequence[Finding]) -> List[Finding]:
         """``candidates`` less those that a finding in ``findings`` supersedes: same id named in its
-        rule's ``supersedes`` and a process the superseding finding names."""
+        rule's ``supersedes`` and a process the superseding finding names (a candidate that holds
+        for several processes keeps the others)."""
         over: Dict[str, set] = {}
         for f in findings:
             rule = self._code_rule(f.signature)
             if rule is not None:
                 for sid in rule.supersedes:
                     over.setdefault(sid, set()).update(f.processes or [f.process])
-        return [c for c in candidates if c.process not in over.get(c.signature, ())]
+        out = []
+        for c in candidates:
+            drop = over.get(c.signature)
+            if not drop:
+                out.append(c)
+            elif len(c.processes) > 1:  # a finding already grouped (a node summary's): the others stay
+                keep = [i for i in c.processes if i not in drop]
+                if keep:
+                    c.process, c.processes = keep[0], keep
+                    out.append(c)
+            elif c.process not in drop:
+                out.append(c)
+        return out
 
     def _code_rule(self, rule_id: str) -> Optional[Rule]:
         return next((r for r in self.rules if r.id == rule_id and r.code), None)

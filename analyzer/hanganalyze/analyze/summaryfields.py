@@ -1,46 +1,21 @@
-"""Two compact fields of a node summary (``summary.py``): sets of positions (ranks, processes) as
-range text, and a finding's texts (title, fix, cause, references) named by signature id instead of
-repeated in every node's summary (the root takes them from the signature database or rule list).
+"""Two compact fields of a node summary (written by ``render/node.py``, read by
+``acquire/nodesummary.py``): sets of positions (ranks, processes) as range text, and a finding's
+texts (title, fix, cause, references) named by signature id instead of repeated in every node's
+summary (the root takes them from the signature database or the triage's constants).
 """
 
 from __future__ import annotations
 
-from array import array
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze.analyze.triage import SIGNATURE
-
-# --------------------------------------------------------------------------------------------
-# Position sets
-# --------------------------------------------------------------------------------------------
+from hanganalyze_gdbext.model.job import NodeGroup
 
 
 def positions_text(positions: Iterable[int]) -> str:
     return compress_ranks(positions)
-
-
-def parse_positions(text: Any, limit: int, offset: int = 0) -> array:
-    """``"0-3,7"`` -> positions (plus ``offset``); a ValueError for anything else or a position >=
-    ``limit``."""
-    out = array("l")
-    if not isinstance(text, str):
-        raise ValueError("a position set must be a string, not %s" % type(text).__name__)
-    if not text:
-        return out
-    for part in text.split(","):
-        a, _, b = part.partition("-")
-        lo, hi = int(a), int(b) if b else int(a)
-        if not 0 <= lo <= hi < limit:
-            raise ValueError("position set %r out of range (%d rows)" % (part[:40], limit))
-        out.extend(range(lo + offset, hi + offset + 1))
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# Capture: one node's summary from its analyzed snapshot
-# --------------------------------------------------------------------------------------------
 
 
 #: A finding's fixed texts: a summary names them (``"by_id"``) when they are those of its signature
@@ -64,29 +39,23 @@ def _texts(sig: str, db, cache: Dict[str, Optional[Dict[str, Any]]]) -> Optional
     return out
 
 
-def slim(fd: Dict[str, Any], db, cache: Dict[str, Any]) -> Dict[str, Any]:
-    """The finding's dict without the texts its signature gives (named in ``by_id``)."""
+def named_texts(fd: Dict[str, Any], db, cache: Dict[str, Any]) -> List[str]:
+    """The texts of a finding's dict that its signature gives (a summary names them in ``by_id``)."""
     texts = _texts(str(fd.get("signature")), db, cache)
     if not texts:
-        return fd
-    dropped = [k for k in BY_ID if k in texts and fd.get(k, _DEFAULTS[k]) == texts[k]]
-    if dropped:
-        fd = {k: v for k, v in fd.items() if k not in dropped}
-        fd["by_id"] = dropped
-    return fd
+        return []
+    return [k for k in BY_ID if k in texts and fd.get(k, _DEFAULTS[k]) == texts[k]]
 
 
-def restore(fd: Dict[str, Any], db, cache: Dict[str, Any]) -> Dict[str, Any]:
-    """``slim``'s inverse; a text whose signature the root does not know (another signature folder)
-    stays out (the title falls back to the signature id)."""
-    dropped = fd.get("by_id")
-    if not dropped:
-        return fd
-    texts = _texts(str(fd.get("signature")), db, cache) or {}
-    out = {k: v for k, v in fd.items() if k != "by_id"}
-    for k in dropped:
-        if k in BY_ID and texts.get(k) is not None:
-            out[k] = list(texts[k]) if isinstance(texts[k], list) else texts[k]
-    return out
-
-
+def restore_texts(groups: Iterable[NodeGroup], db, cache: Dict[str, Any]) -> None:
+    """Each group's finding gets back the texts its summary named by signature (``by_id``); a text
+    whose signature the root does not know (another signature folder) stays out (the title falls
+    back to the signature id)."""
+    for g in groups:
+        if not g.by_id:
+            continue
+        texts = _texts(str(g.finding.signature), db, cache) or {}
+        for k in g.by_id:
+            if k in BY_ID and texts.get(k) is not None:
+                setattr(g.finding, k, list(texts[k]) if isinstance(texts[k], list) else texts[k])
+        g.by_id = []

@@ -26,15 +26,12 @@ from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.loglines import CURRENT_NOTE, known_lines
 from hanganalyze.names import basename, normalize_native_name, wait_name
-from hanganalyze_gdbext.model import SERIOUS, Evidence, Finding, Frame, Process, Snapshot, Thread, Triage, TriageThread
+from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Triage, TriageThread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
 from hanganalyze_gdbext.model.signals import FATAL_SIGNALS
 
 #: The triage's rule id: its title, severity and cause are its entry of ``signatures/rules/rules.yaml``.
 SIGNATURE = "triage"
-#: With none of these severities of a known bug, the triage is the answer and comes first (the
-#: name ``summary.py`` imports; one definition: the model's ``SERIOUS``).
-KNOWN_BUG = SERIOUS
 #: Frames of a crashed thread that show the signal (a handler, abort) near the top.
 _CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore_rt|<signal handler called>|"
                            r"__pthread_kill\w*|faulthandler_\w+|__GI_abort|std::terminate|__gnu_cxx::"
@@ -454,7 +451,23 @@ def _process_key(proc: Process, known_crash: bool) -> tuple:
 def triage_findings(snapshot: Snapshot) -> List[Finding]:
     """One triage finding per process (processes with the same wait and blame frame share one);
     the registry (``analyze/registry.py``) places them first when no known bug matched, last
-    otherwise."""
+    otherwise.  Processes read from node summaries have no stacks: their summaries' triage
+    groups stand for them."""
+    summary = snapshot.node_summary
+    if summary is not None and summary.level:
+        found = [g.finding for g in summary.triage]
+    else:
+        found = _triage_groups(snapshot)
+    for f in found:
+        if len(f.processes) > 1:
+            # ranks as a range set: a 131,072-rank job's summary stays one line
+            f.summary += " (in %d processes%s)" % (len(f.processes), ", ranks %s" % compress_ranks(f.ranks)
+                                                    if f.ranks else "")
+    return found
+
+
+def _triage_groups(snapshot: Snapshot) -> List[Finding]:
+    """The triage findings of the processes, one per (wait, blame frame), members in ``processes``."""
     found: List[Finding] = []
     vague: List[Finding] = []
     by_key: Dict[Tuple[str, Optional[str]], Finding] = {}
@@ -502,14 +515,7 @@ def triage_findings(snapshot: Snapshot) -> List[Finding]:
             f.ranks = [proc.rank] if proc.rank is not None else []
         by_key[key] = f
         found.append(f)
-    if not found:
-        found = vague[:1]
-    for f in found:
-        if len(f.processes) > 1:
-            # ranks as a range set: a 131,072-rank job's summary stays one line
-            f.summary += " (in %d processes%s)" % (len(f.processes), ", ranks %s" % compress_ranks(f.ranks)
-                                                    if f.ranks else "")
-    return found
+    return found or vague[:1]
 
 
 def bucket_text(finding: Finding) -> Optional[str]:

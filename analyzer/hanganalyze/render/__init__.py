@@ -23,8 +23,8 @@ def render(snapshot: Snapshot, fmt: str) -> str:
         from hanganalyze.render.html import render_html  # here: only the format asked for (jinja2)
 
         return encodable(render_html(snapshot))
-    if fmt == "node":  # a node summary, mergeable (analyze/summary.py)
-        from hanganalyze.analyze.summary import render_node  # here: only the format asked for
+    if fmt == "node":  # a node summary, mergeable (acquire/nodesummary.py reads it)
+        from hanganalyze.render.node import render_node  # here: only the format asked for
 
         return render_node(snapshot)
     raise ValueError("unknown format %r" % fmt)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import field, fields
 from typing import Any, Dict, List, Optional
 
-from .job import JobSummary
+from .job import JobRankState, JobSummary, NodeSummary
 from .ncclras import RasSeries
 from .record import Record, recordclass
 
@@ -352,8 +352,13 @@ class Process(Record):
     #: The input file this process was read from, absolute (node summaries name it; never written).
     input_file: Optional[str] = field(default=None, compare=False, repr=False)
 
+    #: Where this rank is, when its input already says so (a node summary's row: the process has
+    #: no stacks to compute it from); the job rules take it instead of ``rankstate.rank_state``.
+    #: Never written (TRANSIENT): the report's ``job.states`` shows it.
+    rank_state: Optional[JobRankState] = None
+
     CONTRACT = ("source", "pid", "executable", "argv", "signal", "python", "threads")
-    TRANSIENT = ("stopped_s", "input_file")
+    TRANSIENT = ("stopped_s", "input_file", "rank_state")
 
     def thread_by_tid(self, tid: Optional[int]) -> Optional[Thread]:
         for t in self.threads:
@@ -463,8 +468,13 @@ class Snapshot(Record):
     #: The distinct frames and stacks (``model/stacktable.py``), kept once built (never written).
     stack_table: Optional[StackTable] = field(default=None, compare=False, repr=False)
 
+    #: The node summary of this snapshot (``--format node``): captured from an analyzed node, or
+    #: read from summaries (then its processes are rows without stacks).  Never written in the
+    #: report (TRANSIENT): ``render/node.py`` writes it as its own format.
+    node_summary: Optional[NodeSummary] = None
+
     CONTRACT = ("processes", "findings", "bucket")
-    TRANSIENT = ("stack_table",)
+    TRANSIENT = ("stack_table", "node_summary")
 
     def to_dict(self) -> Dict[str, Any]:
         d = {"schema": SCHEMA}

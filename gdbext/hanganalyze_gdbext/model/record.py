@@ -177,6 +177,8 @@ class Record:
     def to_dict(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
         for name, key, how, _sub, _optional in _codec(type(self)):
+            if name in self.TRANSIENT:
+                continue  # before reading it: a transient record is never converted
             v = getattr(self, name)
             if how == _RECORD and v is not None:
                 v = v.to_dict()
