@@ -66,8 +66,13 @@ class Frame(Record):
     #: How an unwinder without CFI for the callee found this frame: "fp" (frame-pointer chain) or
     #: "scan" (a return address found on the stack); None where CFI or gdb found it.
     unwind: Optional[str] = None
+    #: A Python frame's source line as the paste printed it (a traceback's or py-bt's line under
+    #: the frame), stripped: what the line does tells the wait when no native frame shows it
+    #: (``analyze/sourcewait.py``).  In memory only: the file and line are what is written.
+    source: Optional[str] = None
 
     CONTRACT = ("kind", "function", "file", "line", "library", "address")
+    TRANSIENT = ("source",)
 
 
 @recordclass
