@@ -117,4 +117,5 @@ def infer_gil_holder(process: Process) -> Optional[Tuple[Thread, List[Thread]]]:
             w.owner_tid = b.tid
             w.owner_inferred = ("%s: LWP %s, the only other thread that waits for anything but work, waits for the "
                                 "GIL this thread holds; gdb printed no __owner for the lock" % (BY_ELIMINATION, b.tid))
+            w.detail = "%s; held by LWP %s (%s)" % (w.detail or "a native lock wait", b.tid, BY_ELIMINATION)
     return holder, waiters
