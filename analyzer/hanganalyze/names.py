@@ -133,6 +133,24 @@ def wait_name(name: Optional[str]) -> str:
     return stripped
 
 
+#: glibc's internal aliases of one exported symbol: ``__GI___poll``, ``___pthread_mutex_lock``,
+#: ``__libc_recv``, ``__pthread_join``, ``__dl_iterate_phdr`` (each release renames a few).
+_GLIBC_ALIAS = rxcache.compile(r"^(?:__GI_+|_{2,3})(?:libc_)?(?=[a-z])")
+
+
+@lru_cache(maxsize=1 << 16)
+def glibc_alias(name: str) -> str:
+    """The exported spelling of a glibc-internal alias (``__GI___dl_iterate_phdr`` ->
+    ``dl_iterate_phdr``, ``___pthread_mutex_lock`` -> ``pthread_mutex_lock``), the name unchanged
+    otherwise.  Matchers compare both spellings, so a signature written with the exported name
+    matches a frame printed under its alias (and one naming the alias still matches it exactly).
+    ``name`` is already normalized (``normalize_function``: no ``.isra.N``, ``@plt``, ``@@GLIBC_*``)."""
+    if not name.startswith("_") or "::" in name:
+        return name
+    out = _GLIBC_ALIAS.sub("", name, count=1)
+    return out or name
+
+
 def basename(path: Optional[str]) -> str:
     """The last component of a source or library path (``/`` or ``\\`` separated)."""
     if not path:

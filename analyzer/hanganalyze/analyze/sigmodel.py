@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
-from hanganalyze.names import normalize_function
+from hanganalyze.names import glibc_alias, normalize_function
 
 
 class LazyPattern:
@@ -153,6 +153,9 @@ class FunctionMatcher:
             return self.unknown
         if norm in self.exact:
             return True
+        alias = glibc_alias(norm)
+        if alias is not norm and alias != norm and self.matches(alias):
+            return True  # __GI___dl_iterate_phdr is dl_iterate_phdr (names.glibc_alias)
         if self.nccl_public and norm.startswith("pnccl") and norm[1:] in self.exact:
             return True
         for r in self.regexes:  # globs are compiled anchored at both ends, regexes search

@@ -20,8 +20,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.analyze.findings import from_rule
+from hanganalyze.analyze.forkchild import inherited_lock_wait
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rules import load_rules
+from hanganalyze.analyze.sourcewait import source_wait
+from hanganalyze.analyze.threadchoice import helper_order
 from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.loglines import CURRENT_NOTE, known_lines
@@ -81,13 +84,16 @@ class ThreadTriage:
     blame: Optional[int] = None
     owner: Optional[int] = None
     how: str = "frames"
+    #: "forked" / "likely": a forked child waiting for a lock it inherited (``forkchild.py``)
+    inherited: Optional[str] = None
 
     def record(self) -> TriageThread:
         frames = self.thread.all_frames()
         waits_in = frame_text(frames[self.frame], FrameStyle.TRIAGE) if self.frame is not None else None
         blame = frame_text(frames[self.blame], FrameStyle.TRIAGE) if self.blame is not None else None
         return TriageThread(tid=self.thread.tid, name=self.thread.name, wait=self.category.id,
-                            waits_in=waits_in, blame=blame, owner=self.owner)
+                            waits_in=waits_in, blame=blame, owner=self.owner,
+                            inherited=self.inherited)
 
 
 def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = ()) -> bool:
@@ -117,6 +123,15 @@ def _raised(t: Thread) -> bool:
     """A Python traceback that ends in an exception of its own (not a Ctrl-C or a timeout, whose
     innermost frame is where the thread waited): its innermost frame raised, it waits for nothing."""
     return any(n.startswith("exception: ") and not _NOT_RAISED.search(n) for n in t.notes)
+
+
+def _interrupted_wait(t: Thread) -> bool:
+    """A thread whose innermost frame is where it stood: any dump but a Python traceback, and a
+    traceback only when it ends in a Ctrl-C or a timeout (a traceback cut before its exception line
+    may stop frames short of the innermost one; one that raised stood on the raising line)."""
+    if not any(n.startswith("Python traceback") for n in t.notes):
+        return True
+    return any(n.startswith("exception: ") for n in t.notes) and not _raised(t)
 
 
 _WAIT_KINDS = {"mutex": "lock", "rwlock": "lock", "pylock": "lock", "rlock": "lock", "futex": "lock",
@@ -162,6 +177,21 @@ def _called_from_outside(cat: Category, frames: Sequence[Frame], i: int, selecte
 
 def classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Dict[tuple, tuple]] = None
              ) -> ThreadTriage:
+    """``_classify``, then the fork hazard (``forkchild.py``): a forked child whose wait is a lock,
+    or a std stream's flush or logging's lock that the frames called I/O or nothing, waits for a
+    lock it inherited locked."""
+    r = _classify(proc, t, crashed, memo)
+    if r.inherited is None and r.how not in ("signal", "samples"):
+        how = inherited_lock_wait(t.all_frames(), r.category.id)
+        if how is not None:
+            lock = _lock_category() or r.category
+            frame = r.frame if r.frame is not None else 0
+            r = ThreadTriage(t, lock, frame, r.blame, r.owner, r.how, how)
+    return r
+
+
+def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Dict[tuple, tuple]] = None
+              ) -> ThreadTriage:
     """The first category (``waits.yaml`` order) one of the thread's innermost frames matches.  A
     thread that repeated samples saw run Python code (``progress``) runs, wherever it was caught.
     ``memo`` (one dict per snapshot) reuses the answer of threads that share their frame lists
@@ -173,9 +203,9 @@ def classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Dic
                t.progress.state if t.progress is not None else None)
         hit = memo.get(key)
         if hit is not None and hit[0] is t.frames:
-            return ThreadTriage(t, hit[1], hit[2], hit[3], w.owner_tid if w is not None else None, hit[4])
+            return ThreadTriage(t, hit[1], hit[2], hit[3], w.owner_tid if w is not None else None, hit[4], hit[5])
         r = classify(proc, t, crashed)
-        memo[key] = (t.frames, r.category, r.frame, r.blame, r.how)
+        memo[key] = (t.frames, r.category, r.frame, r.blame, r.how, r.inherited)
         return r
     tab = table()
     frames = t.all_frames()
@@ -189,8 +219,14 @@ def classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Dic
     # in the GIL's place of the order, before the condition variable or futex it waits in
     gil = t.waits is not None and t.waits.kind == "gil"
     selected = len(proc.threads) == 1 and t.current and t.tid is None and t.name is None and not t.python_frames
+    # the innermost Python line, where no native frame is innermost (sourcewait.py): it speaks for
+    # its own frame, before a frame list's match further out
+    src = source_wait(frames) if _interrupted_wait(t) else None
+    src_cat = next((c for c in tab.categories if src is not None and c.id == src[0]), None)
     for cat in tab.categories:
         for i, f in enumerate(frames[:cat.within]):
+            if src_cat is not None and src is not None and i > src[1]:
+                break
             if (_frame_matches(cat, f) and _called_from_outside(cat, frames, i, selected)
                     and _asleep_above(cat, frames, i)):
                 # the loader's frame innermost: the paste stops there, or the lock wait is inlined
@@ -202,6 +238,8 @@ def classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Dic
     if t.waits is not None and t.waits.kind in _WAIT_KINDS:
         cat = next((c for c in tab.categories if c.id == _WAIT_KINDS[t.waits.kind]), tab.runs)
         return ThreadTriage(t, cat, t.waits.frame, blame_frame(frames, t.waits.frame or 0), owner, "memory")
+    if src_cat is not None and src is not None:
+        return ThreadTriage(t, src_cat, src[1], blame_frame(frames, src[1]), owner, "source line")
     if t.state.gil == "waiting":
         cat = next((c for c in tab.categories if c.id == "gil"), tab.runs)
         return ThreadTriage(t, cat, None, blame_frame(frames), owner, "gil state")
@@ -262,7 +300,15 @@ def subject(proc: Process, rows: List[ThreadTriage]) -> List[ThreadTriage]:
     tab = table()
     rank = {c.id: c.rank for c in tab.categories}
     rank.update({tab.crashed.id: 0, tab.runs.id: 5})
-    order = sorted(range(len(rows)), key=lambda i: (rank.get(rows[i].category.id, 5),
+    # a runtime's helper thread (threadchoice.py) comes after the program's threads that wait in
+    # something, whatever its own wait (cuda-gdb's helper on a futex is not the GPU hang's thread),
+    # and after the main thread or one in the program's code even where that one runs
+    helper = [helper_order(r.thread, proc) for r in rows]
+    waiting = any((helper[i] < 2 and rank.get(r.category.id, 5) < 5) or (helper[i] == 0 and r.category is tab.runs)
+                  for i, r in enumerate(rows))
+    order = sorted(range(len(rows)), key=lambda i: (waiting and helper[i] == 2 and rows[i].category is not tab.crashed,
+                                                    rank.get(rows[i].category.id, 5),
+                                                    helper[i] if len(rows) > 1 else 0,
                                                     _main_first(rows[i].thread, i, proc), i))
     first = rows[order[0]]
     key = (first.category.id, _blame_key(first))
@@ -388,6 +434,9 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
         summary = "%s waits for %s" % (lead, cat.label)
         if first.frame is not None:
             summary += " in %s" % frame_text(first.thread.all_frames()[first.frame], FrameStyle.TRIAGE)
+        if first.inherited is not None:
+            summary += (" (a forked child%s: the lock was inherited locked from a parent thread that does "
+                        "not exist here)" % ("" if first.inherited == "forked" else ", likely"))
     if first.owner is not None:
         summary += ", held by LWP %d" % first.owner
     if blame:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from hanganalyze.analyze.findings import from_rule
+from hanganalyze.analyze.pastegil import BY_ELIMINATION, infer_gil_holder
 from hanganalyze.analyze.pastelocks import infer_paste_waits
 from hanganalyze.analyze.rules import Rule, load_rules
 from hanganalyze.frametext import FrameStyle, frame_text
@@ -24,6 +25,9 @@ SIGNATURE = "deadlock-cycle"
 #: Confidence of a cycle with a held-by edge inferred from the holder's source (a plain
 #: ``threading.Lock`` records no owner): strong, but not memory's proof (1.0).
 INFERRED_CONFIDENCE = 0.85
+#: Confidence of a cycle with an edge found by elimination in a paste (``pastegil.BY_ELIMINATION``:
+#: the only thread left that could hold the lock): a lead, not a confident answer.
+ELIMINATED_CONFIDENCE = 0.6
 
 def annotate_waitgraphs(snapshot: Snapshot) -> None:
     """Fill ``process.waitgraph`` for every process whose threads record waits (a paste's plain
@@ -31,6 +35,7 @@ def annotate_waitgraphs(snapshot: Snapshot) -> None:
     for p in snapshot.processes:
         if p.source == "text":
             infer_paste_waits(p)
+            infer_gil_holder(p)
         p.waitgraph = waitgraph.build(p)
 
 
@@ -47,6 +52,7 @@ def cycle_findings(snapshot: Snapshot, rule: Optional[Rule] = None) -> List[Find
             waiting = [(t, t.waits) for t in threads if t is not None and t.waits]
             kinds = {w.kind for _t, w in waiting}
             inferred = any(w.owner_inferred for _t, w in waiting)
+            eliminated = any((w.owner_inferred or "").startswith(BY_ELIMINATION) for _t, w in waiting)
             evidence = []
             for t, w in waiting:
                 fi = w.frame
@@ -75,6 +81,7 @@ def cycle_findings(snapshot: Snapshot, rule: Optional[Rule] = None) -> List[Find
                 title += rule.text("title_gil")
             cause = rule.text("cause_gil" if "gil" in kinds else "cause_locks")
             out.append(from_rule(rule, pi, waitgraph.describe_cycle(p, cyc), evidence,
-                                 INFERRED_CONFIDENCE if inferred else 1.0, threads=tids,
+                                 ELIMINATED_CONFIDENCE if eliminated else INFERRED_CONFIDENCE if inferred else 1.0,
+                                 threads=tids,
                                  title=title, fix=fix, cause=cause))
     return out

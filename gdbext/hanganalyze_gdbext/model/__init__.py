@@ -66,8 +66,13 @@ class Frame(Record):
     #: How an unwinder without CFI for the callee found this frame: "fp" (frame-pointer chain) or
     #: "scan" (a return address found on the stack); None where CFI or gdb found it.
     unwind: Optional[str] = None
+    #: A Python frame's source line as the paste printed it (a traceback's or py-bt's line under
+    #: the frame), stripped: what the line does tells the wait when no native frame shows it
+    #: (``analyze/sourcewait.py``).  In memory only: the file and line are what is written.
+    source: Optional[str] = None
 
     CONTRACT = ("kind", "function", "file", "line", "library", "address")
+    TRANSIENT = ("source",)
 
 
 @recordclass
@@ -403,6 +408,8 @@ class TriageThread(Record):
     waits_in: Optional[str] = None  # the frame that waits
     blame: Optional[str] = None  # the frame it is blamed on
     owner: Optional[int] = None  # LWP holding what it waits for, when known
+    #: A forked child's lock wait: "forked" (the fork frames show it) or "likely" (``analyze/forkchild.py``).
+    inherited: Optional[str] = None
 
     CONTRACT = ("tid", "name", "wait", "waits_in", "blame")
 

@@ -156,10 +156,13 @@ def describe_cycle(process: Process, cycle: List[str]) -> str:
             s += " holds %s," % " and ".join(held)
         s += " waits for %s" % _wait_phrase(process, t.waits)
         parts.append(s)
-    inferred = [w for w in waits if w.owner_inferred]
+    inferred = [w for w in waits if w.owner_inferred and w.kind == "pylock"]
     if inferred:
         parts[-1] += " (%s inferred from source: CPython records no owner for threading.Lock)" % (
             "owner" if len(inferred) == 1 else "owners")
+    pasted = [w.owner_inferred for w in waits if w.owner_inferred and w.kind != "pylock"]
+    if pasted:  # a pasted stack's owners (gdb's printout, the GIL holder by elimination): say how
+        parts[-1] += " (from a paste: %s)" % "; ".join(pasted)
     return "; ".join(parts)
 
 

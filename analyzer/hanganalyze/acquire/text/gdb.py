@@ -31,7 +31,7 @@ from typing import Dict, List, Optional, Tuple
 
 from hanganalyze_gdbext.model import Frame, Process, Thread, Wait
 
-from . import pybt
+from . import gdbwaits, pybt
 from .common import balanced, split_call, to_int, unknown_function
 from .gdblines import (
     ADDR_IN,
@@ -205,6 +205,7 @@ def parse(lines: List[str], proc: Process) -> None:
     in_pybt = False  # inside a py-bt section pasted after (or between) native backtraces
     filter_run = False  # the last frame line was a "[py]" line of gdbext's frame filter
     focus: Optional[str] = None  # cuda-gdb's current device focus, names the device thread
+    owners = gdbwaits.OwnerPrints()  # mutex owners gdb printed (``p *mutex``: __owner = N)
     n = len(lines)
     i = 0
     while i < n:
@@ -259,6 +260,7 @@ def parse(lines: List[str], proc: Process) -> None:
                 if py is None:
                     cur.frames.append(parse_frame_body(body))
                     _gil_wait(cur, body)
+                    gdbwaits.mutex_wait(cur, body)
                     _fatal_message(proc, cur.frames[-1], body)
                 else:
                     (cur.frames if py[1] else cur.python_frames).append(py[0])
@@ -306,6 +308,8 @@ def parse(lines: List[str], proc: Process) -> None:
             if cur is not None:
                 cur.notes.append(s)
             continue
+        if owners.line(s):
+            continue
         if is_noise(s) or is_stop_echo(s):
             continue
         if raw.startswith(_LOCALS_INDENT) and cur is not None and cur.frames:
@@ -341,6 +345,7 @@ def parse(lines: List[str], proc: Process) -> None:
         else:
             t.notes.append("no frames printed")
     proc.threads.extend(threads)
+    owners.apply(proc)
 
 
 def _gil_wait(t: Thread, body: str) -> None:

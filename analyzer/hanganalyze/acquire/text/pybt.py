@@ -81,7 +81,9 @@ def frame_line(line: str, s: str, cur: Thread, frames: List[Frame]) -> bool:
             cur.notes.append(s)
             return True
         if frames:
-            return True  # the source line under a frame
+            if frames[-1].source is None and frames[-1].file:
+                frames[-1].source = s[:300]  # the source line under a frame (sourcewait.py)
+            return True
     if s.startswith("Unable to locate python frame"):
         cur.notes.append(s)
         return True

@@ -129,6 +129,8 @@ def parse(lines: List[str], proc: Process) -> None:
                 frames_indent = indent_of(line)
                 continue
             if s and (indent_of(line) > frames_indent >= 0 or s.startswith(("^", "~"))):
+                if cur.frames and cur.frames[-1].source is None and not s.startswith(("^", "~")):
+                    cur.frames[-1].source = s[:300]  # the frame's source line (sourcewait.py)
                 continue  # source text and caret lines under a frame
             if s.startswith("[Previous line repeated"):
                 cur.notes.append(s.strip("[]"))

@@ -1,0 +1,114 @@
+"""What a Python thread waits for, told by its innermost Python source line.
+
+Why: a stack with Python frames only (py-spy without ``--native``, a traceback, py-bt,
+faulthandler) shows no native wait, and a thread standing on ``with self.lock:`` in the program's
+own function matched no frame list: it "ran".  The line it stands on says the mechanism
+(``with X:`` / ``X.acquire()`` a lock, ``.join()`` a join, ``.get()`` a queue, ``.wait()`` a
+condition, ``select`` I/O, ``recv`` the network, ``sleep`` a sleep, ``.result()`` a future).
+The regexes are data (``signatures/triage/source_lines.yaml``, one a line, first match wins), as
+Socorro's signature lists are.
+
+Where the line comes from: the paste's own line under the frame (``Frame.source``: tracebacks,
+py-bt), else the file on this machine when it is there (a live process or a core of this host),
+read as ``heldsource`` reads it (size-capped, never from /proc, /sys or /dev).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import lru_cache
+from typing import List, Optional, Sequence, Tuple
+
+from hanganalyze import rxcache
+from hanganalyze.analyze.signatures import builtin_dir, display_path, read_data_file
+from hanganalyze.errors import SignatureError
+from hanganalyze_gdbext.model import Frame
+
+#: Source files larger than this are not read for one line.
+MAX_SOURCE_BYTES = 1 << 20
+_NOT_SOURCES = ("/proc/", "/sys/", "/dev/")
+
+
+@lru_cache(maxsize=None)
+def line_table() -> Tuple[Tuple[str, re.Pattern], ...]:
+    """(category id, regex) pairs of ``source_lines.yaml``, in file order."""
+    path = builtin_dir() / "triage" / "source_lines.yaml"
+    where = display_path(path)
+    data, _extra = read_data_file(path)
+    out: List[Tuple[str, re.Pattern]] = []
+    try:
+        for item in data["lines"]:
+            out.append((str(item["category"]), rxcache.compile(str(item["match"]))))
+    except (KeyError, TypeError) as e:
+        raise SignatureError("%s: each line needs a category and a match (%s)" % (where, e)) from None
+    except re.error as e:
+        raise SignatureError("%s: bad regex: %s" % (where, e)) from None
+    return tuple(out)
+
+
+@lru_cache(maxsize=256)
+def _file_line(path: str, line: int) -> Optional[str]:
+    if not path.startswith("/") or path.startswith(_NOT_SOURCES):
+        return None
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) > MAX_SOURCE_BYTES:
+            return None
+        with open(path, "rb") as f:
+            for i, raw in enumerate(f, 1):
+                if i == line:
+                    return raw.decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    return None
+
+
+def source_line(f: Frame) -> Optional[str]:
+    """The frame's source line: the paste's, else the file's on this machine."""
+    if f.source:
+        return f.source.strip()
+    if f.file and f.line:
+        return _file_line(f.file, f.line)
+    return None
+
+
+def line_category(text: str) -> Optional[str]:
+    """The category id the first matching regex of the table gives ``text``, else None."""
+    s = text.strip()
+    if s.startswith("#"):
+        return None
+    for cid, rx in line_table():
+        if rx.search(s):
+            return cid
+    return None
+
+
+#: Python frames looked at from the innermost one outwards for a line the table knows.
+WITHIN = 3
+
+
+def source_wait(frames: Sequence[Frame]) -> Optional[Tuple[str, int, str]]:
+    """(category id, frame index, the line) for a thread whose innermost frames are Python frames,
+    one of which (within ``WITHIN``) stands on a line the table knows; None when a native frame
+    comes first (native frames tell the wait) or no line says anything.  A frame's line is the call
+    in progress, so every frame inside it is part of that call: a ``with self._lock:`` frame whose
+    inner frames are a lock wrapper's (ddtrace's profiling proxy) still waits for the lock.  A
+    built-in frame (py-bt's ``<built-in method flush ...>``) is how its caller's line waits."""
+    seen = 0
+    for i, f in enumerate(frames):
+        if f.marker:
+            continue
+        if f.kind != "python":
+            return None
+        if not f.file and f.note and f.note.startswith("built-in"):
+            continue
+        text = source_line(f)
+        if not text:
+            return None
+        cid = line_category(text)
+        if cid is not None:
+            return cid, i, text
+        seen += 1
+        if seen >= WITHIN:
+            return None
+    return None
