@@ -20,11 +20,12 @@ import pytest
 from helpers import REPO, run_hanganalyze
 
 #: capture folder -> ranks in the job (rank 1 at fault where one is)
-DATASETS = {"gpu_verdicts": 2, "gpu_verdicts_4gpu": 4}
+DATASETS = {"gpu_verdicts": 2, "gpu_verdicts_4gpu": 4, "gpu_verdicts_house": 2}
 FIVE = ("healthy", "killed", "mismatch", "seed", "straggler")
 #: capture folder -> its scenarios (the 4-GPU set adds a straggler asleep in a checkpoint writer
 #: after the step's collective, and a healthy loop whose host runs ahead of the device)
-SCENARIOS = {"gpu_verdicts": FIVE, "gpu_verdicts_4gpu": FIVE + ("checkpoint", "healthy_async")}
+SCENARIOS = {"gpu_verdicts": FIVE, "gpu_verdicts_4gpu": FIVE + ("checkpoint", "healthy_async"),
+             "gpu_verdicts_house": FIVE}
 RUNS = 5
 HANG = ("hang", "deadlock")
 
