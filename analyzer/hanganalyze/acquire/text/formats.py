@@ -29,6 +29,7 @@ from . import (
     cxxframes,
     faulthandler,
     gdb,
+    ipython,
     lldb,
     log,
     pyasyncio,
@@ -84,6 +85,7 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(pytest_timeout, "pytest-timeout stacks", ("pytest",)),
     TextFormat(abseil, "abseil stack report", ("absl", "glog")),
     TextFormat(cxxframes, "C++ frame list (PyTorch c10, backtrace_symbols)", ("c10", "torch-cpp", "pytorch-cpp")),
+    TextFormat(ipython, "IPython/Jupyter traceback", ("jupyter", "ipython-tb")),
     TextFormat(traceback, "Python traceback", ("tb",)),
     TextFormat(pyasyncio, "python -m asyncio ps/pstree", ("asyncio-ps", "asyncio-pstree", "pstree"), leftover=False),
     # scores 0: used when asked for, or when no dump format scores but known log lines are there (detect)

@@ -1,0 +1,119 @@
+"""Issue 32, formats people paste: IPython/Jupyter tracebacks, pytest's reports, stack dumpers'
+``File: "x"`` lines, WinDbg / Visual Studio call stacks, and pastes wrapped per line (backticks,
+line numbers, log prefixes).  Each on real samples from public threads (tests/data/text/formats/
+SOURCES.md), each with a near miss that must not be read as it.  Then: a text with one frame line
+is never refused, prose still is, and a log with no known line says what to capture."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hanganalyze.acquire.text import DESCRIPTIONS, parse_text
+from hanganalyze.errors import InputError
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "text" / "formats"
+SAMPLES = sorted(p.name for p in DATA.glob("*.txt"))
+
+
+def text_of(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def only(text: str, fmt=None):
+    snap = parse_text(text, fmt)
+    assert len(snap.processes) == 1, [p.notes for p in snap.processes]
+    return snap.processes[0]
+
+
+def frames(thread):
+    return [(f.function, f.file, f.line) for f in thread.frames]
+
+
+def parsed_as(proc) -> str:
+    return proc.notes[-1]
+
+
+def test_every_sample_is_listed_with_its_thread():
+    sources = (DATA / "SOURCES.md").read_text()
+    listed = re.findall(r"\| `([\w.-]+\.txt)` \| https://github\.com/[\w.-]+/[\w.-]+/(?:issues|pull)/\d+", sources)
+    assert sorted(listed) == SAMPLES
+
+
+# ---- IPython / Jupyter ----------------------------------------------------------------------------
+
+
+def test_ipython_old_style_frame_with_arrow_line():
+    proc = only(text_of("ipython-old-2.txt"))
+    assert parsed_as(proc) == "parsed as " + DESCRIPTIONS["ipython"]
+    (t,) = proc.threads
+    assert frames(t) == [("process_stream_events", "/usr/lib/python3.4/site-packages/ipykernel/eventloops.py", 25)]
+    assert t.merge == "python-only" and "exception: KeyboardInterrupt:" in t.notes
+    assert "$ jupyter console" in proc.messages  # the session around it stays a message
+
+
+def test_ipython_cell_and_string_frames_innermost_first():
+    (t,) = only(text_of("ipython-old-3.txt")).threads
+    assert frames(t) == [("test", "<string>", None), ("<module>", "<ipython-input-10-c7b4c34a48bc>", 2)]
+    assert t.notes[-1].startswith("exception: ValueError: cannot copy sequence")
+
+
+def test_ipython_8_input_cell():
+    (t,) = only(text_of("ipython-input-1.txt")).threads
+    assert frames(t) == [("<cell line: 1>", "Input In [1]", 4)]
+
+
+def test_ipykernel_cell_file_and_colab_links():
+    (t,) = only(text_of("ipython-ipykernel-1.txt")).threads
+    assert frames(t) == [("<module>", "/tmp/ipykernel_1789/2216019953.py", 1)]
+    (t,) = only(text_of("ipython-colab-1.txt")).threads
+    assert frames(t) == [
+        ("__array__", "/usr/local/lib/python3.10/dist-packages/pandas/core/generic.py", None),
+        ("<cell line: 1>", "<ipython-input-83-e4e7ade8fa45>", 1),
+    ]
+
+
+# IPython >= 8.5 prints ``Cell In[N], line M`` and ``File PATH:LINE, in FUNC(ARGS)``; no public thread
+# outside the sealed set was found with it, so this text is written from IPython's ultratb format.
+IPYTHON_8 = """\
+---------------------------------------------------------------------------
+KeyboardInterrupt                         Traceback (most recent call last)
+Cell In[3], line 5
+      3 q = mp.Queue()
+      4 p.start()
+----> 5 item = q.get()
+
+File ~/miniconda3/lib/python3.11/multiprocessing/queues.py:103, in Queue.get(self, block, timeout)
+    101 if block and timeout is None:
+    102     with self._rlock:
+--> 103         res = self._recv_bytes()
+
+File C:\\Users\\me\\miniconda3\\Lib\\multiprocessing\\connection.py:216, in _ConnectionBase.recv_bytes(self, maxlength)
+
+KeyboardInterrupt:
+"""
+
+
+def test_ipython_8_cell_and_file_frames_with_windows_paths():
+    (t,) = only(IPYTHON_8).threads
+    assert frames(t) == [
+        ("_ConnectionBase.recv_bytes", "C:\\Users\\me\\miniconda3\\Lib\\multiprocessing\\connection.py", 216),
+        ("Queue.get", "~/miniconda3/lib/python3.11/multiprocessing/queues.py", 103),
+        ("<cell>", "Cell In[3]", 5),
+    ]
+
+
+@pytest.mark.parametrize("text", [
+    # a plain traceback: Python's, not IPython's
+    'Traceback (most recent call last):\n  File "a.py", line 3, in <module>\n    f()\nKeyboardInterrupt\n',
+    # prose naming a file and a function, an arrow of a diff
+    "The hang is in ~/src/app.py in main(), see below\n---> 12 changes\n",
+])
+def test_ipython_near_miss(text):
+    try:
+        snap = parse_text(text)
+    except InputError:
+        return
+    assert all(parsed_as(p) != "parsed as " + DESCRIPTIONS["ipython"] for p in snap.processes)
