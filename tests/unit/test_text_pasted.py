@@ -117,3 +117,52 @@ def test_ipython_near_miss(text):
     except InputError:
         return
     assert all(parsed_as(p) != "parsed as " + DESCRIPTIONS["ipython"] for p in snap.processes)
+
+
+# ---- pytest -------------------------------------------------------------------------------------
+
+
+def test_pytest_long_form_names_the_function_from_its_def():
+    (t,) = only(text_of("pytest-long-2.txt")).threads
+    assert frames(t) == [("get", "/usr/lib/python3.6/queue.py", 173)]
+    (t,) = only(text_of("pytest-long-1.txt")).threads  # cut above the def: no name to give
+    assert frames(t) == [(None, "../../lsstsw3/miniconda/lib/python3.6/queue.py", 173)]
+
+
+@pytest.mark.parametrize("name,where", [
+    ("pytest-short-1.txt", ("/home/travis/build/cherrypy/cherrypy/.tox/python/lib/python3.7/site-packages/"
+                            "cheroot/server.py", 2061)),
+    ("pytest-short-2.txt", ("/home/johnsca/juju/envs/dev/charms/kubernetes-master/tests/unit/"
+                            "test_kubernetes_master.py", 66)),
+])
+def test_pytest_interrupt_line_form(name, where):
+    proc = only(text_of(name))
+    assert parsed_as(proc) == "parsed as " + DESCRIPTIONS["pytest-tb"]
+    (t,) = proc.threads
+    assert [(f.file, f.line) for f in t.frames] == [where]
+    assert "exception: KeyboardInterrupt" in t.notes
+
+
+def test_pytest_short_form_frames_and_test_name():
+    text = ("________________________________ test_pool ________________________________\n"
+            "tests/test_pool.py:12: in test_pool\n    pool.map(f, range(4))\n"
+            "/usr/lib/python3.11/multiprocessing/pool.py:367: in map\n    return self._map_async(f).get()\n"
+            "E   Failed: Timeout >10.0s\n")
+    (t,) = only(text).threads
+    assert t.name == "test_pool"
+    assert frames(t) == [("map", "/usr/lib/python3.11/multiprocessing/pool.py", 367),
+                         ("test_pool", "tests/test_pool.py", 12)]
+    assert "exception: Failed: Timeout >10.0s" in t.notes
+
+
+@pytest.mark.parametrize("text", [
+    "app.py:12: error: Incompatible types in assignment\nFound 1 error in 1 file (checked 3 source files)\n",
+    "app.py:12:    lock.acquire()\napp.py:40:    lock.release()\n",  # grep -n
+    "app.py:12:1: E501 line too long (130 > 120 characters)\n",  # flake8
+])
+def test_pytest_near_miss(text):
+    try:
+        snap = parse_text(text)
+    except InputError:
+        return
+    assert all(parsed_as(p) != "parsed as " + DESCRIPTIONS["pytest-tb"] for p in snap.processes)

@@ -37,6 +37,7 @@ from . import (
     pyspy,
     pyspy_json,
     pystack,
+    pytest_report,
     pytest_timeout,
     traceback,
 )
@@ -86,6 +87,7 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(abseil, "abseil stack report", ("absl", "glog")),
     TextFormat(cxxframes, "C++ frame list (PyTorch c10, backtrace_symbols)", ("c10", "torch-cpp", "pytorch-cpp")),
     TextFormat(ipython, "IPython/Jupyter traceback", ("jupyter", "ipython-tb")),
+    TextFormat(pytest_report, "pytest failure report", ("pytest-report", "pytest-short", "pytest-long")),
     TextFormat(traceback, "Python traceback", ("tb",)),
     TextFormat(pyasyncio, "python -m asyncio ps/pstree", ("asyncio-ps", "asyncio-pstree", "pstree"), leftover=False),
     # scores 0: used when asked for, or when no dump format scores but known log lines are there (detect)
