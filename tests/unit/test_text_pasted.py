@@ -166,3 +166,32 @@ def test_pytest_near_miss(text):
     except InputError:
         return
     assert all(parsed_as(p) != "parsed as " + DESCRIPTIONS["pytest-tb"] for p in snap.processes)
+
+
+# ---- stack dumpers ------------------------------------------------------------------------------
+
+
+def test_stack_dumper_file_colon_lines_with_source_on_the_line():
+    proc = only(text_of("stackdump-colon-1.txt"))
+    assert parsed_as(proc) == "parsed as " + DESCRIPTIONS["stack-dumper"]
+    cut, folder = proc.threads
+    assert frames(cut)[:2] == [("wait", "/usr/lib64/python2.7/threading.py", 340),
+                               ("get", "/usr/lib64/python2.7/Queue.py", 168)]
+    assert (folder.name, folder.pthread_id) == ("Folder INBOX [acc: Uni]", 139671354054400)
+    assert frames(folder)[1] == ("syncmessagesto", "/home/rob/sw/offlineimap/offlineimap/folder/Base.py", 1046)
+    assert frames(folder)[-1] == ("__bootstrap", "/usr/lib64/python2.7/threading.py", 786)
+
+
+def test_faulthandler_lines_without_comma_flush_left():
+    text = ('Thread 0x00007f2b796006c0 (most recent call first):\n'
+            'File "/usr/lib/python3.12/threading.py", line 359 in wait\n'
+            'File "/usr/lib/python3.12/queue.py", line 180 in get\n')
+    (t,) = only(text).threads
+    assert frames(t) == [("wait", "/usr/lib/python3.12/threading.py", 359),
+                         ("get", "/usr/lib/python3.12/queue.py", 180)]
+    assert t.pthread_id == 0x7F2B796006C0
+
+
+def test_stack_dumper_near_miss_is_a_traceback():
+    text = 'Traceback (most recent call last):\n  File "a.py", line 3, in <module>\n    f()\nValueError: x\n'
+    assert parsed_as(only(text)) == "parsed as " + DESCRIPTIONS["traceback"]

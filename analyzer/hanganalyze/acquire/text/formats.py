@@ -39,6 +39,7 @@ from . import (
     pystack,
     pytest_report,
     pytest_timeout,
+    stackdump,
     traceback,
 )
 
@@ -88,6 +89,7 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(cxxframes, "C++ frame list (PyTorch c10, backtrace_symbols)", ("c10", "torch-cpp", "pytorch-cpp")),
     TextFormat(ipython, "IPython/Jupyter traceback", ("jupyter", "ipython-tb")),
     TextFormat(pytest_report, "pytest failure report", ("pytest-report", "pytest-short", "pytest-long")),
+    TextFormat(stackdump, "Python stack dumper (File: ..., # ThreadID:)", ("stacktracer", "dumpstacks")),
     TextFormat(traceback, "Python traceback", ("tb",)),
     TextFormat(pyasyncio, "python -m asyncio ps/pstree", ("asyncio-ps", "asyncio-pstree", "pstree"), leftover=False),
     # scores 0: used when asked for, or when no dump format scores but known log lines are there (detect)
