@@ -195,3 +195,53 @@ def test_faulthandler_lines_without_comma_flush_left():
 def test_stack_dumper_near_miss_is_a_traceback():
     text = 'Traceback (most recent call last):\n  File "a.py", line 3, in <module>\n    f()\nValueError: x\n'
     assert parsed_as(only(text)) == "parsed as " + DESCRIPTIONS["traceback"]
+
+
+# ---- WinDbg / Visual Studio ---------------------------------------------------------------------
+
+
+def test_windbg_thread_table_with_tid():
+    proc = only(text_of("windbg-1.txt"))
+    assert parsed_as(proc) == "parsed as " + DESCRIPTIONS["windbg"]
+    (t,) = proc.threads
+    assert (t.tid, t.current, proc.pid) == (0xDAC, True, 0xB10)
+    assert [(f.library, f.function) for f in t.frames] == [
+        ("ntdll", "NtWaitForSingleObject"), ("ntdll", "RtlpWaitOnCriticalSection"),
+        ("ntdll", "RtlpEnterCriticalSectionContended"), ("ntdll", "LdrpAcquireLoaderLock")]
+
+
+def test_windbg_x86_sources_inline_frames_and_windows_paths():
+    (t,) = only(text_of("windbg-2.txt")).threads
+    assert (t.frames[0].function, t.frames[0].library, t.frames[0].line) == ("NtWaitForSingleObject", "ntdll", 129)
+    assert t.frames[4].function == "CLREventBase::WaitEx"
+    assert t.frames[4].file == "f:\\dd\\ndp\\clr\\src\\vm\\synch.cpp"
+    assert any(f.function == "Thread::EnablePreemptiveGC" for f in t.frames)  # the (Inline) row
+    (t,) = only(text_of("windbg-3.txt")).threads
+    assert t.tid == 0x4C98 and t.frames[0].function == "NtWaitForMultipleObjects" and len(t.frames) == 10
+
+
+def test_visual_studio_call_stack_window():
+    (t,) = only(text_of("vs-1.txt")).threads
+    assert [(f.library, f.function) for f in t.frames[:4]] == [
+        ("ntdll.dll", "_NtWaitForSingleObject@12"), ("ntdll.dll", "_RtlpWaitOnCriticalSection@8"),
+        ("ntdll.dll", "_RtlEnterCriticalSection@4"),
+        ("Microsoft.VisualStudio.Setup.Configuration.Native.dll", "___acrt_lock")]
+    (t,) = only(text_of("vs-2.txt")).threads
+    assert (t.frames[0].library, t.frames[0].function) == ("ntdll.dll", None)  # ntdll.dll!771022cc()
+    assert t.frames[5].function == "Microsoft.VisualStudio.Threading.NoMessagePumpSyncContext.Wait"
+    assert "[Managed to Native Transition]" in t.notes
+
+
+def test_visual_studio_line_numbers():
+    (t,) = only(">\tpython311.dll!take_gil(_ts * tstate) Line 331\tC\n"
+                " \tpython311.dll!PyEval_RestoreThread(_ts * tstate) Line 711\tC\n").threads
+    assert [(f.function, f.line) for f in t.frames] == [("take_gil", 331), ("PyEval_RestoreThread", 711)]
+
+
+@pytest.mark.parametrize("text", [
+    "Wow!that hangs. println!(\"x\") does nothing\nthe deadlock is real!\n",
+    "00000000  7f 45 4c 46 02 01 01 00  00 00 00 00 00 00 00 00  |.ELF............|\n" * 3,  # hexdump -C
+])
+def test_windbg_near_miss(text):
+    with pytest.raises(InputError):
+        parse_text(text)

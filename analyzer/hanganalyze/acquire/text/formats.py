@@ -41,6 +41,7 @@ from . import (
     pytest_timeout,
     stackdump,
     traceback,
+    windbg,
 )
 
 
@@ -91,6 +92,7 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(pytest_report, "pytest failure report", ("pytest-report", "pytest-short", "pytest-long")),
     TextFormat(stackdump, "Python stack dumper (File: ..., # ThreadID:)", ("stacktracer", "dumpstacks")),
     TextFormat(traceback, "Python traceback", ("tb",)),
+    TextFormat(windbg, "WinDbg / Visual Studio call stack", ("cdb", "visual-studio", "vs")),
     TextFormat(pyasyncio, "python -m asyncio ps/pstree", ("asyncio-ps", "asyncio-pstree", "pstree"), leftover=False),
     # scores 0: used when asked for, or when no dump format scores but known log lines are there (detect)
     TextFormat(log, "log", leftover=False),
