@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hanganalyze.acquire.text import DESCRIPTIONS, parse_text
+from hanganalyze.acquire.text.unwrap import unwrap
 from hanganalyze.errors import InputError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "text" / "formats"
@@ -245,3 +246,56 @@ def test_visual_studio_line_numbers():
 def test_windbg_near_miss(text):
     with pytest.raises(InputError):
         parse_text(text)
+
+
+# ---- wrappers on every line ---------------------------------------------------------------------
+
+
+def test_journald_prefix_on_every_line_is_unwrapped():
+    proc = only(text_of("journald-threads-1.txt"))
+    cut, waitress = proc.threads
+    assert frames(cut)[0] == ("wait", "/home/fishtest/.pyenv/versions/3.12.3/lib/python3.12/threading.py", 355)
+    assert frames(cut)[1][0] == "handler_thread"
+    assert (waitress.name, waitress.pthread_id) == ("waitress-1", 140089313593088)
+
+
+WRAPS = {
+    "backticks": lambda x: "`%s`" % x if x.strip() else x,
+    "line numbers": None,  # numbered below: they count up
+    "github actions": lambda x: "2024-03-01T10:11:12.1234567Z " + x,
+    "logging": lambda x: "2024-03-01 10:11:12,123 ERROR " + x,
+    "glog": lambda x: "E0301 10:11:12.123456  4242 trainer.cc:88] " + x,
+    "ray": lambda x: "(RayTrainWorker pid=4242, ip=10.0.0.7) " + x,
+    "vllm": lambda x: "ERROR 03-01 10:11:12 engine.py:226] " + x,
+}
+
+
+@pytest.mark.parametrize("wrap", sorted(WRAPS))
+@pytest.mark.parametrize("name", ["stackdump-colon-1.txt", "windbg-2.txt", "pytest-long-2.txt", "ipython-old-3.txt"])
+def test_a_wrapper_on_every_line_changes_nothing(name, wrap):
+    plain = text_of(name)
+    lines = plain.rstrip("\n").split("\n")
+    if WRAPS[wrap] is None:
+        wrapped = "\n".join("%4d | %s" % (i + 1, x) for i, x in enumerate(lines))
+    else:
+        wrapped = "\n".join(WRAPS[wrap](x) for x in lines)
+    want, got = parse_text(plain), parse_text(wrapped)
+    assert [[frames(t) for t in p.threads] for p in got.processes] == \
+        [[frames(t) for t in p.threads] for p in want.processes]
+
+
+def test_wrappers_are_removed_only_when_most_lines_carry_them():
+    half = ["`a`", "b", "`c`", "d"]
+    assert unwrap(half) is half
+    jumps = ["12 x", "40 y", "7 z", "99 w"]  # numbers that do not count up: a table, not line numbers
+    assert unwrap(jumps) is jumps
+    assert unwrap(["`a`", "`b`", "`c`", "d", "`e`"]) == ["a", "b", "c", "d", "e"]
+
+
+def test_a_plain_log_keeps_its_timestamps():
+    log = "2024-03-01 10:11:12,123 INFO NCCL INFO Channel 00/02 : 0 1\n2024-03-01 10:11:13,001 INFO step 3\n"
+    try:
+        snap = parse_text(log)
+    except InputError:
+        return
+    assert any(m.startswith("2024-03-01") for p in snap.processes for m in p.messages)

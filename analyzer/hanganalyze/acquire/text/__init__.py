@@ -1,20 +1,24 @@
 """Pasted text -> Snapshot: gdb backtraces, py-bt, py-spy, pystack, faulthandler, tracebacks,
-lldb, pytest-timeout, abseil deadlock reports, PyTorch's C++ frame lists.
+IPython/Jupyter tracebacks, lldb, pytest-timeout and pytest's own reports, stack dumpers
+(``File: "x", line N, in f``), abseil deadlock reports, PyTorch's C++ frame lists, WinDbg and
+Visual Studio call stacks.
 
 One module per format (``gdb``, ``pybt``, ``pyspy`` (with py-spy < 0.3 and ``ray stack``),
 ``pyspy_json``, ``pystack``, ``faulthandler``, ``lldb``, ``pytest_timeout``, ``abseil``,
-``cxxframes``, ``traceback``), each following the protocol ``formats.py`` writes down
-(``score(lines)``, ``parse(lines, process)``) and listed there, one line each; ``detect`` picks
-one; ``common`` cleans the text and splits it per process.
+``cxxframes``, ``traceback``, ``ipython``, ``pytest_report``, ``stackdump``, ``windbg``), each
+following the protocol ``formats.py`` writes down (``score(lines)``, ``parse(lines, process)``)
+and listed there, one line each; ``detect`` picks one; ``common`` cleans the text and splits it
+per process; ``unwrap`` undoes a wrapper on every line.
 
-The steps: clean the text (ANSI, CRLF, control bytes, zero-width characters; a chat's or an
-issue's ``> `` quotes, shared indentation, Markdown fences and ``<details>`` tags); split it per
-rank (``[rank3]:`` prefixes) and per ``Process N:`` / ``Stack dump for`` section; parse each part
-with the forced or best-scoring format; pick Python tracebacks out of the leftover log lines of
-any other format.  Lines that are not part of a dump stay in ``Process.messages`` for
-message-level signatures.  A paste cut at the top or the bottom is parsed for the frames it has
-(frames above the first thread header form a thread of their own); only text with no frame at all
-is refused.
+The steps: clean the text (ANSI, CRLF, control bytes, zero-width characters; a chat's or an issue's
+``> `` quotes, shared indentation, Markdown fences and ``<details>`` tags); undo a wrapper most
+lines share (``unwrap``: backticks, line numbers, log record prefixes) when a format then scores the
+lines higher; split it per rank (``[rank3]:`` prefixes) and per ``Process N:`` / ``Stack dump for``
+section; parse each part with the forced or best-scoring format; pick Python tracebacks out of the
+leftover log lines of any other format. Lines that are not part of a dump stay in
+``Process.messages`` for message-level signatures. A paste cut at the top or the bottom is parsed
+for the frames it has (frames above the first thread header form a thread of their own); only text
+with no frame at all is refused.
 
 Decisions (the same for every format, so signatures need not care where a stack came from):
 
@@ -47,8 +51,9 @@ from hanganalyze_gdbext.model import Process, Snapshot
 from . import log as _log
 from . import traceback as _traceback
 from .common import Segment, cap_messages, clean_lines, split_processes, split_ranks, unwrap_terminal
-from .detect import FORMAT_NAMES, UNRECOGNISED, detect, parser_for
+from .detect import FORMAT_NAMES, UNRECOGNISED, detect, parser_for, scores
 from .formats import FORMATS, PARSERS, TextParser, format_of
+from .unwrap import unwrap
 
 __all__ = ["parse_text", "FORMAT_NAMES", "PARSERS"]
 
@@ -155,6 +160,18 @@ def _has_tasks(proc: Process) -> bool:
     return proc.asyncio is not None and any(lp.tasks for lp in proc.asyncio.loops)
 
 
+def _unwrapped(lines: List[str], forced: Optional[TextParser]) -> List[str]:
+    """The lines without a wrapper every line of the paste shares (``unwrap``: backticks, line
+    numbers, log record prefixes), when that makes them read better as a dump: the best (or the
+    forced) format scores them higher than the lines as they came.  A plain log keeps its prefixes."""
+    bare = unwrap(lines)
+    if bare is lines:
+        return lines
+    if forced is not None:
+        return bare if forced.score(bare) > forced.score(lines) else lines
+    return bare if scores(bare)[0][0] > scores(lines)[0][0] else lines
+
+
 def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     """Parse a pasted dump into a Snapshot (``Process.source == "text"``).
 
@@ -164,7 +181,7 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     forced = parser_for(input_format)
     if not isinstance(text, str):
         raise InputError("text input must be a string")
-    lines = unwrap_terminal(clean_lines(text))
+    lines = _unwrapped(unwrap_terminal(clean_lines(text)), forced)
     if not _has_text(lines):
         raise InputError(UNRECOGNISED if text.strip() else "the text is empty")
     processes: List[Process] = []
