@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hanganalyze.acquire.text import DESCRIPTIONS, parse_text
+from hanganalyze.acquire.text.detect import LOG_WITHOUT_KNOWN_LINE, UNRECOGNISED
 from hanganalyze.acquire.text.unwrap import unwrap
 from hanganalyze.errors import InputError
 
@@ -299,3 +300,51 @@ def test_a_plain_log_keeps_its_timestamps():
     except InputError:
         return
     assert any(m.startswith("2024-03-01") for p in snap.processes for m in p.messages)
+
+
+# ---- refusal ------------------------------------------------------------------------------------
+
+
+ONE_FRAME = {
+    "gdb": "#0  0x00007f2b in __futex_abstimed_wait_common () from /lib/x86_64-linux-gnu/libc.so.6\n",
+    "traceback": 'File "/usr/lib/python3.10/threading.py", line 320, in wait\n',
+    "faulthandler": '  File "/usr/lib/python3.10/threading.py", line 320 in wait\n',
+    "pyspy": "    wait (threading.py:320)\n",
+    "pystack": '    (Python) File "/usr/lib/python3.10/threading.py", line 320, in wait\n',
+    "lldb": "    frame #0: 0x00007fff9eca8dc6 libsystem_kernel.dylib`__psynch_cvwait + 10\n",
+    "backtrace_symbols": "/usr/lib/libc.so.6(+0x8f2b6) [0x7f2b6]\n",
+    "windbg": "00 00000067`e0f3f278 00007ff8`8a192e2d ntdll!NtWaitForSingleObject+0xa\n",
+    "visual studio": ">\tpython311.dll!take_gil(_ts * tstate) Line 331\tC\n",
+    "ipython 8": "File ~/miniconda3/lib/python3.11/threading.py:320, in Condition.wait(self, timeout)\n",
+    "ipython 7": "~/miniconda3/lib/python3.11/threading.py in wait(self, timeout)\n",
+    "pytest": "tests/test_x.py:50: in test_wait\n",
+    "pytest line": "/usr/lib/python3.10/threading.py:320: KeyboardInterrupt\n",
+    "stack dumper": 'File: "/usr/lib/python3.10/threading.py", line 320, in wait\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_FRAME))
+def test_a_text_with_one_frame_line_is_never_refused(name):
+    snap = parse_text("It hangs here:\n" + ONE_FRAME[name] + "any idea?\n")
+    assert sum(len(t.frames) for p in snap.processes for t in p.threads) == 1
+
+
+@pytest.mark.parametrize("text", [
+    "The training deadlocked again after 3 epochs.\nWe think a lock is held somewhere.\n",
+    "deadlock in threading.py? the wait never returns (see line 320)\n",
+    "Thread 1 is stuck, frame #0 is the futex wait, py-spy shows wait\n",
+])
+def test_prose_near_misses_are_still_refused(text):
+    with pytest.raises(InputError) as e:
+        parse_text(text)
+    assert str(e.value) == UNRECOGNISED
+
+
+def test_a_log_without_a_known_line_says_what_to_capture():
+    log = ("2024-03-01 10:11:12,123 INFO starting epoch 3\n2024-03-01 10:11:15,001 INFO loaded 1000 batches\n"
+           "2024-03-01 10:11:19,777 WARNING slow step\n")
+    with pytest.raises(InputError) as e:
+        parse_text(log)
+    msg = str(e.value)
+    assert msg == LOG_WITHOUT_KNOWN_LINE and "\n" not in msg and "py-spy dump" in msg and "no stack frame" in msg
+    assert parse_text(log, "log").processes[0].messages[0].endswith("starting epoch 3")

@@ -18,7 +18,8 @@ section; parse each part with the forced or best-scoring format; pick Python tra
 leftover log lines of any other format. Lines that are not part of a dump stay in
 ``Process.messages`` for message-level signatures. A paste cut at the top or the bottom is parsed
 for the frames it has (frames above the first thread header form a thread of their own); only text
-with no frame at all is refused.
+with no frame at all is refused (a single frame line too weak for any score is still read:
+``detect``), and a log with no frame and no known line is told what to capture instead.
 
 Decisions (the same for every format, so signatures need not care where a stack came from):
 
@@ -51,9 +52,9 @@ from hanganalyze_gdbext.model import Process, Snapshot
 from . import log as _log
 from . import traceback as _traceback
 from .common import Segment, cap_messages, clean_lines, split_processes, split_ranks, unwrap_terminal
-from .detect import FORMAT_NAMES, UNRECOGNISED, detect, parser_for, scores
+from .detect import FORMAT_NAMES, LOG_WITHOUT_KNOWN_LINE, UNRECOGNISED, detect, parser_for, parses_a_frame, scores
 from .formats import FORMATS, PARSERS, TextParser, format_of
-from .unwrap import unwrap
+from .unwrap import looks_like_log, unwrap
 
 __all__ = ["parse_text", "FORMAT_NAMES", "PARSERS"]
 
@@ -172,6 +173,14 @@ def _unwrapped(lines: List[str], forced: Optional[TextParser]) -> List[str]:
     return bare if scores(bare)[0][0] > scores(lines)[0][0] else lines
 
 
+def _parse_all(lines: List[str], forced: Optional[TextParser]) -> List[Process]:
+    processes: List[Process] = []
+    for ranked in split_ranks(lines):
+        for seg in split_processes(ranked):
+            processes.extend(_parse_segment(seg, forced))
+    return processes
+
+
 def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     """Parse a pasted dump into a Snapshot (``Process.source == "text"``).
 
@@ -184,10 +193,11 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     lines = _unwrapped(unwrap_terminal(clean_lines(text)), forced)
     if not _has_text(lines):
         raise InputError(UNRECOGNISED if text.strip() else "the text is empty")
-    processes: List[Process] = []
-    for ranked in split_ranks(lines):
-        for seg in split_processes(ranked):
-            processes.extend(_parse_segment(seg, forced))
+    processes = _parse_all(lines, forced)
+    if forced is None and not any(p.threads or _has_tasks(p) for p in processes):
+        framed = parses_a_frame(lines)  # a frame line too weak for any score is still read
+        if framed is not None:
+            processes = _parse_all(lines, framed)
     for proc in processes:
         _infer_python(proc)
         proc.messages = _log.join_broken(proc.messages)  # a message a terminal or a paste broke
@@ -199,5 +209,5 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
             return Snapshot(processes=processes)
         if forced is not None:
             raise InputError("found no threads or frames in the text as %s" % forced.NAME)
-        raise InputError(UNRECOGNISED)
+        raise InputError(LOG_WITHOUT_KNOWN_LINE if looks_like_log(lines) else UNRECOGNISED)
     return Snapshot(processes=processes)
