@@ -161,7 +161,7 @@ def test_forced_format_and_unknown_text():
     with pytest.raises(InputError, match="could not recognise the text"):
         parse_text("hello\nworld\n")
     with pytest.raises(InputError, match="unknown --input-format"):
-        parse_text(load("gdb_live_one_bt.txt"), "windbg")
+        parse_text(load("gdb_live_one_bt.txt"), "dtrace")
     proc = only_process("gdb_live_one_bt.txt", "gdb")
     assert len(proc.threads) == 1
 

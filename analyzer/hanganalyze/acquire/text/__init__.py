@@ -1,20 +1,25 @@
 """Pasted text -> Snapshot: gdb backtraces, py-bt, py-spy, pystack, faulthandler, tracebacks,
-lldb, pytest-timeout, abseil deadlock reports, PyTorch's C++ frame lists.
+IPython/Jupyter tracebacks, lldb, pytest-timeout and pytest's own reports, stack dumpers
+(``File: "x", line N, in f``), abseil deadlock reports, PyTorch's C++ frame lists, WinDbg and
+Visual Studio call stacks.
 
 One module per format (``gdb``, ``pybt``, ``pyspy`` (with py-spy < 0.3 and ``ray stack``),
 ``pyspy_json``, ``pystack``, ``faulthandler``, ``lldb``, ``pytest_timeout``, ``abseil``,
-``cxxframes``, ``traceback``), each following the protocol ``formats.py`` writes down
-(``score(lines)``, ``parse(lines, process)``) and listed there, one line each; ``detect`` picks
-one; ``common`` cleans the text and splits it per process.
+``cxxframes``, ``traceback``, ``ipython``, ``pytest_report``, ``stackdump``, ``windbg``), each
+following the protocol ``formats.py`` writes down (``score(lines)``, ``parse(lines, process)``)
+and listed there, one line each; ``detect`` picks one; ``common`` cleans the text and splits it
+per process; ``unwrap`` undoes a wrapper on every line.
 
-The steps: clean the text (ANSI, CRLF, control bytes, zero-width characters; a chat's or an
-issue's ``> `` quotes, shared indentation, Markdown fences and ``<details>`` tags); split it per
-rank (``[rank3]:`` prefixes) and per ``Process N:`` / ``Stack dump for`` section; parse each part
-with the forced or best-scoring format; pick Python tracebacks out of the leftover log lines of
-any other format.  Lines that are not part of a dump stay in ``Process.messages`` for
-message-level signatures.  A paste cut at the top or the bottom is parsed for the frames it has
-(frames above the first thread header form a thread of their own); only text with no frame at all
-is refused.
+The steps: clean the text (ANSI, CRLF, control bytes, zero-width characters; a chat's or an issue's
+``> `` quotes, shared indentation, Markdown fences and ``<details>`` tags); undo a wrapper most
+lines share (``unwrap``: backticks, line numbers, log record prefixes) when a format then scores the
+lines higher; split it per rank (``[rank3]:`` prefixes) and per ``Process N:`` / ``Stack dump for``
+section; parse each part with the forced or best-scoring format; pick Python tracebacks out of the
+leftover log lines of any other format. Lines that are not part of a dump stay in
+``Process.messages`` for message-level signatures. A paste cut at the top or the bottom is parsed
+for the frames it has (frames above the first thread header form a thread of their own); only text
+with no frame at all is refused (a single frame line too weak for any score is still read:
+``detect``), and a log with no frame and no known line is told what to capture instead.
 
 Decisions (the same for every format, so signatures need not care where a stack came from):
 
@@ -47,8 +52,9 @@ from hanganalyze_gdbext.model import Process, PythonFacts, Snapshot
 from . import log as _log
 from . import traceback as _traceback
 from .common import Segment, cap_messages, clean_lines, split_processes, split_ranks, unwrap_terminal
-from .detect import FORMAT_NAMES, UNRECOGNISED, detect, parser_for
+from .detect import FORMAT_NAMES, LOG_WITHOUT_KNOWN_LINE, UNRECOGNISED, detect, parser_for, parses_a_frame, scores
 from .formats import FORMATS, PARSERS, TextParser, format_of
+from .unwrap import looks_like_log, unwrap
 
 __all__ = ["parse_text", "FORMAT_NAMES", "PARSERS"]
 
@@ -155,6 +161,26 @@ def _has_tasks(proc: Process) -> bool:
     return proc.asyncio is not None and any(lp.tasks for lp in proc.asyncio.loops)
 
 
+def _unwrapped(lines: List[str], forced: Optional[TextParser]) -> List[str]:
+    """The lines without a wrapper every line of the paste shares (``unwrap``: backticks, line
+    numbers, log record prefixes), when that makes them read better as a dump: the best (or the
+    forced) format scores them higher than the lines as they came.  A plain log keeps its prefixes."""
+    bare = unwrap(lines)
+    if bare is lines:
+        return lines
+    if forced is not None:
+        return bare if forced.score(bare) > forced.score(lines) else lines
+    return bare if scores(bare)[0][0] > scores(lines)[0][0] else lines
+
+
+def _parse_all(lines: List[str], forced: Optional[TextParser]) -> List[Process]:
+    processes: List[Process] = []
+    for ranked in split_ranks(lines):
+        for seg in split_processes(ranked):
+            processes.extend(_parse_segment(seg, forced))
+    return processes
+
+
 def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     """Parse a pasted dump into a Snapshot (``Process.source == "text"``).
 
@@ -164,13 +190,14 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     forced = parser_for(input_format)
     if not isinstance(text, str):
         raise InputError("text input must be a string")
-    lines = unwrap_terminal(clean_lines(text))
+    lines = _unwrapped(unwrap_terminal(clean_lines(text)), forced)
     if not _has_text(lines):
         raise InputError(UNRECOGNISED if text.strip() else "the text is empty")
-    processes: List[Process] = []
-    for ranked in split_ranks(lines):
-        for seg in split_processes(ranked):
-            processes.extend(_parse_segment(seg, forced))
+    processes = _parse_all(lines, forced)
+    if forced is None and not any(p.threads or _has_tasks(p) for p in processes):
+        framed = parses_a_frame(lines)  # a frame line too weak for any score is still read
+        if framed is not None:
+            processes = _parse_all(lines, framed)
     for proc in processes:
         _infer_python(proc)
         proc.messages = _log.join_broken(proc.messages)  # a message a terminal or a paste broke
@@ -182,5 +209,5 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
             return Snapshot(processes=processes)
         if forced is not None:
             raise InputError("found no threads or frames in the text as %s" % forced.NAME)
-        raise InputError(UNRECOGNISED)
+        raise InputError(LOG_WITHOUT_KNOWN_LINE if looks_like_log(lines) else UNRECOGNISED)
     return Snapshot(processes=processes)

@@ -12,6 +12,7 @@ from typing import List, Optional, Tuple
 
 from hanganalyze.errors import InputError
 from hanganalyze.loglines import data_known_lines
+from hanganalyze_gdbext.model import Process
 
 from . import log
 from .formats import FORMATS, PARSERS, SPELLINGS, TextParser
@@ -20,9 +21,19 @@ FORMAT_NAMES = tuple(PARSERS) + ("auto",)
 
 UNRECOGNISED = (
     "could not recognise the text as any known dump format (gdb backtrace, py-bt, py-spy dump, "
-    "py-spy --json, pystack, faulthandler, Python traceback, lldb bt, pytest-timeout, abseil "
-    "deadlock report, PyTorch C++ frames, backtrace_symbols, python -m asyncio ps/pstree) or hang log: "
+    "py-spy --json, pystack, faulthandler, Python traceback, IPython traceback, lldb bt, pytest-timeout, "
+    "pytest report, stack dumper, abseil deadlock report, PyTorch C++ frames, backtrace_symbols, WinDbg or "
+    "Visual Studio call stack, python -m asyncio ps/pstree) or hang log: "
     "no stack frame and no known log line found; use --input-format, or --input-format log for a plain log"
+)
+
+#: A log (most lines are records: a timestamp, a level, a process tag) with no frame and no line a hang
+#: leaves: what it lacks, and what to capture instead.
+LOG_WITHOUT_KNOWN_LINE = (
+    "the text is a log with no stack frame and no line a hang leaves (a timeout, a watchdog, an NCCL "
+    "or stall report), so it cannot say where the process waits; capture the stacks while it hangs "
+    "(py-spy dump --pid PID, or gdb -p PID -batch -ex 'thread apply all bt', or faulthandler."
+    "dump_traceback_later in the program) and give that, or use --input-format log to read this log anyway"
 )
 
 
@@ -64,3 +75,26 @@ def detect(lines: List[str]) -> TextParser:
             return log
         raise InputError(UNRECOGNISED)
     return PARSERS[best]
+
+
+def parses_a_frame(lines: List[str]) -> Optional[TextParser]:
+    """The format whose parser reads the most frames from a text no format scored: a single frame
+    line (``wait (threading.py:320)``, ``ntdll!NtWaitForSingleObject+0xa``) is too little for a
+    score, which counts what is distinctive, but a text with a frame is never refused.  Called once
+    per text on the refusal path only, each parser once, on at most ``SCORE_LINES`` from each end."""
+    if len(lines) > 2 * SCORE_LINES:
+        lines = lines[:SCORE_LINES] + lines[-SCORE_LINES:]
+    best: Optional[TextParser] = None
+    most = 0
+    for f in FORMATS:
+        if not f.leftover:
+            continue  # whole-document formats (JSON, asyncio tables) and the log reader
+        proc = Process(source="text")
+        try:
+            f.parser.parse(lines, proc)
+        except InputError:
+            continue
+        n = sum(len(t.frames) for t in proc.threads)
+        if n > most:
+            best, most = f.parser, n
+    return best

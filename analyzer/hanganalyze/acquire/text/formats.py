@@ -29,6 +29,7 @@ from . import (
     cxxframes,
     faulthandler,
     gdb,
+    ipython,
     lldb,
     log,
     pyasyncio,
@@ -36,8 +37,11 @@ from . import (
     pyspy,
     pyspy_json,
     pystack,
+    pytest_report,
     pytest_timeout,
+    stackdump,
     traceback,
+    windbg,
 )
 
 
@@ -84,7 +88,11 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(pytest_timeout, "pytest-timeout stacks", ("pytest",)),
     TextFormat(abseil, "abseil stack report", ("absl", "glog")),
     TextFormat(cxxframes, "C++ frame list (PyTorch c10, backtrace_symbols)", ("c10", "torch-cpp", "pytorch-cpp")),
+    TextFormat(ipython, "IPython/Jupyter traceback", ("jupyter", "ipython-tb")),
+    TextFormat(pytest_report, "pytest failure report", ("pytest-report", "pytest-short", "pytest-long")),
+    TextFormat(stackdump, "Python stack dumper (File: ..., # ThreadID:)", ("stacktracer", "dumpstacks")),
     TextFormat(traceback, "Python traceback", ("tb",)),
+    TextFormat(windbg, "WinDbg / Visual Studio call stack", ("cdb", "visual-studio", "vs")),
     TextFormat(pyasyncio, "python -m asyncio ps/pstree", ("asyncio-ps", "asyncio-pstree", "pstree"), leftover=False),
     # scores 0: used when asked for, or when no dump format scores but known log lines are there (detect)
     TextFormat(log, "log", leftover=False),

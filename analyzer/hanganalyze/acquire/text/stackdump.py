@@ -1,0 +1,115 @@
+"""Hand-written Python stack dumpers (``sys._current_frames()`` + ``traceback.extract_stack``),
+the recipes projects paste into their code to debug a hang.
+
+::
+
+    # ThreadID: 140089313593088                              (the ActiveState "stacktracer" recipe)
+    # Thread #5 (id=139671354054400), Folder INBOX           (offlineimap's SIGUSR dump)
+    # Thread: MainThread(140089313593088)
+    ===============  <Thread(waitress-1, started daemon 140089313593088)>  ===============
+    File: "/usr/lib/python2.7/threading.py", line 340, in wait waiter.acquire()   -> frame (source
+    File: "/usr/lib/python2.7/threading.py", line 340, in wait                        after the name
+      File "/usr/lib/python3.12/threading.py", line 355, in wait                      is dropped)
+
+Each header starts a Thread (its name and ``threading.get_ident()``, a pthread id); frames are
+printed outermost first (``extract_stack``) and reversed to innermost first.  ``File:`` lines
+before any header (a paste cut at the top) form a thread of their own.  Without a ``File:`` line or
+a header this is no stack dumper's text: tracebacks and faulthandler have their own parsers.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Tuple
+
+from hanganalyze_gdbext.model import Frame, Process, Thread
+
+from .common import cap_messages, python_frame, to_int
+
+NAME = "stack-dumper"
+
+#: ``File: "path", line N, in func [source]`` and ``File "path", line N, in func`` (comma optional).
+_FILE = re.compile(r'^File:? "(.{1,1000}?)", line (\d{1,9}),? in (\S{1,300})(?: .*)?$')
+_HEADERS = (
+    # ``# ThreadID: 123`` / ``# Thread: name(123)`` / ``# Thread #5 (id=123), what it does``
+    re.compile(r"^# ?Thread ?ID: ?(\d{1,20})\s*$"),
+    re.compile(r"^# ?Thread: ?(.{0,200}?)\((\d{1,20})\)\s*$"),
+    re.compile(r"^# ?Thread #?(\d{1,6})? ?\(id=(\d{1,20})\),? ?(.{0,200})$"),
+    # ``=====  <Thread(name, started daemon 123)>  =====`` / ``--- <_MainThread(MainThread, started 123)> ---``
+    re.compile(r"^[=\-#~*]{3,}\s*<(?:_?\w{0,40}Thread)\((.{1,200}?), (?:started|initial|stopped)[\w ]{0,30}?"
+               r"(\d{1,20})?\)>\s*[=\-#~*]{3,}$"),
+)
+
+
+def _header(s: str) -> Optional[Tuple[Optional[str], Optional[int]]]:
+    """A thread header line -> (name, ident); None for any other line."""
+    if not s or s[0] not in "#=-~*":
+        return None
+    for i, rx in enumerate(_HEADERS):
+        m = rx.match(s)
+        if not m:
+            continue
+        if i == 0:
+            return None, to_int(m.group(1))
+        if i == 2:
+            return (m.group(3).strip() or None), to_int(m.group(2))
+        return (m.group(1).strip() or None), to_int(m.group(2))
+    return None
+
+
+def _frame(s: str) -> Optional[Frame]:
+    if not s.startswith("File"):
+        return None
+    m = _FILE.match(s)
+    if not m:
+        return None
+    return python_frame(m.group(3), m.group(1), to_int(m.group(2)))
+
+
+def score(lines: List[str]) -> float:
+    headers = colon = frames = 0
+    for line in lines:
+        s = line.strip()
+        if s.startswith("File"):
+            if _frame(s) is not None:
+                frames += 1
+                colon += s.startswith("File:")
+        elif _header(s) is not None:
+            headers += 1
+    if frames == 0 or (colon == 0 and headers == 0):
+        return 0.0
+    return 5.0 * headers + 2.0 * colon + 0.5 * frames
+
+
+def parse(lines: List[str], proc: Process) -> None:
+    messages: List[str] = []
+    threads: List[Thread] = []
+    cur: Optional[Thread] = None
+    indent = -1
+    for line in lines:
+        s = line.strip()
+        if not s:
+            continue
+        h = _header(s)
+        if h is not None:
+            cur = Thread(name=h[0], python_name=h[0], pthread_id=h[1], merge="python-only")
+            cur.notes.append("Python stack dumper")
+            threads.append(cur)
+            indent = -1
+            continue
+        f = _frame(s)
+        if f is not None:
+            if cur is None:
+                cur = Thread(merge="python-only")
+                cur.notes.append("the thread header is not in the text (the paste starts inside its stack)")
+                threads.append(cur)
+            cur.frames.append(f)
+            indent = len(line) - len(line.lstrip())
+            continue
+        if cur is not None and indent >= 0 and len(line) - len(line.lstrip()) > indent:
+            continue  # the source line under a frame
+        messages.append(s)
+    for t in threads:
+        t.frames.reverse()  # extract_stack: outermost first
+    proc.threads.extend(t for t in threads if t.frames)
+    proc.messages.extend(cap_messages(messages, proc.notes))

@@ -1,0 +1,120 @@
+"""Undo a wrapper that a paste put on every line, before detection, so every format benefits.
+
+People paste dumps the way their tool showed them: each line in backticks (a chat's inline code),
+numbered (an editor, a gist, ``cat -n``), or prefixed by a log record (``2024-01-01 12:00:00,123
+INFO``, GitHub Actions' ``2024-01-01T12:00:00.1234567Z``, journald's ``Jun 06 19:49:06 host
+prog[123]:``, glog's ``I1128 12:00:00.123456 123 file.cc:12]``, Ray's ``(pid=123)``, vLLM's
+``INFO 08-02 18:15:15 file.py:226]``).  No parser knows ``File "..."`` after such a prefix.
+
+Conservative on purpose: a wrapper is removed only when at least ``SHARE`` of the non-blank
+lines carry the same one (a terminal-wrapped line or a blank may lack it), line numbers only when
+they count up one by one, and ``parse_text`` keeps the unwrapped lines only when a format scores
+them higher than the lines as they came (a plain log with timestamps keeps its timestamps).
+Quotes (``> ``), indentation, fences and launcher prefixes (``[rank3]:``) are ``common``'s.
+Every expression is anchored and linear.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, List, Optional, Pattern, Tuple
+
+from .common import dedent
+
+#: The share of non-blank lines that must carry a wrapper for it to be removed.
+SHARE = 0.8
+
+_LEVEL = r"(?:\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|TRACE|NOTICE)\]?)"
+
+#: Record prefixes, each up to the start of the message (one space after it at most).
+PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
+    # 2024-01-01 12:00:00,123 INFO / [2024-01-01T12:00:00.1234567Z] / 2024-01-01 12:00:00 - name - ERROR -
+    ("timestamp", re.compile(
+        r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?"
+        r"(?:(?: -| \|)? " + _LEVEL + r"(?: -| \||:)?)?(?: |$)")),
+    # Jun 06 19:49:06 host prog[123]:
+    ("syslog", re.compile(
+        r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]{1,100} [\w.\-/@]{1,100}(?:\[\d{1,10}\])?:(?: |$)")),
+    # I1128 12:00:00.123456 123 file.cc:12]
+    ("glog", re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d{1,9})? {1,8}\d{1,10} [\w.\-]{1,200}:\d{1,6}\](?: |$)")),
+    # INFO 08-02 18:15:15 file.py:226]  (vLLM)
+    ("vllm", re.compile(r"^" + _LEVEL + r" \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [\w./\-]{1,200}:\d{1,6}\](?: |$)")),
+    # (pid=123) / (RayWorker pid=123, ip=10.0.0.1)
+    ("ray", re.compile(r"^\((?:[\w:.\-]{1,80} )?pid=\d{1,10}(?:, ip=[\w.:\-]{1,60})?\)(?: |$)")),
+    # [12:00:00] / 12:00:00.123
+    ("time", re.compile(r"^\[?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]?(?: |$)")),
+)
+
+_NUMBER = re.compile(r"^ {0,6}(\d{1,6})(?: {0,2}[:|.)\]] ?| +|\t)")
+
+
+def _share(lines: List[str], test: Callable[[str], bool]) -> bool:
+    nonblank = [x for x in lines if x.strip()]
+    if len(nonblank) < 2:
+        return False
+    return sum(1 for x in nonblank if test(x)) >= SHARE * len(nonblank)
+
+
+def _backticked(s: str) -> bool:
+    t = s.strip()
+    return len(t) >= 3 and t[0] == "`" and t[-1] == "`" and not t.startswith("``")
+
+
+def _strip_backticks(lines: List[str]) -> Optional[List[str]]:
+    if not _share(lines, _backticked):
+        return None
+    out = []
+    for x in lines:
+        if _backticked(x):
+            lead = x[: len(x) - len(x.lstrip())]
+            t = x.strip()
+            x = lead + t[1:-1]
+        out.append(x)
+    return out
+
+
+def _strip_numbers(lines: List[str]) -> Optional[List[str]]:
+    """``12: text`` / ``12 | text`` / ``  12  text``: removed when the numbers count up by one."""
+    numbered = [(_NUMBER.match(x), x) for x in lines]
+    if not _share(lines, lambda x: _NUMBER.match(x) is not None):
+        return None
+    nums = [int(m.group(1)) for m, _ in numbered if m]
+    steps = sum(1 for a, b in zip(nums, nums[1:]) if b == a + 1)
+    if len(nums) < 3 or steps < SHARE * (len(nums) - 1):
+        return None
+    return [x[m.end():] if m else x for m, x in numbered]
+
+
+def _strip_prefix(lines: List[str]) -> Optional[List[str]]:
+    best: Optional[Pattern[str]] = None
+    best_n = 0
+    for _, rx in PREFIXES:
+        n = sum(1 for x in lines if x.strip() and rx.match(x))
+        if n > best_n:
+            best, best_n = rx, n
+    if best is None or best_n < SHARE * sum(1 for x in lines if x.strip()) or best_n < 2:
+        return None
+    out = []
+    for x in lines:
+        m = best.match(x)
+        out.append(x[m.end():] if m else x)
+    return out
+
+
+def looks_like_log(lines: List[str]) -> bool:
+    """Most non-blank lines are log records (one of ``PREFIXES``, any kind each): a log, not prose."""
+    nonblank = [x for x in lines[:2000] if x.strip()]
+    records = sum(1 for x in nonblank if any(rx.match(x) for _, rx in PREFIXES))
+    return len(nonblank) >= 2 and records * 2 > len(nonblank)
+
+
+def unwrap(lines: List[str]) -> List[str]:
+    """The lines without the wrappers (at most one of each kind, nested ones too: a timestamp
+    inside backticks) that most lines share; the lines themselves when none."""
+    changed = False
+    for _ in range(3):
+        step = _strip_backticks(lines) or _strip_prefix(lines) or _strip_numbers(lines)
+        if step is None:
+            break
+        lines, changed = step, True
+    return dedent(lines) if changed else lines

@@ -1,0 +1,156 @@
+"""Windows call stacks: WinDbg / cdb ``k`` tables and Visual Studio's Call Stack window.
+
+::
+
+    .  0  Id: b10.dac Suspend: 1 Teb: 00007ff6`64a4e000 Unfrozen "MainThread"  -> a thread (tid 0xdac)
+     # Child-SP          RetAddr           Call Site                             (or ``# ChildEBP RetAddr``)
+    00 00000067`e0f3f278 00007ff8`8a192e2d ntdll!NtWaitForSingleObject+0xa      -> library ntdll
+    04 001bd73c 748b5f4f clr!CLREventBase::WaitEx+0x152 [f:\\dd\\synch.cpp @ 763] -> file, line
+    09 (Inline) -------- clr!Thread::EnablePreemptiveGC+0xfff998d4
+    >  ntdll.dll!_NtWaitForSingleObject@12()  Unknown                (Visual Studio, columns split by
+       python311.dll!take_gil(_ts * tstate) Line 331  C               tabs: the current frame ``>``)
+       [Managed to Native Transition]                                 (skipped)
+
+Frames are innermost first already, as everywhere.  ``module!function+0xoff`` splits into the
+library (``module``) and the function; ``module+0x1234`` and VS's ``module.dll!771022cc()`` are
+frames without a symbol (``function=None``).  A ``k`` table without a thread header is a thread of
+its own; ``~*k`` gives one thread per ``Id:`` line, its tid the hex number after the dot.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+from hanganalyze_gdbext.model import Frame, Process, Thread
+
+from .common import cap_messages, split_call, to_int
+
+NAME = "windbg"
+
+#: ``.  0  Id: b10.dac Suspend: 1 Teb: 00007ff6`64a4e000 Unfrozen "name"``
+_THREAD = re.compile(
+    r"^([.#])?\s*(\d{1,6})\s+Id: ([0-9a-fA-F]{1,8})\.([0-9a-fA-F]{1,8})\s+Suspend:.*?(?:\"(.{0,200})\")?\s*$")
+_TABLE = re.compile(r"^#?\s*(?:Child-?SP|ChildEBP)\s+RetAddr\b")
+#: ``00 00000067`e0f3f278 00007ff8`8a192e2d ntdll!Func+0xa [path @ 12]``: a frame number, 1 to 6
+#: hex columns (``kb`` adds the arguments), the call site.
+_HEX = r"(?:[0-9a-fA-F]{8}`?[0-9a-fA-F]{0,8}|\(Inline\)|-{8})"
+_FRAME = re.compile(r"^(?:([0-9a-fA-F]{2,4}) )?(?:" + _HEX + r" {1,4}){1,6}(?:: )?(\S.*?)\s*$")
+_SOURCE = re.compile(r"^(.*?) \[(.{1,500}) @ (\d{1,9})\]$")
+_OFFSET = re.compile(r"^(.*?)\+0x[0-9a-fA-F]{1,16}$")
+#: Visual Studio: ``module.dll!function(args) Line 12 + 0x5 bytes`` then tab-separated columns.
+_VS = re.compile(r"^[> ]?\s*([\w.\-]{1,200}\.(?:dll|exe|pyd|sys|so|drv))!(.{1,4000}?)(?: Line (\d{1,9}))?"
+                 r"(?: \+ 0x[0-9a-fA-F]+ bytes)?(?:\t.*)?$", re.IGNORECASE)
+_ADDRESS_ONLY = re.compile(r"^[0-9a-fA-F]{6,16}\(\)$")
+
+
+def _symbol(site: str) -> Frame:
+    """``module!function+0xoff`` (or ``module+0xoff``) -> a native frame."""
+    file = line = None
+    m = _SOURCE.match(site)
+    if m:
+        site, file, line = m.group(1), m.group(2), to_int(m.group(3))
+    m = _OFFSET.match(site)
+    if m:
+        site = m.group(1)
+    module, bang, func = site.partition("!")
+    if not bang:
+        return Frame(kind="native", function=None, library=module or None, file=file, line=line)
+    name, _args = split_call(func)
+    return Frame(kind="native", function=name or None, library=module or None, file=file, line=line)
+
+
+def _windbg_frame(s: str, numbered: bool = False) -> Optional[Frame]:
+    """A ``k`` table row as a frame; ``numbered``: only a row with its frame number (``kn``), the
+    one a paste without the table's header must show to be read as WinDbg's."""
+    if not s[:1].isalnum() or "!" not in s and "+0x" not in s:
+        return None
+    m = _FRAME.match(s)
+    if numbered and m and m.group(1) is None:
+        return None
+    if not m or " " in m.group(2).split(" [", 1)[0].split("(", 1)[0]:
+        return None
+    site = m.group(2)
+    head = site.split("(", 1)[0].split(" [", 1)[0]
+    if "!" not in head and not _OFFSET.match(head):
+        return None
+    return _symbol(site)
+
+
+def _vs_frame(s: str) -> Optional[Frame]:
+    if "!" not in s or not (s[:1] in "> \t" or s[:1].isalnum()):
+        return None
+    m = _VS.match(s)
+    if not m:
+        return None
+    func = m.group(2).strip()
+    line = to_int(m.group(3)) if m.group(3) else None
+    if _ADDRESS_ONLY.match(func):
+        return Frame(kind="native", function=None, library=m.group(1))
+    name, _args = split_call(func)
+    return Frame(kind="native", function=name or None, library=m.group(1), line=line)
+
+
+def score(lines: List[str]) -> float:
+    tables = threads = frames = vs = 0
+    for line in lines:
+        s = line.strip()
+        if not s:
+            continue
+        if "RetAddr" in s and _TABLE.match(s):
+            tables += 1
+        elif " Id: " in s and _THREAD.match(s):
+            threads += 1
+        elif _windbg_frame(s) is not None:
+            frames += 1
+        elif "\t" in line and _vs_frame(line) is not None:
+            vs += 1
+    if tables == 0 and threads == 0 and vs < 2:
+        return 0.0
+    return 6.0 * tables + 4.0 * threads + (1.5 * frames if tables or threads else 0.0) + 1.5 * vs
+
+
+def parse(lines: List[str], proc: Process) -> None:
+    messages: List[str] = []
+    threads: List[Thread] = []
+    cur: Optional[Thread] = None
+    for line in lines:
+        s = line.strip()
+        if not s:
+            continue
+        if " Id: " in s:
+            m = _THREAD.match(s)
+            if m:
+                cur = Thread(tid=to_int(m.group(4), 16), current=m.group(1) == ".")
+                proc.pid = proc.pid or to_int(m.group(3), 16)
+                if m.group(5):
+                    cur.name = m.group(5)
+                cur.notes.append("WinDbg thread %s" % m.group(2))
+                threads.append(cur)
+                continue
+        if "RetAddr" in s and _TABLE.match(s):
+            if cur is None or cur.frames:
+                cur = Thread()
+                cur.notes.append("WinDbg call stack")
+                threads.append(cur)
+            continue
+        f = _windbg_frame(s, numbered=cur is None)
+        if f is not None and cur is None:
+            cur = Thread()
+            cur.notes.append("WinDbg call stack (its header is not in the text)")
+            threads.append(cur)
+        if f is None and "!" in line:
+            f = _vs_frame(line.lstrip(" ") if line[:1] == " " and "\t" not in line[:3] else line)
+            if f is not None and cur is None:
+                cur = Thread()
+                cur.notes.append("Visual Studio call stack")
+                threads.append(cur)
+        if f is not None and cur is not None:
+            cur.frames.append(f)
+            continue
+        if s.startswith("[") and s.split("\t", 1)[0].endswith("]") and cur is not None:
+            cur.notes.append(s.split("\t", 1)[0])  # "[Managed to Native Transition]"
+            continue
+        messages.append(s)
+    proc.threads.extend(t for t in threads if t.frames)
+    proc.messages.extend(cap_messages(messages, proc.notes))
