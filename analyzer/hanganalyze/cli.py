@@ -301,17 +301,36 @@ def _usage_message(message: str) -> str:
     return _NO_SUCH_OPTION.sub(r"No such option: \1", message)
 
 
+#: ``-o``'s file name extensions and the format each means when ``--format`` is not given (no
+#: extension: text).  Any other one is refused: ``-o x.pdf`` must not silently write text.
+OUTPUT_SUFFIXES = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".txt": "text", ".text": "text",
+                   ".log": "text", "": "text"}
+
+
 def default_format(output: Optional[Path]) -> str:
     """html for -o x.html, json for .json, md for .md, text otherwise (a terminal)."""
     if output is not None:
-        suffix = output.suffix.lower()
-        if suffix in (".html", ".htm"):
-            return "html"
-        if suffix == ".json":
-            return "json"
-        if suffix == ".md":
-            return "md"
+        return OUTPUT_SUFFIXES.get(output.suffix.lower(), "text")
     return "text"
+
+
+def check_output_suffix(output: Optional[Path], fmt: Optional[str]) -> None:
+    """Refuse ``-o`` with an extension that names no format (``x.pdf``), unless ``--format`` says
+    which one to write or the target is no regular file (a device, a fifo)."""
+    if output is None or fmt is not None or output.suffix.lower() in OUTPUT_SUFFIXES:
+        return
+    if output.exists() and not output.is_file():
+        return
+    known = ", ".join(sorted({k for k in OUTPUT_SUFFIXES if k}))
+    raise UsageError("-o %s: unknown extension %s (known: %s; or give --format)" % (output, output.suffix, known))
+
+
+def wrote(output: Path, fmt: str) -> None:
+    """The one line that says where the report went.  Unlike ``progress`` it is written when stderr
+    is no terminal too (a script must learn where its report is; stdout, the report's pipe when
+    there is no -o, stays clean)."""
+    sys.stderr.write("hanganalyze: wrote %s (%s)\n" % (output, fmt))
+    sys.stderr.flush()
 
 
 def acquire_request(args: argparse.Namespace):
@@ -328,6 +347,10 @@ def analyze(args: argparse.Namespace) -> int:
     """Analyze cores, live processes or pasted text and report the known bugs they match."""
     from hanganalyze import pipeline  # here: --help and --version load no analysis (start-up time)
 
+    try:
+        check_output_suffix(args.output, args.fmt)
+    except UsageError as e:
+        return fail(str(e), EXIT_INPUT)
     fmt = args.fmt or default_format(args.output)
     request = acquire_request(args)
     try:
@@ -343,7 +366,7 @@ def analyze(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_TOOL)
     if args.output is not None:
-        progress("wrote %s" % args.output)
+        wrote(args.output, fmt)
     return verdict_exit_code(snapshot)
 
 
