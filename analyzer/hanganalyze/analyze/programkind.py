@@ -16,10 +16,14 @@ several kinds, e.g. python + torch + distributed):
 * ``asyncio``: an event loop read from memory, or a Python frame in ``asyncio/``;
 * ``multiprocessing``: a Python frame in ``multiprocessing/`` or ``concurrent/futures/process.py``;
 * ``ray``: a Python frame under ``ray/`` or a native ``ray::`` frame;
-* ``dataloader``: a Python frame in ``torch/utils/data/``.
+* ``dataloader``: a Python frame in ``torch/utils/data/``;
+* ``parent``: a live process read alone that has child processes (the note ``acquire/many.py``
+  leaves, ``loglines.CHILDREN_NOTE``).
 
-Advice entries (``signatures/triage/waits.yaml``) name the kinds they are for (``kinds:``) and the
-inputs (``inputs:``: ``live`` | ``core`` | ``text``); ``advice_fits`` is the one test.
+Advice entries (``signatures/triage/waits.yaml``) name the kinds they are for (``kinds:``), the
+inputs (``inputs:``: ``live`` | ``core`` | ``text``) and whether the process was read alone or with
+others (``alone: true|false``: a ``--job`` is not told to run ``--job``); ``advice_fits`` is the
+one test.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ from __future__ import annotations
 import re
 from typing import Any, FrozenSet, Iterable, Set
 
+from hanganalyze.loglines import CHILDREN_NOTE
 from hanganalyze_gdbext.model import Process
 
 #: Every kind ``program_kinds`` may answer (``waits.yaml``'s ``kinds:`` filters name these).
-KINDS = ("python", "native", "torch", "distributed", "asyncio", "multiprocessing", "ray", "dataloader")
+KINDS = ("python", "native", "torch", "distributed", "asyncio", "multiprocessing", "ray", "dataloader", "parent")
 #: Every input kind (``Process.source``; a job's failed input says "file").
 INPUTS = ("live", "core", "text")
 
@@ -64,6 +69,8 @@ def program_kinds(proc: Process) -> FrozenSet[str]:
         kinds.add("distributed")
     if proc.asyncio is not None and getattr(proc.asyncio, "loops", None):
         kinds.add("asyncio")
+    if any(n.startswith(CHILDREN_NOTE) for n in proc.notes):
+        kinds.add("parent")
     for t in proc.threads:
         for f in t.all_frames():
             if f.marker:
@@ -99,10 +106,10 @@ def input_kind(proc: Process) -> str:
     return proc.source if proc.source in ("live", "core") else "text"
 
 
-def advice_fits(entry: Any, kinds: Iterable[str], source: str) -> bool:
+def advice_fits(entry: Any, kinds: Iterable[str], source: str, alone: bool = True) -> bool:
     """Whether an advice entry of ``waits.yaml`` is for this program and input: a plain string is
-    for every one; a mapping's ``kinds:`` needs one of them shown, ``not_kinds:`` none of them, and
-    ``inputs:`` the input kind."""
+    for every one; a mapping's ``kinds:`` needs one of them shown, ``not_kinds:`` none of them,
+    ``inputs:`` the input kind, and ``alone:`` the process read alone (true) or with others (false)."""
     if not isinstance(entry, dict):
         return True
     have = set(kinds)
@@ -110,6 +117,8 @@ def advice_fits(entry: Any, kinds: Iterable[str], source: str) -> bool:
     if want and not have.intersection(want):
         return False
     if have.intersection(entry.get("not_kinds") or ()):
+        return False
+    if "alone" in entry and bool(entry["alone"]) != alone:
         return False
     inputs = entry.get("inputs")
     return not inputs or source in inputs

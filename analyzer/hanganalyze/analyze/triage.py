@@ -349,7 +349,8 @@ def _message_category(proc: Process, cats: Optional[List[Category]] = None
     return None, None
 
 
-def _next_steps(proc: Process, cat: Category, frames_seen: bool) -> Tuple[List[str], Optional[str]]:
+def _next_steps(proc: Process, cat: Category, frames_seen: bool, alone: bool = True
+                ) -> Tuple[List[str], Optional[str]]:
     """The next steps and the cause for a wait of ``cat``, chosen from the category's advice
     entries by what the process is and how it was read (``programkind.py``): no ML advice for a
     plain program, never the command the user just ran."""
@@ -357,9 +358,9 @@ def _next_steps(proc: Process, cat: Category, frames_seen: bool) -> Tuple[List[s
     kinds, source = program_kinds(proc), input_kind(proc)
 
     def fitting(entries: Sequence[Any]) -> List[str]:
-        return [advice_text(e) for e in entries if advice_fits(e, kinds, source)]
+        return [advice_text(e) for e in entries if advice_fits(e, kinds, source, alone)]
 
-    steps = fitting(cat.next)
+    steps = fitting(cat.next) + fitting(tab.general.get("parent", []))
     cause = next(iter(fitting(cat.cause)), None)
     if not frames_seen:
         return steps + fitting(tab.general["log_only"]), cause
@@ -388,12 +389,12 @@ def _confidence(first: ThreadTriage, frames_seen: bool) -> float:
 
 
 def triage_process(index: int, proc: Process, known_crash: bool = False,
-                   memo: Optional[Dict[tuple, tuple]] = None) -> Optional[Finding]:
+                   memo: Optional[Dict[tuple, tuple]] = None, alone: bool = True) -> Optional[Finding]:
     """The triage finding of one process; None when it has neither threads nor a log line that
     names a wait or a hang.
     ``known_crash``: a known bug of severity crash matched the process (its signal line may be
     cut from the paste): the current (else the first) thread crashed unless it waits.
-    ``memo``: see ``classify``."""
+    ``memo``: see ``classify``.  ``alone``: the only process of the snapshot (the advice differs)."""
     tab = table()
     threads = [t for t in proc.threads if any(not f.marker for f in t.all_frames())]
     if not threads:
@@ -409,7 +410,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
             summary = "the log names no wait and holds no stack"
         ev = [Evidence(message=msg, rule="wait: %s" % cat.id, text=proc.messages[msg][:300])] if msg is not None else []
         info = Triage(wait=cat.id, label=cat.label, from_="log")
-        return _finding(index, proc, summary, ev, info, *_next_steps(proc, cat, False), 0.4)
+        return _finding(index, proc, summary, ev, info, *_next_steps(proc, cat, False, alone), 0.4)
     crashed = [t for i, t in enumerate(threads) if _crashed(proc, t, i == 0, threads)][:1]
     if known_crash and not crashed:
         crashed = [next((t for t in threads if t.current), threads[0])]
@@ -470,7 +471,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
                            function=frames[r.blame].function if r.blame is not None else None))
     info = Triage(wait=cat.id, label=cat.label, about=[r.thread.tid for r in about], blame=blame,
                   threads=[r.record() for r in rows[:MAX_LISTED]], from_=first.how)
-    return _finding(index, proc, summary, ev, info, *_next_steps(proc, cat, True), _confidence(first, True))
+    return _finding(index, proc, summary, ev, info, *_next_steps(proc, cat, True, alone), _confidence(first, True))
 
 
 def _finding(index: int, proc: Process, summary: str, ev: List[Evidence], info: Triage,
@@ -542,7 +543,7 @@ def _triage_groups(snapshot: Snapshot) -> List[Finding]:
         pkey = _process_key(proc, known_crash) if many else None
         key = group_of.get(pkey, False) if pkey is not None else False
         if key is False:
-            f = triage_process(i, proc, known_crash=known_crash, memo=memo)
+            f = triage_process(i, proc, known_crash=known_crash, memo=memo, alone=not many)
             if f is None:
                 key = None
             elif f.triage.from_ == "log" and f.triage.wait == "runs":  # type: ignore[union-attr]
