@@ -12,7 +12,7 @@ from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.analyze.programkind import advice_fits, advice_text, program_kinds
 from hanganalyze.analyze.triagetable import table
-from hanganalyze_gdbext.model import Frame, Library, Process, Thread
+from hanganalyze_gdbext.model import Frame, Library, Process, Snapshot, Thread, Wait
 
 ML_WORDS = re.compile(r"DataLoader|num_workers|ray stack|TORCH_|NCCL|huggingface|torchrun", re.I)
 
@@ -68,8 +68,6 @@ def test_advice_filters():
 
 
 def _triage(proc: Process, db):
-    from hanganalyze_gdbext.model import Snapshot
-
     snap = pipeline.analyze(Snapshot(processes=[proc]), db)
     return next(f for f in snap.findings if f.signature == "triage")
 
@@ -136,3 +134,15 @@ def test_a_cxx_paste_is_not_told_to_merge_python_frames(db):
     snap = pipeline.analyze(parse_text(gdb_py), db)
     f = next(f for f in snap.findings if f.signature == "triage")
     assert any("merges the Python frames in" in s for s in f.fix)
+
+
+def test_a_python_lock_cycle_gets_no_cxx_advice(db):
+    def waiting(tid: int, owner: int, kind: str) -> Thread:
+        return Thread(tid=tid, frames=LOCK_WAIT, waits=Wait(kind=kind, resource="0x%x" % tid, owner_tid=owner, frame=0))
+
+    for kind, cxx in (("pylock", False), ("mutex", True)):
+        proc = Process(source="live", pid=1, threads=[waiting(1, 2, kind), waiting(2, 1, kind)])
+        snap = pipeline.analyze(Snapshot(processes=[proc]), db)
+        f = next(f for f in snap.findings if f.signature == "deadlock-cycle")
+        assert ("scoped_lock" in " ".join(f.fix)) is cxx, (kind, f.fix)
+        assert any("one global order" in s for s in f.fix)
