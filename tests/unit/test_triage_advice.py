@@ -84,7 +84,7 @@ def test_every_category_has_a_cause_of_its_own():
 
 def test_plain_python_lock_wait_gets_python_advice(db):
     f = _triage(_proc("live", LOCK_WAIT), db)
-    assert f.triage["wait"] == "lock"
+    assert f.triage.wait == "lock"
     assert "threading.Lock" in f.cause and "What the stacks show" not in f.cause
     text = " ".join(f.fix)
     assert not ML_WORDS.search(text) and "scoped_lock" not in text
@@ -102,7 +102,7 @@ def test_native_lock_wait_gets_no_python_advice(db):
 
 def test_queue_advice_names_the_dataloader_only_for_a_dataloader(db):
     plain = _triage(_proc("live", QUEUE_WAIT), db)
-    assert plain.triage["wait"] == "queue"
+    assert plain.triage.wait == "queue"
     assert not ML_WORDS.search(" ".join(plain.fix))
     loader = _triage(_proc("live", [_nat("__futex_abstimed_wait_common64"), _py("get", "/usr/lib/python3.11/queue.py"),
                                     _py("_try_get_data", "/venv/torch/utils/data/dataloader.py")]), db)
