@@ -119,7 +119,9 @@ OPTIONS: Tuple[Option, ...] = (
     Option("exe", ("--exe",), "path", None, "Executable of the core (default: found from the core).", request="exe"),
     Option("fmt", ("--format", "-f"), "format", None,
            "Output format (default: html with -o x.html, json/md likewise, else text)."),
-    Option("output", ("--output", "-o"), "path", None, "Write the report to this file."),
+    Option("output", ("--output", "-o"), "path", None,
+           "Write the report to this file (.html, .json, .md; .txt, .log or none: text; another extension needs "
+           "--format)."),
     Option("gdb", ("--gdb",), "str", "gdb", "gdb to use (e.g. cuda-gdb); naming one selects --engine gdb.",
            request="gdb"),
     Option("engine", ("--engine",), "str", "auto",
@@ -188,14 +190,59 @@ def _typer_command(typer, app, body: Callable[..., int], options: Sequence[Optio
     app.command(**command)(_command)
 
 
+#: How ``--help`` names each kind of value.
+_METAVARS = {"int": "INTEGER", "float": "FLOAT", "str": "TEXT", "path": "PATH", "format": "[%s]" % "|".join(_FORMATS)}
+ANALYZE_HELP = "Analyze a core, a live process or pasted text and report the known bugs it matches."
+ANALYZE_EPILOG = "Also: hanganalyze signatures list|validate [--signatures DIR]\n\n" + EXIT_HELP
+
+
+def plain_help(usage: str, about: str, options: Sequence[Option], targets: bool = False, epilog: str = "",
+               width: Optional[int] = None) -> str:
+    """``--help`` as plain text from ``OPTIONS``, at most 80 columns (less on a narrower terminal)
+    and no word split: typer's rich boxes were ~108 lines at 80 columns, with values cut mid-word
+    (issue 30).  Each option: its spellings and value on one line, its text indented below."""
+    import shutil  # here: only --help wraps text (start-up time)
+    import textwrap  # here: likewise
+
+    width = width or max(40, min(80, shutil.get_terminal_size((80, 24)).columns))
+
+    def wrap(text: str, indent: str) -> List[str]:
+        return textwrap.wrap(text, width - 1, initial_indent=indent, subsequent_indent=indent,
+                             break_long_words=False, break_on_hyphens=False)
+
+    lines = ["usage: %s" % usage, ""] + wrap(about, "") + [""]
+    if targets:
+        lines += ["arguments:", "  [TARGET]..."] + wrap(TARGETS_HELP, "        ") + [""]
+    lines.append("options:")
+    for o in tuple(options) + (Option("help", ("--help", "-h"), "flag", False, "Show this message and exit."),):
+        spell = ", ".join(sorted(o.flags, key=len))
+        value = o.metavar or _METAVARS.get(o.kind, "")
+        text = o.help
+        if o.default not in (None, False) and not o.repeat:
+            text += " [default:\xa0%s]" % o.default  # kept on one line: the space is put back below
+        lines += wrap("%s %s" % (spell, value) if value else spell, "  ") + wrap(text, "        ")
+    for para in epilog.split("\n\n") if epilog else ():
+        lines += [""] + wrap(para, "")
+    return "\n".join(lines).replace("\xa0", " ") + "\n"
+
+
+def _help_asked(argv: Sequence[str]) -> bool:
+    """``-h``/``--help`` before any ``--``."""
+    for a in argv:
+        if a == "--":
+            return False
+        if a in ("-h", "--help"):
+            return True
+    return False
+
+
 def _analyze_app():
     """The analysis command (typer): help, usage errors, and what ``_fast_args`` leaves to it."""
     import typer  # here: only --help, an error or an unusual spelling needs typer (start-up time)
 
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     _typer_command(typer, app, _run_analysis, OPTIONS, targets=True, name="hanganalyze",
-                   help="Analyze a core, a live process or pasted text and report the known bugs it matches.",
-                   epilog="Also: hanganalyze signatures list|validate [--signatures DIR]\n\n" + EXIT_HELP)
+                   help=ANALYZE_HELP, epilog=ANALYZE_EPILOG)
     return app
 
 
@@ -301,17 +348,36 @@ def _usage_message(message: str) -> str:
     return _NO_SUCH_OPTION.sub(r"No such option: \1", message)
 
 
+#: ``-o``'s file name extensions and the format each means when ``--format`` is not given (no
+#: extension: text).  Any other one is refused: ``-o x.pdf`` must not silently write text.
+OUTPUT_SUFFIXES = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".txt": "text", ".text": "text",
+                   ".log": "text", "": "text"}
+
+
 def default_format(output: Optional[Path]) -> str:
     """html for -o x.html, json for .json, md for .md, text otherwise (a terminal)."""
     if output is not None:
-        suffix = output.suffix.lower()
-        if suffix in (".html", ".htm"):
-            return "html"
-        if suffix == ".json":
-            return "json"
-        if suffix == ".md":
-            return "md"
+        return OUTPUT_SUFFIXES.get(output.suffix.lower(), "text")
     return "text"
+
+
+def check_output_suffix(output: Optional[Path], fmt: Optional[str]) -> None:
+    """Refuse ``-o`` with an extension that names no format (``x.pdf``), unless ``--format`` says
+    which one to write or the target is no regular file (a device, a fifo)."""
+    if output is None or fmt is not None or output.suffix.lower() in OUTPUT_SUFFIXES:
+        return
+    if output.exists() and not output.is_file():
+        return
+    known = ", ".join(sorted({k for k in OUTPUT_SUFFIXES if k}))
+    raise UsageError("-o %s: unknown extension %s (known: %s; or give --format)" % (output, output.suffix, known))
+
+
+def wrote(output: Path, fmt: str) -> None:
+    """The one line that says where the report went.  Unlike ``progress`` it is written when stderr
+    is no terminal too (a script must learn where its report is; stdout, the report's pipe when
+    there is no -o, stays clean)."""
+    sys.stderr.write("hanganalyze: wrote %s (%s)\n" % (output, fmt))
+    sys.stderr.flush()
 
 
 def acquire_request(args: argparse.Namespace):
@@ -328,6 +394,10 @@ def analyze(args: argparse.Namespace) -> int:
     """Analyze cores, live processes or pasted text and report the known bugs they match."""
     from hanganalyze import pipeline  # here: --help and --version load no analysis (start-up time)
 
+    try:
+        check_output_suffix(args.output, args.fmt)
+    except UsageError as e:
+        return fail(str(e), EXIT_INPUT)
     fmt = args.fmt or default_format(args.output)
     request = acquire_request(args)
     try:
@@ -343,7 +413,7 @@ def analyze(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_TOOL)
     if args.output is not None:
-        progress("wrote %s" % args.output)
+        wrote(args.output, fmt)
     return verdict_exit_code(snapshot)
 
 
@@ -434,7 +504,15 @@ def run(argv: Sequence[str]) -> int:
                 return EXIT_OK
             if argv[1] not in SIGNATURE_COMMANDS:
                 raise UsageError("No such command '%s' (signatures list|validate)" % argv[1])
+            if _help_asked(argv[2:]):
+                sys.stdout.write(plain_help("hanganalyze signatures %s [OPTIONS]" % argv[1],
+                                            SIGNATURE_COMMANDS[argv[1]], [OPTION["signatures"]]))
+                return EXIT_OK
             return _invoke(_signatures_app(argv[1]), argv[2:], "hanganalyze signatures %s" % argv[1])
+        if _help_asked(argv):
+            sys.stdout.write(plain_help("hanganalyze [OPTIONS] [TARGET]...", ANALYZE_HELP, OPTIONS, targets=True,
+                                        epilog=ANALYZE_EPILOG))
+            return EXIT_OK
         fast = _fast_args(argv)
         if fast is not None:
             return _run_analysis(fast)

@@ -26,7 +26,7 @@ MODES = ("cycle", "events", "orphan", "gather", "blocked", "healthy")
 def _report(target) -> dict:
     res = run_hanganalyze([str(target), "--format", "json", "--samples", "1"] if not isinstance(target, int)
                           else ["--pid", str(target), "--format", "json", "--samples", "1"], timeout=300)
-    assert res.returncode in (0, 1, 2, 3, 4), res.stderr.decode()[-2000:]
+    assert res.returncode in (0, 2, 3, 4, 5, 6), res.stderr.decode()[-2000:]  # 5: the await cycle (a deadlock)
     return json.loads(res.stdout)
 
 

@@ -35,6 +35,7 @@ def _analyze(args: List, tmp_path: Path, name: str = "job.json", rc: Optional[in
     took = time.monotonic() - t0
     err = res.stderr.decode("utf-8", "replace")
     assert res.returncode in ((0, 3, 5, 6) if rc is None else (rc,)), "exit %d: %s" % (res.returncode, err[-2000:])
+    err = err.replace("hanganalyze: wrote %s (json)\n" % out, "", 1)  # -o's one line (issue 30)
     assert err == "", err
     snap = json.loads(out.read_text())
     print("%s: %.1f s" % (" ".join(map(str, args))[:80], took))

@@ -54,6 +54,7 @@ def _analyze(inputs: List[Path], tmp_path: Path, fmt: str = "json", expect_rc: O
     res = run_hanganalyze([*inputs, "--format", fmt, "-o", out], timeout=120)
     err = res.stderr.decode("utf-8", "replace")
     assert expect_rc is None or res.returncode == expect_rc, "exit %d: %s" % (res.returncode, err[-2000:])
+    err = err.replace("hanganalyze: wrote %s (%s)\n" % (out, fmt), "", 1)  # -o's one line (issue 30)
     assert err == "", err
     text = out.read_text(encoding="utf-8")
     if fmt != "json":

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from hanganalyze.acquire.procfacts import live_argv
 from hanganalyze.acquire.procfs import read_proc
@@ -76,6 +76,27 @@ def descendants(pid: int) -> List[int]:
         seen.add(p)
         out.append(p)
         todo.extend(sorted(children.get(p, [])))
+    return out
+
+
+def children(pid: int) -> List[Tuple[int, str]]:
+    """The live child processes of ``pid`` (zombies left out), each with its name (comm), by pid:
+    from ``/proc/PID/task/*/children`` where the kernel has it, else from every process's ppid."""
+    found: List[int] = []
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+        for tid in tasks:
+            raw = read_proc(pid, "task/%s/children" % tid)
+            if raw is None:
+                raise OSError("no children file")
+            found.extend(int(x) for x in raw.split())
+    except (OSError, ValueError):
+        found = _children_map().get(pid, [])
+    out = []
+    for c in sorted(set(found)):
+        info = _ppid_and_name(c)
+        if info is not None and info[2] not in ("Z", "X"):
+            out.append((c, info[1]))
     return out
 
 

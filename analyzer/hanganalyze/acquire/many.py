@@ -26,6 +26,7 @@ from hanganalyze.acquire.ranks import identity_from_environ, rank_from_label, ra
 from hanganalyze.corefile import compressed_kind
 from hanganalyze.elf import is_elf
 from hanganalyze.errors import HangAnalyzeError, InputError
+from hanganalyze.loglines import CHILDREN_NOTE
 from hanganalyze_gdbext.model import DistIdentity, Process, Snapshot
 from hanganalyze_gdbext.model.stacktable import StackTable, set_table
 
@@ -169,6 +170,18 @@ def identify(proc: Process, path: Optional[str], only_process: bool) -> None:
         proc.label = "rank %d" % proc.rank
 
 
+def note_children(proc: Process, pid: int) -> None:
+    """``--pid`` of a parent (a multiprocessing pool, a launcher): its child processes named in a
+    note with the option that reads them too, as the report covers this process only (issue 30)."""
+    from hanganalyze.acquire.jobtree import children  # here: only a live read (start-up time of a core's)
+
+    kids = children(pid)
+    if kids:
+        shown = ", ".join("%d (%s)" % k for k in kids[:8]) + (", ..." if len(kids) > 8 else "")
+        proc.notes.append("%s%s (%d); hanganalyze --job %d reads this process and its children together"
+                          % (CHILDREN_NOTE, shown, len(kids), pid))
+
+
 def fill_identity(proc: Process, inp: Input, only_process: bool) -> None:
     """Rank identity of one acquired process: decided in ``identify``, the one place.  The
     input's file is kept on the process (``input_file``: not serialised) for node summaries
@@ -176,6 +189,12 @@ def fill_identity(proc: Process, inp: Input, only_process: bool) -> None:
     identify(proc, inp.path, only_process)
     if inp.launcher_pid is not None and proc.dist is not None:
         proc.dist.launcher_pid = inp.launcher_pid
+    if inp.pid is not None and inp.launcher_pid is None and proc.source == "live":
+        note_children(proc, inp.pid)
+    if inp.launcher_pid is not None and proc.rank is None and not proc.label:
+        # a process tree with no rank facts (multiprocessing, concurrent.futures): the report speaks
+        # of the parent and its workers (render/jobview.py's job_words), not of ranks
+        proc.label = "parent" if proc.pid == inp.launcher_pid else "worker"
     if inp.path and inp.path != "-":
         proc.input_file = os.path.abspath(inp.path)
 

@@ -131,6 +131,9 @@ def _orphans(pi: int, p: Process, lp: AsyncLoop, rule) -> List[Finding]:
         a = next(a for a in t.awaits if a.kind in _COMPLETED_BY_TASKS)
         ev.append(Evidence(thread=lp.thread, rule=ORPHAN, text="%s waits: %s%s" % (_label(t), a.detail or a.kind,
                                                                                   _where(t))))
+    mutual = _mutual_wait(stuck)
+    if mutual:
+        return [_mutual_finding(pi, lp, rule, mutual, ev)]
     finished = [t for t in lp.tasks if t.state in ("finished", "cancelled")]
     summary = "%d task(s) wait on queues, events or futures, and no other task or thread can complete them" % len(
         stuck)
@@ -138,6 +141,44 @@ def _orphans(pi: int, p: Process, lp: AsyncLoop, rule) -> List[Finding]:
         summary += "; %d task(s) already ended (a producer that raised or returned?): %s" % (
             len(finished), ", ".join(_label(t) for t in finished[:5]))
     return [from_rule(rule, pi, summary, ev, 0.8, threads=[lp.thread] if lp.thread is not None else [])]
+
+
+def _mutual_wait(stuck: List[AsyncTask]) -> List[AsyncTask]:
+    """A cycle of stuck tasks where each waits on a resource the next one holds in its locals
+    (``AsyncAwait.referenced_by``: the task that would set the event, put into the queue), or []:
+    tasks waiting for each other's signals, not for a producer that ended."""
+    by_id = {t.id: t for t in stuck}
+    succ: Dict[str, List[str]] = {}
+    for t in stuck:
+        a = next(a for a in t.awaits if a.kind in _COMPLETED_BY_TASKS)
+        succ[t.id] = [r for r in a.referenced_by if r in by_id and r != t.id]
+    for start in succ:
+        path, seen, node = [start], {start}, start
+        while succ.get(node):
+            node = succ[node][0]
+            if node == start:
+                return [by_id[i] for i in path]
+            if node in seen:
+                break
+            seen.add(node)
+            path.append(node)
+    return []
+
+
+def _resource_text(t: AsyncTask) -> str:
+    a = next(a for a in t.awaits if a.kind in _COMPLETED_BY_TASKS)
+    what = a.kind.split("-")[0]
+    return "%s %s" % (what, a.name or a.resource or "?")
+
+
+def _mutual_finding(pi: int, lp: AsyncLoop, rule, cycle: List[AsyncTask], ev: List[Evidence]) -> Finding:
+    """The orphan rule's finding for tasks that wait for each other (its ``*_mutual`` texts)."""
+    steps = ["%s waits on %s, held by %s" % (_label(t), _resource_text(t), _label(cycle[(k + 1) % len(cycle)]))
+             for k, t in enumerate(cycle)]
+    summary = "%d tasks wait for each other: %s" % (len(cycle), "; ".join(steps))
+    return from_rule(rule, pi, summary, ev, 0.8, threads=[lp.thread] if lp.thread is not None else [],
+                     title=rule.text("title_mutual"), cause=rule.text("cause_mutual"),
+                     fix=[rule.text("fix_mutual"), rule.text("fix_timeout")])
 
 
 def _blocked(pi: int, p: Process, lp: AsyncLoop, rule) -> Optional[Finding]:

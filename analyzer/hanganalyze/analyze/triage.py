@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
+from hanganalyze.analyze.programkind import advice_fits, advice_text, input_kind, program_kinds
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze.analyze.sourcewait import source_wait
@@ -348,21 +349,30 @@ def _message_category(proc: Process, cats: Optional[List[Category]] = None
     return None, None
 
 
-def _next_steps(proc: Process, cat: Category, frames_seen: bool) -> List[str]:
+def _next_steps(proc: Process, cat: Category, frames_seen: bool, alone: bool = True
+                ) -> Tuple[List[str], Optional[str]]:
+    """The next steps and the cause for a wait of ``cat``, chosen from the category's advice
+    entries by what the process is and how it was read (``programkind.py``): no ML advice for a
+    plain program, never the command the user just ran."""
     tab = table()
-    steps = list(cat.next)
+    kinds, source = program_kinds(proc), input_kind(proc)
+
+    def fitting(entries: Sequence[Any]) -> List[str]:
+        return [advice_text(e) for e in entries if advice_fits(e, kinds, source, alone)]
+
+    steps = fitting(cat.next) + fitting(tab.general.get("parent", []))
+    cause = next(iter(fitting(cat.cause)), None)
     if not frames_seen:
-        steps.append(tab.general["log_only"])
-        return steps
-    kinds = {f.kind for t in proc.threads for f in t.all_frames() if not f.marker}
-    if kinds == {"python"}:
-        steps.append(tab.general["python_only"])
-    elif kinds == {"native"}:
-        steps.append(tab.general["native_only"])
+        return steps + fitting(tab.general["log_only"]), cause
+    frame_kinds = {f.kind for t in proc.threads for f in t.all_frames() if not f.marker}
+    if frame_kinds == {"python"}:
+        steps += fitting(tab.general["python_only"])
+    elif frame_kinds == {"native"}:
+        steps += fitting(tab.general["native_only"])
     native = [f for t in proc.threads for f in t.frames if f.kind == "native" and not f.marker]
     if native and sum(1 for f in native if not f.function or f.function == "??") * 2 > len(native):
-        steps.append(tab.general["unnamed"])
-    return steps
+        steps += fitting(tab.general["unnamed"])
+    return steps, cause
 
 
 def _confidence(first: ThreadTriage, frames_seen: bool) -> float:
@@ -379,12 +389,12 @@ def _confidence(first: ThreadTriage, frames_seen: bool) -> float:
 
 
 def triage_process(index: int, proc: Process, known_crash: bool = False,
-                   memo: Optional[Dict[tuple, tuple]] = None) -> Optional[Finding]:
+                   memo: Optional[Dict[tuple, tuple]] = None, alone: bool = True) -> Optional[Finding]:
     """The triage finding of one process; None when it has neither threads nor a log line that
     names a wait or a hang.
     ``known_crash``: a known bug of severity crash matched the process (its signal line may be
     cut from the paste): the current (else the first) thread crashed unless it waits.
-    ``memo``: see ``classify``."""
+    ``memo``: see ``classify``.  ``alone``: the only process of the snapshot (the advice differs)."""
     tab = table()
     threads = [t for t in proc.threads if any(not f.marker for f in t.all_frames())]
     if not threads:
@@ -400,7 +410,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
             summary = "the log names no wait and holds no stack"
         ev = [Evidence(message=msg, rule="wait: %s" % cat.id, text=proc.messages[msg][:300])] if msg is not None else []
         info = Triage(wait=cat.id, label=cat.label, from_="log")
-        return _finding(index, proc, summary, ev, info, _next_steps(proc, cat, False), 0.4)
+        return _finding(index, proc, summary, ev, info, *_next_steps(proc, cat, False, alone), 0.4)
     crashed = [t for i, t in enumerate(threads) if _crashed(proc, t, i == 0, threads)][:1]
     if known_crash and not crashed:
         crashed = [next((t for t in threads if t.current), threads[0])]
@@ -461,11 +471,11 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
                            function=frames[r.blame].function if r.blame is not None else None))
     info = Triage(wait=cat.id, label=cat.label, about=[r.thread.tid for r in about], blame=blame,
                   threads=[r.record() for r in rows[:MAX_LISTED]], from_=first.how)
-    return _finding(index, proc, summary, ev, info, _next_steps(proc, cat, True), _confidence(first, True))
+    return _finding(index, proc, summary, ev, info, *_next_steps(proc, cat, True, alone), _confidence(first, True))
 
 
 def _finding(index: int, proc: Process, summary: str, ev: List[Evidence], info: Triage,
-             steps: List[str], confidence: float) -> Finding:
+             steps: List[str], cause: Optional[str], confidence: float) -> Finding:
     rule = load_rules().by_id(SIGNATURE)
     if info.wait == "runs" and info.from_ == "samples":
         title = rule.text("title_samples")
@@ -474,7 +484,7 @@ def _finding(index: int, proc: Process, summary: str, ev: List[Evidence], info: 
     else:
         title = rule.text("title_wait") % info.label
     return from_rule(rule, index, summary, ev, confidence, threads=[t for t in info.about if t is not None],
-                     title=title, fix=steps, triage=info)
+                     title=title, fix=steps, cause=cause, triage=info)
 
 
 # --------------------------------------------------------------------------------------------
@@ -533,7 +543,7 @@ def _triage_groups(snapshot: Snapshot) -> List[Finding]:
         pkey = _process_key(proc, known_crash) if many else None
         key = group_of.get(pkey, False) if pkey is not None else False
         if key is False:
-            f = triage_process(i, proc, known_crash=known_crash, memo=memo)
+            f = triage_process(i, proc, known_crash=known_crash, memo=memo, alone=not many)
             if f is None:
                 key = None
             elif f.triage.from_ == "log" and f.triage.wait == "runs":  # type: ignore[union-attr]

@@ -38,7 +38,11 @@ class Category:
     #: (or an unnamed C-runtime frame): a helper thread's loop sleeping between its checks, not busy
     #: in one.
     only_above: Optional[re.Pattern] = None
-    next: List[str] = field(default_factory=list)
+    #: What to capture or set next: advice entries, each a string (for every program) or a mapping
+    #: ``{text, kinds, not_kinds, inputs}`` (``analyze/programkind.py``'s ``advice_fits``).
+    next: List[Any] = field(default_factory=list)
+    #: Why a thread waits here: advice entries like ``next``; the first that fits is the cause.
+    cause: List[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -49,7 +53,8 @@ class Table:
     skip_libraries: re.Pattern
     skip_functions: re.Pattern
     skip_python_files: frozenset
-    general: Dict[str, str]
+    #: Next steps that depend on the input, not on the wait: advice entries per situation.
+    general: Dict[str, List[Any]]
     #: category id -> log pattern: a crash whose log says this is that wait's consequence (the
     #: collective watchdog's abort after a timeout) is triaged as the wait, not as a crash
     consequence_of: Dict[str, re.Pattern] = field(default_factory=dict)
@@ -90,7 +95,17 @@ def _category(d: Dict[str, Any], where: str, lazy: bool = False) -> Category:
                     python=tuple(py),
                     python_path=_rx(d.get("python_path"), where, lazy), messages=_rx(d.get("messages"), where, lazy),
                     needs_lock_wait=bool(d.get("needs_lock_wait")), only_above=_rx(d.get("only_above"), where, lazy),
-                    next=list(d.get("next") or []))
+                    next=_advice(d.get("next"), where), cause=_advice(d.get("cause"), where))
+
+
+def _advice(items: Any, where: str) -> List[Any]:
+    """A category's advice entries (a string or a list of strings and ``{text, kinds, not_kinds,
+    inputs}`` mappings), checked: a mapping without a text is one SignatureError line."""
+    out = [items] if isinstance(items, (str, dict)) else list(items or [])
+    for e in out:
+        if isinstance(e, dict) and not isinstance(e.get("text"), str):
+            raise SignatureError("%s: an advice entry needs a text" % where)
+    return out
 
 
 @lru_cache(maxsize=None)
@@ -111,7 +126,8 @@ def _table(data: Any, where: str, lazy: bool = False) -> Table:
                      runs=_category(data["runs"], where, lazy),
                      skip_libraries=_rx(skip["libraries"], where) or rxcache.compile("$^"),
                      skip_functions=_rx(skip["functions"], where) or rxcache.compile("$^"),
-                     skip_python_files=frozenset(skip["python_files"]), general=dict(data["general"]),
+                     skip_python_files=frozenset(skip["python_files"]),
+                     general={str(k): _advice(v, where) for k, v in data["general"].items()},
                      consequence_of={str(k): _rx(v, where, lazy) for k, v in
                                      (data["crashed"].get("consequence_of") or {}).items() if v})
     except (KeyError, TypeError, ValueError, AttributeError) as e:

@@ -75,7 +75,9 @@ def cycle_findings(snapshot: Snapshot, rule: Optional[Rule] = None) -> List[Find
             if kinds & {"join", "pyjoin"}:
                 fix.append(rule.text("fix_join"))
             if kinds & {"mutex", "rwlock", "rlock", "pylock"}:
-                fix.append(rule.text("fix_lock_order"))
+                # Python locks only: no C++ advice (std::scoped_lock) for a Python program
+                python_only = not kinds & {"mutex", "rwlock"}
+                fix.append(rule.text("fix_lock_order_python" if python_only else "fix_lock_order"))
             title = rule.text("title_cycle") % len(tids) if len(tids) > 1 else rule.text("title_self")
             if "gil" in kinds:
                 title += rule.text("title_gil")

@@ -68,6 +68,42 @@ class SharedFacts:
     differ: List[Tuple[str, List[Tuple[str, str]]]]
 
 
+@dataclass(frozen=True)
+class JobWords:
+    """How a job report speaks of its processes, chosen from the job's kind (``job_words``): ranks
+    only for a distributed job; a parent and its workers for a process tree with no rank facts
+    (``--job`` of a multiprocessing / concurrent.futures parent); plain processes otherwise."""
+
+    kind: str = "ranks"  # "ranks" | "workers" | "processes"
+    unit: str = "rank"  # the table's first column
+    units: str = "ranks"  # the tree's branch badges
+    group: str = "the ranks"  # "where the ranks diverge"
+    classes: str = "rank classes"
+    classes_about: str = "ranks in the same place: state, collective, call site, innermost frame"
+    none_across: str = "no cross-rank finding"
+    every: str = "every rank"
+    #: ``workers``: the index of the parent process (the ``--job`` launcher), None when not read.
+    parent: Optional[int] = None
+
+
+RANK_WORDS = JobWords()
+
+
+def job_words(snapshot: Snapshot, job: JobSummary) -> JobWords:
+    """Ranks when the job has rank facts (``JobSummary.key``); else a parent and its workers when
+    the processes came from one ``--job`` process tree (the launcher is labelled ``parent``, see
+    ``acquire/many.py``); else processes."""
+    if job.key == "rank":
+        return RANK_WORDS
+    about = "processes in the same place: state, call site, innermost frame"
+    parent = next((i for i, p in enumerate(snapshot.processes) if p.label == "parent" and p.rank is None), None)
+    if parent is not None or any(p.label == "worker" for p in snapshot.processes):
+        return JobWords("workers", "process", "processes", "the parent and its workers", "process classes", about,
+                        "no finding across the parent and its workers", "every process", parent)
+    return JobWords("processes", "process", "processes", "the processes", "process classes", about,
+                    "no finding across the processes", "every process")
+
+
 @dataclass
 class JobView:
     """The job's first screen (verdict, rank table, shared facts, divergence) and its section
@@ -94,6 +130,8 @@ class JobView:
     branch_nodes: Set[int] = field(default_factory=set)  # ids of their diverging children
     #: Process indices whose wait-for graph only holds parked threads (folded away).
     idle_waitgraphs: Set[int] = field(default_factory=set)
+    #: How the report speaks of the processes (ranks, a parent and its workers, processes).
+    words: JobWords = RANK_WORDS
 
     def tree_mark(self, node: Any) -> str:
         """For the HTML tree macro: "split" at a point where ranks diverge, "trunk" on the way to
@@ -128,15 +166,21 @@ def state_text(st: Optional[JobRankState]) -> str:
     return str(state or "")
 
 
-def _who(keys: Sequence[int], by_rank: bool) -> str:
+def _who(keys: Sequence[int], by_rank: bool, words: JobWords = RANK_WORDS) -> str:
     if not keys:
-        return "no rank"
+        return "no rank" if by_rank else "no process"
     if by_rank:
         return "rank%s %s" % ("s" if len(keys) > 1 else "", compress_ranks(keys))
+    if words.kind == "workers":  # process indices: the parent by name, the others as workers
+        workers = [k for k in keys if k != words.parent]
+        out = ["the parent"] if len(workers) < len(keys) else []
+        if workers:
+            out.append("worker%s %s" % ("s" if len(workers) > 1 else "", compress_ranks(workers)))
+        return " and ".join(out)
     return "process%s %s" % ("es" if len(keys) > 1 else "", compress_ranks(keys))
 
 
-def _phrases(states: Sequence[JobRankState], by_rank: bool, most: int = 2) -> str:
+def _phrases(states: Sequence[JobRankState], by_rank: bool, most: int = 2, words: JobWords = RANK_WORDS) -> str:
     """``rank 1 is in load_next_batch (t.py:8)``, ``ranks 0,2 wait in all_reduce ...``: one phrase
     per place, the ranks there named."""
     places: Dict[str, List[int]] = {}
@@ -149,7 +193,7 @@ def _phrases(states: Sequence[JobRankState], by_rank: bool, most: int = 2) -> st
             text = ("wait " if many else "waits ") + text[len("waits "):]
         else:
             text = ("are " if many else "is ") + text
-        out.append("%s %s" % (_who(sorted(set(keys)), by_rank), text))
+        out.append("%s %s" % (_who(sorted(set(keys)), by_rank, words), text))
     if len(places) > most:
         out.append("%d more places" % (len(places) - most))
     return "; ".join(out)
@@ -192,7 +236,7 @@ def _pace(entries: List[Optional[JobRankProgress]], sampled: bool) -> str:
     return "mixed: " + ", ".join(states) + window
 
 
-def verdict(snapshot: Snapshot, job: JobSummary) -> str:
+def verdict(snapshot: Snapshot, job: JobSummary, words: JobWords = RANK_WORDS) -> str:
     """One sentence: who, where (function and line), stuck or slow; ranks of unknown state listed,
     never blamed."""
     by_rank = job.key == "rank"
@@ -205,24 +249,26 @@ def verdict(snapshot: Snapshot, job: JobSummary) -> str:
         blamed = [s for s in states if _key(s, by_rank) in set(top.ranks) and s.evidence != "unknown"]
         others = [s for s in states if s not in blamed and s.evidence != "unknown"]
         if blamed:
-            out = "%s -- %s" % (_phrases(blamed, by_rank, 3), _pace([progress.get(s.process) for s in blamed], sampled))
+            out = "%s -- %s" % (_phrases(blamed, by_rank, 3, words),
+                                _pace([progress.get(s.process) for s in blamed], sampled))
             if others:
-                out += "; meanwhile " + _phrases(others, by_rank)
+                out += "; meanwhile " + _phrases(others, by_rank, words=words)
         else:  # the finding names ranks with no stack (a missing rank, a dump only)
-            out = "%s: %s" % (_who(top.ranks, by_rank), top.title)
+            out = "%s: %s" % (_who(top.ranks, by_rank, words), top.title)
         out += " [%s]" % top.signature
     elif snapshot.findings:
-        out = "no cross-rank finding; top finding: %s" % snapshot.findings[0].title
+        out = "%s; top finding: %s" % (words.none_across, snapshot.findings[0].title)
     else:
         moving = [p for p in job.progress if p.state == "progressing"]
         if states and len(moving) == len(states):
-            out = "no hang: every rank made progress over the samples"
+            out = "no hang: %s made progress over the samples" % words.every
         else:
-            out = "no known hang: the ranks are in %d place%s (rank table below)" % (
-                len(job.classes), "s" * (len(job.classes) != 1))
+            out = "no known hang: %s are in %d place%s (%s table below)" % (
+                words.group, len(job.classes), "s" * (len(job.classes) != 1), words.unit)
     if unknown:
         out += "; state unknown, not blamed: %s" % "; ".join(
-            "%s (%s)" % (_who([_key(s, by_rank)], by_rank), s.evidence_reason or "no evidence") for s in unknown[:4])
+            "%s (%s)" % (_who([_key(s, by_rank)], by_rank, words), s.evidence_reason or "no evidence")
+            for s in unknown[:4])
         if len(unknown) > 4:
             out += "; %d more" % (len(unknown) - 4)
     return out
@@ -253,7 +299,7 @@ def _row_state(st: JobRankState) -> str:
     return "unknown" if st.evidence == "unknown" else str(st.state or "")
 
 
-def rank_rows(snapshot: Snapshot, job: JobSummary, at_fault: Set[int]) -> List[RankRow]:
+def rank_rows(snapshot: Snapshot, job: JobSummary, at_fault: Set[int], words: JobWords = RANK_WORDS) -> List[RankRow]:
     """One row per rank (a small job) or per rank class (a large one), in rank order."""
     by_rank = job.key == "rank"
     procs = snapshot.processes
@@ -268,7 +314,8 @@ def rank_rows(snapshot: Snapshot, job: JobSummary, at_fault: Set[int]) -> List[R
         for st in states:
             p = proc(st.process)
             prog = progress.get(st.process)
-            label = str(st.rank) if by_rank and st.rank is not None else "process %d" % st.process
+            label = str(st.rank) if by_rank and st.rank is not None else \
+                _who([st.process], False, words).replace("the parent", "parent")  # a table cell
             rows.append(RankRow(label, _host(p), str(p.pid) if p is not None and p.pid is not None else "",
                                 _row_state(st), state_text(st), _sources(p, st), str(prog.state) if prog else "",
                                 _key(st, by_rank) in at_fault))
@@ -292,7 +339,7 @@ def rank_rows(snapshot: Snapshot, job: JobSummary, at_fault: Set[int]) -> List[R
     return rows
 
 
-def shared_facts(pvs: Sequence[ShownProcess], by_rank: bool) -> Optional[SharedFacts]:
+def shared_facts(pvs: Sequence[ShownProcess], by_rank: bool, words: JobWords = RANK_WORDS) -> Optional[SharedFacts]:
     """What every shown process has in common, said once, and only the differences per rank."""
     if len(pvs) < 2:
         return None
@@ -316,7 +363,7 @@ def shared_facts(pvs: Sequence[ShownProcess], by_rank: bool) -> Optional[SharedF
         else:
             groups = sorted(values.items(), key=lambda kv: min(kv[1]))
             differ.append((k, [(compress_ranks(sorted(set(ks))), v) for v, ks in groups]))
-    who = _who(sorted(set(keys)), by_rank)
+    who = _who(sorted(set(keys)), by_rank, words)
     return SharedFacts(who, same, differ)
 
 
@@ -348,23 +395,26 @@ def build_job_view(snapshot: Snapshot, pvs: Sequence[ShownProcess] = ()) -> Opti
     if job is None:
         return None
     states = {s.process: s for s in job.states}
+    words = job_words(snapshot, job)
     classes = []
     for c in job.classes:
         members = c.processes
         first = members[0] if members else 0
         label = str(c.ranks)
         if job.key != "rank":
-            label = "process%s %s" % ("es" if len(members) > 1 else "", label)
+            label = _who(list(members), False, words) if members else "process%s %s" % (
+                "es" if len(members) > 1 else "", label)
         classes.append(JobClassView(label, int(c.size), state_text(states.get(first)) or str(c.where or ""), first))
     failed = [(process_title(i, p), p.error or "") for i, p in enumerate(snapshot.processes) if p.error]
     tree = job.tree if isinstance(job.tree, dict) else None
     view = JobView(_job_facts(job), classes, tree, render_tree_lines(tree) if tree else [], failed)
     top = top_cross_rank(snapshot)
-    view.verdict = verdict(snapshot, job)
-    view.rows = rank_rows(snapshot, job, set(top.ranks) if top is not None else set())
+    view.words = words
+    view.verdict = verdict(snapshot, job, words)
+    view.rows = rank_rows(snapshot, job, set(top.ranks) if top is not None else set(), words)
     if not any(p.samples for p in snapshot.processes):
         view.progress_note = "progress: one sample (a core, a dump or --samples 1): stuck or slow cannot be told"
-    view.shared = shared_facts([pv for pv in pvs if pv.process.threads or pv.process.error], job.key == "rank")
+    view.shared = shared_facts([pv for pv in pvs if pv.process.threads or pv.process.error], job.key == "rank", words)
     if tree is not None:
         d = divergences(tree)
         view.divergences, view.same_branches, view.open_nodes = d.points, d.same_branches, d.open_nodes

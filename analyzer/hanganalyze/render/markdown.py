@@ -246,7 +246,7 @@ def _job_block(view: ReportView) -> str:
         return ""
     parts = ["\n### Job\n\n", " · ".join("%s **%s**" % (k, md(v, 200)) for k, v in job.facts), "\n\n"]
     if job.classes:
-        parts.append("| ranks | count | where |\n|---|---|---|\n")
+        parts.append("| %s | count | where |\n|---|---|---|\n" % job.words.units)
         for c in job.classes[:40]:
             parts.append("| %s | %d | %s |\n" % (md(c.ranks, 300).replace("|", "\\|"), c.size,
                                                  md(c.state, 400).replace("|", "\\|")))
@@ -265,11 +265,11 @@ def _job_block(view: ReportView) -> str:
                 lines.append("… (cut to stay under the size limit; the JSON report has the whole tree)")
                 break
             lines.append(line)
-        parts.append("\n<details><summary>Merged call tree (outermost frame first, ranks on each branch)"
-                     "</summary>\n\n" + fence(lines, indent=True) + "\n</details>\n")
+        parts.append("\n<details><summary>Merged call tree (outermost frame first, %s on each branch)"
+                     "</summary>\n\n" % job.words.units + fence(lines, indent=True) + "\n</details>\n")
     if view.hidden_processes:
-        parts.append("\n%d processes are not shown below: each is like the process shown for its rank class.\n"
-                     % view.hidden_processes)
+        parts.append("\n%d processes are not shown below: each is like the process shown for its %s.\n"
+                     % (view.hidden_processes, job.words.classes[:-2]))
     return "".join(parts)
 
 
@@ -290,7 +290,8 @@ def first_screen_block(view: ReportView) -> str:
     if job is None:
         return ""
     parts = ["**Verdict:** %s\n\n" % md(job.verdict, 1500)]
-    parts.append("| rank | host | pid | state | progress | sources | where |\n|---|---|---|---|---|---|---|\n")
+    parts.append("| %s | host | pid | state | progress | sources | where |\n|---|---|---|---|---|---|---|\n"
+                 % job.words.unit)
     for r in job.rows[:FIRST_ROWS]:
         rank = ("**%s** (at fault)" if r.at_fault else "%s") % _cell(r.ranks, 300)
         parts.append("| %s |\n" % " | ".join([rank] + [_cell(x or "-") for x in (
@@ -314,8 +315,8 @@ def first_screen_block(view: ReportView) -> str:
         lines = job.divergence_lines[:FIRST_TREE_LINES]
         if len(job.divergence_lines) > FIRST_TREE_LINES:
             lines.append("… (the merged call tree below has the rest)")
-        parts.append("\n**Where the ranks diverge** (merged call tree, outermost frame first; common frames "
-                     "elided):\n\n" + fence(lines, indent=True) + "\n")
+        parts.append("\n**Where %s diverge** (merged call tree, outermost frame first; common frames "
+                     "elided):\n\n" % job.words.group + fence(lines, indent=True) + "\n")
     if job.idle_waitgraphs:
         n = len(job.idle_waitgraphs)
         parts.append("\n%d idle wait-for graph%s folded (every thread in %s waits on a resource nobody holds).\n"

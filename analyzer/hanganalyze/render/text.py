@@ -84,7 +84,7 @@ def indented(line: str) -> str:
 
 def rank_table_lines(job: JobView) -> List[str]:
     """The rank table as aligned columns; ``*`` marks the ranks the top cross-rank finding names."""
-    head = (" rank", "host", "pid", "state", "progress", "sources", "where")
+    head = (" " + job.words.unit, "host", "pid", "state", "progress", "sources", "where")
     cells = [head] + [tuple(clean(c) for c in (r.ranks, r.host or "-", r.pid or "-", r.state or "-",
                                                r.progress or "-", r.sources or "-", r.where or "-"))
                       for r in job.rows]
@@ -121,7 +121,8 @@ def first_screen_lines(view: ReportView) -> List[str]:
     out.extend(shared_lines(job))
     if job.divergence_lines:
         out.append("")
-        out.append("WHERE THE RANKS DIVERGE (merged call tree, outermost first; common frames elided)")
+        out.append("WHERE %s DIVERGE (merged call tree, outermost first; common frames elided)"
+                   % job.words.group.upper())
         out.extend("  " + indented(line) for line in job.divergence_lines)
     if job.idle_waitgraphs:
         n = len(job.idle_waitgraphs)
@@ -139,19 +140,19 @@ def _job_lines(view: ReportView) -> List[str]:
     out = ["", RULE, "JOB: " + ", ".join("%s %s" % (k, clean(v)) for k, v in job.facts), RULE]
     if job.classes:
         out.append("")
-        out.append("RANK CLASSES (ranks in the same place: state, collective, call site, innermost frame)")
+        out.append("%s (%s)" % (job.words.classes.upper(), job.words.classes_about))
         for c in job.classes:
             out.append("  [%s] (%d) %s" % (clean(c.ranks), c.size, clean(c.state)))
     for title, err in job.failed:
         out.append("  NOT ANALYZED %s: %s" % (clean(title), clean(err)))
     if job.tree_lines:
         out.append("")
-        out.append("MERGED CALL TREE (outermost frame first; [ranks] (count) on each branch)")
+        out.append("MERGED CALL TREE (outermost frame first; [%s] (count) on each branch)" % job.words.units)
         out.extend("  " + indented(line) for line in job.tree_lines)
     if view.hidden_processes:
         out.append("")
-        out.append("(%d processes not shown below: each is like the process shown for its rank class)"
-                   % view.hidden_processes)
+        out.append("(%d processes not shown below: each is like the process shown for its %s)"
+                   % (view.hidden_processes, job.words.classes[:-2]))
     return out
 
 

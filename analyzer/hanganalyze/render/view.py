@@ -16,6 +16,7 @@ from hanganalyze.analyze.grouping import ThreadGroup, group_threads
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.libversions import drop_shadowed, static_name, static_where
+from hanganalyze.loglines import CHILDREN_NOTE
 from hanganalyze.render.jobview import JobView, build_job_view
 from hanganalyze.render.titles import process_title
 from hanganalyze_gdbext.model import DistIdentity, Finding, Frame, Process, Snapshot, Thread, waitgraph
@@ -322,6 +323,9 @@ def process_facts(p: Process) -> List[Tuple[str, str]]:
     py = p.python.version if p.python is not None else None
     facts.append(("python", py or "not detected"))
     facts.append(("threads", str(len(p.threads))))
+    kids = next((n for n in p.notes if n.startswith(CHILDREN_NOTE)), None)
+    if kids:  # a parent read alone: its children and the option that reads them too, seen at once
+        facts.append(("children", kids[len(CHILDREN_NOTE):]))
     facts.extend(coredump_facts(p))
     rows = file_rows(p)
     if rows:
@@ -442,7 +446,8 @@ def build_view(snapshot: Snapshot) -> ReportView:
             label = "%d processes" % len(f.processes)
         findings.append(FindingView(f, links, others, evs, label))
     tool = snapshot.tool or {}
-    warnings = list(snapshot.warnings) + [n for p in snapshot.processes for n in p.notes]
+    warnings = list(snapshot.warnings) + [n for p in snapshot.processes for n in p.notes
+                                          if not n.startswith(CHILDREN_NOTE)]  # a fact of its process
     return ReportView(
         job=build_job_view(snapshot, procs),
         hidden_processes=len(snapshot.processes) - len(shown),

@@ -36,6 +36,12 @@ class AsyncAwait(Record):
     detail: Optional[str] = None  # one line for people
     resource: Optional[str] = None  # "0x..": the queue, event, lock or future
     thread: Optional[int] = None  # LWP of the thread that will complete it (executor work item)
+    #: The resource's name, from the code that holds it (``pyasync/names.py``: ``Worker._ready``,
+    #: ``ready``, a local of the task that made it); None when none was found.
+    name: Optional[str] = None
+    #: Ids of the other pending tasks whose coroutine locals hold the resource (those that could
+    #: complete it); tasks that each wait for what another holds wait for each other.
+    referenced_by: List[str] = field(default_factory=list)
 
     CONTRACT = ("kind", "task", "detail")
 

@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Tuple
 from ..model.asyncio import AsyncAwait, AsyncioState, AsyncLoop, AsyncTask
 from ..pyframes.objects import ReadError
 from ..pyframes.walker import PyProcess
+from .names import Holders
 from .reader import AsyncReader, TaskInfo
 
 #: Innermost coroutine frame (qualified name, file ending) -> await kind; ``self`` is the resource.
@@ -40,6 +41,7 @@ def describe_asyncio(proc: PyProcess) -> Optional[AsyncioState]:
     by_addr = {ti.addr: ti for ti in infos}
     current = r.current_tasks()
     workers = _executor_work(r)
+    holders = Holders(r, infos)
     loops: Dict[int, AsyncLoop] = {}
     for ti in infos:
         lp = loops.get(ti.loop)
@@ -52,7 +54,7 @@ def describe_asyncio(proc: PyProcess) -> Optional[AsyncioState]:
         task = AsyncTask(id=ti.id, name=ti.name, state=ti.state, notes=ti.notes,
                          coroutine_stack=[cf.frame for cf in ti.chain])
         if ti.state == "pending":
-            task.awaits = _awaits(r, ti, by_addr, workers, running=lp.current == ti.id)
+            task.awaits = _awaits(r, ti, by_addr, workers, running=lp.current == ti.id, holders=holders)
         lp.tasks.append(task)
     for lp in loops.values():
         ids = {t.id: t for t in lp.tasks}
@@ -68,7 +70,7 @@ def describe_asyncio(proc: PyProcess) -> Optional[AsyncioState]:
 
 
 def _awaits(r: AsyncReader, ti: TaskInfo, by_addr: Dict[int, TaskInfo], workers: Dict[int, int],
-            running: bool) -> List[AsyncAwait]:
+            running: bool, holders: Optional[Holders] = None) -> List[AsyncAwait]:
     w = ti.waiter
     if not w:
         if running:
@@ -87,8 +89,13 @@ def _awaits(r: AsyncReader, ti: TaskInfo, by_addr: Dict[int, TaskInfo], workers:
             if fn == qual and file_.endswith("asyncio/" + fname):
                 res = r.first_local(inner) if kind != "sleep" else w
                 rtype = r.type_name(res) if res else None
+                named = holders.name(ti, res) if holders is not None and res and kind != "sleep" else None
                 detail = "%s on %s 0x%x" % (qual, rtype, res) if res and kind != "sleep" else "asyncio.sleep()"
-                return [AsyncAwait(kind=kind, resource="0x%x" % res if res else None, detail=detail)]
+                if named:  # named as pylocks names a lock: from the code that holds it
+                    detail = "%s on %s %s (0x%x)" % (qual, rtype, named, res)
+                refs = holders.referrers(ti, res) if holders is not None and res and kind != "sleep" else []
+                return [AsyncAwait(kind=kind, resource="0x%x" % res if res else None, detail=detail, name=named,
+                                   referenced_by=refs)]
     cf = _chained_concurrent(r, w)
     if cf:
         lwp = workers.get(cf)
