@@ -67,8 +67,12 @@ def capture(snapshot: Snapshot, step_of: Dict[int, int], db=None) -> None:
     triage: Dict[tuple, NodeGroup] = {}
     cache: Dict[str, object] = {}
     tmemo: Dict[tuple, tuple] = {}
+    # as the flat path's triage decides them (``triage.triage_findings``): a process a crash finding
+    # names, and whether the process is alone
+    crashes = {j for f in snapshot.findings if f.severity == "crash"
+               for j in (f.processes or ([f.process] if f.process is not None else []))}
     for i, p in enumerate(procs):
-        f = triage_process(i, p, tmemo)
+        f = triage_process(i, p, known_crash=i in crashes, memo=tmemo, alone=len(procs) <= 1)
         if f is None:
             continue
         key = (f.triage.wait, f.triage.blame)  # type: ignore[union-attr]
