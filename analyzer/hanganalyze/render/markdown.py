@@ -112,8 +112,8 @@ def _finding_block(n: int, fv: FindingView) -> str:
     out += [meta, ""]
     if f.summary:
         out += [md(f.summary, 2000), ""]
-    if f.cause:
-        out += ["**Cause:** " + md(f.cause, 2000), ""]
+    for _key, label, text in fv.details:
+        out += ["**%s:** %s" % (label, md(text, 2000)), ""]
     if f.fix:
         out.append("**Fix:**")
         out.append("")

@@ -208,8 +208,8 @@ def render_view_text(view: ReportView) -> str:
                 out.append("    where: " + clean(fv.process_label))
             if f.summary:
                 out.append("    " + clean(f.summary))
-            if f.cause:
-                out.append("    cause: " + clean(f.cause))
+            for key, _label, text in fv.details:
+                out.append("    %s: %s" % (key, clean(text)))
             if f.threads:
                 out.append("    threads: " + ", ".join(str(t) for t in f.threads))
             for fix in f.fix:

@@ -129,6 +129,22 @@ class FindingView:
     other_refs: List[str]
     evidence: List[EvidenceView]
     process_label: str
+    #: The finding's labelled text fields that carry something, in ``DETAIL_FIELDS`` order: (key,
+    #: label, text).  Every renderer writes these rows in its own markup, so a new text field of a
+    #: finding is its model field plus one line of ``DETAIL_FIELDS``.
+    details: List[Tuple[str, str, str]] = field(default_factory=list)
+
+
+#: A finding's labelled text fields, as every format shows them: (attribute, key in the text report,
+#: label in Markdown and HTML).
+DETAIL_FIELDS: Tuple[Tuple[str, str, str], ...] = (
+    ("cause", "cause", "Cause"),
+)
+
+
+def finding_details(f: Finding) -> List[Tuple[str, str, str]]:
+    """(key, label, text) for each of ``DETAIL_FIELDS`` the finding fills."""
+    return [(key, label, getattr(f, attr)) for attr, key, label in DETAIL_FIELDS if getattr(f, attr)]
 
 
 @dataclass
@@ -444,7 +460,7 @@ def build_view(snapshot: Snapshot) -> ReportView:
             label = "rank%s %s" % ("s" if len(f.ranks) > 1 else "", compress_ranks(f.ranks))
         elif len(f.processes) > 1:
             label = "%d processes" % len(f.processes)
-        findings.append(FindingView(f, links, others, evs, label))
+        findings.append(FindingView(f, links, others, evs, label, finding_details(f)))
     tool = snapshot.tool or {}
     warnings = list(snapshot.warnings) + [n for p in snapshot.processes for n in p.notes
                                           if not n.startswith(CHILDREN_NOTE)]  # a fact of its process
