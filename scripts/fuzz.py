@@ -122,11 +122,12 @@ def check_run(rc: Optional[int], stdout: bytes, stderr: bytes, outdir: Path, rep
     for p, before in inputs.items():
         if not p.exists() or sha(p) != before:
             return "input-modified", str(p)
-    if rc in (0, 3):
+    if rc in (0, 3, 5, 6):  # no hang, hang, deadlock, crash (README "Exit codes")
         if report is not None and (not report.exists() or report.stat().st_size == 0):
             return "no-report", "rc %s" % rc
-        if err.strip():
-            return "stderr-on-success", err[-400:]
+        said = "".join(x for x in err.splitlines(True) if not x.startswith("hanganalyze: wrote "))  # -o's one line
+        if said.strip():
+            return "stderr-on-success", said[-400:]
     elif rc in (2, 4):
         lines = err.splitlines()
         if len(lines) != 1 or not lines[0].startswith("hanganalyze: error: "):
