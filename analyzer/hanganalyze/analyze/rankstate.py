@@ -219,13 +219,25 @@ def rank_state(index: int, p: Process, memo: Optional[Dict[tuple, tuple]] = None
         if m is not None:
             st.thread = m.tid
             st.where, st.frame = _memo_thread(memo, "innermost", m, _innermost_where)
-            loader = _memo_thread(memo, "loader", m, loader_call_site)
-            if loader is not None:  # waits for its own DataLoader workers: the user's line, and what they do
-                st.where, st.frame = loader
-                st.waits_for = worker_text(p)
+    _own_children(st, p, memo)
     _fr_facts(st, p.collectives)
     _judge(st, p)
     return st
+
+
+def _own_children(st: RankState, p: Process, memo: Optional[Dict[tuple, tuple]]) -> None:
+    """A main thread waiting for a DataLoader batch waits for the rank's own workers, not for its
+    peers (even where its innermost frame is a ``multiprocessing`` wait): the rank is elsewhere, at
+    the user's line that asked for the batch, and ``waits_for`` says what the worker does."""
+    m = main_thread(p)
+    if m is None or not (st.state == "elsewhere" or (st.state == "ipc-wait" and st.thread == m.tid)):
+        return
+    loader = _memo_thread(memo, "loader", m, loader_call_site)
+    if loader is None:
+        return
+    st.state, st.op, st.call_site, st.thread = "elsewhere", None, None, m.tid
+    st.where, st.frame = loader
+    st.waits_for = worker_text(p)
 
 
 def _judge(st: RankState, p: Process) -> None:
