@@ -357,7 +357,7 @@ class Process(Record):
     #: never a rank of its own: it lives in its rank's ``children``, not in ``Snapshot.processes``.
     parent: Optional[int] = None
     role: Optional[str] = None
-    children: List["Process"] = field(default_factory=list)
+    children: List[Process] = field(default_factory=list)
     #: A live read: seconds the process was held stopped while it was read; the samples take it
     #: out of the time its threads could run (never written: TRANSIENT).
     stopped_s: Optional[float] = None
