@@ -47,6 +47,9 @@ class Input:
     #: ``--job``: the launcher whose workers these are.  Its descendants are every process of the job
     #: on this host, so a local rank that is not among them is gone (``job.py``'s rank-missing).
     launcher_pid: Optional[int] = None
+    #: ``--job``: the pid of the rank this input is a child of (a DataLoader worker ...): it is
+    #: captured as part of that rank (``acquire/children.py``), never as a rank of its own.
+    parent_pid: Optional[int] = None
 
     def describe(self) -> str:
         return "pid %d" % self.pid if self.pid is not None else ("stdin" if self.path == "-" else str(self.path))
@@ -107,6 +110,7 @@ def plan_inputs(targets: Sequence[str], pids: Sequence[int], job: Optional[int])
         found = job_processes(job)
         notes.extend(found.notes)
         out.extend(Input(pid=p, launcher_pid=job) for p in found.pids)
+        out.extend(Input(pid=c, launcher_pid=job, parent_pid=r) for c, r in sorted(found.children.items()))
     if sum(1 for i in out if i.path == "-") > 1:
         raise InputError("stdin ('-') can be read only once")
     seen = set()
@@ -268,18 +272,30 @@ def acquire_all(
     pool.shutdown(wait=True)
     out = Snapshot()
     errors: List[BaseException] = []
+    parents: List[Optional[int]] = []  # per process of ``out``: the rank it is a child of
     for inp, res in zip(inputs, results):
+        if isinstance(res, BaseException) and inp.parent_pid is not None:
+            # a child that could not be read: its rank is still the answer, the loss is said
+            out.warnings.append("%s (a child of pid %d): not read: %s" % (inp.describe(), inp.parent_pid,
+                                                                           " ".join(str(res).split())))
+            continue
         if isinstance(res, BaseException):
             errors.append(res)
+            parents.append(None)
             out.processes.append(_failed(inp, res))
             out.warnings.append("%s: not analyzed: %s" % (inp.describe(), " ".join(str(res).split())))
             continue
         for p in res.processes:
             fill_identity(p, inp, len(res.processes) == 1)
         out.processes.extend(res.processes)
+        parents.extend([inp.parent_pid] * len(res.processes))
         out.warnings.extend("%s: %s" % (inp.describe(), w) for w in res.warnings)
+    if any(p is not None for p in parents):
+        from hanganalyze.acquire.children import attach_children  # here: only --job with children
+
+        out.processes = attach_children(out.processes, parents)
     set_table(out, table)
-    if len(errors) == len(inputs):
+    if errors and len(errors) == sum(1 for i in inputs if i.parent_pid is None):
         first = errors[0]
         if isinstance(first, HangAnalyzeError):
             raise type(first)("every input failed; the first: %s" % first)

@@ -79,8 +79,15 @@ def classes_of(states: Sequence[RankState], key) -> OrderedDict[Any, List[RankSt
     return groups
 
 
+def place(s: RankState) -> Optional[str]:
+    """Where a rank is, with what it waits for among its own children (a DataLoader worker's frame)."""
+    if s.waits_for:
+        return "%s, waiting for %s" % (s.where or "an unknown place", s.waits_for)
+    return s.where
+
+
 def _elsewhere_text(states: Sequence[RankState]) -> str:
-    classes = list(classes_of(states, lambda s: s.where).items())
+    classes = list(classes_of(states, place).items())
     if len(classes) == 1:
         where, members = classes[0]
         return "%s in %s" % ("it is" if len(members) == 1 else "they are", where or "an unknown place")
@@ -99,7 +106,7 @@ def _source_name(states: Sequence[RankState]) -> str:
 def _evidence(states: Sequence[RankState], rule: str) -> List[Evidence]:
     out = []
     for s in states[:64]:
-        text = s.where or ""
+        text = place(s) or ""
         if s.waiting:
             text = _coll_text(s)
         elif rule == "unknown":

@@ -18,7 +18,9 @@ half (``job.py``) compares these states.  The rules, innermost frame first, main
   ``Pool.map`` / ``AsyncResult.get`` / ``Queue.get`` / ``Connection.recv``: it waits for another
   process of the job (a plain multiprocessing job has no collectives, but the same shape).
 * **elsewhere**: none of these; *where* is the innermost Python frame of the main thread (else
-  its innermost native frame outside libc and the interpreter).
+  its innermost native frame outside libc and the interpreter); a main thread waiting for a
+  DataLoader batch is where the user asked for it, and ``waits_for`` names the worker and its
+  frame (``childwait.py``).
 
 The names these rules look for (collectives, rendezvous, native waits, device syncs, multiprocessing
 waits, the files of c10d, multiprocessing and torch) are data: ``signatures/lists/*.yaml``, read
@@ -44,6 +46,7 @@ import re
 from functools import lru_cache
 from typing import Dict, List, Optional, Tuple
 
+from hanganalyze.analyze.childwait import loader_call_site, worker_text
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, names, pattern
 from hanganalyze.analyze.stacks import main_thread  # one definition: the job view and the rank states agree
 from hanganalyze.frametext import FrameStyle, frame_text
@@ -216,9 +219,25 @@ def rank_state(index: int, p: Process, memo: Optional[Dict[tuple, tuple]] = None
         if m is not None:
             st.thread = m.tid
             st.where, st.frame = _memo_thread(memo, "innermost", m, _innermost_where)
+    _own_children(st, p, memo)
     _fr_facts(st, p.collectives)
     _judge(st, p)
     return st
+
+
+def _own_children(st: RankState, p: Process, memo: Optional[Dict[tuple, tuple]]) -> None:
+    """A main thread waiting for a DataLoader batch waits for the rank's own workers, not for its
+    peers (even where its innermost frame is a ``multiprocessing`` wait): the rank is elsewhere, at
+    the user's line that asked for the batch, and ``waits_for`` says what the worker does."""
+    m = main_thread(p)
+    if m is None or not (st.state == "elsewhere" or (st.state == "ipc-wait" and st.thread == m.tid)):
+        return
+    loader = _memo_thread(memo, "loader", m, loader_call_site)
+    if loader is None:
+        return
+    st.state, st.op, st.call_site, st.thread = "elsewhere", None, None, m.tid
+    st.where, st.frame = loader
+    st.waits_for = worker_text(p)
 
 
 def _judge(st: RankState, p: Process) -> None:

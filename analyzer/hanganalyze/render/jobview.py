@@ -160,6 +160,8 @@ def state_text(st: Optional[JobRankState]) -> str:
             text += " called from %s" % st.call_site
         return text
     if state == "elsewhere":
+        if st.waits_for:  # its own children: what the DataLoader worker it waits for is doing
+            return "in %s, waits for %s" % (st.where or "an unknown place", st.waits_for)
         return "in %s" % (st.where or "an unknown place")
     if state == "no-stack":
         return "no stack (flight-recorder dump only)"

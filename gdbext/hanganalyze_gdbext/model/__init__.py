@@ -351,6 +351,13 @@ class Process(Record):
     samples: Optional[Samples] = None
     #: asyncio: every event loop, its tasks, their coroutine stacks and awaits (``model.asyncio``).
     asyncio: Optional[AsyncioState] = None
+    #: A child of a rank captured as part of that rank (``--job``): the pid of the rank it belongs
+    #: to, and what it is for that rank ("dataloader-worker", "compile-worker", "mp-child",
+    #: "child"), decided from its frames and command line (``acquire/children.py``).  A child is
+    #: never a rank of its own: it lives in its rank's ``children``, not in ``Snapshot.processes``.
+    parent: Optional[int] = None
+    role: Optional[str] = None
+    children: List[Process] = field(default_factory=list)
     #: A live read: seconds the process was held stopped while it was read; the samples take it
     #: out of the time its threads could run (never written: TRANSIENT).
     stopped_s: Optional[float] = None

@@ -58,6 +58,10 @@ class JobRankState(Record):
     last_completed: Optional[int] = None
     pid: Optional[int] = None
     fr_source: Optional[str] = None  # "flight-recorder" | "watchdog-log"
+    #: What this rank waits for among its own children, in its words: "DataLoader worker 4242,
+    #: which is in decode_sample (data.py:14)" (``analyze/childwait.py``); written only when set.
+    #: Not in a node summary's facts (their lists keep the first version's shape).
+    waits_for: Optional[str] = None
 
     CONTRACT = ("process", "rank", "state", "op", "call_site", "where", "seq")
     TRANSIENT = ("thread", "frame", "pg", "fr_completed", "last_enqueued", "last_completed", "pid", "fr_source")
