@@ -58,7 +58,7 @@ def program_kinds(proc: Process) -> FrozenSet[str]:
     """The kinds of program ``proc`` is, by the rule of the module docstring."""
     kinds: Set[str] = set()
     frames_seen = False
-    libs = [lib.path for lib in proc.libraries] + [str(m.get("path") or "") for m in proc.mapped_files]
+    libs = [lib.path for lib in proc.libraries] + [str(m.path or "") for m in proc.mapped_files]
     if proc.python:
         kinds.add("python")
     if any(_LIBPYTHON.search(p) for p in libs):
