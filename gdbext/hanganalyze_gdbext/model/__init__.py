@@ -301,6 +301,7 @@ class CoreDump(Record):
     uid: Optional[int] = None
     storage: Optional[str] = None  # where the core went
     corefile: Optional[str] = None  # coredumpctl's "present", "missing" ...
+    dumped: Optional[bool] = None  # True: the tool ran `coredumpctl dump` to get the file
 
 
 @recordclass
