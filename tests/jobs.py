@@ -283,9 +283,12 @@ def wait_rank_pids(job: Job, nproc: int, timeout: float, launcher: str) -> Dict[
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        markers = {n: p for n, p in _markers(job.ready_dir).items() if n.endswith(".pid")}
-        if len(markers) == nproc:
-            return {int(re.match(r"rank(\d+)\.pid$", n).group(1)): pid for n, pid in markers.items()}
+        # only rank markers: a rank's own children (a DataLoader worker's worker<R>.pid) may write theirs
+        # between two polls, and counting them would never reach nproc again
+        ranks = {int(m.group(1)): p for m, p in ((re.match(r"rank(\d+)\.pid$", n), p)
+                                                  for n, p in _markers(job.ready_dir).items()) if m}
+        if len(ranks) == nproc:
+            return ranks
         if job.proc.poll() is not None:
             pytest.fail("%s exited %s before the hang:\n%s" % (launcher, job.proc.poll(), job.log_tail()))
         time.sleep(0.1)
