@@ -66,7 +66,7 @@ def join_flight_recorder(snapshot: Snapshot) -> None:
 
 
 def _job_context(snapshot: Snapshot) -> bool:
-    return len(snapshot.processes) > 1 or any(
+    return len(snapshot.processes) > 1 or snapshot.nccl_ras is not None or any(
         p.rank is not None or p.collectives for p in snapshot.processes)
 
 
@@ -153,6 +153,7 @@ def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot
                                  % _key_label(sorted(dup)))
     found = run_job_rules(snapshot, states, world, rules)  # analyze/registry.py: each rule isolated
     found = job_findings(snapshot, states, found)  # stuck or slow over the samples (progress.py)
+    found = rules.superseded(found, found)  # NCCL RAS's counts over time replace stack-only job findings
     snapshot.findings = rules.superseded(found, snapshot.findings)
     if len(procs) == 1 and world is None:  # one rank, not a whole host: what it shows (a peer wait), no job view
         snapshot.findings = found + snapshot.findings
