@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rules import load_rules
+from hanganalyze.render.rasview import ONE_QUERY, ras_section
 from hanganalyze.render.titles import process_title
 from hanganalyze.render.treetext import Divergence, divergences, render_tree_lines
 from hanganalyze_gdbext.model import Finding, Process, Snapshot
@@ -247,6 +248,12 @@ def verdict(snapshot: Snapshot, job: JobSummary, words: JobWords = RANK_WORDS) -
     sampled = any(p.samples for p in snapshot.processes)
     unknown = [s for s in states if s.evidence == "unknown"]
     top = top_cross_rank(snapshot)
+    if not snapshot.processes and snapshot.findings:  # saved NCCL RAS output alone: its finding's sentence
+        first = top or snapshot.findings[0]
+        return "%s [%s]" % (first.summary or first.title, first.signature)
+    ras = ras_section(snapshot) if not snapshot.processes else None
+    if ras is not None:
+        return ras.verdict
     if top is not None:
         blamed = [s for s in states if _key(s, by_rank) in set(top.ranks) and s.evidence != "unknown"]
         others = [s for s in states if s not in blamed and s.evidence != "unknown"]
@@ -416,6 +423,10 @@ def build_job_view(snapshot: Snapshot, pvs: Sequence[ShownProcess] = ()) -> Opti
     view.rows = rank_rows(snapshot, job, set(top.ranks) if top is not None else set(), words)
     if not any(p.samples for p in snapshot.processes):
         view.progress_note = "progress: one sample (a core, a dump or --samples 1): stuck or slow cannot be told"
+    if snapshot.nccl_ras is not None and len(snapshot.nccl_ras.queries) > 1:  # evidence over time: NCCL's counts
+        view.progress_note = "progress: %d NCCL RAS queries (NCCL RAS section)" % len(snapshot.nccl_ras.queries)
+    elif snapshot.nccl_ras is not None and snapshot.nccl_ras.queries and not snapshot.processes:
+        view.progress_note = "progress: " + ONE_QUERY
     view.shared = shared_facts([pv for pv in pvs if pv.process.threads or pv.process.error], job.key == "rank", words)
     if tree is not None:
         d = divergences(tree)

@@ -12,6 +12,7 @@ from typing import List
 from hanganalyze.analyze.progress import progress_text
 from hanganalyze.render import asynctree
 from hanganalyze.render.jobview import JobView
+from hanganalyze.render.rasview import ras_text_lines
 from hanganalyze.render.view import GroupView, ReportView, build_view, files_summary
 from hanganalyze_gdbext.model import Snapshot
 from hanganalyze_gdbext.model.termsafe import visible
@@ -228,6 +229,7 @@ def render_view_text(view: ReportView) -> str:
     else:
         out.append("")
         out.append("No finding: no signature in the database matched these stacks.")
+    out.extend(visible(line.rstrip(), keep="\t") for line in ras_text_lines(view.snapshot))  # render/rasview.py
     out.extend(_job_lines(view))
     for p in view.processes if view.job is None else ():  # a job says them once, on its first screen
         out.append("")
