@@ -213,3 +213,41 @@ def test_report_section_in_every_format(tmp_path, capsys):
     d = json.loads(js)
     assert len(d["nccl_ras"]["queries"]) == 3 and "live" not in d["nccl_ras"]
     assert d["findings"][0]["signature"] == STUCK_ID
+
+
+# --- beside the stacks of a job: issue 31's shapes --------------------------------------------------
+
+PYSPY = 'Process {pid}: python train.py\nPython v3.11.7 (/usr/bin/python3.11)\n\nThread {pid} (idle): "MainThread"\n'
+IN_ALL_REDUCE = ("    all_reduce (torch/distributed/distributed_c10d.py:2501)\n"
+                 "    wrapper (torch/distributed/c10d_logger.py:83)\n"
+                 "    train_step (train.py:30)\n    <module> (train.py:40)\n")
+IN_AUGMENT = "    augment_batch (train.py:12)\n    train_step (train.py:28)\n    <module> (train.py:40)\n"
+
+
+@pytest.mark.parametrize("job,pids,rank1,stack_only,want,rc", [
+    # rank 1 in its data step, rank 0 in all_reduce: the stacks alone accuse rank 1 (collective-straggler)
+    ("slow", (820, 821), IN_AUGMENT, "collective-straggler", SLOW_ID, EXIT_OK),
+    ("stuck", (673, 674), IN_AUGMENT, "collective-straggler", STUCK_ID, EXIT_HANG),
+    # both caught in all_reduce: the stacks alone say the collective hangs
+    ("healthy", (962, 963), IN_ALL_REDUCE, "collective-hang", PROGRESSING_ID, EXIT_OK),
+])
+def test_saved_ras_beside_rank_stacks(tmp_path, capsys, job, pids, rank1, stack_only, want, rc):
+    stacks = []
+    for r, (pid, body) in enumerate(zip(pids, (IN_ALL_REDUCE, rank1))):
+        p = tmp_path / ("rank%d.txt" % r)
+        p.write_text(PYSPY.format(pid=pid) + body)
+        stacks.append(str(p))
+    got, out, _ = run(capsys, "--format", "json", *stacks)
+    assert stack_only in {f["signature"] for f in json.loads(out)["findings"]}
+    got, out, _ = run(capsys, "--format", "json", *stacks, *files(job))
+    sigs = [f["signature"] for f in json.loads(out)["findings"]]
+    # stuck agrees with the stacks (both stay); slow and progressing replace the stack-only accusation
+    assert got == rc and want in sigs and (stack_only in sigs) == (want == STUCK_ID)
+    got, out, _ = run(capsys, *stacks, *files(job))
+    line = verdict(out)
+    assert line.endswith("[%s]" % want) or want == STUCK_ID
+    if want == PROGRESSING_ID:
+        assert line.startswith("VERDICT: no hang: communicator 0xb59cad56915b07c0: AllReduce counts 8102/8102 -> ")
+    if want != PROGRESSING_ID:
+        assert line.startswith("VERDICT: rank 1 is in augment_batch (train.py:12) -- ")
+        assert ("SLOW, not stuck" in line) == (want == SLOW_ID)

@@ -42,6 +42,7 @@ STUCK_ID = "nccl-ras-stuck"
 SLOW_ID = "nccl-ras-slow-rank"
 PROGRESSING_ID = "nccl-ras-progressing"
 ERROR_ID = "nccl-ras-error"
+RAS_IDS = frozenset((STUCK_ID, SLOW_ID, PROGRESSING_ID, ERROR_ID))
 RULE = "nccl-ras"
 
 

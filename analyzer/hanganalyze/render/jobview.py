@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 from hanganalyze.analyze.ranksets import compress_ranks
+from hanganalyze.analyze.rasrules import PROGRESSING_ID, SLOW_ID
 from hanganalyze.analyze.rules import load_rules
-from hanganalyze.render.rasview import ONE_QUERY, ras_section
+from hanganalyze.render.rasview import ONE_QUERY, SLOW_BY_RAS, ras_section
 from hanganalyze.render.titles import process_title
 from hanganalyze.render.treetext import Divergence, divergences, render_tree_lines
-from hanganalyze_gdbext.model import Finding, Process, Snapshot
+from hanganalyze_gdbext.model import SERIOUS, Finding, Process, Snapshot
 from hanganalyze_gdbext.model.job import JobRankProgress, JobRankState, JobSummary
 
 #: Jobs with up to this many ranks get one table row per rank; larger ones one row per rank class.
@@ -254,12 +255,15 @@ def verdict(snapshot: Snapshot, job: JobSummary, words: JobWords = RANK_WORDS) -
     ras = ras_section(snapshot) if not snapshot.processes else None
     if ras is not None:
         return ras.verdict
-    if top is not None:
+    ras_moving = next((f for f in snapshot.findings if f.signature == PROGRESSING_ID), None)
+    if ras_moving is not None and (top is None or top.severity not in SERIOUS):  # NCCL's counts moved: no hang
+        out = "no hang: %s [%s]" % (ras_moving.summary, ras_moving.signature)
+    elif top is not None:
         blamed = [s for s in states if _key(s, by_rank) in set(top.ranks) and s.evidence != "unknown"]
         others = [s for s in states if s not in blamed and s.evidence != "unknown"]
         if blamed:
-            out = "%s -- %s" % (_phrases(blamed, by_rank, 3, words),
-                                _pace([progress.get(s.process) for s in blamed], sampled))
+            out = "%s -- %s" % (_phrases(blamed, by_rank, 3, words), SLOW_BY_RAS if top.signature == SLOW_ID
+                                else _pace([progress.get(s.process) for s in blamed], sampled))
             if others:
                 out += "; meanwhile " + _phrases(others, by_rank, words=words)
         else:  # the finding names ranks with no stack (a missing rank, a dump only)

@@ -18,6 +18,8 @@ from hanganalyze_gdbext.model.ncclras import RasSeries
 
 TITLE = "NCCL RAS"
 ONE_QUERY = "one RAS query: counts at one instant cannot tell stuck from slow"
+#: The pace of a rank NCCL RAS calls slow: its counts say so whatever the stack samples caught.
+SLOW_BY_RAS = "SLOW, not stuck (NCCL RAS: behind in every query, its own count moving)"
 #: Communicator sentences shown; the JSON report has every query.
 MAX_COMMS = 12
 MAX_NAMES = 8
