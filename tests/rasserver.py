@@ -57,4 +57,9 @@ class RasServer:
                 f.close()
 
     def close(self) -> None:
+        try:  # wakes the thread blocked in accept(): a close alone leaves the port listening until it returns
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.sock.close()
+        self.thread.join(0.5)  # a handler that sleeps is left to end on its own (a daemon thread)

@@ -16,6 +16,7 @@ import pytest
 from rasserver import RasServer
 
 from hanganalyze import cli
+from hanganalyze.acquire import raslive
 from hanganalyze.errors import EXIT_HANG
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_ras"
@@ -46,8 +47,9 @@ def stuck_ranks(tmp_path_factory):
             p.wait()
 
 
-def test_live_ras_names_the_stuck_rank_by_pid(stuck_ranks, capsys, tmp_path):
+def test_live_ras_names_the_stuck_rank_by_pid(stuck_ranks, capsys, tmp_path, monkeypatch):
     (pid0, pid1), srv = stuck_ranks
+    monkeypatch.setattr(raslive, "STUCK_WINDOW_S", 1.2)  # the stacks' window (1 s) and one more query: suite time
     out = tmp_path / "r.json"
     rc = cli.run(["--pid", str(pid0), "--pid", str(pid1), "--format", "json", "-o", str(out)])
     capsys.readouterr()

@@ -7,6 +7,7 @@ bounded time."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -110,9 +111,10 @@ def test_no_nccl_no_note(rank):
 
 def test_nccl_loaded_but_nothing_listens_is_one_note(rank, monkeypatch):
     monkeypatch.setattr(raslive, "MIN_SPACING_S", 0.05)
-    srv = RasServer([])
-    addr = srv.addr
-    srv.close()  # nothing listens there now
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    addr = "127.0.0.1:%d" % s.getsockname()[1]
+    s.close()  # nothing listens there now
     snap = sampled(rank({"NCCL_RAS_ADDR": addr}))
     assert snap.nccl_ras.queries == [] and len(snap.nccl_ras.notes) == 1
     assert "nothing listens on %s" % addr in snap.nccl_ras.notes[0]
