@@ -181,9 +181,10 @@ def test_a_verdict_names_the_process_by_pid_and_supersedes_stack_findings():
     (f,) = nccl_ras_findings(JobContext(snap, [], None))
     assert f.signature == SLOW_ID and f.process == 1 and f.ranks == [11] and sorted(f.processes) == [0, 1]
     stack = [Finding("collective-peer-wait", "t", "hang", 0), Finding("collective-straggler", "t", "hang", 1),
-             Finding("cuda-host-waits-for-device", "t", "hang", 0), Finding("collective-hang", "t", "hang", 0)]
+             Finding("cuda-host-waits-for-device", "t", "hang", 0), Finding("collective-hang", "t", "hang", 0),
+             Finding("rank-missing", "t", "hang", 0), Finding("cuda-sync-busy-spin", "t", "hang", 1)]
     kept = load_rules().superseded([f], stack)
-    assert [k.signature for k in kept] == ["collective-hang"]  # slow supersedes only the straggler/peer waits
+    assert [k.signature for k in kept] == ["rank-missing", "cuda-sync-busy-spin"]  # only waits a moving job explains
 
 
 def test_another_jobs_answer_is_not_used():

@@ -29,6 +29,8 @@ from hanganalyze_gdbext.model.ncclras import RasQuery
 
 #: A library mapped in a process that means NCCL (a RAS thread once a communicator exists).
 NCCL_LIBRARY = re.compile(rb"/lib(?:nccl|torch_cuda)[^/\n]*\.so")
+#: Ranks whose maps are read for NCCL: none of the first 16 has it, none of the job has.
+MAX_CHECKED = 16
 #: At most this many queries per run (the sampling window may grow).
 MAX_QUERIES = 12
 #: A rank accused of being stuck over less than this window gets more queries (bounded by it).
@@ -51,8 +53,9 @@ def _environ(pid: int) -> Dict[str, str]:
 
 
 def nccl_process(pids: Sequence[int]) -> Optional[int]:
-    """The first of ``pids`` with NCCL mapped (``/proc/PID/maps``), or None."""
-    for pid in pids:
+    """The first of ``pids`` with NCCL mapped (``/proc/PID/maps``), or None; the first
+    ``MAX_CHECKED`` only (the ranks of one job load the same libraries)."""
+    for pid in pids[:MAX_CHECKED]:
         maps = read_proc(pid, "maps", 64 << 20)
         if maps and NCCL_LIBRARY.search(maps):
             return pid
