@@ -116,8 +116,9 @@ def first_screen_lines(view: ReportView) -> List[str]:
     out = ["VERDICT: " + clean(job.verdict)]
     if job.progress_note:
         out.append("  (%s)" % clean(job.progress_note))
-    out.append("")
-    out.extend(rank_table_lines(job))
+    if job.rows or view.snapshot.processes:  # saved NCCL RAS output alone: no process, no table
+        out.append("")
+        out.extend(rank_table_lines(job))
     out.append("")
     out.extend(shared_lines(job))
     if job.divergence_lines:
@@ -136,7 +137,7 @@ def first_screen_lines(view: ReportView) -> List[str]:
 def _job_lines(view: ReportView) -> List[str]:
     """The job section: facts, who is where (rank classes), failed inputs, the merged call tree."""
     job = view.job
-    if job is None:
+    if job is None or not view.snapshot.processes:  # saved NCCL RAS output alone: its own section says it
         return []
     out = ["", RULE, "JOB: " + ", ".join("%s %s" % (k, clean(v)) for k, v in job.facts), RULE]
     if job.classes:
