@@ -252,3 +252,14 @@ def test_saved_ras_beside_rank_stacks(tmp_path, capsys, job, pids, rank1, stack_
     if want != PROGRESSING_ID:
         assert line.startswith("VERDICT: rank 1 is in augment_batch (train.py:12) -- ")
         assert ("SLOW, not stuck" in line) == (want == SLOW_ID)
+
+
+def test_piped_output_and_hostile_file_names(tmp_path, capsys):
+    from hanganalyze.acquire.inputs import _from_text
+
+    snap = _from_text(Path(files("slow")[0]).read_text(), None)  # ncclras -f json | hanganalyze -
+    assert [q.source for q in snap.nccl_ras.queries] == ["stdin"] and snap.processes == []
+    odd = tmp_path / "q\x1b[31mred.json"
+    odd.write_bytes(Path(files("stuck")[0]).read_bytes())
+    rc, out, _ = run(capsys, str(odd))
+    assert rc == EXIT_OK and "\x1b" not in out and "NCCL RAS\n  source: saved RAS output: " in out
