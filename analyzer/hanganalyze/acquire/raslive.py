@@ -22,7 +22,6 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from hanganalyze.acquire.many import Input
-from hanganalyze.acquire.ncclras import query_ras, series
 from hanganalyze.acquire.procfs import read_proc
 from hanganalyze_gdbext.model import Snapshot
 from hanganalyze_gdbext.model.ncclras import RasQuery
@@ -110,6 +109,8 @@ class RasSampler:
         self._thread.start()
 
     def _query(self) -> bool:
+        from hanganalyze.acquire.ncclras import query_ras  # here: only a job with NCCL (start-up time: 20 ms)
+
         answer = query_ras(connect_timeout=CONNECT_TIMEOUT_S, timeout=QUERY_TIMEOUT_S, env=self.env)
         self.addr = answer.addr
         if answer.query is not None:
@@ -152,6 +153,8 @@ class RasSampler:
                 self.notes.append("NCCL RAS: a query was still running after %g s: left out" % QUERY_TIMEOUT_S)
             elif self.queries:
                 self._extend()
+        from hanganalyze.acquire.ncclras import series  # here: only a job with NCCL (start-up time)
+
         got = series(list(self.queries))
         notes = self.notes
         if self.queries and notes:  # some answered: the others' failures in one line
