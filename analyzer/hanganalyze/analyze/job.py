@@ -67,7 +67,7 @@ def join_flight_recorder(snapshot: Snapshot) -> None:
 
 
 def _job_context(snapshot: Snapshot) -> bool:
-    return len(snapshot.processes) > 1 or snapshot.nccl_ras is not None or any(
+    return len(snapshot.processes) > 1 or bool(snapshot.nccl_ras and snapshot.nccl_ras.queries) or any(
         p.rank is not None or p.collectives for p in snapshot.processes)
 
 
