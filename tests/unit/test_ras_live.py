@@ -57,8 +57,16 @@ def rank(tmp_path):
         gen.close()
 
 
-def answers(job: str):
-    return [(DATA / ("%s.query%d.json" % (job, i))).read_bytes() for i in (1, 2, 3)]
+CAPTURED_PID = {"stuck": 674, "slow": 821, "healthy": 963}
+
+
+def answers(job: str, pid: Optional[int] = None):
+    """The captured answers; with ``pid``, rank 1's pid made that one (the sampler keeps only answers
+    about the job's own processes)."""
+    out = [(DATA / ("%s.query%d.json" % (job, i))).read_text() for i in (1, 2, 3)]
+    if pid is not None:
+        out = [a.replace('"pid": %d' % CAPTURED_PID[job], '"pid": %d' % pid) for a in out]
+    return [a.encode() for a in out]
 
 
 def sampled(pid: int, samples: int = 3, interval: float = 0.05, work_s: float = 0.2) -> Snapshot:
@@ -74,9 +82,11 @@ def sampled(pid: int, samples: int = 3, interval: float = 0.05, work_s: float = 
 def test_stuck_job_queried_once_per_round_and_longer_when_a_rank_is_accused(rank, monkeypatch):
     monkeypatch.setattr(raslive, "STUCK_WINDOW_S", 0.6)
     monkeypatch.setattr(raslive, "MIN_SPACING_S", 0.05)
-    srv = RasServer(answers("stuck"))
+    srv = RasServer([])
     try:
-        snap = sampled(rank({"NCCL_RAS_ADDR": srv.addr}))
+        pid = rank({"NCCL_RAS_ADDR": srv.addr})
+        srv.answers[:] = answers("stuck", pid)
+        snap = sampled(pid)
     finally:
         srv.close()
     s = snap.nccl_ras
@@ -84,15 +94,17 @@ def test_stuck_job_queried_once_per_round_and_longer_when_a_rank_is_accused(rank
     times = [q.time_s for q in s.queries]
     assert len(times) >= 3 and times == sorted(times) and times[-1] - times[0] >= 0.6  # extended to the window
     (c,) = ras_progress(s).communicators
-    assert c.state == STUCK and [lag.pid for lag in c.stuck] == [674]
+    assert c.state == STUCK and [lag.pid for lag in c.stuck] == [pid]
     assert "live queries of %s at " % srv.addr in "\n".join(ras_text_lines(snap))
 
 
 def test_healthy_job_is_not_extended(rank, monkeypatch):
     monkeypatch.setattr(raslive, "MIN_SPACING_S", 0.05)
-    srv = RasServer(answers("healthy"))
+    srv = RasServer([])
     try:
-        s = raslive.sampler([Input(pid=rank({"NCCL_RAS_ADDR": srv.addr}))], 3, 0.1)
+        pid = rank({"NCCL_RAS_ADDR": srv.addr})
+        srv.answers[:] = answers("healthy", pid)
+        s = raslive.sampler([Input(pid=pid)], 3, 0.1)
         time.sleep(0.25)  # the stacks' three rounds
         ended = time.time()
         snap = Snapshot()
@@ -151,3 +163,21 @@ def test_saved_output_wins_over_live_queries(rank, monkeypatch):
         srv.close()
     assert [q.source for q in snap.nccl_ras.queries] == [str(DATA / "slow.query1.json")]
     assert "saved RAS output was given" in snap.nccl_ras.notes[-1]
+
+
+def test_another_jobs_answers_on_a_shared_port_are_asked_again_and_left_out(monkeypatch):
+    monkeypatch.setattr(raslive, "MIN_SPACING_S", 0.05)
+    healthy, stuck = answers("healthy"), answers("stuck")  # pids 962/963 (another job), 673/674 (ours)
+    srv = RasServer([a for pair in zip(healthy, stuck) for a in pair])
+    try:
+        s = raslive.RasSampler({"NCCL_RAS_ADDR": srv.addr}, 3, 0.05, pids=[673, 674])
+        s.start()
+        time.sleep(0.3)
+        snap = Snapshot()
+        s.finish(snap)
+    finally:
+        srv.close()
+    got = snap.nccl_ras
+    pids = {r.pid for q in got.queries for c in q.communicators for r in c.ranks}
+    assert len(got.queries) >= 3 and pids == {673, 674}
+    assert any("of another job on this host left out (pids 962, 963)" in n for n in got.notes)

@@ -37,6 +37,8 @@ STUCK_WINDOW_S = 2.0
 #: Seconds for one query in all (connect, the RAS network's own collection, the answer).
 QUERY_TIMEOUT_S = 2.0
 CONNECT_TIMEOUT_S = 0.3
+#: Answers of another job (the port shared) asked again per round, at most.
+RETRIES = 3
 #: Spacing of queries at least (a RAS query is a collective of the RAS network: not too often).
 MIN_SPACING_S = 0.25
 
@@ -80,14 +82,17 @@ def stuck_candidate(first: RasQuery, last: RasQuery) -> bool:
 class RasSampler:
     """The queries of one run, taken in a thread (module doc)."""
 
-    def __init__(self, env: Dict[str, str], samples: int, interval: float) -> None:
+    def __init__(self, env: Dict[str, str], samples: int, interval: float, pids: Sequence[int] = ()) -> None:
         self.env = env
+        self.pids = set(pids)  # the job's processes: an answer about none of them is another job's
+        self.foreign: List[int] = []  # pids of the other jobs whose answers were left out
         self.samples = max(1, samples)
         self.interval = max(MIN_SPACING_S, interval)
         self.queries: List[RasQuery] = []
         self.notes: List[str] = []
         self.addr: Optional[str] = None
         self.failed = 0
+        self.asked = 0
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
@@ -98,7 +103,7 @@ class RasSampler:
         pid = nccl_process(pids) if pids else None
         if pid is None:
             return None
-        return cls(_environ(pid), samples, interval)
+        return cls(_environ(pid), samples, interval, [i.pid for i in inputs if i.pid is not None])
 
     def start(self) -> None:
         if self.env.get("NCCL_RAS_ENABLE", "").strip() == "0":
@@ -109,13 +114,25 @@ class RasSampler:
         self._thread.start()
 
     def _query(self) -> bool:
+        """One answer about this job: another job's (several jobs' RAS threads on one host share the
+        port, each answering for its own job) is asked again, ``RETRIES`` times at most."""
         from hanganalyze.acquire.ncclras import query_ras  # here: only a job with NCCL (start-up time: 20 ms)
 
-        answer = query_ras(connect_timeout=CONNECT_TIMEOUT_S, timeout=QUERY_TIMEOUT_S, env=self.env)
-        self.addr = answer.addr
-        if answer.query is not None:
-            self.queries.append(answer.query)
-            return True
+        for _ in range(RETRIES + 1):
+            if self.asked >= MAX_QUERIES:
+                return False
+            self.asked += 1
+            answer = query_ras(connect_timeout=CONNECT_TIMEOUT_S, timeout=QUERY_TIMEOUT_S, env=self.env)
+            self.addr = answer.addr
+            if answer.query is None:
+                break
+            pids = {r.pid for c in answer.query.communicators for r in c.ranks if r.pid is not None}
+            if not self.pids or not pids or pids & self.pids:
+                self.queries.append(answer.query)
+                return True
+            self.foreign.extend(p for p in sorted(pids) if p not in self.foreign)
+        else:
+            return False
         self.failed += 1
         if answer.note and answer.note not in self.notes:
             self.notes.append(answer.note)
@@ -124,14 +141,18 @@ class RasSampler:
     def _run(self) -> None:
         t0 = time.monotonic()
         for k in range(MAX_QUERIES):
-            if k and self._stop.wait(max(0.0, t0 + k * self.interval - time.monotonic())):
+            if self.asked >= MAX_QUERIES:
+                return
+            # the round's time, but never a burst after a query that took long (a rank held by a read)
+            due = max(t0 + k * self.interval, time.monotonic() + MIN_SPACING_S)
+            if k and self._stop.wait(due - time.monotonic()):
                 return  # the sampling ended: so does the querying (``finish`` may add one)
-            if not self._query() and not self.queries:
+            if not self._query() and not self.queries and self.failed:
                 return  # RAS off or unreachable: one note, no retries
 
     def _extend(self) -> None:
         """More queries while a stuck verdict rests on a window shorter than ``STUCK_WINDOW_S``."""
-        while len(self.queries) < MAX_QUERIES:
+        while self.asked < MAX_QUERIES:
             qs = self.queries
             window = (qs[-1].time_s or 0.0) - (qs[0].time_s or 0.0)
             if window >= STUCK_WINDOW_S or not stuck_candidate(qs[0], qs[-1]):
@@ -160,6 +181,11 @@ class RasSampler:
         if self.queries and notes:  # some answered: the others' failures in one line
             notes = ["%d of %d RAS queries got no answer (%s)" % (self.failed, self.failed + len(self.queries),
                                                                   notes[0])]
+        if self.foreign:
+            notes.append("%d RAS answer%s of another job on this host left out (pids %s): NCCL_RAS_ADDR=host:port "
+                          "per job keeps them apart" % (self.asked - len(self.queries) - self.failed,
+                                                        "s were" if self.asked - len(self.queries) - self.failed != 1
+                                                        else " was", ", ".join(str(p) for p in self.foreign[:8])))
         got.notes = notes + got.notes
         got.live = self.addr or "localhost:28028"
         if snapshot.nccl_ras is not None:  # saved RAS output was given too: its queries are the evidence

@@ -134,9 +134,10 @@ def nccl_ras_findings(ctx: JobContext) -> List[Finding]:
     pids, sizes = _comm_pids(snapshot), _sizes(snapshot)
     comms = [c for c in prog.communicators if join.ours(_pids(pids, c.comm))]
     if not comms:
-        if prog.communicators:
-            snapshot.warnings.append("NCCL RAS: the queried communicators (pids %s) are none of this job's "
-                                     "processes: not used" % ", ".join(str(p) for v in pids.values() for p in v[:8]))
+        note = ("NCCL RAS: the queried communicators (pids %s) are none of this job's processes: not used"
+                % ", ".join(str(p) for v in pids.values() for p in v[:8]))
+        if prog.communicators and note not in snapshot.warnings:  # a report read back is analyzed again
+            snapshot.warnings.append(note)
         return []
 
     def members(c: CommProgress) -> List[int]:
