@@ -263,3 +263,40 @@ def test_piped_output_and_hostile_file_names(tmp_path, capsys):
     odd.write_bytes(Path(files("stuck")[0]).read_bytes())
     rc, out, _ = run(capsys, str(odd))
     assert rc == EXIT_OK and "\x1b" not in out and "NCCL RAS\n  source: saved RAS output: " in out
+
+
+# --- real live runs on 2x H200 (tests/data/nccl_ras/live: hanganalyze --job with live RAS queries) --------
+
+LIVE = DATA / "live"
+
+
+@pytest.mark.parametrize("name,want,rc,lead", [
+    ("stuck", STUCK_ID, EXIT_HANG, "VERDICT: rank 1 is in augment_batch (job.py:17) -- STUCK"),
+    ("slow", SLOW_ID, EXIT_OK, "VERDICT: rank 1 is in augment_batch (job.py:19) -- SLOW, not stuck"),
+    ("healthy", PROGRESSING_ID, EXIT_OK, "VERDICT: no hang: communicator 0xec8d33bf644317bd: AllReduce counts"),
+])
+def test_real_live_job_snapshots(capsys, name, want, rc, lead):
+    got, out, _ = run(capsys, str(LIVE / ("%s.json" % name)))
+    line = verdict(out)
+    assert got == rc and line.startswith(lead) and "[%s]" % want in line
+    assert "source: live queries of localhost:28028 at " in out
+    got, out, _ = run(capsys, "--format", "json", str(LIVE / ("%s.json" % name)))
+    found = json.loads(out)["findings"]
+    assert want in {f["signature"] for f in found}
+    if want != STUCK_ID:
+        assert not [f for f in found if f["severity"] in HANGISH]
+
+
+def test_real_shared_port_answers_of_other_jobs_are_not_used(capsys):
+    got, out, _ = run(capsys, "--format", "json", str(LIVE / "shared-port.json"))
+    d = json.loads(out)
+    assert not [f for f in d["findings"] if f["signature"] in RAS_IDS]
+    assert any("none of this job's processes: not used" in w for w in d["warnings"])
+
+
+def test_a_report_of_ras_queries_reads_back(tmp_path, capsys):
+    report = tmp_path / "r.json"
+    rc, _, _ = run(capsys, "--format", "json", "-o", str(report), *files("stuck"))
+    assert rc == EXIT_HANG
+    rc, out, _ = run(capsys, str(report))  # a snapshot, not RAS output: read as it is, analyzed again
+    assert rc == EXIT_HANG and verdict(out).endswith("[nccl-ras-stuck]")

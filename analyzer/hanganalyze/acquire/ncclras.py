@@ -55,8 +55,8 @@ _PREAMBLE = re.compile(r"\A(?:\s*(?:SERVER PROTOCOL \d+|OK)[ \t]*\r?\n)+")
 def looks_like_ras(head: str) -> bool:
     """Whether the first bytes of an input are a RAS answer (either form), for the input registry."""
     body = _PREAMBLE.sub("", head.lstrip("\ufeff"), count=1).lstrip()
-    if body.startswith("{"):
-        return '"nccl_version"' in body[:512] and '"communicators' in body
+    if body.startswith("{"):  # NCCL writes "nccl_version" first (a report JSON holding RAS queries does not)
+        return bool(re.match(r'\{\s*"nccl_version"\s*:', body)) and '"communicators' in body
     return bool(HEADER.match(body)) and "\nCUDA runtime version " in body[:400]
 
 
