@@ -167,6 +167,7 @@ def test_saved_output_wins_over_live_queries(rank, monkeypatch):
 
 def test_another_jobs_answers_on_a_shared_port_are_asked_again_and_left_out(monkeypatch):
     monkeypatch.setattr(raslive, "MIN_SPACING_S", 0.05)
+    monkeypatch.setattr(raslive, "STUCK_WINDOW_S", 0.4)  # suite time
     healthy, stuck = answers("healthy"), answers("stuck")  # pids 962/963 (another job), 673/674 (ours)
     srv = RasServer([a for pair in zip(healthy, stuck) for a in pair])
     try:
