@@ -417,6 +417,10 @@ def analyze(args: argparse.Namespace) -> int:
     return verdict_exit_code(snapshot)
 
 
+#: NCCL RAS findings whose processes' collective counts moved (``analyze/rasrules.py``).
+RAS_MOVING = ("nccl-ras-progressing", "nccl-ras-slow-rank")
+
+
 def _triage_severity(snapshot: Any, f: Any) -> Optional[str]:
     """The severity a triage finding stands for: "crash" for a crashed thread, "hang" for a wait in a
     process none of whose threads progressed over the samples, None otherwise."""
@@ -426,7 +430,8 @@ def _triage_severity(snapshot: Any, f: Any) -> Optional[str]:
     if wait is None or wait in NOT_HUNG_WAITS:
         return None
     procs = f.processes or ([f.process] if f.process is not None else [])
-    for i in procs:
+    moving = {i for g in snapshot.findings if g.signature in RAS_MOVING for i in g.processes}
+    for i in (i for i in procs if i not in moving):  # NCCL RAS saw its counts move: not hung
         p = snapshot.processes[i] if 0 <= i < len(snapshot.processes) else None
         if p is not None and not any(t.progress is not None and t.progress.state == "progressing"
                                      for t in p.threads):

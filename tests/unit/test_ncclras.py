@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import List
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rasserver import RasServer
 
 from hanganalyze.acquire.ncclras import looks_like_ras, parse_ras, query_ras, ras_address, read_ras, sample_ras
 from hanganalyze.analyze.rasprogress import STUCK, ras_progress
@@ -171,58 +171,6 @@ def test_ras_address():
 
 
 # --- live: a real server speaking the protocol -----------------------------------------------------
-
-
-class RasServer:
-    """A TCP server on 127.0.0.1 that speaks RAS's client protocol (as NCCL's client_support.cc
-    does) and answers ``VERBOSE STATUS`` with captured bytes, one answer per connection in turn."""
-
-    def __init__(self, answers: List[bytes], json_ok: bool = True,
-                 handler: Optional[Callable[[socket.socket], None]] = None) -> None:
-        self.answers, self.json_ok, self.handler = answers, json_ok, handler
-        self.commands: List[str] = []
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(4)
-        self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        n = 0
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                if self.handler:
-                    self.handler(conn)
-                    continue
-                f = conn.makefile("rb")
-                for raw in f:
-                    cmd = raw.decode().strip()
-                    self.commands.append(cmd)
-                    up = cmd.upper()
-                    if up.startswith("CLIENT PROTOCOL "):
-                        conn.sendall(b"SERVER PROTOCOL 2\n")
-                    elif up.startswith("TIMEOUT "):
-                        conn.sendall(b"OK\n")
-                    elif up == "SET FORMAT JSON" and self.json_ok:
-                        conn.sendall(b"OK\n")
-                    elif up == "VERBOSE STATUS":
-                        body = self.answers[min(n, len(self.answers) - 1)]
-                        n += 1
-                        for i in range(0, len(body), 300):  # in pieces, as NCCL sends its messages
-                            conn.sendall(body[i:i + 300])
-                        conn.shutdown(socket.SHUT_WR)  # the answer ends with the connection
-                        break
-                    else:
-                        conn.sendall(("ERROR: Unknown command %s\n" % cmd).encode())
-                f.close()
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def test_live_query_json_matches_the_saved_answer():

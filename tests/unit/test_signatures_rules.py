@@ -19,7 +19,7 @@ from hanganalyze.errors import SignatureError  # noqa: E402
 from hanganalyze_gdbext.model import SEVERITIES, Finding  # noqa: E402
 
 JOB_RULES = ["rank-missing", "worker-straggler", "collective-straggler", "collective-mismatch", "collective-hang",
-             "collective-peer-wait"]
+             "collective-peer-wait", "nccl-ras-stuck", "nccl-ras-slow-rank", "nccl-ras-progressing", "nccl-ras-error"]
 
 ASYNCIO_RULES = ["asyncio-await-cycle", "asyncio-orphan-wait", "asyncio-loop-blocked"]
 
@@ -28,7 +28,7 @@ def test_shipped_rules_are_valid_and_ordered():
     rules = validate_rules([s.id for s in pipeline.load_signature_db(use_cache=False).signatures])
     assert [r.id for r in rules.rules] == ["deadlock-cycle"] + ASYNCIO_RULES + ["signatures"] + JOB_RULES + ["triage"]
     assert [r.id for r in rules.rules if not r.code] == ["signatures"]
-    assert rules.cross_rank == frozenset(JOB_RULES[:-1])
+    assert rules.cross_rank == frozenset(JOB_RULES) - {"collective-peer-wait"}
     assert rules.sampled("waits") == {"collective-mismatch", "collective-hang", "collective-peer-wait"}
     assert rules.sampled("straggler") == {"worker-straggler", "collective-straggler"}
     assert rules.by_id("triage").severity == "triage" and rules.by_id("triage").stage == "report"

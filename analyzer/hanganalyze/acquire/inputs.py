@@ -96,6 +96,10 @@ def acquire(target: Optional[str], pid: Optional[int], request: engine.EngineReq
     except OSError as e:
         raise InputError("cannot read %s: %s" % (path, e.strerror or e)) from None
     if input_format is None:
+        from hanganalyze.acquire import ncclras  # here: only a text input (start-up time)
+
+        if ncclras.looks_like_ras(text[:4096]):  # saved NCCL RAS queries (ncclras, nc localhost 28028)
+            return ncclras.ras_snapshot(text, str(path))
         from hanganalyze.acquire import torch_debug as td  # here: only a TORCH_DEBUG folder (start-up time)
 
         if td.looks_like_debug_dump(text[:65536]):  # PyTorch's debug server's dump: every rank's stacks
@@ -161,6 +165,10 @@ def _from_text(text: str, input_format: Optional[str]):
         input_format in (None, "auto") and snapshot_json.looks_like_snapshot(text)
     ):
         return snapshot_json.read_snapshot(text)
+    from hanganalyze.acquire import ncclras  # here: only a text input (start-up time of a live run)
+
+    if input_format in (None, "auto") and ncclras.looks_like_ras(text[:4096]):  # RAS output piped in
+        return ncclras.ras_snapshot(text, "stdin")
     from hanganalyze.acquire.text import parse_text  # here: only a text input (the parsers cost a live run)
 
     return parse_text(text, input_format)

@@ -295,9 +295,19 @@ def acquire_all(
 
         out.processes = attach_children(out.processes, parents)
     set_table(out, table)
+    _join_ras(out, results)
     if errors and len(errors) == sum(1 for i in inputs if i.parent_pid is None):
         first = errors[0]
         if isinstance(first, HangAnalyzeError):
             raise type(first)("every input failed; the first: %s" % first)
         raise InputError("every input failed; the first: %s" % first)
     return out
+
+
+def _join_ras(out: Snapshot, results: Sequence[object]) -> None:
+    """Saved NCCL RAS queries of several inputs (one file per query): one series of the job."""
+    parts = [r.nccl_ras for r in results if isinstance(r, Snapshot) and r.nccl_ras is not None]
+    if parts:
+        from hanganalyze.acquire.ncclras import merge_series  # here: only RAS inputs (start-up time)
+
+        out.nccl_ras = merge_series(parts)

@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from hanganalyze.acquire.ncclras_text import HEADER, I32_MAX, U64_MAX, parse_text_query, split_text_queries
 from hanganalyze.errors import InputError
+from hanganalyze_gdbext.model import Snapshot
 from hanganalyze_gdbext.model.ncclras import (
     JSON,
     TEXT,
@@ -54,8 +55,8 @@ _PREAMBLE = re.compile(r"\A(?:\s*(?:SERVER PROTOCOL \d+|OK)[ \t]*\r?\n)+")
 def looks_like_ras(head: str) -> bool:
     """Whether the first bytes of an input are a RAS answer (either form), for the input registry."""
     body = _PREAMBLE.sub("", head.lstrip("\ufeff"), count=1).lstrip()
-    if body.startswith("{"):
-        return '"nccl_version"' in body[:512] and '"communicators' in body
+    if body.startswith("{"):  # NCCL writes "nccl_version" first (a report JSON holding RAS queries does not)
+        return bool(re.match(r'\{\s*"nccl_version"\s*:', body)) and '"communicators' in body
     return bool(HEADER.match(body)) and "\nCUDA runtime version " in body[:400]
 
 
@@ -297,6 +298,25 @@ def read_ras(paths: Sequence[Union[str, Path]], interval_s: Optional[float] = No
         path = Path(p)
         queries.extend(parse_ras(_read_file(path), str(path)))
     return series(queries, interval_s)
+
+
+def ras_snapshot(text: str, source: str) -> Snapshot:
+    """A saved RAS answer given as an input (``inputs.py``): a snapshot with no process and its
+    queries as ``nccl_ras``; the analysis joins them to the job's processes by pid."""
+    return Snapshot(nccl_ras=series(parse_ras(text, source)))
+
+
+def merge_series(parts: Sequence[RasSeries]) -> Optional[RasSeries]:
+    """Several inputs' queries (one file per query, or files of several) as one series of the job:
+    ordered by time where every query has one (``series``), the readers' notes kept."""
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    out = series([q for p in parts for q in p.queries])
+    out.notes = [n for p in parts for n in p.notes if n not in out.notes] + out.notes
+    return out
 
 
 # --- live --------------------------------------------------------------------------------------

@@ -100,8 +100,20 @@ class AcquireRequest:
             gdb_busy()
 
         samples, interval = self._sampling(reading)
-        snapshot = acquire_sampled(self.inputs, self._acquire_one(reading), replace(reading, gdb_busy=None),
-                                   self.parallel, progress, samples, interval)
+        ras = None
+        if self.pids or self.job is not None:  # NCCL's RAS counts, queried while the stacks are sampled
+            from hanganalyze.acquire.raslive import sampler  # here: only a live run (start-up time)
+
+            ras = sampler(self.inputs, samples, interval)
+        try:
+            snapshot = acquire_sampled(self.inputs, self._acquire_one(reading), replace(reading, gdb_busy=None),
+                                       self.parallel, progress, samples, interval)
+        except BaseException:
+            if ras is not None:
+                ras.stop()
+            raise
+        if ras is not None:
+            ras.finish(snapshot)
         snapshot.warnings.extend(self.notes)
         return snapshot
 

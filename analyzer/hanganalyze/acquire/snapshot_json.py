@@ -133,8 +133,8 @@ def read_snapshot(text: str) -> Snapshot:
         raise InputError("not a usable %s snapshot: %s" % (SCHEMA, e)) from None
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise InputError("not a usable %s snapshot: %s" % (SCHEMA, e)) from None
-    if not any(p.threads for p in snap.processes):
-        raise InputError("the %s snapshot has no thread to analyze" % SCHEMA)
+    if not any(p.threads for p in snap.processes) and not (snap.nccl_ras and snap.nccl_ras.queries):
+        raise InputError("the %s snapshot has no thread to analyze" % SCHEMA)  # (NCCL RAS queries alone are)
     snap.findings = []  # findings are recomputed by this analyzer's signatures
     _cap_strings(snap)
     return snap

@@ -34,6 +34,7 @@ from hanganalyze.analyze.crossrank import whole_host as _whole_host
 from hanganalyze.analyze.progress import job_findings, rank_facts
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rankstate import RankState, rank_state
+from hanganalyze.analyze.rasrules import RAS_IDS
 from hanganalyze.analyze.registry import run_job_rules
 from hanganalyze.analyze.rules import RuleSet, load_rules
 from hanganalyze_gdbext.model import Finding, Process, Snapshot
@@ -66,7 +67,7 @@ def join_flight_recorder(snapshot: Snapshot) -> None:
 
 
 def _job_context(snapshot: Snapshot) -> bool:
-    return len(snapshot.processes) > 1 or any(
+    return len(snapshot.processes) > 1 or bool(snapshot.nccl_ras and snapshot.nccl_ras.queries) or any(
         p.rank is not None or p.collectives for p in snapshot.processes)
 
 
@@ -152,7 +153,9 @@ def analyze_job(snapshot: Snapshot, rules: Optional[RuleSet] = None) -> Snapshot
         snapshot.warnings.append("%s came in more than once: the job view keys processes by index"
                                  % _key_label(sorted(dup)))
     found = run_job_rules(snapshot, states, world, rules)  # analyze/registry.py: each rule isolated
-    found = job_findings(snapshot, states, found)  # stuck or slow over the samples (progress.py)
+    ras = [f for f in found if f.signature in RAS_IDS]  # NCCL's own counts over time: not judged by the samples
+    found = job_findings(snapshot, states, [f for f in found if f.signature not in RAS_IDS]) + ras
+    found = rules.superseded(found, found)  # NCCL RAS's counts over time replace stack-only job findings
     snapshot.findings = rules.superseded(found, snapshot.findings)
     if len(procs) == 1 and world is None:  # one rank, not a whole host: what it shows (a peer wait), no job view
         snapshot.findings = found + snapshot.findings

@@ -35,6 +35,7 @@ from hanganalyze.analyze.crossrank import (
 )
 from hanganalyze.analyze.intern import match_snapshot
 from hanganalyze.analyze.rankstate import RankState
+from hanganalyze.analyze.rasrules import nccl_ras_findings
 from hanganalyze.analyze.rules import RuleSet
 from hanganalyze.analyze.triage import triage_findings
 from hanganalyze.analyze.waitfor import cycle_findings
@@ -76,6 +77,8 @@ RULES: Tuple[CodeRule, ...] = (
              collective_mismatch),
     CodeRule(("collective-hang",), "job", "rank states (all waiting, none missing or elsewhere)", collective_hang),
     CodeRule(("collective-peer-wait",), "job", "ranks blocked in the device sync after a collective", peer_wait),
+    CodeRule(("nccl-ras-stuck", "nccl-ras-slow-rank", "nccl-ras-progressing", "nccl-ras-error"), "job",
+             "Snapshot.nccl_ras: NCCL RAS queries over time, joined to processes by pid", nccl_ras_findings),
     CodeRule(("triage",), "report", "every thread's frames, waits and log (signatures/triage/waits.yaml)",
              triage_findings),
 )

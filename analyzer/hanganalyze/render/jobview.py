@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 from hanganalyze.analyze.ranksets import compress_ranks
+from hanganalyze.analyze.rasrules import PROGRESSING_ID, SLOW_ID
 from hanganalyze.analyze.rules import load_rules
+from hanganalyze.render.rasview import ONE_QUERY, SLOW_BY_RAS, ras_section
 from hanganalyze.render.titles import process_title
 from hanganalyze.render.treetext import Divergence, divergences, render_tree_lines
-from hanganalyze_gdbext.model import Finding, Process, Snapshot
+from hanganalyze_gdbext.model import SERIOUS, Finding, Process, Snapshot
 from hanganalyze_gdbext.model.job import JobRankProgress, JobRankState, JobSummary
 
 #: Jobs with up to this many ranks get one table row per rank; larger ones one row per rank class.
@@ -247,12 +249,21 @@ def verdict(snapshot: Snapshot, job: JobSummary, words: JobWords = RANK_WORDS) -
     sampled = any(p.samples for p in snapshot.processes)
     unknown = [s for s in states if s.evidence == "unknown"]
     top = top_cross_rank(snapshot)
-    if top is not None:
+    if not snapshot.processes and snapshot.findings:  # saved NCCL RAS output alone: its finding's sentence
+        first = top or snapshot.findings[0]
+        return "%s [%s]" % (first.summary or first.title, first.signature)
+    ras = ras_section(snapshot) if not snapshot.processes else None
+    if ras is not None:
+        return ras.verdict
+    ras_moving = next((f for f in snapshot.findings if f.signature == PROGRESSING_ID), None)
+    if ras_moving is not None and (top is None or top.severity not in SERIOUS):  # NCCL's counts moved: no hang
+        out = "no hang: %s [%s]" % (ras_moving.summary, ras_moving.signature)
+    elif top is not None:
         blamed = [s for s in states if _key(s, by_rank) in set(top.ranks) and s.evidence != "unknown"]
         others = [s for s in states if s not in blamed and s.evidence != "unknown"]
         if blamed:
-            out = "%s -- %s" % (_phrases(blamed, by_rank, 3, words),
-                                _pace([progress.get(s.process) for s in blamed], sampled))
+            out = "%s -- %s" % (_phrases(blamed, by_rank, 3, words), SLOW_BY_RAS if top.signature == SLOW_ID
+                                else _pace([progress.get(s.process) for s in blamed], sampled))
             if others:
                 out += "; meanwhile " + _phrases(others, by_rank, words=words)
         else:  # the finding names ranks with no stack (a missing rank, a dump only)
@@ -416,6 +427,10 @@ def build_job_view(snapshot: Snapshot, pvs: Sequence[ShownProcess] = ()) -> Opti
     view.rows = rank_rows(snapshot, job, set(top.ranks) if top is not None else set(), words)
     if not any(p.samples for p in snapshot.processes):
         view.progress_note = "progress: one sample (a core, a dump or --samples 1): stuck or slow cannot be told"
+    if snapshot.nccl_ras is not None and len(snapshot.nccl_ras.queries) > 1:  # evidence over time: NCCL's counts
+        view.progress_note = "progress: %d NCCL RAS queries (NCCL RAS section)" % len(snapshot.nccl_ras.queries)
+    elif snapshot.nccl_ras is not None and snapshot.nccl_ras.queries and not snapshot.processes:
+        view.progress_note = "progress: " + ONE_QUERY
     view.shared = shared_facts([pv for pv in pvs if pv.process.threads or pv.process.error], job.key == "rank", words)
     if tree is not None:
         d = divergences(tree)

@@ -23,6 +23,7 @@ from typing import List, Optional
 
 from hanganalyze.analyze.progress import progress_text
 from hanganalyze.render import asynctree
+from hanganalyze.render.rasview import TITLE, ras_section
 from hanganalyze.render.text import SHORT_FACT, clean, file_row_text, indented
 from hanganalyze.render.view import FindingView, GroupView, ReportView, build_view, files_summary
 from hanganalyze_gdbext.model import Snapshot
@@ -401,6 +402,10 @@ def render_view_markdown(view: ReportView, limit: int = LIMIT) -> str:
         b.parts.append("\n> %d more finding%s omitted to stay under the size limit (see the JSON report).\n"
                        % (dropped, "s" * (dropped != 1)))
 
+    ras = ras_section(view.snapshot)  # render/rasview.py
+    if ras is not None:
+        b.add("\n### %s\n\n- source: %s\n- %s\n%s" % (TITLE, md(ras.source), md(ras.verdict), "".join(
+            "- %s\n" % md(x) for x in ras.lines + tuple("note: " + n for n in ras.notes))))
     job_block = _job_block(view)
     if job_block:
         b.add(job_block)

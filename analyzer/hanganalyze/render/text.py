@@ -12,6 +12,7 @@ from typing import List
 from hanganalyze.analyze.progress import progress_text
 from hanganalyze.render import asynctree
 from hanganalyze.render.jobview import JobView
+from hanganalyze.render.rasview import ras_text_lines
 from hanganalyze.render.view import GroupView, ReportView, build_view, files_summary
 from hanganalyze_gdbext.model import Snapshot
 from hanganalyze_gdbext.model.termsafe import visible
@@ -115,8 +116,9 @@ def first_screen_lines(view: ReportView) -> List[str]:
     out = ["VERDICT: " + clean(job.verdict)]
     if job.progress_note:
         out.append("  (%s)" % clean(job.progress_note))
-    out.append("")
-    out.extend(rank_table_lines(job))
+    if job.rows or view.snapshot.processes:  # saved NCCL RAS output alone: no process, no table
+        out.append("")
+        out.extend(rank_table_lines(job))
     out.append("")
     out.extend(shared_lines(job))
     if job.divergence_lines:
@@ -135,7 +137,7 @@ def first_screen_lines(view: ReportView) -> List[str]:
 def _job_lines(view: ReportView) -> List[str]:
     """The job section: facts, who is where (rank classes), failed inputs, the merged call tree."""
     job = view.job
-    if job is None:
+    if job is None or not view.snapshot.processes:  # saved NCCL RAS output alone: its own section says it
         return []
     out = ["", RULE, "JOB: " + ", ".join("%s %s" % (k, clean(v)) for k, v in job.facts), RULE]
     if job.classes:
@@ -228,6 +230,7 @@ def render_view_text(view: ReportView) -> str:
     else:
         out.append("")
         out.append("No finding: no signature in the database matched these stacks.")
+    out.extend(visible(line.rstrip(), keep="\t") for line in ras_text_lines(view.snapshot))  # render/rasview.py
     out.extend(_job_lines(view))
     for p in view.processes if view.job is None else ():  # a job says them once, on its first screen
         out.append("")

@@ -150,5 +150,7 @@ class RasSeries(Record):
     interval_s: Optional[float] = None
     #: What the reader left out or decided ("text queries ignored: the JSON of the same job was given").
     notes: List[str] = field(default_factory=list)
+    #: A live query's address ("localhost:28028"); None: saved output read from files.
+    live: Optional[str] = None
 
     CONTRACT = ("queries",)
