@@ -494,8 +494,9 @@ def make_seeds(work: Path, log: Callable[[str], None]) -> Dict[str, Any]:
         log("seed core %s: %s (%d bytes)" % (name, core, core.stat().st_size))
     texts = sorted(p for p in (REPO / "tests" / "data" / "text").rglob("*") if p.is_file() and p.suffix in
                    (".txt", ".json") and p.stat().st_size < 400_000)
+    # sealed blind rounds are never run before they are scored
     texts += sorted(p for p in (REPO / "tests" / "data" / "realworld").rglob("*.txt")
-              if p.stat().st_size < 400_000 and not any(d.startswith("sealed") for d in p.parts))  # sealed rounds: never run before they are scored
+              if p.stat().st_size < 400_000 and not any(d.startswith("sealed") for d in p.parts))
     seeds["texts"] = [str(p) for p in texts]
     jsons = sorted(str(p) for p in cores.glob("*.json"))
     jsons += sorted(str(p) for p in (REPO / "tests" / "data" / "gpu_job").glob("*.job.json"))

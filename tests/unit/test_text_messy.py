@@ -618,7 +618,10 @@ def test_one_megabyte_of_each_messy_sample_and_hostile_shapes_parses_fast():
         worst = max(worst, dt)
         report.append("%s %.3fs" % (name, dt))
     print("1 MB parse times: " + ", ".join(report))
-    assert worst < 5.0, report
+    # A guard against super-linear parsing (a regex that backtracks, a quadratic join), which on 1 MB
+    # takes minutes; not a speed goal (bench/ has those): 20 s leaves room for a loaded 2-core machine
+    # running two test workers, where the slowest format's ~3 s doubles.
+    assert worst < 20.0, report
 
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
