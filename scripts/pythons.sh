@@ -265,6 +265,18 @@ recipe() {  # -> "opt=-O1 stdlib=lean"
     echo "opt=$OPTLEVEL stdlib=lean"
 }
 
+gdb_helper() {  # NAME: CPython's gdb helper (py-bt, py-list) beside the interpreter, as pyenv's builds have
+    # it: `make` writes python-gdb.py as a copy of Tools/gdb/libpython.py, `make altinstall` leaves it out.
+    # Also done for a build cached before this step existed: extracted from the cached tarball.
+    local name="$1" exe tarball
+    exe="$(interp_of "$name")"
+    [ -x "$exe" ] && [ ! -f "$exe-gdb.py" ] || return 0
+    tarball="$(ls "$CACHE/src/python${name%t}"/*.orig.tar.* 2>/dev/null | grep -v '\.asc$' | head -1 || true)"
+    [ -n "$tarball" ] || return 0
+    tar -xOf "$tarball" --wildcards '*/Tools/gdb/libpython.py' >"$exe-gdb.py.tmp" 2>/dev/null \
+        && mv "$exe-gdb.py.tmp" "$exe-gdb.py" || rm -f "$exe-gdb.py.tmp"
+}
+
 build_one() {  # NAME: 3.8 ... 3.13, 3.14, 3.14t, 3.13t
     local name="$1" ver="${1%t}" flags=() prefix="$CACHE/$1" ldflags="" minor m
     minor="${ver#3.}"
@@ -288,6 +300,7 @@ build_one() {  # NAME: 3.8 ... 3.13, 3.14, 3.14t, 3.13t
             *" $(recipe) "*) ;;
             *) say "$name: reusing $prefix, built another way than '$(recipe)' ($(cat "$prefix/.done")); rm -rf it to rebuild" ;;
         esac
+        gdb_helper "$name"
         return 0
     fi
     local tarball rc=0
@@ -322,6 +335,7 @@ assert sys.version_info[:2] == tuple(map(int, sys.argv[1].split(".")))' "$ver" \
     printf '%s %s %s build_seconds=%d jobs=%s %s\n' "$name" "$("$exe" -c 'import sys; print(sys.version.split()[0])')" \
         "$gil" $((t1 - t0)) "$JOBS" "$(recipe)" >"$prefix/.done"
     say "built $name in $((t1 - t0)) s: $(cat "$prefix/.done")"
+    gdb_helper "$name"
     cp "$work/build.log" "$prefix/build.log" && rm -rf "$work"
 }
 
