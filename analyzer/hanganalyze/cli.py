@@ -25,7 +25,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from hanganalyze import __version__
+from hanganalyze import __version__, datapaths
 from hanganalyze.errors import (
     EXIT_CRASH,
     EXIT_DEADLOCK,
@@ -254,7 +254,7 @@ def _run_analysis(values: Dict[str, Any]) -> int:
         v = values.get(o.key, o.fresh_default())
         values[o.key] = list(v or []) if o.repeat else (v.value if isinstance(v, Enum) else v)
     if values.pop("version"):
-        sys.stdout.write("hanganalyze %s\n" % __version__)
+        sys.stdout.write("hanganalyze %s\n%s\n" % (__version__, datapaths.describe()))  # where its data came from
         return EXIT_OK
     return analyze(SimpleNamespace(**values))
 
