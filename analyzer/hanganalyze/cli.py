@@ -193,7 +193,8 @@ def _typer_command(typer, app, body: Callable[..., int], options: Sequence[Optio
 #: How ``--help`` names each kind of value.
 _METAVARS = {"int": "INTEGER", "float": "FLOAT", "str": "TEXT", "path": "PATH", "format": "[%s]" % "|".join(_FORMATS)}
 ANALYZE_HELP = "Analyze a core, a live process or pasted text and report the known bugs it matches."
-ANALYZE_EPILOG = "Also: hanganalyze signatures list|validate [--signatures DIR]\n\n" + EXIT_HELP
+ANALYZE_EPILOG = ("Also: hanganalyze signatures list|validate [--signatures DIR]; hanganalyze gdb-path (the line "
+                  "to source in gdb or cuda-gdb for the hang-* commands)\n\n" + EXIT_HELP)
 
 
 def plain_help(usage: str, about: str, options: Sequence[Option], targets: bool = False, epilog: str = "",
@@ -476,6 +477,24 @@ def signatures_command(command: str, dirs: List[Path]) -> int:
     return EXIT_OK
 
 
+def gdb_path_command(argv: List[str]) -> int:
+    """``hanganalyze gdb-path``: the ``source`` line that loads this installation's gdbext into gdb or
+    cuda-gdb (``-x`` takes the file alone: ``--file``), wherever pip, pipx or a zipapp put it."""
+    if argv and argv[0] in ("-h", "--help"):
+        sys.stdout.write("usage: hanganalyze gdb-path [--file]\n\n  Print the line to type in gdb/cuda-gdb (or put "
+                         "in ~/.gdbinit) that loads the hang-* commands;\n  --file: only the script's path "
+                         "(gdb -x FILE).\n")
+        return EXIT_OK
+    if argv not in ([], ["--file"]):
+        raise UsageError("gdb-path takes only --file, not %s" % " ".join(argv))
+    try:
+        line = datapaths.gdb_source_line()
+    except datapaths.DataNotFound as e:
+        return fail(str(e), EXIT_TOOL)
+    sys.stdout.write("%s\n" % (line.split(" ", 1)[1] if argv else line))
+    return EXIT_OK
+
+
 def _optional_value(argv: List[str], option: str, default: str) -> List[str]:
     """``--coredumpctl`` with no value (last, or followed by another option) means ``default``."""
     out = []
@@ -493,6 +512,8 @@ def run(argv: Sequence[str]) -> int:
     """The whole command line; returns the exit code."""
     argv = _optional_value(list(argv), "--coredumpctl", "latest")
     try:
+        if argv and argv[0] == "gdb-path":
+            return gdb_path_command(argv[1:])
         if argv and argv[0] == "signatures":
             if len(argv) < 2:
                 raise UsageError("missing command (signatures list|validate)")
