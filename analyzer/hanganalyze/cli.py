@@ -439,15 +439,16 @@ def verdict_exit_code(snapshot: Any) -> int:
     """The exit code of an analyzed snapshot (``EXIT_BY_SEVERITY``), the same for one process, a
     core, a job and a text: the most serious severity of the findings; the triage's only when no
     finding has one (a deadlocked process killed by SIGABRT for its core is a deadlock, not a
-    crash); a failed input of a job (nothing serious in the others) is ``EXIT_TOOL``; else 0."""
+    crash); a failed input of a job, or a live process read without a stack (no ptrace: /proc only), with
+    nothing serious in the others is ``EXIT_TOOL``; else 0."""
     found = {f.severity for f in snapshot.findings}
     triaged = {_triage_severity(snapshot, f) for f in snapshot.findings if f.signature == "triage"}
     for severities in (found, triaged):
         for severity, code in EXIT_BY_SEVERITY:
             if severity in severities:
                 return code
-    if any(p.error for p in snapshot.processes):
-        return EXIT_TOOL  # a rank could not be analyzed and nothing serious was found in the others
+    if any(p.error or p.no_stacks for p in snapshot.processes):
+        return EXIT_TOOL  # a rank could not be analyzed (or, no ptrace, only /proc) and nothing serious elsewhere
     return EXIT_OK
 
 
