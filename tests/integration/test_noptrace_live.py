@@ -45,7 +45,10 @@ def test_without_cap_sys_ptrace_says_why_and_reports_proc(tmp_path):
     target = subprocess.Popen(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
                                "sleep", "120"])
     try:
-        time.sleep(0.2)
+        for _ in range(200):  # until setpriv has become sleep (its argv is the one to see)
+            if Path("/proc/%d/cmdline" % target.pid).read_bytes().startswith(b"sleep\0"):
+                break
+            time.sleep(0.02)
         cmd = ["setpriv", "--inh-caps=-all", "--bounding-set=-sys_ptrace", sys.executable, "-m", "hanganalyze",
                "--pid", str(target.pid), "-f", "json", "--interval", "0.2"]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

@@ -11,6 +11,8 @@ from typing import Optional
 import pytest
 
 from hanganalyze.acquire import noptrace
+from hanganalyze.render.view import headline
+from hanganalyze_gdbext.model import Process, Snapshot, Thread
 
 ALL_CAPS = "000001ffffffffff"
 NO_PTRACE = "%016x" % (int(ALL_CAPS, 16) & ~(1 << noptrace.CAP_SYS_PTRACE))
@@ -90,3 +92,10 @@ def test_seccomp_when_nothing_else_explains_it(tmp_path):
 def test_nothing_found_names_the_remaining_suspects(tmp_path):
     line = _say(tmp_path, _proc(tmp_path, 0))
     assert "AppArmor" in line and "CAP_SYS_PTRACE=yes" in line and "Yama scope 0" in line
+
+
+def test_a_report_without_stacks_says_so_in_its_headline():
+    read = Snapshot(processes=[Process(source="live", pid=42, threads=[Thread(tid=42)])])
+    assert headline(read) == "No known bug matched"
+    read.processes[0].no_stacks = "cannot attach to pid 42: ..."
+    assert headline(read).startswith("No stack read (ptrace not permitted)")
