@@ -4,7 +4,8 @@
 #   scripts/capture-node.sh OUTDIR [AGENT_PID ...]
 #
 # Without AGENT_PID, every torchrun / torch.distributed.run agent and Slurm step (slurmstepd) of this
-# node is used, except the step this script runs in (srun --overlap).  Each worker (a child of an
+# node is used, except the step this script runs in (srun --overlap); with none, every process that
+# names a rank in its environment (a Kubernetes pod running `python train.py`: scripts/capture-k8s.sh).  Each worker (a child of an
 # agent) is analyzed live with `hanganalyze --pid` (read-only, detached afterwards), at most
 # HANGANALYZE_PARALLEL (default: number of CPUs) at a time, into OUTDIR/<host>.rank<R>.json (R from
 # the worker's RANK, else OMPI_COMM_WORLD_RANK, else SLURM_PROCID).  Run it on every node through the job's own
@@ -31,19 +32,48 @@ while [ -n "$p" ] && [ "$p" -gt 1 ] 2>/dev/null; do
   ancestors="$ancestors$p "
   p=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)
 done
+rank_of() {  # the rank a process's environment names (RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID), or nothing
+  local env_of r
+  env_of=$(tr '\0' '\n' < "/proc/$1/environ" 2>/dev/null)
+  r=$(sed -n 's/^RANK=//p' <<<"$env_of")
+  [ -n "$r" ] || r=$(sed -n 's/^OMPI_COMM_WORLD_RANK=//p' <<<"$env_of")
+  [ -n "$r" ] || r=$(sed -n 's/^SLURM_PROCID=//p' <<<"$env_of")
+  echo "$r"
+}
+workers=()
+for agent in "${agents[@]}"; do
+  case "$ancestors" in *" $agent "*) continue ;; esac
+  mapfile -t -O "${#workers[@]}" workers < <(pgrep -P "$agent")
+done
 if [ ${#agents[@]} -eq 0 ]; then
-  echo "capture-node: no torchrun agent on $host" >&2
+  # No agent: a Kubernetes pod or container running the rank itself (`python train.py` with RANK set,
+  # often pid 1 or under `sh -c`; the container's environment gives every process its RANK). Its
+  # workers are the Python processes that name a rank, less those whose parent is a Python process of
+  # the same rank (DataLoader workers, multiprocessing children). In a pod /proc holds only the pod's.
+  is_python() {
+    local e
+    e=$(readlink "/proc/$1/exe" 2>/dev/null) || e=$(cat "/proc/$1/comm" 2>/dev/null)
+    case "${e##*/}" in python*) return 0 ;; esac
+    return 1
+  }
+  for d in /proc/[0-9]*; do
+    w=${d#/proc/}
+    case "$ancestors" in *" $w "*) continue ;; esac
+    r=$(rank_of "$w")
+    [ -n "$r" ] && is_python "$w" || continue
+    parent=$(awk '{print $4}' "$d/stat" 2>/dev/null)
+    [ -n "$parent" ] && is_python "$parent" && [ "$(rank_of "$parent")" = "$r" ] && continue
+    workers+=("$w")
+  done
+fi
+if [ ${#workers[@]} -eq 0 ]; then
+  echo "capture-node: no torchrun agent and no process with a RANK on $host" >&2
   exit 1
 fi
 status=0
 running=0
-for agent in "${agents[@]}"; do
-  case "$ancestors" in *" $agent "*) continue ;; esac
-  for w in $(pgrep -P "$agent"); do
-    env_of=$(tr '\0' '\n' < "/proc/$w/environ" 2>/dev/null)
-    r=$(sed -n 's/^RANK=//p' <<<"$env_of")
-    [ -n "$r" ] || r=$(sed -n 's/^OMPI_COMM_WORLD_RANK=//p' <<<"$env_of")
-    [ -n "$r" ] || r=$(sed -n 's/^SLURM_PROCID=//p' <<<"$env_of")
+for w in "${workers[@]}"; do
+    r=$(rank_of "$w")
     [ -n "$r" ] || continue  # not a worker (no RANK)
     "$hanganalyze" --pid "$w" --format json -o "$out/$host.rank$r.json" 2>"$out/.$host.rank$r.err" &
     running=$((running + 1))
@@ -51,14 +81,19 @@ for agent in "${agents[@]}"; do
       wait -n || true
       running=$((running - 1))
     fi
-  done
 done
 wait
 for err in "$out"/.*.err; do
   [ -e "$err" ] || continue
   if [ -s "$err" ]; then
     json="$out/$(basename "${err%.err}" | sed 's/^\.//').json"
-    [ -s "$json" ] || { echo "capture-node: $(cat "$err")" >&2; status=1; }
+    if [ -s "$json" ]; then
+      # a warning (no ptrace: /proc only) is said, not a failure; "wrote FILE" is not news
+      grep -v '^hanganalyze: wrote ' "$err" | sed 's/^hanganalyze: /capture-node: /' >&2
+    else
+      echo "capture-node: $(cat "$err")" >&2
+      status=1
+    fi
   fi
   rm -f "$err"
 done

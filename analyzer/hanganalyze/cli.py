@@ -25,7 +25,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from hanganalyze import __version__
+from hanganalyze import __version__, datapaths
 from hanganalyze.errors import (
     EXIT_CRASH,
     EXIT_DEADLOCK,
@@ -193,7 +193,8 @@ def _typer_command(typer, app, body: Callable[..., int], options: Sequence[Optio
 #: How ``--help`` names each kind of value.
 _METAVARS = {"int": "INTEGER", "float": "FLOAT", "str": "TEXT", "path": "PATH", "format": "[%s]" % "|".join(_FORMATS)}
 ANALYZE_HELP = "Analyze a core, a live process or pasted text and report the known bugs it matches."
-ANALYZE_EPILOG = "Also: hanganalyze signatures list|validate [--signatures DIR]\n\n" + EXIT_HELP
+ANALYZE_EPILOG = ("Also: hanganalyze signatures list|validate [--signatures DIR]; hanganalyze gdb-path (the line "
+                  "to source in gdb or cuda-gdb for the hang-* commands)\n\n" + EXIT_HELP)
 
 
 def plain_help(usage: str, about: str, options: Sequence[Option], targets: bool = False, epilog: str = "",
@@ -254,7 +255,7 @@ def _run_analysis(values: Dict[str, Any]) -> int:
         v = values.get(o.key, o.fresh_default())
         values[o.key] = list(v or []) if o.repeat else (v.value if isinstance(v, Enum) else v)
     if values.pop("version"):
-        sys.stdout.write("hanganalyze %s\n" % __version__)
+        sys.stdout.write("hanganalyze %s\n%s\n" % (__version__, datapaths.describe()))  # where its data came from
         return EXIT_OK
     return analyze(SimpleNamespace(**values))
 
@@ -443,15 +444,16 @@ def verdict_exit_code(snapshot: Any) -> int:
     """The exit code of an analyzed snapshot (``EXIT_BY_SEVERITY``), the same for one process, a
     core, a job and a text: the most serious severity of the findings; the triage's only when no
     finding has one (a deadlocked process killed by SIGABRT for its core is a deadlock, not a
-    crash); a failed input of a job (nothing serious in the others) is ``EXIT_TOOL``; else 0."""
+    crash); a failed input of a job, or a live process read without a stack (no ptrace: /proc only), with
+    nothing serious in the others is ``EXIT_TOOL``; else 0."""
     found = {f.severity for f in snapshot.findings}
     triaged = {_triage_severity(snapshot, f) for f in snapshot.findings if f.signature == "triage"}
     for severities in (found, triaged):
         for severity, code in EXIT_BY_SEVERITY:
             if severity in severities:
                 return code
-    if any(p.error for p in snapshot.processes):
-        return EXIT_TOOL  # a rank could not be analyzed and nothing serious was found in the others
+    if any(p.error or p.no_stacks for p in snapshot.processes):
+        return EXIT_TOOL  # a rank could not be analyzed (or, no ptrace, only /proc) and nothing serious elsewhere
     return EXIT_OK
 
 
@@ -481,6 +483,24 @@ def signatures_command(command: str, dirs: List[Path]) -> int:
     return EXIT_OK
 
 
+def gdb_path_command(argv: List[str]) -> int:
+    """``hanganalyze gdb-path``: the ``source`` line that loads this installation's gdbext into gdb or
+    cuda-gdb (``-x`` takes the file alone: ``--file``), wherever pip, pipx or a zipapp put it."""
+    if argv and argv[0] in ("-h", "--help"):
+        sys.stdout.write("usage: hanganalyze gdb-path [--file]\n\n  Print the line to type in gdb/cuda-gdb (or put "
+                         "in ~/.gdbinit) that loads the hang-* commands;\n  --file: only the script's path "
+                         "(gdb -x FILE).\n")
+        return EXIT_OK
+    if argv not in ([], ["--file"]):
+        raise UsageError("gdb-path takes only --file, not %s" % " ".join(argv))
+    try:
+        line = datapaths.gdb_source_line()
+    except datapaths.DataNotFound as e:
+        return fail(str(e), EXIT_TOOL)
+    sys.stdout.write("%s\n" % (line.split(" ", 1)[1] if argv else line))
+    return EXIT_OK
+
+
 def _optional_value(argv: List[str], option: str, default: str) -> List[str]:
     """``--coredumpctl`` with no value (last, or followed by another option) means ``default``."""
     out = []
@@ -498,6 +518,8 @@ def run(argv: Sequence[str]) -> int:
     """The whole command line; returns the exit code."""
     argv = _optional_value(list(argv), "--coredumpctl", "latest")
     try:
+        if argv and argv[0] == "gdb-path":
+            return gdb_path_command(argv[1:])
         if argv and argv[0] == "signatures":
             if len(argv) < 2:
                 raise UsageError("missing command (signatures list|validate)")

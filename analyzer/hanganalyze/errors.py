@@ -22,6 +22,15 @@ class InputError(HangAnalyzeError):
     exit_code = EXIT_INPUT
 
 
+class PtraceDenied(InputError):
+    """The kernel refused to let us attach to ``pid`` (EPERM): ``acquire/noptrace.py`` says why, and
+    what /proc shows without ptrace is reported instead of ending the run."""
+
+    def __init__(self, pid: int, message: str) -> None:
+        super().__init__(message)
+        self.pid = pid
+
+
 class SignatureError(HangAnalyzeError):
     exit_code = EXIT_INPUT
 

@@ -7,6 +7,7 @@ on recorded stacks, stripped ones included: Debian's ``python3.11`` shows ``take
 """
 
 import os
+import pkgutil
 import re
 from typing import List, Optional, Tuple
 
@@ -18,10 +19,13 @@ LISTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lists")
 
 
 def read_list(name: str) -> List[List[str]]:
-    """The non-comment lines of ``lists/NAME.txt``, each split at the first run of spaces."""
-    path = os.path.join(LISTS_DIR, name + ".txt")
-    with open(path, encoding="utf-8") as f:
-        return [line.strip().split(None, 1) for line in f if line.strip() and not line.lstrip().startswith("#")]
+    """The non-comment lines of ``lists/NAME.txt``, each split at the first run of spaces.  Read
+    through the package's loader (``pkgutil.get_data``), so a zipapp's copy reads them too."""
+    data = pkgutil.get_data(__name__.rpartition(".")[0], "lists/%s.txt" % name)
+    if data is None:
+        raise OSError("lists/%s.txt: the package's loader reads no data files" % name)
+    lines = data.decode("utf-8").splitlines()
+    return [line.strip().split(None, 1) for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
 def _alternatives(name: str) -> "re.Pattern[str]":

@@ -254,29 +254,6 @@ def test_pid_of_a_zombie():
         p.wait()
 
 
-def test_pid_already_traced_by_a_debugger(hung):
-    """Another debugger holds the process: refuse (ptrace allows one tracer), name the tracer."""
-    h = hung([str(fixture_binary("cxx_mutex_deadlock"))])
-    other = subprocess.Popen(
-        ["gdb", "-nx", "-batch", "-iex", "set auto-load off", "-p", str(h.pid), "-ex", "shell sleep 60"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        for _ in range(200):
-            status = Path("/proc/%d/status" % h.pid).read_text()
-            if "TracerPid:\t0\n" not in status:
-                break
-            time.sleep(0.05)
-        else:
-            pytest.skip("the other gdb did not attach")
-        one_line_error(["--pid", h.pid], EXIT_INPUT, "already traced by pid")
-    finally:
-        os.killpg(other.pid, 9)
-        other.wait()
-
-
 def _children() -> set:
     kids = set()
     for task in Path("/proc/self/task").iterdir():

@@ -48,7 +48,8 @@ def test_help_and_version(capsys):
                 "--redact", "--version", "signatures list|validate"):
         assert opt in out
     rc, out, _ = _run(capsys, ["--version"])
-    assert rc == 0 and out.strip() == "hanganalyze %s" % __version__
+    assert rc == 0 and out.splitlines()[0] == "hanganalyze %s" % __version__
+    assert "signatures: %s (source checkout)" % (Path(cli.__file__).parents[2] / "signatures") in out
     rc, out, _ = _run(capsys, ["signatures", "--help"])
     assert rc == 0 and "validate" in out
 

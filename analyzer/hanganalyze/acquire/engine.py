@@ -30,11 +30,11 @@ import os
 from pathlib import Path
 from typing import Callable, Optional
 
-from hanganalyze.acquire import directengine
+from hanganalyze.acquire import directengine, noptrace
 from hanganalyze.acquire.enginerequest import DIRECT, GDB, EngineRequest
 from hanganalyze.acquire.procfacts import check_pid
 from hanganalyze.corefile import CoreInfo, read_core
-from hanganalyze.errors import InputError
+from hanganalyze.errors import InputError, PtraceDenied
 from hanganalyze_gdbext.model import Snapshot
 
 
@@ -82,15 +82,18 @@ def from_pid(pid: int, request: EngineRequest) -> Snapshot:
     """A snapshot of the live process ``pid``, by the reader ``choose`` picks.  The one place a
     live process is read (a repeated sample calls it again); the process is always released and
     left running as it was."""
-    check_pid(pid)
-    if choose(request) == DIRECT:
-        snap = _try_direct("pid %d" % pid, lambda: directengine.snapshot_from_pid(pid, request), request)
-        if snap is not None:
-            return snap
-    from hanganalyze.acquire import gdblive  # lazy: gdb's modules (pygdbmi) only when gdb attaches
+    try:
+        check_pid(pid)
+        if choose(request) == DIRECT:
+            snap = _try_direct("pid %d" % pid, lambda: directengine.snapshot_from_pid(pid, request), request)
+            if snap is not None:
+                return snap
+        from hanganalyze.acquire import gdblive  # lazy: gdb's modules (pygdbmi) only when gdb attaches
 
-    request.progress("attaching to pid %d with %s" % (pid, request.gdb))
-    return gdblive.snapshot_from_pid(pid, request)
+        request.progress("attaching to pid %d with %s" % (pid, request.gdb))
+        return gdblive.snapshot_from_pid(pid, request)
+    except PtraceDenied:  # no ptrace here: why and the fix, and what /proc shows (issue 35)
+        return noptrace.snapshot_without_ptrace(pid)
 
 
 def _try_direct(what: str, read: Callable[[], Snapshot], request: EngineRequest) -> Optional[Snapshot]:

@@ -20,7 +20,7 @@ from hanganalyze.acquire.enginerequest import EngineRequest
 from hanganalyze.acquire.gdbsession import GdbSession, read_dump
 from hanganalyze.acquire.procfacts import complete_from_live, live_argv, proc_status, state_letter
 from hanganalyze.acquire.ranks import read_proc_environ
-from hanganalyze.errors import GdbError, InputError
+from hanganalyze.errors import GdbError, InputError, PtraceDenied
 from hanganalyze_gdbext.model import Snapshot
 
 
@@ -46,7 +46,7 @@ def snapshot_from_pid(pid: int, request: EngineRequest) -> Snapshot:
             if state_letter(pid) in (None, "Z", "X"):
                 raise InputError("pid %d exited before it could be attached" % pid) from None
             if "not permitted" in str(e):
-                raise InputError(
+                raise PtraceDenied(pid,
                     "not allowed to attach to pid %d (ptrace: Operation not permitted): run as its user or root, "
                     "and check /proc/sys/kernel/yama/ptrace_scope and container capabilities (CAP_SYS_PTRACE)" % pid
                 ) from None

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from pygdbmi.gdbmiparser import parse_response
 
 import hanganalyze_gdbext as ext
+from hanganalyze import datapaths
 from hanganalyze.deadline import Deadline, check_timeout
 from hanganalyze.errors import GdbError, InputError
 from hanganalyze_gdbext.model import Snapshot
@@ -55,8 +56,12 @@ _MAX_GDB_WARNINGS = 8
 
 
 def load_py() -> Path:
-    """gdbext's entry script, wherever hanganalyze is installed (source tree or site-packages)."""
-    return Path(ext.__file__).resolve().parent / "load.py"
+    """gdbext's entry script, wherever hanganalyze is installed (source tree, site-packages, or a
+    zipapp's copy in the cache: gdb reads files only), as ``hanganalyze gdb-path`` prints it."""
+    try:
+        return datapaths.gdbext_source().folder / datapaths.GDBEXT_ENTRY
+    except datapaths.DataNotFound:
+        return Path(ext.__file__).resolve().parent / datapaths.GDBEXT_ENTRY
 
 
 

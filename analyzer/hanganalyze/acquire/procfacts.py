@@ -19,7 +19,7 @@ from hanganalyze.acquire.procfs import read_proc
 from hanganalyze.acquire.ranks import identity_from_environ
 from hanganalyze.acquire.sysroot import mapped_file_table, missing_library_warning
 from hanganalyze.corefile import CoreInfo, MappedFile, build_id_of_file, is_library, library_warnings
-from hanganalyze.errors import InputError
+from hanganalyze.errors import InputError, PtraceDenied
 from hanganalyze.names import library_version
 from hanganalyze_gdbext.model import Library, Process
 
@@ -196,13 +196,13 @@ def check_pid(pid: int) -> None:
     except ProcessLookupError:
         raise InputError("no process with pid %d" % pid) from None
     except PermissionError:
-        raise InputError("not allowed to inspect pid %d (run as its user or root)" % pid) from None
+        raise PtraceDenied(pid, "not allowed to inspect pid %d (run as its user or root)" % pid) from None
     status = proc_status(pid)
     if status.get("State", "").startswith("Z"):
         raise InputError("pid %d is a zombie (it has exited; analyze its core instead)" % pid)
     tracer = status.get("TracerPid", "0")
     if tracer not in ("", "0"):
-        raise InputError("pid %d is already traced by pid %s (a debugger?); detach it first" % (pid, tracer))
+        raise PtraceDenied(pid, "pid %d is already traced by pid %s (a debugger?); detach it first" % (pid, tracer))
 
 
 def live_files(pid: int) -> List[MappedFile]:

@@ -19,7 +19,7 @@ from hanganalyze.deadline import Deadline
 from hanganalyze.direct.mapped import MappedProcess
 from hanganalyze.direct.stackscan import Regions
 from hanganalyze.direct.unwind import GREG_NAMES, ModuleMap
-from hanganalyze.errors import InputError
+from hanganalyze.errors import InputError, PtraceDenied
 
 PTRACE_GETREGS = 12
 PTRACE_DETACH = 17
@@ -104,7 +104,7 @@ class LiveProcess(MappedProcess):
                     if e.errno == errno.ESRCH:
                         continue  # the thread exited meanwhile
                     if e.errno == errno.EPERM:
-                        raise InputError(
+                        raise PtraceDenied(self.pid,
                             "not allowed to attach to pid %d (ptrace: Operation not permitted): run as its user or "
                             "root, and check /proc/sys/kernel/yama/ptrace_scope and container capabilities "
                             "(CAP_SYS_PTRACE)" % self.pid) from None

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import jinja2
@@ -28,7 +27,6 @@ from hanganalyze.render.view import ReportView, build_view
 from hanganalyze_gdbext.model import SEVERITIES, TRIAGE, Process, Snapshot
 from hanganalyze_gdbext.model.termsafe import visible
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: Non-idle groups shown expanded when the page opens (the rest are one click away).
 OPEN_GROUPS = 6
 
@@ -61,7 +59,7 @@ def environment() -> jinja2.Environment:
     global _env
     if _env is None:
         _env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+            loader=jinja2.PackageLoader("hanganalyze.render", "templates"),  # a zipapp's too (issue 35)
             autoescape=True,
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,

@@ -383,6 +383,8 @@ def headline(snapshot: Snapshot) -> str:
     sigs = [p.signal for p in snapshot.processes if p.signal]
     if sigs:
         return "No known bug matched; the process stopped with %s" % sigs[0]
+    if any(p.no_stacks for p in snapshot.processes):  # acquire/noptrace.py: not "nothing matched" of a whole read
+        return "No stack read (ptrace not permitted): threads and kernel state from /proc only, low confidence"
     return "No known bug matched"
 
 

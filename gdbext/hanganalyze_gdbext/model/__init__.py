@@ -338,6 +338,9 @@ class Process(Record):
     dist: Optional[DistIdentity] = None
     #: The acquisition of this process failed (gdb timed out, pid gone ...): one line, no threads.
     error: Optional[str] = None
+    #: Why no stack was read although the process was (no ptrace permission: its threads and their
+    #: kernel state come from /proc only, ``acquire/noptrace.py``); the analysis did not see it whole.
+    no_stacks: Optional[str] = None
     #: Collective progress from PyTorch's flight recorder (or watchdog lines): see ``model.collectives``.
     collectives: Optional[Collectives] = None
     #: Every file the core maps, and whether the file found for it here is the same build.
