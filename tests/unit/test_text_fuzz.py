@@ -128,4 +128,6 @@ def test_one_megabyte_parses_fast():
         report.append("%s %.3fs" % (name, dt))
     print("1 MB parse times: " + ", ".join(report))
     print("worst: %.3fs" % worst)
-    assert worst < 5.0, report
+    # a bound against super-linear parsing (minutes on 1 MB), not a speed goal (bench/ has those): room
+    # for a loaded 2-core machine running two test workers
+    assert worst < 20.0, report
