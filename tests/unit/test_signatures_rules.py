@@ -19,7 +19,7 @@ from hanganalyze.errors import SignatureError  # noqa: E402
 from hanganalyze_gdbext.model import SEVERITIES, Finding  # noqa: E402
 
 JOB_RULES = ["rank-missing", "worker-straggler", "collective-straggler", "collective-mismatch", "collective-hang",
-             "collective-peer-wait"]
+             "collective-peer-wait", "rank-slow"]
 
 ASYNCIO_RULES = ["asyncio-await-cycle", "asyncio-orphan-wait", "asyncio-loop-blocked"]
 
@@ -28,11 +28,13 @@ def test_shipped_rules_are_valid_and_ordered():
     rules = validate_rules([s.id for s in pipeline.load_signature_db(use_cache=False).signatures])
     assert [r.id for r in rules.rules] == ["deadlock-cycle"] + ASYNCIO_RULES + ["signatures"] + JOB_RULES + ["triage"]
     assert [r.id for r in rules.rules if not r.code] == ["signatures"]
-    assert rules.cross_rank == frozenset(JOB_RULES[:-1])
+    assert rules.cross_rank == frozenset(JOB_RULES) - {"collective-peer-wait"}
     assert rules.sampled("waits") == {"collective-mismatch", "collective-hang", "collective-peer-wait"}
     assert rules.sampled("straggler") == {"worker-straggler", "collective-straggler"}
     assert rules.by_id("triage").severity == "triage" and rules.by_id("triage").stage == "report"
     assert rules.by_id("collective-peer-wait").supersedes == ("cuda-sync-busy-spin", "cuda-host-waits-for-device")
+    slow = rules.by_id("rank-slow")
+    assert slow.severity == "warning" and slow.samples == "" and "collective-straggler" in slow.supersedes
     assert all(r.severity and r.cause and r.source.startswith(str(Path("signatures") / "rules" / "rules.yaml:"))
                for r in rules.rules if r.code)
     assert load_rules() == read_rules(rules_path(), validate=False)  # the run's unvalidated read agrees
