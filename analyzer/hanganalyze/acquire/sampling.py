@@ -184,14 +184,20 @@ def acquire_sampled(inputs: Sequence[Input], acquire_one: AcquireOne, reading: E
         proc = merge_samples(hist, interval)
         if proc.samples is not None:
             proc.samples.seed, proc.samples.extended = seed, extended
+            if extended and len(history) == 1:  # a job shows it once, in its job view
+                proc.notes.append(extended)
     return snapshot
 
 
 def ambiguous(history: Dict[int, List[Sample]]) -> List[Tuple[int, Thread, ThreadProgress]]:
-    """(pid, thread, progress) of each thread that would be called stuck although it woke in its
-    wait: the main thread or one with Python frames (where a rank or a program is), held in one
-    place, few own wake-ups but some.  A thread that never woke is not in doubt."""
+    """(pid, thread, progress) of each thread that would be called stuck on doubtful evidence: the
+    main thread or one with Python frames (where a rank or a program is), held in one place with a
+    few own wake-ups but some; or a rank's main thread that never woke while the main thread of
+    another rank progressed (a job that moves, whose step may be longer than the window; an idle
+    helper process without a rank is not waited for).  Where nothing moved, a thread that never
+    woke is not in doubt: stuck at once."""
     out = []
+    mains: List[Tuple[int, Thread, ThreadProgress]] = []
     for pid, hist in history.items():
         if len(hist) < 2:
             continue
@@ -199,10 +205,13 @@ def ambiguous(history: Dict[int, List[Sample]]) -> List[Tuple[int, Thread, Threa
         for t in hist[-1].process.threads:
             if t.tid != pid and not any(f.kind == "python" for f in t.all_frames()):
                 continue
-            seen = [(s, m[t.tid]) for s, m in zip(hist, by_tid) if t.tid in m]
-            prog = classify(seen)
+            prog = classify([(s, m[t.tid]) for s, m in zip(hist, by_tid) if t.tid in m])
+            if t.tid == pid and hist[0].process.rank is not None:
+                mains.append((pid, t, prog))
             if prog.state == "stuck" and prog.own_wakeups:
                 out.append((pid, t, prog))
+    if any(p.state == "progressing" for _pid, _t, p in mains):
+        out.extend(m for m in mains if m[2].state == "stuck" and not m[2].own_wakeups)
     return out
 
 
@@ -211,9 +220,10 @@ def _doubt_text(doubt: List[Tuple[int, Thread, ThreadProgress]]) -> str:
     where = next((f.function for f in t.all_frames() if f.kind == "python" and f.function), None) \
         or next((f.function for f in t.all_frames() if f.function), None) or "one place"
     more = " (and %d more)" % (len(doubt) - 1) if len(doubt) > 1 else ""
-    return "pid %d thread %s held its place in %s over %.1f s but woke %d time%s of its own%s: " \
-        "stuck, or a loop slower than the window?" % (pid, t.tid, where, prog.window_s or 0.0, prog.own_wakeups or 0,
-                                                      "s" * ((prog.own_wakeups or 0) != 1), more)
+    why = ("woke %d time%s of its own" % (prog.own_wakeups, "s" * (prog.own_wakeups != 1))) if prog.own_wakeups \
+        else "never woke while another process moved"
+    return "pid %d thread %s held its place in %s over %.1f s but %s%s: stuck, or a step longer than the window?" % (
+        pid, t.tid, where, prog.window_s or 0.0, why, more)
 
 
 def _one_sample(reading: EngineRequest, pid: int):

@@ -416,6 +416,9 @@ def build_job_view(snapshot: Snapshot, pvs: Sequence[ShownProcess] = ()) -> Opti
     view.rows = rank_rows(snapshot, job, set(top.ranks) if top is not None else set(), words)
     if not any(p.samples for p in snapshot.processes):
         view.progress_note = "progress: one sample (a core, a dump or --samples 1): stuck or slow cannot be told"
+    extended = next((p.samples.extended for p in snapshot.processes if p.samples and p.samples.extended), None)
+    if extended:  # the adaptive window (acquire/sampling.py): when and why sampling went on
+        view.progress_note = "progress: " + extended
     view.shared = shared_facts([pv for pv in pvs if pv.process.threads or pv.process.error], job.key == "rank", words)
     if tree is not None:
         d = divergences(tree)
