@@ -317,13 +317,13 @@ def classify(seen: List[Tuple[Sample, Thread]]) -> ThreadProgress:
     elif ran_python:
         prog.state, prog.evidence = "progressing", "python-locals"
         where = next((f.function for f in last.all_frames() if f.kind == "python"), None) or "its Python frames"
-        prog.changed = (prog.changed + ["Python locals changed in %s" % where])[:MAX_CHANGED]
+        prog.changed = (["Python locals changed in %s" % where] + prog.changed)[:MAX_CHANGED]  # the evidence first
     elif same or noise or (same_place and spinning):
         if spinning:
             prog.state, prog.evidence = "spinning", "cpu"
         elif woke:
             prog.state, prog.evidence = "progressing", "woke"  # a loop through the same wait
-            prog.changed = (prog.changed + ["woke %d times in the same place" % prog.own_wakeups])[:MAX_CHANGED]
+            prog.changed = (["woke %d times in the same place" % prog.own_wakeups] + prog.changed)[:MAX_CHANGED]
         else:
             prog.state, prog.evidence = "stuck", "same-place"
     else:
