@@ -419,9 +419,9 @@ def peer_wait(ctx: JobContext) -> List[Finding]:
 
 def rank_slow(ctx: JobContext) -> List[Finding]:
     """``rank-slow``: the job progresses and a rank holds it back.  Only on positive evidence from
-    repeated samples: every rank waiting in the collective made progress (its waits completed:
-    woke, frames or locals moved), and each named rank was outside the collective, at the same
-    place, in every sample, and made progress there (woke and waited again).  A rank that never
+    repeated samples (3 or more): every rank waiting in the collective made progress (its waits
+    completed: woke, frames or locals moved), and each named rank was outside the collective, at
+    the same place, in every sample but one at most, and made progress there (woke and waited again).  A rank that never
     woke is stuck and a busy one spins: neither is named here, and no claim is made when any of
     the waiting ranks did not move (ambiguous: a wrong accusation costs more than no answer)."""
     if not ctx.compares:
@@ -434,9 +434,10 @@ def rank_slow(ctx: JobContext) -> List[Finding]:
     if not all(progs.get(s.process) is not None and progs[s.process].state == "progressing"
                and (progs[s.process].place_samples or 0) >= progs[s.process].samples - 1 for s in waiting):
         return []
+    # at its place in every sample but one at most (a step's own compute may catch it once), of 3 or more
     slow = [s for s in c.elsewhere if progs.get(s.process) is not None
-            and progs[s.process].state == "progressing" and progs[s.process].samples >= 2
-            and progs[s.process].place_samples == progs[s.process].samples]
+            and progs[s.process].state == "progressing" and progs[s.process].samples >= 3
+            and (progs[s.process].place_samples or 0) >= progs[s.process].samples - 1]
     if not slow or len(slow) > len(waiting):
         return []
     parts = []
