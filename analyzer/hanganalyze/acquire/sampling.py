@@ -64,6 +64,8 @@ JITTER = 0.4
 #: Default bound (seconds, whole window) of the adaptive window; ``--max-window 0``: no extension.
 DEFAULT_MAX_WINDOW = 6.0
 SEED_ENV = "HANGANALYZE_SAMPLE_SEED"
+#: A rank that never woke while another rank moved: watched this many base windows at most.
+CROSS_FACTOR = 3.0
 #: Frames listed in ``progress.changed`` per thread.
 MAX_CHANGED = 8
 
@@ -152,15 +154,17 @@ def acquire_sampled(inputs: Sequence[Input], acquire_one: AcquireOne, reading: E
         k = 1
         while procs:
             if k >= samples:
+                doubt = ambiguous(history)
+                # a rank that never woke while another moved is watched CROSS_FACTOR windows at most
+                # (a straggler looping outside the collective keeps the others waiting for ever)
+                bound = max_window if any(p.own_wakeups for _pid, _t, p in doubt) \
+                    else min(max_window, CROSS_FACTOR * (samples - 1) * interval)
+                if not doubt or time.monotonic() - start + interval > bound:
+                    break
                 if k == samples:
-                    doubt = ambiguous(history)
-                    if not doubt or time.monotonic() - start + interval > max_window:
-                        break
                     extended = _doubt_text(doubt)
                     if progress:
                         progress("window extended: %s" % extended)
-                elif not ambiguous(history) or time.monotonic() - start + interval > max_window:
-                    break
             due += jittered(rng, interval)
             pause = due - time.monotonic()
             if pause > 0:
@@ -177,8 +181,7 @@ def acquire_sampled(inputs: Sequence[Input], acquire_one: AcquireOne, reading: E
         pool.shutdown(wait=True)
     if extended:
         window = max(h[-1].at - h[0].at for h in history.values())
-        end = ("still in doubt at the bound (--max-window %g): called stuck" % max_window) if ambiguous(history) \
-            else "then seen to move"
+        end = "still in doubt at the bound: called stuck" if ambiguous(history) else "then seen to move"
         extended = "sampling went on to %.1f s: %s; %s" % (window, extended, end)
     for hist in history.values():
         proc = merge_samples(hist, interval)
