@@ -14,6 +14,8 @@ One job per scenario (module-scoped); the healthy job is test_progress_samples.p
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Dict, List
@@ -101,3 +103,26 @@ def test_a_stopped_rank_is_still_stuck_and_fast(stopped_job):
     main = next(t for t in rank1["threads"] if t["tid"] == rank1["pid"])
     assert main["progress"]["evidence"] == "never-woke", main["progress"]
     assert snap["_took"] < 20, snap["_took"]  # the window was not extended (the reads alone on a loaded machine)
+
+
+def test_a_module_level_loop_that_counts_in_a_global_progresses(tmp_path):
+    """The same line and C call in every sample, no fast locals: its global step counter moved."""
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, str(FIXTURES / "py_module_loop.py"), str(ready)])
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "py_module_loop.py did not start"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        out = tmp_path / "out.json"
+        res = run_hanganalyze(["--pid", str(proc.pid), "--format", "json", "-o", str(out)], timeout=TIMEOUT)
+        assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-2000:]
+        snap = json.loads(out.read_text())
+    finally:
+        proc.kill()
+        proc.wait()
+    main = next(t for t in snap["processes"][0]["threads"] if t["tid"] == proc.pid)
+    assert main["progress"]["state"] == "progressing", main["progress"]
+    assert main["progress"]["evidence"] == "python-locals" and main["progress"]["changed"][0] == \
+        "Python locals changed in <module>", main["progress"]
