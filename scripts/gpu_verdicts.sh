@@ -6,6 +6,9 @@
 #
 # Scenarios (tests/fixtures/gpu/nccl_job.py, NPROC ranks, rank BAD_RANK at fault):
 #   healthy    a training loop that never hangs: no hang finding, ever
+#   slow       healthy but unbalanced, the loop at module level: rank BAD_RANK sleeps SLOW_READ_S (0.4 s)
+#              in augment_batch every step, the others wait in all_reduce -> .item(); every step
+#              completes: rank-slow names BAD_RANK (a warning), no hang finding, ever (issue 31)
 #   straggler  rank BAD_RANK sleeps in load_next_batch; the others wait in all_reduce -> .item()
 #   mismatch   rank BAD_RANK in broadcast, the others in all_reduce
 #   killed     a plain launcher (no torchrun); rank BAD_RANK is SIGKILLed; the others wait
@@ -25,7 +28,7 @@ NPROC=${NPROC:-2}
 BAD_RANK=${BAD_RANK:-1}
 RUNS=${RUNS:-5}
 PG_TIMEOUT=${PG_TIMEOUT:-75}
-SCENARIOS=${SCENARIOS:-"healthy straggler mismatch killed seed"}
+SCENARIOS=${SCENARIOS:-"healthy slow straggler mismatch killed seed"}
 BUDGET_S=${BUDGET_S:-540}
 PY=${PY:-python3}
 WORK=$(mktemp -d /tmp/gpuverdicts.XXXXXX)
@@ -126,6 +129,20 @@ for sc in $SCENARIOS; do
         summarize "$R/$sc.run$i.json"
         [ -s "$R/$sc.run$i.err" ] && head -3 "$R/$sc.run$i.err"
     done
+    if [ "$sc" = healthy ] || [ "$sc" = slow ]; then  # the runs with a hang finding, and (slow) rank-slow's
+        $PY - "$sc" "$BAD_RANK" "$R/$sc".run*.json <<'PYEOF' | tee -a "$SUMMARY"
+import json, sys
+sc, bad, paths = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+snaps = [json.load(open(p)) for p in paths]
+hang = sum(any(f.get("severity") in ("hang", "deadlock") for f in s.get("findings", [])) for s in snaps)
+slow = sum(any(f.get("signature") == "rank-slow" and f.get("ranks") == [bad] for f in s.get("findings", []))
+           for s in snaps)
+ext = sum(any((p.get("samples") or {}).get("extended") for p in s.get("processes", [])) for s in snaps)
+want = "no hang" + (", rank-slow [%d]" % bad if sc == "slow" else "")
+print("  check %s: %d/%d runs with a hang finding, %d/%d name rank %d slow, %d/%d window extended (want: %s)"
+      % (sc, hang, len(snaps), slow, len(snaps), bad, ext, len(snaps), want))
+PYEOF
+    fi
     if [ "$sc" = straggler ]; then  # the benchmark, on these ranks while they hang
         pids=$(cat "$d"/rank*.pid | tr '\n' ' ')
         p0=$(cat "$d/rank0.pid")

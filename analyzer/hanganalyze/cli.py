@@ -116,6 +116,9 @@ OPTIONS: Tuple[Option, ...] = (
            "1 by default with --engine gdb).", request="samples"),
     Option("interval", ("--interval",), "float", None,
            "Seconds between the samples (default 0.5: 3 samples over about a second).", request="interval"),
+    Option("max_window", ("--max-window",), "float", None,
+           "Seconds sampling may go on before a rank or thread is called stuck, when it woke in its wait "
+           "(default 6; 0: never past --samples).", request="max_window", metavar="SECONDS"),
     Option("exe", ("--exe",), "path", None, "Executable of the core (default: found from the core).", request="exe"),
     Option("fmt", ("--format", "-f"), "format", None,
            "Output format (default: html with -o x.html, json/md likewise, else text)."),

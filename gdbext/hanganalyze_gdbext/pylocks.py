@@ -42,6 +42,8 @@ GLOBALS_FRAMES = 64
 #: Python frames whose locals make a thread's activity fingerprint (``PyLocks.activity``): the
 #: loop counters and batches of a training loop sit within a few frames of the innermost one.
 ACTIVITY_FRAMES = 8
+#: Entries of a module's globals looked at by ``activity`` (a module-level loop counts its steps there).
+GLOBAL_ITEMS = 256
 #: Locals whose attributes are not where a program keeps its locks (or are named otherwise:
 #: module attributes are the module globals the fallback already finds).
 _NOT_OWNERS = ("module", "function", "builtin_function_or_method", "method", "frame", "code", "cell",
@@ -190,14 +192,17 @@ class PyLocks:
         their fast locals (an int by its value, any other object by its address).  Fast locals
         change only when the frame's own code runs, so two samples whose fingerprints differ prove
         the thread ran Python code in between, even when both caught it in the same wait (a training
-        loop caught in ``.item()``'s device sync each time).  Equal fingerprints prove nothing."""
+        loop caught in ``.item()``'s device sync each time).  A frame with no fast locals (module
+        level) adds its int globals (``_global_ints``).  Equal fingerprints prove nothing."""
         frames = self.p.innermost_frames(lwp, ACTIVITY_FRAMES)
         if not frames:
             return None
         parts: List[str] = []
+        dicts: List[int] = []
         for frame in frames:
             parts.append("%x" % frame)
-            for _name, obj in self.frame_locals(frame):
+            local = self.frame_locals(frame)
+            for _name, obj in local:
                 value = None
                 if self.type_name(obj) == "int":
                     try:
@@ -205,9 +210,37 @@ class PyLocks:
                     except Exception:  # noqa: BLE001 - unreadable: the address stands for it
                         value = None
                 parts.append("i%d" % value if value is not None else "%x" % obj)
+            if not local:
+                parts.extend(self._global_ints(frame, dicts))
         data = " ".join(parts).encode()
         # 64 bits of two checksums zlib already loaded (hashlib pulls in OpenSSL: ~3 ms a run)
         return "%08x%08x" % (zlib.crc32(data), zlib.adler32(data))
+
+    def _global_ints(self, frame: int, dicts: List[int]) -> List[str]:
+        """A frame with no fast locals (a module-level loop: its step counter is a global): the int
+        values of its globals (by key), once per dict, so a loop at module level that counts its
+        steps shows them between samples.  Only ints, by value: an object another thread rebinds
+        says nothing of this thread, and a thread that never woke is stuck before this is asked."""
+        off = self.p.frame_keys["globals"]
+        try:
+            g = self.u64(frame + off) if off is not None else 0
+            if not g or g in dicts or self.type_name(g) != "dict":
+                return []
+            dicts.append(g)
+            items = self.o.dict_items(g)[:GLOBAL_ITEMS]
+        except Exception:  # noqa: BLE001 - unreadable: nothing added
+            return []
+        out: List[str] = []
+        for key, obj in items:
+            if self.type_name(obj) != "int":
+                continue
+            try:
+                value = self.o.int(obj)
+            except Exception:  # noqa: BLE001 - unreadable: left out
+                value = None
+            if value is not None:
+                out.append("g%x=%d" % (key, value))
+        return out
 
     def join_target_ident(self, lwp: int) -> Optional[int]:
         """3.13+ ``Thread.join()`` without DWARF for the C thread handle: the ``threading`` ident

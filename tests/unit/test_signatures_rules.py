@@ -19,7 +19,8 @@ from hanganalyze.errors import SignatureError  # noqa: E402
 from hanganalyze_gdbext.model import SEVERITIES, Finding  # noqa: E402
 
 JOB_RULES = ["rank-missing", "worker-straggler", "collective-straggler", "collective-mismatch", "collective-hang",
-             "collective-peer-wait", "nccl-ras-stuck", "nccl-ras-slow-rank", "nccl-ras-progressing", "nccl-ras-error"]
+             "collective-peer-wait", "rank-slow", "nccl-ras-stuck", "nccl-ras-slow-rank", "nccl-ras-progressing",
+             "nccl-ras-error"]
 
 ASYNCIO_RULES = ["asyncio-await-cycle", "asyncio-orphan-wait", "asyncio-loop-blocked"]
 
@@ -33,6 +34,8 @@ def test_shipped_rules_are_valid_and_ordered():
     assert rules.sampled("straggler") == {"worker-straggler", "collective-straggler"}
     assert rules.by_id("triage").severity == "triage" and rules.by_id("triage").stage == "report"
     assert rules.by_id("collective-peer-wait").supersedes == ("cuda-sync-busy-spin", "cuda-host-waits-for-device")
+    slow = rules.by_id("rank-slow")
+    assert slow.severity == "warning" and slow.samples == "" and "collective-straggler" in slow.supersedes
     assert all(r.severity and r.cause and r.source.startswith(str(Path("signatures") / "rules" / "rules.yaml:"))
                for r in rules.rules if r.code)
     assert load_rules() == read_rules(rules_path(), validate=False)  # the run's unvalidated read agrees

@@ -34,6 +34,8 @@ class ThreadStat:
     #: Seconds on a CPU plus seconds runnable but waiting for one (``schedstat``): a spinning
     #: thread is runnable all the time even when a loaded machine gives it a small share of a CPU.
     runnable_s: Optional[float] = None
+    involuntary: Optional[int] = None  # involuntary context switches so far: preempted while it ran
+    syscall: Optional[int] = None  # the system call it is blocked in (``syscall``; "running": None)
 
 
 def _thread_stat(pid: int, tid: int) -> Optional[ThreadStat]:
@@ -51,15 +53,7 @@ def _thread_stat(pid: int, tid: int) -> Optional[ThreadStat]:
         return None
     wchan_raw = read_proc(pid, "task/%d/wchan" % tid, 256)
     wchan = wchan_raw.decode("ascii", "replace").strip() if wchan_raw else None
-    switches = None
-    status = read_proc(pid, "task/%d/status" % tid, 8192)
-    for line in (status or b"").splitlines():
-        if line.startswith(b"voluntary_ctxt_switches:"):
-            try:
-                switches = int(line.split()[1])
-            except (ValueError, IndexError):
-                pass
-            break
+    counts = _switches(read_proc(pid, "task/%d/status" % tid, 8192) or b"")
     runnable = None
     sched = (read_proc(pid, "task/%d/schedstat" % tid, 256) or b"").split()
     if len(sched) >= 2:
@@ -68,7 +62,33 @@ def _thread_stat(pid: int, tid: int) -> Optional[ThreadStat]:
         except ValueError:
             pass
     return ThreadStat(tid=tid, state=fields[0], cpu_s=cpu, wchan=wchan if wchan not in (None, "", "0") else None,
-                      switches=switches, runnable_s=runnable)
+                      switches=counts.get(b"voluntary_ctxt_switches"), runnable_s=runnable,
+                      involuntary=counts.get(b"nonvoluntary_ctxt_switches"),
+                      syscall=_syscall(read_proc(pid, "task/%d/syscall" % tid, 256)))
+
+
+def _switches(status: bytes) -> Dict[bytes, int]:
+    """``voluntary_ctxt_switches`` and ``nonvoluntary_ctxt_switches`` of a ``status`` file."""
+    out: Dict[bytes, int] = {}
+    for line in status.splitlines():
+        key, _, value = line.partition(b":")
+        if key in (b"voluntary_ctxt_switches", b"nonvoluntary_ctxt_switches"):
+            try:
+                out[key] = int(value.split()[0])
+            except (ValueError, IndexError):
+                pass
+    return out
+
+
+def _syscall(raw: Optional[bytes]) -> Optional[int]:
+    """The number in ``/proc/.../syscall`` (``"202 0x..."``); None when running ("running", "-1")
+    or unreadable (it needs ptrace access, read without stopping the thread)."""
+    first = (raw or b"").split(b" ", 1)[0].strip()
+    try:
+        n = int(first)
+    except ValueError:
+        return None
+    return n if n >= 0 else None
 
 
 def thread_stats(pid: int) -> Dict[int, ThreadStat]:

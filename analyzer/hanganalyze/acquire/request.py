@@ -53,6 +53,7 @@ class AcquireRequest:
     #: default (3 over about a second; 1 through gdb, whose reads take seconds each).
     samples: Optional[int] = None
     interval: Optional[float] = None
+    max_window: Optional[float] = None  # the adaptive window's bound (``--max-window``)
     # Filled by prepare():
     reading: Optional[EngineRequest] = None  # how every core and pid is read
     stored_core: object = None  # coredumpctl.StoredCore
@@ -67,7 +68,7 @@ class AcquireRequest:
         progress = progress or _quiet
         self.timeout = check_timeout(self.timeout)
 
-        check_options(self.samples, self.interval)
+        check_options(self.samples, self.interval, self.max_window)
         if self.parallel is not None and not 1 <= self.parallel <= 1024:
             raise InputError("--parallel must be between 1 and 1024 (got %s)" % self.parallel)
         for t in self.targets:
@@ -107,7 +108,8 @@ class AcquireRequest:
             ras = sampler(self.inputs, samples, interval)
         try:
             snapshot = acquire_sampled(self.inputs, self._acquire_one(reading), replace(reading, gdb_busy=None),
-                                       self.parallel, progress, samples, interval)
+                                       self.parallel, progress, samples, interval,
+                                       sampling.DEFAULT_MAX_WINDOW if self.max_window is None else self.max_window)
         except BaseException:
             if ras is not None:
                 ras.stop()

@@ -15,7 +15,9 @@ each rule is one function of a ``JobContext`` (listed in run order in ``analyze/
   sites, or (flight recorder) at different sequence numbers;
 * ``collective_hang``: every rank waits in the same collective and none is missing or elsewhere;
 * ``peer_wait`` (per rank): a rank blocked in a device sync right after a collective waits for
-  its peers: a hang, not the CUDA busy-spin the single process shows.
+  its peers: a hang, not the CUDA busy-spin the single process shows;
+* ``rank_slow``: repeated samples saw the waiting ranks move and one rank, outside the collective
+  in every sample, wake and wait again in one place: slow, not stuck (a warning, never a hang).
 
 Their ids, titles, causes, fixes and what they supersede are data: their entries in
 ``signatures/rules/rules.yaml``.
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyze.findings import from_rule
+from hanganalyze.analyze.progress import rank_progress
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rankstate import RankState, judge_against_waiters
 from hanganalyze.analyze.rules import load_rules
@@ -412,3 +415,43 @@ def peer_wait(ctx: JobContext) -> List[Finding]:
     if len(states) > 1 or any(s.rank is not None for s in states):
         return _peer_wait(ctx.snapshot, states)
     return []
+
+
+def rank_slow(ctx: JobContext) -> List[Finding]:
+    """``rank-slow``: the job progresses and a rank holds it back.  Only on positive evidence from
+    repeated samples (3 or more): every rank waiting in the collective made progress (its waits
+    completed: woke, frames or locals moved), and each named rank was outside the collective, at
+    the same place, in every sample but one at most, and made progress there (woke and waited again).  A rank that never
+    woke is stuck and a busy one spins: neither is named here, and no claim is made when any of
+    the waiting ranks did not move (ambiguous: a wrong accusation costs more than no answer)."""
+    if not ctx.compares:
+        return []
+    c = ctx.comparison()
+    progs = {s.process: rank_progress(ctx.snapshot, s) for s in c.states}
+    waiting = [s for s in c.waiting if s.state in ("collective", "device-sync")]
+    if not waiting or not c.elsewhere or c.missing:
+        return []
+    if not all(progs.get(s.process) is not None and progs[s.process].state == "progressing"
+               and (progs[s.process].place_samples or 0) >= progs[s.process].samples - 1 for s in waiting):
+        return []
+    # at its place in every sample but one at most (a step's own compute may catch it once), of 3 or more
+    slow = [s for s in c.elsewhere if progs.get(s.process) is not None
+            and progs[s.process].state == "progressing" and progs[s.process].samples >= 3
+            and (progs[s.process].place_samples or 0) >= progs[s.process].samples - 1]
+    if not slow or len(slow) > len(waiting):
+        return []
+    parts = []
+    for s in slow[:MAX_NAMED]:
+        p = progs[s.process]
+        how = ("woke %d times there" % p.own_wakeups) if p.evidence == "woke" and p.own_wakeups else \
+            (p.changed[0] if p.changed else "moved")
+        parts.append("%s was outside the collective, in %s, in %d%% of the samples (%d of %d over %.1f s; %s)"
+                     % (_who([s]), place(s) or "an unknown place", round(100.0 * (p.place_samples or 0) / p.samples),
+                        p.place_samples or 0, p.samples, p.window_s or 0.0, how))
+    woke = [progs[s.process].own_wakeups for s in waiting if progs[s.process].own_wakeups is not None]
+    window = max(progs[s.process].window_s or 0.0 for s in waiting) or 1.0
+    pace = (", about %.1f wake-ups/s each (their collective completes)" % (min(woke) / window)) if woke else ""
+    summary = "the job progresses: %s in %s made progress over %.1f s%s; %s, and they wait for it: slow, not stuck" % (
+        _who(waiting), _coll_text(waiting[0]), window, pace, "; ".join(parts))
+    return [_finding("rank-slow", slow + waiting, summary, _evidence(slow, "elsewhere") + _evidence(waiting, "waiting"),
+                     0.7 if len(slow) == 1 else 0.6, ranks=[s.rank for s in slow if s.rank is not None])]

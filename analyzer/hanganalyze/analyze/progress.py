@@ -45,6 +45,8 @@ SAMPLED_SEVERITIES = HANG_SEVERITIES | {"info"}
 WAITS, STRAGGLER = "waits", "straggler"
 #: The named text of a ``waits`` rule added when every rank it names spins in the device sync.
 ALL_SPINNING = "all_spinning"
+#: The job rule that names a slow rank (``crossrank.rank_slow``).
+SLOW_RANK = "rank-slow"
 #: Window (seconds) from which a wait that held gets its signature's full confidence.
 FULL_WINDOW_S = 5.0
 LONGER = "--samples 5 --interval 2 watches for 8 s"
@@ -219,4 +221,13 @@ def job_findings(snapshot: Snapshot, states: Sequence[RankState], findings: List
             f.summary += " (%s; %s)" % (held, LONGER)
         _scale(f, window)
         out.append(f)
-    return out
+    return _slow_first(out, rules)
+
+
+def _slow_first(found: List[Finding], rules: RuleSet) -> List[Finding]:
+    """A slow-rank finding (made only where progress was seen) replaces the job findings its rule
+    ``supersedes`` on the ranks it names, and leads: "slow" and "stuck" never describe one rank."""
+    slow = [f for f in found if f.signature == SLOW_RANK]
+    if not slow:
+        return found
+    return slow + rules.superseded(slow, [f for f in found if f.signature != SLOW_RANK])

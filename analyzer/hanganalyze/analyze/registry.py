@@ -31,6 +31,7 @@ from hanganalyze.analyze.crossrank import (
     collective_straggler,
     peer_wait,
     rank_missing,
+    rank_slow,
     worker_straggler,
 )
 from hanganalyze.analyze.intern import match_snapshot
@@ -77,6 +78,8 @@ RULES: Tuple[CodeRule, ...] = (
              collective_mismatch),
     CodeRule(("collective-hang",), "job", "rank states (all waiting, none missing or elsewhere)", collective_hang),
     CodeRule(("collective-peer-wait",), "job", "ranks blocked in the device sync after a collective", peer_wait),
+    CodeRule(("rank-slow",), "job", "rank states and each rank's progress over the samples (own wake-ups, frames)",
+             rank_slow),
     CodeRule(("nccl-ras-stuck", "nccl-ras-slow-rank", "nccl-ras-progressing", "nccl-ras-error"), "job",
              "Snapshot.nccl_ras: NCCL RAS queries over time, joined to processes by pid", nccl_ras_findings),
     CodeRule(("triage",), "report", "every thread's frames, waits and log (signatures/triage/waits.yaml)",
@@ -127,7 +130,7 @@ def run_report_rules(snapshot: Snapshot) -> None:
     """The report rules' findings (the triage): first when no known bug matched, last otherwise."""
     for rule in of_stage("report"):
         found = _run(rule, snapshot, snapshot)
-        known = any(f.severity in SERIOUS for f in snapshot.findings)
+        known = any(f.severity in SERIOUS or f.severity == "warning" for f in snapshot.findings)  # a verdict leads
         snapshot.findings = (snapshot.findings + found) if known else (found + snapshot.findings)
 
 

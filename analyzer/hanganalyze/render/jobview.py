@@ -427,10 +427,16 @@ def build_job_view(snapshot: Snapshot, pvs: Sequence[ShownProcess] = ()) -> Opti
     view.rows = rank_rows(snapshot, job, set(top.ranks) if top is not None else set(), words)
     if not any(p.samples for p in snapshot.processes):
         view.progress_note = "progress: one sample (a core, a dump or --samples 1): stuck or slow cannot be told"
+    notes = []
     if snapshot.nccl_ras is not None and len(snapshot.nccl_ras.queries) > 1:  # evidence over time: NCCL's counts
-        view.progress_note = "progress: %d NCCL RAS queries (NCCL RAS section)" % len(snapshot.nccl_ras.queries)
+        notes.append("%d NCCL RAS queries (NCCL RAS section)" % len(snapshot.nccl_ras.queries))
     elif snapshot.nccl_ras is not None and snapshot.nccl_ras.queries and not snapshot.processes:
-        view.progress_note = "progress: " + ONE_QUERY
+        notes.append(ONE_QUERY)
+    extended = next((p.samples.extended for p in snapshot.processes if p.samples and p.samples.extended), None)
+    if extended:  # the adaptive window (acquire/sampling.py): when and why sampling went on
+        notes.append(extended)
+    if notes:
+        view.progress_note = "progress: " + "; ".join(notes)
     view.shared = shared_facts([pv for pv in pvs if pv.process.threads or pv.process.error], job.key == "rank", words)
     if tree is not None:
         d = divergences(tree)

@@ -25,7 +25,7 @@ SCHEMA = "hanganalyze/1"
 #: Severities a finding may carry, most serious first (the order reports sort findings in).
 #: ``triage`` is the triage's own (``analyze/triage.py``): what the stacks show when no known bug
 #: explains them, after every known-bug severity.
-SEVERITIES = ("crash", "deadlock", "hang", "error", "info", "triage")
+SEVERITIES = ("crash", "deadlock", "hang", "error", "warning", "info", "triage")
 #: The severities of a known bug: one of them makes the exit status 1 and puts the triage last.
 SERIOUS = SEVERITIES[:4]
 #: The triage finding's severity.
@@ -119,6 +119,16 @@ class ThreadProgress(Record):
     wakeups: Optional[int] = None  # voluntary context switches over the window
     os_state: Optional[str] = None  # the kernel's state letter in the last sample ("S", "R" ...)
     wchan: Optional[str] = None  # kernel wait channel in the last sample, when the kernel shows it
+    #: Wake-ups that were the thread's own: ``wakeups`` less those the reads' ptrace stops caused
+    #: (measured around each read), so a sleep in a loop is told from a sleep for ever.
+    own_wakeups: Optional[int] = None
+    involuntary: Optional[int] = None  # involuntary context switches over the window (preempted: it ran)
+    syscall: Optional[int] = None  # the system call it was in at the last sample (/proc/.../syscall)
+    #: Samples in which the thread was at the place of the last sample (its Python frames, else native).
+    place_samples: Optional[int] = None
+    #: Which evidence decided ``state``: "never-woke", "woke" (own wake-ups in one place), "frames"
+    #: (frames or lines changed), "python-locals", "cpu" (spinning), "same-place" (held, few wake-ups).
+    evidence: Optional[str] = None
 
     CONTRACT = ("state", "samples", "window_s", "cpu_s", "changed")
 
@@ -311,6 +321,9 @@ class Samples(Record):
     count: int = 0
     window_s: Optional[float] = None  # from the first sample to the last
     interval_s: Optional[float] = None
+    seed: Optional[int] = None  # of the jittered intervals (``HANGANALYZE_SAMPLE_SEED`` fixes it)
+    #: Why sampling went on past ``--samples`` (the adaptive window), None when it did not.
+    extended: Optional[str] = None
 
     CONTRACT = ("count", "window_s", "interval_s")
 
