@@ -165,7 +165,7 @@ def test_sniff_hostile_json_heads():
     t = time.perf_counter()
     for head in heads * 5:
         assert not looks_like_flight_recorder(head)
-    assert time.perf_counter() - t < 2.0
+    assert time.perf_counter() - t < 6.0  # an amplification guard (orders of magnitude), loaded machines too
 
 
 def test_json_form(tmp_path):
@@ -278,7 +278,7 @@ def test_watchdog_lines_hostile_input_is_linear():
     ]
     t = time.perf_counter()
     collectives_from_messages(lines * 3)
-    assert time.perf_counter() - t < 2.0
+    assert time.perf_counter() - t < 6.0  # an amplification guard (orders of magnitude), loaded machines too
 
 
 # --------------------------------------------------------------------------------------------
@@ -512,7 +512,7 @@ def test_shared_references_do_not_amplify(tmp_path):
     assert len(data) < 2_000_000
     t = time.perf_counter()
     p = read_flight_recorder(write(tmp_path, "shared_entries", data))
-    assert time.perf_counter() - t < 5.0
+    assert time.perf_counter() - t < 15.0  # an amplification guard, loaded machines too
     entries = p.collectives.to_dict()["entries"]
     assert len(entries) == fr.MAX_ENTRIES
     assert sum(len(e["dtypes"]) + sum(len(x) + 1 for x in e["sizes"]) for e in entries) <= fr.MAX_SIZE_VALUES
@@ -535,7 +535,7 @@ def test_large_real_shaped_dump_is_fast(tmp_path):
     path = write(tmp_path, "rank_9", pickle.dumps(dict(RANK0_DOC, entries=entries), protocol=2))
     t = time.perf_counter()
     p = read_flight_recorder(path)
-    assert time.perf_counter() - t < 2.0
+    assert time.perf_counter() - t < 6.0  # an amplification guard (orders of magnitude), loaded machines too
     assert p.rank == 9 and len(p.collectives.to_dict()["entries"]) == 2000
 
 
@@ -557,7 +557,7 @@ def read_or_input_error(path: Path) -> None:
     else:
         assert isinstance(p, Process) and p.threads == []
         json.dumps(p.to_dict())
-    assert time.perf_counter() - t < 2.0
+    assert time.perf_counter() - t < 6.0  # an amplification guard (orders of magnitude), loaded machines too
 
 
 @FUZZ

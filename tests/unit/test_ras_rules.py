@@ -72,7 +72,7 @@ def test_slow_and_healthy_give_no_hang(capsys, job, want):
         assert not [f for f in snap.findings if f.severity in HANGISH]
     if job == "slow":
         (f,) = snap.findings
-        assert f.signature == SLOW_ID and f.severity == "info" and f.ranks == [1]
+        assert f.signature == SLOW_ID and f.severity == "warning" and f.ranks == [1]
 
 
 @pytest.mark.parametrize("path", sorted(str(p) for p in DATA.glob("*.query*.*")))

@@ -29,7 +29,7 @@ def test_shipped_rules_are_valid_and_ordered():
     rules = validate_rules([s.id for s in pipeline.load_signature_db(use_cache=False).signatures])
     assert [r.id for r in rules.rules] == ["deadlock-cycle"] + ASYNCIO_RULES + ["signatures"] + JOB_RULES + ["triage"]
     assert [r.id for r in rules.rules if not r.code] == ["signatures"]
-    assert rules.cross_rank == frozenset(JOB_RULES) - {"collective-peer-wait"}
+    assert rules.cross_rank == frozenset(JOB_RULES) - {"collective-peer-wait", "rank-slow"}
     assert rules.sampled("waits") == {"collective-mismatch", "collective-hang", "collective-peer-wait"}
     assert rules.sampled("straggler") == {"worker-straggler", "collective-straggler"}
     assert rules.by_id("triage").severity == "triage" and rules.by_id("triage").stage == "report"
