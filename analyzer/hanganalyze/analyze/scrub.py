@@ -36,10 +36,6 @@ DATA_FILE = ("redact", "secrets.yaml")
 UNTOUCHED = frozenset({"bucket", "tool", "references", "signature", "severity", "kind", "scrubbed", "stack_table"})
 #: A value shorter than this is never replaced everywhere (``pwd=abc`` would eat every ``abc``).
 MIN_VALUE = 4
-#: Cheap pre-check (lower-case substrings): a string holding none of these has nothing to find,
-#: and most strings (function names, library paths) hold none.
-HINTS = ("=", ":", "token", "key", "secret", "pass", "pwd", "auth", "cred", "akia", "asia", "aiza", "gh", "hf_",
-         "sk-", "xox", "glpat-", "eyj", "private", "bearer", "-")
 _NAME = r"[A-Za-z_][\w.-]*"
 #: ``--name=V`` / ``--name V`` (groups 1, 2) or ``NAME=V`` (group 3), the value in group 4: a
 #: dash-less name takes only ``=`` ("the token is" is prose).  The look-behind starts a match only
@@ -73,6 +69,9 @@ class Rules:
         self.keep_names = re.compile(_checked(disp, "keep_names", need("keep_names", str)), re.I)
         self.keep_values = re.compile(_checked(disp, "keep_values", need("keep_values", str)), re.I | re.S)
         self.url = re.compile(_checked(disp, "url_password", need("url_password", str), groups=1), re.I)
+        #: Cheap pre-check for the name and URL rules: a secret word anywhere, or "://".  Most
+        #: strings (function names, library paths) hold neither, and skip three scans.
+        self.hint = re.compile("|".join(["://"] + [rx.pattern for _k, rx in self.words]), re.I)
 
     def name_kind(self, name: str) -> Optional[str]:
         """The kind of secret an option or setting called ``name`` holds, or None: its last word
@@ -136,12 +135,14 @@ class Scrubber:
             self._literal = None
 
     def discover(self, s: str) -> str:
-        if s in self._seen or not any(h in s.lower() for h in HINTS):
+        if s in self._seen:  # frames repeat the same names and paths many times
             return s
         self._seen.add(s)
         r = self.rules
         for m in r.tokens.finditer(s):  # shapes first: their kind is the more telling one
             self._add(m.group(0), r.kinds[(m.lastindex or 1) - 1], shaped=True)
+        if not r.hint.search(s):
+            return s
         for m in r.url.finditer(s):
             self._add(m.group(1), "url-password")
         for m in _ASSIGN.finditer(s):
@@ -177,6 +178,11 @@ class Scrubber:
         return dict(sorted(out.items()))
 
 
+@lru_cache(maxsize=None)
+def _fields(cls: type) -> Tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in UNTOUCHED)
+
+
 def _walk(obj: Any, fn: Callable[[str], str], on_list: Optional[Callable[[List[Any]], None]],
           seen: Set[int]) -> Any:
     """``fn`` applied to every string under ``obj``: records and lists changed in place (they are
@@ -188,12 +194,13 @@ def _walk(obj: Any, fn: Callable[[str], str], on_list: Optional[Callable[[List[A
             return obj
         seen.add(id(obj))
     if isinstance(obj, Record):
-        for f in dataclasses.fields(obj):
-            if f.name not in UNTOUCHED:
-                v = getattr(obj, f.name)
-                nv = _walk(v, fn, on_list, seen)
-                if nv is not v:
-                    setattr(obj, f.name, nv)
+        for name in _fields(type(obj)):
+            v = getattr(obj, name)
+            if v is None or v is True or v is False or type(v) in (int, float):
+                continue
+            nv = _walk(v, fn, on_list, seen)
+            if nv is not v:
+                setattr(obj, name, nv)
     elif isinstance(obj, list):
         if on_list is not None:
             on_list(obj)
