@@ -57,6 +57,8 @@ NEAR_MISSES = [
     "HF_TOKEN=$HF_TOKEN", "--password", "the token is invalid", "pass=abc", "task-sk-short",
     "desk-abcdefghijklmnopqrstuvwxyz", "https://github.com/pytorch/pytorch/issues/1",
     "see -----BEGIN CERTIFICATE----- MIIB", "--push-to-hub true", "--use-auth-token",
+    '--pad-token "[PAD]"', "--eos-token </s>", "--sort-key length", "--key-column text", "cache key=abc123",
+    "--num-key-value-heads 8", "MY_KEY=whatever",
 ]
 
 
@@ -122,7 +124,8 @@ def test_keep_counts_and_says_so():
     ({"names": {"token": "token"}}, r"tokens: missing"),
 ])
 def test_broken_data_is_a_one_line_error(data, match):
-    base = {"names": {"token": "token"}, "keep_names": "file", "lone_words": "key", "keep_values": r"\d+",
+    base = {"names": {"token": "token"}, "keep_names": "file", "key_qualifiers": "api", "keep_before": "max",
+            "keep_values": r"\d+",
             "url_password": "://[^:]+:([^@]+)@"}
     if "tokens" not in data:
         base.pop("tokens", None)

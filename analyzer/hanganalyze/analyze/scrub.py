@@ -65,7 +65,8 @@ class Rules:
             alts.append("(%s)" % _checked(disp, "tokens: %s" % kind, rx))
         self.tokens = re.compile(r"(?<![A-Za-z0-9])(?:%s)(?![A-Za-z0-9])" % "|".join(alts))
         self.words = [(str(k), re.compile(_checked(disp, "names: %s" % k, rx), re.I)) for k, rx in names.items()]
-        self.lone_words = re.compile(_checked(disp, "lone_words", need("lone_words", str)), re.I)
+        self.key_qualifiers = re.compile(_checked(disp, "key_qualifiers", need("key_qualifiers", str)), re.I)
+        self.keep_before = re.compile(_checked(disp, "keep_before", need("keep_before", str)), re.I)
         self.keep_names = re.compile(_checked(disp, "keep_names", need("keep_names", str)), re.I)
         self.keep_values = re.compile(_checked(disp, "keep_values", need("keep_values", str)), re.I | re.S)
         self.url = re.compile(_checked(disp, "url_password", need("url_password", str), groups=1), re.I)
@@ -75,17 +76,22 @@ class Rules:
 
     def name_kind(self, name: str) -> Optional[str]:
         """The kind of secret an option or setting called ``name`` holds, or None: its last word
-        naming a secret (``--hf-token``: token), unless its last word names a path, size or switch, or
-        it is a lone word that needs a qualifier (``key``)."""
+        naming a secret (``--hf-token``: token), unless its last word names a path, size or switch,
+        the word before it a count or a special token (``--max-tokens``, ``--pad-token``), or it is a
+        plain ``key`` that no other word qualifies (``--sort-key``; ``--api-key`` is one)."""
         words = [w.lower() for w in _WORDS.findall(name)]
         if not words or self.keep_names.fullmatch(words[-1]):
             return None
-        if len(words) == 1 and self.lone_words.fullmatch(words[0]):
-            return None
-        for w in reversed(words):
-            for kind, rx in self.words:
-                if rx.fullmatch(w):
-                    return kind
+        for i in range(len(words) - 1, -1, -1):
+            w = words[i]
+            kind = next((k for k, rx in self.words if rx.fullmatch(w)), None)
+            if kind is None:
+                continue
+            if i > 0 and self.keep_before.fullmatch(words[i - 1]):
+                return None
+            if w == "key" and not any(self.key_qualifiers.fullmatch(q) for q in words if q != w):
+                return None
+            return kind
         return None
 
     def secret_value(self, value: str) -> bool:
