@@ -136,7 +136,11 @@ OPTIONS: Tuple[Option, ...] = (
            "Force the text format: auto, gdb, pybt, pyspy, pyspy-json, pystack, faulthandler, traceback, lldb, "
            "pytest-timeout, abseil, cxxframes (PyTorch C++ frame #N lists), log (any text as log lines), "
            "snapshot-json (a hang-dump JSON file).", request="input_format"),
-    Option("redact", ("--redact",), "flag", False, "Replace user names, hosts, IPs and secrets."),
+    Option("redact", ("--redact",), "flag", False,
+           "Also replace user names, hosts and IPs (secret-shaped values are scrubbed by default)."),
+    Option("no_redact", ("--no-redact",), "flag", False,
+           "Keep secret-shaped values (tokens, keys, passwords, URL credentials), scrubbed by default; the "
+           "report says they were kept."),
     Option("sysroot", ("--sysroot",), "str", None,
            "Folder holding the core's machine's files (gdb's set sysroot): a copied tree, an unpacked container "
            "image.", request="sysroot"),
@@ -402,13 +406,15 @@ def analyze(args: argparse.Namespace) -> int:
         check_output_suffix(args.output, args.fmt)
     except UsageError as e:
         return fail(str(e), EXIT_INPUT)
+    if args.redact and args.no_redact:
+        return fail("--redact and --no-redact contradict each other: give one", EXIT_INPUT)
     fmt = args.fmt or default_format(args.output)
     request = acquire_request(args)
     try:
         with request:  # removes a core --coredumpctl dumped to a temporary file
             request.prepare(progress, lambda target: check_output(args.output, target))
             snapshot = pipeline.report(request, args.signatures, redact=args.redact, progress=progress,
-                                       node_summary=fmt == "node")
+                                       node_summary=fmt == "node", keep_secrets=args.no_redact)
             from hanganalyze.render import render  # here: --help and --version load no model (start-up time)
 
             write_output(render(snapshot, fmt), args.output)

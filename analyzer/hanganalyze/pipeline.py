@@ -26,11 +26,13 @@ def load_signature_db(extra_dirs: Iterable[Path] = (), use_cache: bool = True):
     return load_signatures(list(extra_dirs), use_cache=use_cache)
 
 
-def analyze(snapshot: Snapshot, db, redact: bool = False, node_summary: bool = False) -> Snapshot:
+def analyze(snapshot: Snapshot, db, redact: bool = False, node_summary: bool = False,
+            keep_secrets: bool = False) -> Snapshot:
     """Fill findings, wait-for graphs and the bucket id of a freshly acquired snapshot; with
     ``redact``, the result has user names, hosts, IPs and secrets replaced (``analyze/redact.py``);
     with ``node_summary``, the per-rank facts of a node summary are kept for ``--format node``
-    (``analyze/nodecapture.py``).  A snapshot read from node summaries (``acquire/nodesummary.py``)
+    (``analyze/nodecapture.py``).  Secret-shaped values are always scrubbed (``analyze/scrub.py``)
+    unless ``keep_secrets`` (``--no-redact``).  A snapshot read from node summaries (``acquire/nodesummary.py``)
     has its per-process findings, rank states and triage groups already: the job rules, the order
     and the triage run on them as on any other."""
     from hanganalyze.analyze.bucket import bucket_id  # on first use (start-up time)
@@ -61,6 +63,9 @@ def analyze(snapshot: Snapshot, db, redact: bool = False, node_summary: bool = F
         fetch_examples(snapshot)
     snapshot.bucket = bucket_id(snapshot)
     snapshot.tool = {"name": "hanganalyze", "version": __version__}
+    from hanganalyze.analyze.scrub import scrub  # on first use (start-up time)
+
+    scrub(snapshot, keep=keep_secrets)  # after matching and the bucket id: they see the same text either way
     if redact:  # after matching: signatures see the real paths and messages, the report does not
         from hanganalyze.analyze.redact import redact as redacted  # on first use (start-up time)
 
@@ -137,7 +142,8 @@ class BackgroundLoad:
 
 
 def report(request, signature_dirs: Iterable[Path] = (), redact: bool = False,
-           progress: Optional[Callable[[str], None]] = None, node_summary: bool = False) -> Snapshot:
+           progress: Optional[Callable[[str], None]] = None, node_summary: bool = False,
+           keep_secrets: bool = False) -> Snapshot:
     """One run up to rendering: every input of ``request`` (an ``acquire.request.AcquireRequest``,
     prepared) acquired, then analyzed, and redacted when asked.  When every input is a node summary
     (``acquire/nodesummary.py``), they are read and merged instead, then analyzed the same way: the
@@ -155,10 +161,11 @@ def report(request, signature_dirs: Iterable[Path] = (), redact: bool = False,
         if node_summary:  # a summary of summaries: written as read, nothing to analyze
             return merged
         by_id = any(g.by_id for g in merged.node_summary.groups + merged.node_summary.triage)
-        return analyze(merged, load_signature_db(list(signature_dirs)) if by_id else None, redact=redact)
+        return analyze(merged, load_signature_db(list(signature_dirs)) if by_id else None, redact=redact,
+                       keep_secrets=keep_secrets)
     db_load = BackgroundLoad(list(signature_dirs))
     snapshot = request.acquire(progress, db_load.start)
     db = db_load.result()
     if progress:
         progress("matching %d thread(s) against signatures" % sum(len(p.threads) for p in snapshot.processes))
-    return analyze(snapshot, db, redact=redact, node_summary=node_summary)
+    return analyze(snapshot, db, redact=redact, node_summary=node_summary, keep_secrets=keep_secrets)

@@ -496,6 +496,9 @@ class Snapshot(Record):
     job: Optional[JobSummary] = None
     #: NCCL RAS queries of the job (``model/ncclras.py``): saved RAS output or a live query.
     nccl_ras: Optional[RasSeries] = None
+    #: Default scrubbing (``analyze/scrub.py``): {"values": N, "kinds": {kind: n}}, or {"kept": N} with
+    #: --no-redact; absent when nothing secret-shaped was found (the report is then unchanged).
+    scrubbed: Optional[Dict[str, Any]] = None
     #: The distinct frames and stacks (``model/stacktable.py``), kept once built (never written).
     stack_table: Optional[StackTable] = field(default=None, compare=False, repr=False)
 
