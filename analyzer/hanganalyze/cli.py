@@ -117,8 +117,7 @@ OPTIONS: Tuple[Option, ...] = (
     Option("interval", ("--interval",), "float", None,
            "Seconds between the samples (default 0.5: 3 samples over about a second).", request="interval"),
     Option("max_window", ("--max-window",), "float", None,
-           "Seconds sampling may go on before a rank or thread is called stuck, when it woke in its wait "
-           "(default 6; 0: never past --samples).", request="max_window", metavar="SECONDS"),
+           "Longest sampling before a thread that woke in its wait is called stuck (default 6; 0: off).", request="max_window", metavar="SECONDS"),
     Option("exe", ("--exe",), "path", None, "Executable of the core (default: found from the core).", request="exe"),
     Option("fmt", ("--format", "-f"), "format", None,
            "Output format (default: html with -o x.html, json/md likewise, else text)."),
@@ -139,8 +138,7 @@ OPTIONS: Tuple[Option, ...] = (
     Option("redact", ("--redact",), "flag", False,
            "Also replace user names, hosts and IPs (secret-shaped values are scrubbed by default)."),
     Option("no_redact", ("--no-redact",), "flag", False,
-           "Keep secret-shaped values (tokens, keys, passwords, URL credentials), scrubbed by default; the "
-           "report says they were kept."),
+           "Keep tokens, keys and passwords (scrubbed by default); the report says so."),
     Option("sysroot", ("--sysroot",), "str", None,
            "Folder holding the core's machine's files (gdb's set sysroot): a copied tree, an unpacked container "
            "image.", request="sysroot"),
