@@ -115,9 +115,9 @@ OPTIONS: Tuple[Option, ...] = (
            "Reads of each live process, to tell stuck from slow (default 3; 1: one snapshot, as a core gives; "
            "1 by default with --engine gdb).", request="samples"),
     Option("interval", ("--interval",), "float", None,
-           "Seconds between the samples (default 0.5: 3 samples over about a second).", request="interval"),
+           "Seconds between the samples (default 0.5, jittered: 3 samples in ~1 s).", request="interval"),
     Option("max_window", ("--max-window",), "float", None,
-           "Longest sampling before a thread that woke in its wait is called stuck (default 6; 0: off).", request="max_window", metavar="SECONDS"),
+           "Sampling may last this long before a thread is called stuck (default 6).", request="max_window", metavar="SECONDS"),
     Option("exe", ("--exe",), "path", None, "Executable of the core (default: found from the core).", request="exe"),
     Option("fmt", ("--format", "-f"), "format", None,
            "Output format (default: html with -o x.html, json/md likewise, else text)."),
@@ -138,7 +138,7 @@ OPTIONS: Tuple[Option, ...] = (
     Option("redact", ("--redact",), "flag", False,
            "Also replace user names, hosts and IPs (secret-shaped values are scrubbed by default)."),
     Option("no_redact", ("--no-redact",), "flag", False,
-           "Keep tokens, keys and passwords (scrubbed by default); the report says so."),
+           "Keep tokens, keys, passwords (scrubbed by default; the report says so)."),
     Option("sysroot", ("--sysroot",), "str", None,
            "Folder holding the core's machine's files (gdb's set sysroot): a copied tree, an unpacked container "
            "image.", request="sysroot"),
