@@ -367,7 +367,9 @@ _RECORD_START = re.compile(
     r"|\d{1,10} +0x[0-9a-fA-F]{1,16} "  # a ``python -m asyncio ps`` row (tid, task id)
     # a timestamped log record (glog / abseil "E0118 11:40:08.99", ISO "2024-02-27 15:56:22"): records
     # of one fixed format and message are all one length, which is no terminal's wrap
-    r"|[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[ T]\d\d:\d\d)"
+    r"|[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[ T]\d\d:\d\d"
+    # a line of a box (rich's traceback panels): every line of a box is the box's width by design
+    r"|\s*[│╭╰])"
 )
 
 
