@@ -38,6 +38,10 @@ KNOWN_PATTERNS = [
     r"^Error: failed to (get|find|open|read) ",  # py-spy's own errors
     r"[Ii]nitializing (distributed|ddp): GLOBAL_RANK: \d+, MEMBER: \d+/\d+",  # Lightning's rendezvous banner
     r"^\s*(\*\*\* )?SIG(SEGV|BUS|ABRT|FPE|ILL)\b",  # a crash handler's first line (glog's "*** SIGSEGV received")
+    r"Initializing TorchBackend in DeepSpeed with backend",  # DeepSpeed's rendezvous banner (init_distributed)
+    r"Objects [0-9a-f]{16,} are still not local after",  # Ray's ray.get waiting for an object (plasma store)
+    r"\b(Active|Sleeping)\b.{0,200}\bnccl\w*Kernel\w*\(",  # cuda-gdb's "info cuda kernels" row of a NCCL kernel
+    r"Windows fatal exception: |Access violation - code c0000005|^Faulting application name: ",  # Windows crashes
 ]
 #: ``KNOWN_LINES``: the patterns as one regex.  ``EACH_KNOWN``: each pattern alone: a line broken
 #: in two by a paste is joined where the two halves make a known line that neither half is
