@@ -42,6 +42,10 @@ KNOWN_PATTERNS = [
     r"Objects [0-9a-f]{16,} are still not local after",  # Ray's ray.get waiting for an object (plasma store)
     r"\b(Active|Sleeping)\b.{0,200}\bnccl\w*Kernel\w*\(",  # cuda-gdb's "info cuda kernels" row of a NCCL kernel
     r"Windows fatal exception: |Access violation - code c0000005|^Faulting application name: ",  # Windows crashes
+    # SGLang's scheduler watchdog (a forward batch that did not finish) and its launcher's line for a dead child;
+    # vLLM's executor when a worker does not answer
+    r"Watchdog timeout \(self\.watchdog_timeout=\d+|Received sigquit from a child proces",
+    r"RPC call to \w+ timed out",
 ]
 #: ``KNOWN_LINES``: the patterns as one regex.  ``EACH_KNOWN``: each pattern alone: a line broken
 #: in two by a paste is joined where the two halves make a known line that neither half is

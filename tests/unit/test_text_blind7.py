@@ -166,3 +166,11 @@ def test_a_pool_workers_task_queue_is_still_a_queue(db):
             '  File "/usr/lib/python3.10/multiprocessing/queues.py", line 365, in get\n    with self._rlock:\n'
             "KeyboardInterrupt\n")
     assert analyzed(text, db)[1] == "queue"
+
+
+def test_a_pytest_session_cut_before_any_frame_is_refused_in_one_line():
+    """hiredis-py-167 (round 7, not in manifest-blind7.yaml): a session header and a FAILURES banner,
+    no frame and no line a hang leaves: refused, and the message says what to capture."""
+    with pytest.raises(InputError) as e:
+        parse_text(real("hiredis/hiredis-py-167-1.txt"))
+    assert str(e.value) == UNRECOGNISED and "\n" not in str(e.value) and "py-spy dump" in str(e.value)
