@@ -174,3 +174,29 @@ def test_a_pytest_session_cut_before_any_frame_is_refused_in_one_line():
     with pytest.raises(InputError) as e:
         parse_text(real("hiredis/hiredis-py-167-1.txt"))
     assert str(e.value) == UNRECOGNISED and "\n" not in str(e.value) and "py-spy dump" in str(e.value)
+
+
+# --- waits from mechanisms: entering a lock, OpenSSL's names ------------------------------------
+
+@pytest.mark.parametrize("path", ["patroni/patroni-pr3413-1.txt", "cpython/cpython-pr3895-1.txt"])
+def test_a_queue_call_entering_the_queues_own_lock_waits_for_the_lock(path, db):
+    """patroni: a signal handler's log put re-enters Queue.put (threading Condition.__enter__);
+    cpython bpo-31699: a weakref callback's put blocks in multiprocessing's Lock.__enter__."""
+    assert analyzed(real(path), db)[1] == "lock"
+
+
+def test_a_queue_get_in_its_conditions_wait_is_still_a_queue(db):
+    text = ("Thread 0x7F0C4C8FE100 (idle)\n    wait (threading.py:320)\n    get (queue.py:171)\n"
+            "    worker (app/pool.py:40)\n")
+    assert analyzed(text, db)[1] == "queue"
+
+
+def test_openssl_handshake_under_old_method_names_is_network(db):
+    assert analyzed(real("pynab/pynab-171-1.txt"), db)[1] == "network"
+
+
+def test_a_plain_file_read_is_not_network(db):
+    text = ("Thread 4 (LWP 69):\n#0  0x1 in __read () from /lib/64/libc.so.1\n"
+            "#1  0x2 in read () from /lib/64/libc.so.1\n#2  0x3 in _Py_read () from /opt/lib/libpython3.8.so\n"
+            "#3  0x4 in _io_FileIO_readall () from /opt/lib/libpython3.8.so\n")
+    assert analyzed(text, db)[1] == "io"
