@@ -44,7 +44,7 @@ KNOWN_PATTERNS = [
     r"Windows fatal exception: |Access violation - code c0000005|^Faulting application name: ",  # Windows crashes
     # SGLang's scheduler watchdog (a forward batch that did not finish) and its launcher's line for a dead child;
     # vLLM's executor when a worker does not answer
-    r"Watchdog timeout \(self\.watchdog_timeout=\d+|Received sigquit from a child proces",
+    r"[Ww]atchdog timeout \(self\.watchdog_timeout=\d+|Received sigquit from a child proces",
     r"RPC call to \w+ timed out",
 ]
 #: ``KNOWN_LINES``: the patterns as one regex.  ``EACH_KNOWN``: each pattern alone: a line broken

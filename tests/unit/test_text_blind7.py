@@ -200,3 +200,30 @@ def test_a_plain_file_read_is_not_network(db):
             "#1  0x2 in read () from /lib/64/libc.so.1\n#2  0x3 in _Py_read () from /opt/lib/libpython3.8.so\n"
             "#3  0x4 in _io_FileIO_readall () from /opt/lib/libpython3.8.so\n")
     assert analyzed(text, db)[1] == "io"
+
+
+# --- SGLang's logs --------------------------------------------------------------------------
+
+def test_sglang_log_with_its_watchdogs_pyspy_dump(db):
+    """sglang-17941 (manifest-formats.yaml): the watchdog line between two py-spy dumps."""
+    snap = parse_text(real("sglang/sglang-17941-1.txt"))
+    assert [p.pid for p in snap.processes] == [None, 88693]
+    main = snap.processes[1].threads[0]
+    assert main.name == "MainThread" and "gloo::transport::tcp::UnboundBuffer::waitRecv" in funcs(main)
+    snap = pipeline.analyze(snap, db)
+    waits = {tuple(f.triage.about or ()): f.triage.wait for f in snap.findings if f.signature == "triage"}
+    assert waits[(88693,)] == "collective"  # the receiving scheduler; the other process is helpers only
+
+
+@pytest.mark.parametrize("line, known", [
+    ("[2025-03-09 00:57:15 TP4] Watchdog timeout (self.watchdog_timeout=300)", True),
+    ("[2026-01-29 13:12:37 PP1 TP1] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", True),
+    ("[2025-03-09 00:57:15 TP4] set --watchdog-timeout to 600 for long prefills", False),
+])
+def test_sglang_watchdog_line_is_a_known_line_and_its_advice_is_not(line, known):
+    text = line + "\n[2025-03-09 00:57:20] Decode batch. #running-req: 3\n"
+    if known:
+        assert parse_text(text).processes  # read as a log, not refused
+    else:
+        with pytest.raises(InputError):
+            parse_text(text)
