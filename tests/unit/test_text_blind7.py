@@ -223,7 +223,8 @@ def test_sglang_log_with_its_watchdogs_pyspy_dump(db):
 def test_sglang_watchdog_line_is_a_known_line_and_its_advice_is_not(line, known):
     text = line + "\n[2025-03-09 00:57:20] Decode batch. #running-req: 3\n"
     if known:
-        assert parse_text(text).processes  # read as a log, not refused
+        proc = parse_text(text).processes[0]  # read as a log: not refused, and no frame made of it
+        assert proc.messages[0] == line and not proc.threads
     else:
         with pytest.raises(InputError):
             parse_text(text)
