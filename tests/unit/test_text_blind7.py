@@ -228,3 +228,16 @@ def test_sglang_watchdog_line_is_a_known_line_and_its_advice_is_not(line, known)
     else:
         with pytest.raises(InputError):
             parse_text(text)
+
+
+def test_line_numbers_on_lines_of_their_own_between_frame_lines():
+    """pai-megatron-patch-468: a web log viewer's numbers ('7', '8', ...) between the frame lines."""
+    t = parse_text(real("pai-megatron/pai-megatron-patch-468-1.txt")).processes[0].threads[0]
+    assert funcs(t) == ["wrapper", "launch_agent", "__call__", "run", "main", "wrapper"]
+    assert t.frames[1].source == "result = agent.run()"
+
+
+def test_an_indented_number_under_a_frame_is_its_source_line():
+    text = 'Traceback (most recent call last):\n  File "x.py", line 3, in f\n    0\nValueError: bad\n'
+    t = parse_text(text).processes[0].threads[0]
+    assert t.frames[0].source == "0"

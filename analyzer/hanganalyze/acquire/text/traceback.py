@@ -124,6 +124,8 @@ def parse(lines: List[str], proc: Process) -> None:
                 state = "frames"
                 frames_indent = -1
         if state == "frames" and cur is not None:
+            if s.isdigit() and len(s) <= 6 and indent_of(line) == 0:
+                continue  # a web log viewer's line number on a line of its own, between frame lines
             parsed = parse_py_file_line(s)
             if parsed is not None:
                 after_source = True  # its source line may follow at any indentation (cut by a terminal)
