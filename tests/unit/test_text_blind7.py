@@ -241,3 +241,17 @@ def test_an_indented_number_under_a_frame_is_its_source_line():
     text = 'Traceback (most recent call last):\n  File "x.py", line 3, in f\n    0\nValueError: bad\n'
     t = parse_text(text).processes[0].threads[0]
     assert t.frames[0].source == "0"
+
+
+def test_pytest_timeout_thread_stacks_real_sample(db):
+    """pytest-11174 (manifest-formats.yaml): the pool's result handler reading its pipe."""
+    proc = parse_text(real("pytest/pytest-11174-1.txt")).processes[0]
+    assert proc.notes[-1] == "parsed as pytest-timeout stacks"
+    assert [t.name for t in proc.threads] == ["Thread-6", "Thread-5"]
+    assert funcs(proc.threads[0])[:4] == ["_recv", "_recv_bytes", "recv", "_handle_results"]
+    assert analyzed(real("pytest/pytest-11174-1.txt"), db)[1] == "queue"
+
+
+def test_a_timeout_banner_alone_is_no_pytest_timeout_dump():
+    with pytest.raises(InputError):
+        parse_text("+++++++++++++++ Timeout +++++++++++++++\nthe build took too long\n")
