@@ -255,3 +255,12 @@ def test_pytest_timeout_thread_stacks_real_sample(db):
 def test_a_timeout_banner_alone_is_no_pytest_timeout_dump():
     with pytest.raises(InputError):
         parse_text("+++++++++++++++ Timeout +++++++++++++++\nthe build took too long\n")
+
+
+def test_rank_prefixed_lines_one_glued_to_a_progress_bar():
+    """llamafactory-2902 (manifest-formats.yaml): '[rank0]:' right after a tqdm line still splits ranks."""
+    snap = parse_text(real("llamafactory/llamafactory-2902-1.txt"))
+    by_rank = {p.rank: p for p in snap.processes}
+    assert set(by_rank) == {0, 1}
+    assert any("SeqNum=1516" in m for m in by_rank[0].messages)
+    assert any("SeqNum=1517" in m for m in by_rank[1].messages)
