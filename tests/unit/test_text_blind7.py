@@ -258,9 +258,14 @@ def test_a_timeout_banner_alone_is_no_pytest_timeout_dump():
 
 
 def test_rank_prefixed_lines_one_glued_to_a_progress_bar():
-    """llamafactory-2902 (manifest-formats.yaml): '[rank0]:' right after a tqdm line still splits ranks."""
-    snap = parse_text(real("llamafactory/llamafactory-2902-1.txt"))
-    by_rank = {p.rank: p for p in snap.processes}
-    assert set(by_rank) == {0, 1}
-    assert any("SeqNum=1516" in m for m in by_rank[0].messages)
-    assert any("SeqNum=1517" in m for m in by_rank[1].messages)
+    """llamafactory-2902 (manifest-formats.yaml): '[rank0]:' right after a tqdm bar (redrawn with a
+    carriage return, no newline) still starts rank 0's line; the bar stays with the untagged lines."""
+    untagged, rank0, rank1 = parse_text(real("llamafactory/llamafactory-2902-1.txt")).processes
+    assert untagged.messages[-1].endswith("4.98s/it]")
+    assert "SeqNum=1516" in rank0.messages[0] and "SeqNum=1517" in rank1.messages[0]
+
+
+def test_a_rank_tag_inside_prose_is_no_glued_prefix():
+    from hanganalyze.acquire.text.common import split_ranks
+    segs = split_ranks(["see the line [rank0]: Watchdog caught collective operation timeout", "[rank1]: ok"])
+    assert segs[0].label is None and segs[0].lines[0].startswith("see the line [rank0]:")
