@@ -46,6 +46,9 @@ KNOWN_PATTERNS = [
     # vLLM's executor when a worker does not answer
     r"[Ww]atchdog timeout \(self\.watchdog_timeout=\d+|Received sigquit from a child proces",
     r"RPC call to \w+ timed out",
+    # a launcher's line for a rank killed by a signal: DeepSpeed's, torchrun's, vLLM's
+    r"sigkill_handler\].{0,4000} exits with return code = -\d+|\(exitcode: -\d+\) local_rank: \d+",
+    r"exitcode\s*: -\d+ \(pid: \d+\)|Worker proc \S+ died unexpectedly",
 ]
 #: ``KNOWN_LINES``: the patterns as one regex.  ``EACH_KNOWN``: each pattern alone: a line broken
 #: in two by a paste is joined where the two halves make a known line that neither half is

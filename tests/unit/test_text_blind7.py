@@ -269,3 +269,18 @@ def test_a_rank_tag_inside_prose_is_no_glued_prefix():
     from hanganalyze.acquire.text.common import split_ranks
     segs = split_ranks(["see the line [rank0]: Watchdog caught collective operation timeout", "[rank1]: ok"])
     assert segs[0].label is None and segs[0].lines[0].startswith("see the line [rank0]:")
+
+
+@pytest.mark.parametrize("line, wait", [
+    ("[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['python', 'main.py'] "
+     "exits with return code = -9", "crashed"),
+    ("  exitcode  : -9 (pid: 4242)", "crashed"),
+])
+def test_a_launchers_line_for_a_rank_killed_by_a_signal(line, wait, db):
+    assert analyzed(line + "\n", db)[1] == wait
+
+
+def test_a_launcher_exit_code_zero_is_no_death():
+    with pytest.raises(InputError):
+        parse_text("[2023-04-14 13:11:27,885] [INFO] [launch.py:351:main] Process 13266 exits successfully.\n"
+                   "[2023-04-14 13:11:27,885] [INFO] [launch.py:434:sigkill_handler] exits with return code = 0\n")
