@@ -48,7 +48,7 @@ KNOWN_PATTERNS = [
     r"RPC call to \w+ timed out",
     # a launcher's line for a rank killed by a signal: DeepSpeed's, torchrun's, vLLM's
     r"sigkill_handler\].{0,4000} exits with return code = -\d+|\(exitcode: -\d+\) local_rank: \d+",
-    r"exitcode\s*: -\d+ \(pid: \d+\)|Worker proc \S+ died unexpectedly",
+    r"exitcode\s*: -\d+ \(pid: \d+\)|Worker proc \S+ died unexpectedly|WorkerProc failed to start",
 ]
 #: ``KNOWN_LINES``: the patterns as one regex.  ``EACH_KNOWN``: each pattern alone: a line broken
 #: in two by a paste is joined where the two halves make a known line that neither half is

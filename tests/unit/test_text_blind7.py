@@ -284,3 +284,15 @@ def test_a_launcher_exit_code_zero_is_no_death():
     with pytest.raises(InputError):
         parse_text("[2023-04-14 13:11:27,885] [INFO] [launch.py:351:main] Process 13266 exits successfully.\n"
                    "[2023-04-14 13:11:27,885] [INFO] [launch.py:434:sigkill_handler] exits with return code = 0\n")
+
+
+def test_vllm_v1_worker_prefix_with_rank_is_undone(db):
+    """vllm-18577 (manifest-formats.yaml): '(VllmWorker rank=2 pid=808339) ERROR ... [file.py:487]'."""
+    t = parse_text(real("vllm/vllm-18577-1.txt")).processes[0].threads[0]
+    assert funcs(t) == ["__init__", "worker_main"] and t.frames[0].source == "self.worker.load_model()"
+    assert analyzed(real("vllm/vllm-18577-1.txt"), db)[1] == "crashed"  # 'WorkerProc failed to start.'
+
+
+def test_a_parenthesised_remark_with_pid_is_no_worker_prefix():
+    lines = ["(see the note about pid=3 below) File one", "(and more) text", "plain line"]
+    assert unwrap(lines) is lines

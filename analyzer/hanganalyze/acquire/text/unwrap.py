@@ -40,8 +40,8 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     # INFO 08-02 18:15:15 file.py:226]  (vLLM)
     # ... and since 2025 with the location in brackets: ERROR 08-03 13:35:33 [multiproc_executor.py:912]
     ("vllm", re.compile(r"^" + _LEVEL + r" \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./\-]{1,200}:\d{1,6}\](?: |$)")),
-    # (pid=123) / (RayWorker pid=123, ip=10.0.0.1)
-    ("ray", re.compile(r"^\((?:[\w:.\-]{1,80} )?pid=\d{1,10}(?:, ip=[\w.:\-]{1,60})?\)(?: |$)")),
+    # (pid=123) / (RayWorker pid=123, ip=10.0.0.1) / vLLM v1's (VllmWorker rank=2 pid=808339)
+    ("ray", re.compile(r"^\((?:[\w:.=\-]{1,80} ){0,3}pid=\d{1,10}(?:, ip=[\w.:\-]{1,60})?\)(?: |$)")),
     # [12:00:00] / 12:00:00.123
     ("time", re.compile(r"^\[?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]?(?: |$)")),
 )
