@@ -38,6 +38,17 @@ KNOWN_PATTERNS = [
     r"^Error: failed to (get|find|open|read) ",  # py-spy's own errors
     r"[Ii]nitializing (distributed|ddp): GLOBAL_RANK: \d+, MEMBER: \d+/\d+",  # Lightning's rendezvous banner
     r"^\s*(\*\*\* )?SIG(SEGV|BUS|ABRT|FPE|ILL)\b",  # a crash handler's first line (glog's "*** SIGSEGV received")
+    r"Initializing TorchBackend in DeepSpeed with backend",  # DeepSpeed's rendezvous banner (init_distributed)
+    r"Objects [0-9a-f]{16,} are still not local after",  # Ray's ray.get waiting for an object (plasma store)
+    r"\b(Active|Sleeping)\b.{0,200}\bnccl\w*Kernel\w*\(",  # cuda-gdb's "info cuda kernels" row of a NCCL kernel
+    r"Windows fatal exception: |Access violation - code c0000005|^Faulting application name: ",  # Windows crashes
+    # SGLang's scheduler watchdog (a forward batch that did not finish) and its launcher's line for a dead child;
+    # vLLM's executor when a worker does not answer
+    r"[Ww]atchdog timeout \(self\.watchdog_timeout=\d+|Received sigquit from a child proces",
+    r"RPC call to \w+ timed out",
+    # a launcher's line for a rank killed by a signal: DeepSpeed's, torchrun's, vLLM's
+    r"sigkill_handler\].{0,4000} exits with return code = -\d+|\(exitcode: -\d+\) local_rank: \d+",
+    r"exitcode\s*: -\d+ \(pid: \d+\)|Worker proc \S+ died unexpectedly|WorkerProc failed to start",
 ]
 #: ``KNOWN_LINES``: the patterns as one regex.  ``EACH_KNOWN``: each pattern alone: a line broken
 #: in two by a paste is joined where the two halves make a known line that neither half is

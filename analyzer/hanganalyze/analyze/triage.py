@@ -71,6 +71,11 @@ def _frame_matches(cat: Category, f: Frame) -> bool:
     return cat.native is not None and bool(cat.native.search(norm) or cat.native.search(short))
 
 
+def _entering(cat: Category, f: Frame) -> bool:
+    func = (f.function or "").split(" ", 1)[0].rsplit(".", 1)[-1]
+    return any(glob_match(basename(f.file), pf) and glob_match(func, pn) for pf, pn in cat.entered)
+
+
 def _lock_category() -> Optional[Category]:
     return next((c for c in table().categories if c.id == "lock"), None)
 
@@ -224,6 +229,8 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
     # its own frame, before a frame list's match further out
     src = source_wait(frames) if _interrupted_wait(t) else None
     src_cat = next((c for c in tab.categories if src is not None and c.id == src[0]), None)
+    k = next((i for i, f in enumerate(frames[:12]) if f.kind == "python"), -1)  # entering a primitive
+    ent = next((c for c in tab.categories if k >= 0 and c.entered and _entering(c, frames[k])), None)
     for cat in tab.categories:
         for i, f in enumerate(frames[:cat.within]):
             if src_cat is not None and src is not None and i > src[1]:
@@ -233,6 +240,8 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
                 # the loader's frame innermost: the paste stops there, or the lock wait is inlined
                 if cat.needs_lock_wait and i > 0 and not (lock and any(_frame_matches(lock, g) for g in frames[:i])):
                     break
+                if ent is not None and k < i:
+                    cat, i = ent, k
                 return ThreadTriage(t, cat, i, blame_frame(frames, i), owner)
         if gil and cat.id == "gil":
             return ThreadTriage(t, cat, t.waits.frame, blame_frame(frames, t.waits.frame or 0), owner, "memory")

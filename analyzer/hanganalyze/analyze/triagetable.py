@@ -38,6 +38,10 @@ class Category:
     #: (or an unnamed C-runtime frame): a helper thread's loop sleeping between its checks, not busy
     #: in one.
     only_above: Optional[re.Pattern] = None
+    #: ``entered_at``: Python frames that enter this wait's primitive (a ``with lock:`` block's
+    #: ``__enter__``): as a thread's innermost Python frame they decide before a context further out
+    #: matches (a queue's put entering the queue's own lock waits for that lock, not for a consumer).
+    entered: Tuple[Tuple[str, str], ...] = ()
     #: What to capture or set next: advice entries, each a string (for every program) or a mapping
     #: ``{text, kinds, not_kinds, inputs}`` (``analyze/programkind.py``'s ``advice_fits``).
     next: List[Any] = field(default_factory=list)
@@ -85,14 +89,15 @@ def glob_match(name: str, pattern: str) -> bool:
 def _category(d: Dict[str, Any], where: str, lazy: bool = False) -> Category:
     if not isinstance(d, dict) or not d.get("id") or not d.get("label"):
         raise SignatureError("%s: each category needs an id and a label" % where)
-    py = []
-    for item in d.get("python") or []:
-        file, _, func = str(item).rpartition(":")
-        py.append((file or "*", func or "*"))
+    py, entered = [], []
+    for key, out in (("python", py), ("entered_at", entered)):
+        for item in d.get(key) or []:
+            file, _, func = str(item).rpartition(":")
+            out.append((file or "*", func or "*"))
     return Category(id=str(d["id"]), label=str(d["label"]), rank=int(d.get("rank", 5)),
                     within=int(d.get("within", 12)), native=_rx(d.get("native"), where),
                     unnamed=tuple(d.get("unnamed") or ()), entered_from=tuple(d.get("entered_from") or ()),
-                    python=tuple(py),
+                    python=tuple(py), entered=tuple(entered),
                     python_path=_rx(d.get("python_path"), where, lazy), messages=_rx(d.get("messages"), where, lazy),
                     needs_lock_wait=bool(d.get("needs_lock_wait")), only_above=_rx(d.get("only_above"), where, lazy),
                     next=_advice(d.get("next"), where), cause=_advice(d.get("cause"), where))

@@ -27,6 +27,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 #: Launcher prefixes that tag each line with its rank.  torchrun: ``[rank3]:`` (and
 #: ``[default3]:`` with ``--tee``); Open MPI ``--tag-output``: ``[1,3]<stderr>:``.
 _RANK_PREFIX = re.compile(r"^\[(rank|default)(\d{1,6})\]:\s?|^\[\d{1,6},(\d{1,6})\]<std(?:out|err)>:\s?")
+#: A rank's line glued to the end of a progress bar: tqdm redraws its bar with a carriage return
+#: and no newline, so the next line another rank writes lands on the bar's line.
+_GLUED_RANK = re.compile(r"(?<=it/s\]|s/it\])\[(?:rank|default)\d{1,6}\]:")
 
 #: Lines longer than this are cut: nothing meaningful in a dump is this long, and it bounds work.
 MAX_LINE = 20000
@@ -186,6 +189,12 @@ def split_ranks(lines: List[str]) -> List[Segment]:
     untagged = Segment()
     for line in lines:
         m = _RANK_PREFIX.match(line)
+        if not m and "]:" in line:
+            g = _GLUED_RANK.search(line)
+            if g:
+                untagged.lines.append(line[:g.start()])
+                line = line[g.start():]
+                m = _RANK_PREFIX.match(line)
         if not m:
             untagged.lines.append(line)
             continue
@@ -367,7 +376,9 @@ _RECORD_START = re.compile(
     r"|\d{1,10} +0x[0-9a-fA-F]{1,16} "  # a ``python -m asyncio ps`` row (tid, task id)
     # a timestamped log record (glog / abseil "E0118 11:40:08.99", ISO "2024-02-27 15:56:22"): records
     # of one fixed format and message are all one length, which is no terminal's wrap
-    r"|[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[ T]\d\d:\d\d)"
+    r"|[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[ T]\d\d:\d\d"
+    # a line of a box (rich's traceback panels): every line of a box is the box's width by design
+    r"|\s*[│╭╰])"
 )
 
 

@@ -206,6 +206,7 @@ def parse(lines: List[str], proc: Process) -> None:
     filter_run = False  # the last frame line was a "[py]" line of gdbext's frame filter
     focus: Optional[str] = None  # cuda-gdb's current device focus, names the device thread
     owners = gdbwaits.OwnerPrints()  # mutex owners gdb printed (``p *mutex``: __owner = N)
+    old_num = -1  # the last "#N" of a Python 2 py-bt listing
     n = len(lines)
     i = 0
     while i < n:
@@ -249,6 +250,18 @@ def parse(lines: List[str], proc: Process) -> None:
                     body += " " + lines[i].strip()
                     i += 1
                 in_pybt = False
+                old = pybt.old_frame(body)
+                if old is not None or body == pybt.OLD_LOCK_WAIT:
+                    # Python 2's py-bt numbers its lines like gdb's frames; a number that does not
+                    # grow starts another thread's (or another session's) listing
+                    num = int(m.group(1))
+                    if cur is None or cur.frames or num <= old_num:
+                        cur = Thread()
+                        headless.append(cur)
+                    old_num = num
+                    if old is not None:
+                        cur.python_frames.append(old)
+                    continue
                 if cur is None or (m.group(1) == "0" and cur.frames):
                     cur = Thread()
                     if focus:  # cuda-gdb's ``bt`` with a device focus: the GPU thread's frames
@@ -258,6 +271,9 @@ def parse(lines: List[str], proc: Process) -> None:
                 py = filter_python_frame(body)
                 filter_run = py is not None
                 if py is None:
+                    placed = pybt.eval_arg_frame(body)
+                    if placed is not None:
+                        cur.frames.append(placed)
                     cur.frames.append(parse_frame_body(body))
                     _gil_wait(cur, body)
                     gdbwaits.mutex_wait(cur, body)

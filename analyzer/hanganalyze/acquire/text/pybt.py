@@ -31,6 +31,13 @@ HEADER = "Traceback (most recent call first):"
 _BUILTIN = re.compile(r"^<built-in (?:method|function) (\S+)(?: of (.{1,200}?))?(?: at remote 0x[0-9a-fA-F]+)?>$")
 #: py-bt-full: ``#5 Frame 0x7f.., for file x.py, line 34, in sleeper (args)``
 _FULL = re.compile(r"^#\d{1,6} Frame 0x[0-9a-fA-F]+, for file (.*), line (\d{1,9}), in (\S+)")
+#: Python 2's libpython.py py-bt, one gdb-numbered line a frame: ``#8 file '/usr/lib/x/threading.py', in 'join'``
+_OLD = re.compile(r"^file '([^']{1,1000})', in '([^']{1,300})'$")
+#: its line for the eval frame of a lock's acquire (``#1 Waiting for a lock (e.g. GIL)``): no frame of its own
+OLD_LOCK_WAIT = "Waiting for a lock (e.g. GIL)"
+#: a PyEval frame's argument as python-gdb prints it: ``f=Frame 0x7f.., for file x.py, line 239, in wait (``
+EVAL_ARG = re.compile(r"\bf=(?:\w{1,20}@entry=)? ?Frame 0x[0-9a-fA-F]{1,16}, "
+                      r"for file (.{1,1000}?), line (\d{1,9}), in (\w+)")
 
 
 def score(lines: List[str]) -> float:
@@ -50,6 +57,29 @@ def score(lines: List[str]) -> float:
     if headers == 0 and not remote and not any(line.lstrip().startswith("#") and " Frame 0x" in line for line in lines):
         return 0.0
     return 10.0 * headers + frames
+
+
+def old_frame(body: str) -> Optional[Frame]:
+    """The Python frame of a Python 2 py-bt line's body (after ``#N``): ``file 'x.py', in 'f'`` or
+    ``<built-in method acquire of thread.lock object at remote 0x..>``; None for any other body."""
+    m = _OLD.match(body)
+    if m:
+        return python_frame(m.group(2), m.group(1), None)
+    m = _BUILTIN.match(body) if body.startswith("<built-in ") else None
+    if m:
+        f = python_frame(m.group(1), None, None)
+        f.note = "built-in" + (" of %s" % m.group(2) if m.group(2) else "")
+        return f
+    return None
+
+
+def eval_arg_frame(body: str) -> Optional[Frame]:
+    """The Python frame a native eval frame runs, from its ``f=Frame 0x.., for file ..`` argument
+    (gdb with python-gdb.py loaded prints PyFrameObject arguments so): it is placed with certainty."""
+    if "Frame 0x" not in body:
+        return None
+    m = EVAL_ARG.search(body)
+    return python_frame(m.group(3), m.group(1).strip('"'), to_int(m.group(2))) if m else None
 
 
 def frame_line(line: str, s: str, cur: Thread, frames: List[Frame]) -> bool:

@@ -77,6 +77,8 @@ def _frame(s: str) -> Optional[Frame]:
     if not m:
         return None
     func, where = m.group(1), m.group(2).strip()
+    if "=" in where or ", " in where:
+        return None  # a log line's call or arguments (``timeout (self.timeout=300, soft=False)``), no place
     lm = _WHERE_LINE.match(where)
     if lm and (lm.group(1).endswith(_PY_SUFFIXES) or lm.group(1).startswith("<")):
         return python_frame(func, lm.group(1), to_int(lm.group(2)))

@@ -92,6 +92,7 @@ def parse(lines: List[str], proc: Process) -> None:
     cur: Optional[Thread] = None
     state = "log"  # "log" | "frames" | "exception"
     frames_indent = 0
+    after_source = False  # the last line was a frame's source line (a terminal may have cut it)
     for raw in lines:
         body = _body(raw)
         if body is not raw:
@@ -123,14 +124,22 @@ def parse(lines: List[str], proc: Process) -> None:
                 state = "frames"
                 frames_indent = -1
         if state == "frames" and cur is not None:
+            if s.isdigit() and len(s) <= 6 and indent_of(line) == 0:
+                continue  # a web log viewer's line number on a line of its own, between frame lines
             parsed = parse_py_file_line(s)
             if parsed is not None:
+                after_source = True  # its source line may follow at any indentation (cut by a terminal)
                 cur.frames.append(parsed[0])
                 frames_indent = indent_of(line)
                 continue
-            if s and (indent_of(line) > frames_indent >= 0 or s.startswith(("^", "~"))):
-                if cur.frames and cur.frames[-1].source is None and not s.startswith(("^", "~")):
-                    cur.frames[-1].source = s[:300]  # the frame's source line (sourcewait.py)
+            if s and (indent_of(line) > frames_indent >= 0 or s.startswith(("^", "~"))
+                      or (after_source and _wrapped_source(s))):
+                if cur.frames and not s.startswith(("^", "~")):
+                    if cur.frames[-1].source is None:
+                        cur.frames[-1].source = s[:300]  # the frame's source line (sourcewait.py)
+                    elif after_source and indent_of(line) <= frames_indent:
+                        cur.frames[-1].source = (cur.frames[-1].source + " " + s)[:300]
+                    after_source = indent_of(line) > frames_indent
                 continue  # source text and caret lines under a frame
             if s.startswith("[Previous line repeated"):
                 cur.notes.append(s.strip("[]"))
@@ -173,6 +182,18 @@ def parse(lines: List[str], proc: Process) -> None:
         t.merge = "python-only"
     proc.threads.extend(blocks)
     proc.messages.extend(cap_messages(messages, proc.notes))
+
+
+_CODE_CHARS = re.compile(r"[(),=\[]")
+#: ``Fatal Python error: ...``, ``Python runtime state: ...``: a message's words before a colon, no code
+_PROSE_HEAD = re.compile(r"^[A-Z]\w*(?: \w+){0,6}: ")
+
+
+def _wrapped_source(s: str) -> bool:
+    """The rest of a frame's source line that a narrow terminal moved to a line of its own, at the
+    left margin (``    return`` / ``func(*args, **kwargs)``): code, not an exception's line."""
+    return (not _exception_line(s) and not _EXCEPTION.match(s) and bool(_CODE_CHARS.search(s))
+            and not _PROSE_HEAD.match(s) and not _looks_like_log(s))
 
 
 _LOG_START = re.compile(r"^(?:\d{4}-\d\d-\d\d|\[|[IWEF]\d{4} |INFO|WARNING|ERROR|DEBUG|CRITICAL)")

@@ -38,12 +38,18 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     # I1128 12:00:00.123456 123 file.cc:12]
     ("glog", re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d{1,9})? {1,8}\d{1,10} [\w.\-]{1,200}:\d{1,6}\](?: |$)")),
     # INFO 08-02 18:15:15 file.py:226]  (vLLM)
-    ("vllm", re.compile(r"^" + _LEVEL + r" \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [\w./\-]{1,200}:\d{1,6}\](?: |$)")),
-    # (pid=123) / (RayWorker pid=123, ip=10.0.0.1)
-    ("ray", re.compile(r"^\((?:[\w:.\-]{1,80} )?pid=\d{1,10}(?:, ip=[\w.:\-]{1,60})?\)(?: |$)")),
+    # ... and since 2025 with the location in brackets: ERROR 08-03 13:35:33 [multiproc_executor.py:912]
+    ("vllm", re.compile(r"^" + _LEVEL + r" \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./\-]{1,200}:\d{1,6}\](?: |$)")),
+    # (pid=123) / (RayWorker pid=123, ip=10.0.0.1) / vLLM v1's (VllmWorker rank=2 pid=808339)
+    ("ray", re.compile(r"^\((?:[\w:.=\-]{1,80} ){0,3}pid=\d{1,10}(?:, ip=[\w.:\-]{1,60})?\)(?: |$)")),
     # [12:00:00] / 12:00:00.123
     ("time", re.compile(r"^\[?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]?(?: |$)")),
 )
+
+#: Prefixes no prose line starts with: removed from as few as ``WRAPPED_SHARE`` of the lines, the
+#: rest being the pieces a terminal cut off those long records (vLLM's and Ray's worker lines).
+DISTINCT = ("vllm", "ray", "glog")
+WRAPPED_SHARE = 0.4
 
 _NUMBER = re.compile(r"^ {0,6}(\d{1,6})(?: {0,2}[:|.)\]] ?| +|\t)")
 
@@ -88,17 +94,50 @@ def _strip_numbers(lines: List[str]) -> Optional[List[str]]:
 def _strip_prefix(lines: List[str]) -> Optional[List[str]]:
     best: Optional[Pattern[str]] = None
     best_n = 0
-    for _, rx in PREFIXES:
+    share = SHARE
+    for name, rx in PREFIXES:
         n = sum(1 for x in lines if x.strip() and rx.match(x))
         if n > best_n:
-            best, best_n = rx, n
-    if best is None or best_n < SHARE * sum(1 for x in lines if x.strip()) or best_n < 2:
+            best, best_n, share = rx, n, (WRAPPED_SHARE if name in DISTINCT else SHARE)
+    if best is None or best_n < share * sum(1 for x in lines if x.strip()) or best_n < 2:
         return None
     out = []
     for x in lines:
         m = best.match(x)
         out.append(x[m.end():] if m else x)
     return out
+
+
+_FILE_LINE = re.compile(r'^File "(.*)", line (\d{1,9}),? in (.+)$')
+_FILE_PIECE = re.compile(r'^File(?: "[^"]*"?,?)?$')
+
+
+def join_file_pieces(lines: List[str]) -> Optional[List[str]]:
+    """A traceback's ``File "path", line N, in f`` that a narrow terminal cut into pieces (``File`` /
+    ``"/long/path.py",`` / ``line 83, in wrapper``), joined back; None when there is none.  The
+    pieces are joined only when they make a whole ``File`` line (at most 3 more pieces)."""
+    out: List[str] = []
+    changed = False
+    i = 0
+    while i < len(lines):
+        x = lines[i]
+        s = x.strip()
+        took = 0
+        if s.startswith("File") and _FILE_PIECE.match(s):
+            joined = s
+            for k in range(1, min(4, len(lines) - i)):
+                nxt = lines[i + k].strip()
+                joined += (" " if joined.endswith((",", "File")) else "") + nxt
+                if _FILE_LINE.match(joined):
+                    took = k
+                    break
+        if took:
+            out.append(x[: len(x) - len(x.lstrip())] + joined)
+            changed = True
+        else:
+            out.append(x)
+        i += took + 1
+    return out if changed else None
 
 
 def looks_like_log(lines: List[str]) -> bool:
@@ -117,4 +156,7 @@ def unwrap(lines: List[str]) -> List[str]:
         if step is None:
             break
         lines, changed = step, True
+    joined = join_file_pieces(lines)
+    if joined is not None:
+        lines, changed = joined, True
     return dedent(lines) if changed else lines

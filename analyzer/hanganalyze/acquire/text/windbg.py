@@ -35,7 +35,7 @@ _TABLE = re.compile(r"^#?\s*(?:Child-?SP|ChildEBP)\s+RetAddr\b")
 #: ``00 00000067`e0f3f278 00007ff8`8a192e2d ntdll!Func+0xa [path @ 12]``: a frame number, 1 to 6
 #: hex columns (``kb`` adds the arguments), the call site.
 _HEX = r"(?:[0-9a-fA-F]{8}`?[0-9a-fA-F]{0,8}|\(Inline\)|-{8})"
-_FRAME = re.compile(r"^(?:([0-9a-fA-F]{2,4}) )?(?:" + _HEX + r" {1,4}){1,6}(?:: )?(\S.*?)\s*$")
+_FRAME = re.compile(r"^(?:([0-9a-fA-F]{2,4}) )?(?:" + _HEX + r" {1,8}){1,6}(?:: )?(\S.*?)\s*$")
 _SOURCE = re.compile(r"^(.*?) \[(.{1,500}) @ (\d{1,9})\]$")
 _OFFSET = re.compile(r"^(.*?)\+0x[0-9a-fA-F]{1,16}$")
 #: Visual Studio: ``module.dll!function(args) Line 12 + 0x5 bytes`` then tab-separated columns.
