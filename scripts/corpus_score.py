@@ -6,7 +6,7 @@ after (``PYTHONPATH`` picks the tree).  The verdicts are those of ``tests/integr
 test_realworld_corpus.py``: known bug right / wrong / no finding / refused for each labelled
 ``expect``, the triage's wait against ``wait``, and confident (>= 0.8) findings of another cause.
 
-    PYTHONPATH=analyzer:gdbext python scripts/corpus_score.py tests/data/realworld/sealed-blind7.yaml
+    PYTHONPATH=analyzer:gdbext python scripts/corpus_score.py tests/data/realworld/sealed-blind8.yaml
 """
 
 from __future__ import annotations
