@@ -13,6 +13,8 @@
 #   mismatch   rank BAD_RANK in broadcast, the others in all_reduce
 #   killed     a plain launcher (no torchrun); rank BAD_RANK is SIGKILLed; the others wait
 #   seed       a CUDA graph that captured all_reduce stays alive across destroy_process_group
+#   spin       rank BAD_RANK's GPU runs a kernel that never ends; its host waits in .item()
+#   loader     rank BAD_RANK's DataLoader worker blocks in decode_sample; that rank waits for the batch
 # For straggler and mismatch, once the process-group timeout fires and every rank has written its
 # flight-recorder dump, the first run's JSON + the dumps + the torchrun log are analyzed together.
 # Then the benchmark: one sample of one rank (cold and warm symbol cache) against
@@ -90,7 +92,7 @@ wait_marks() {  # wait_marks DIR N TIMEOUT: until N rank*.pid files exist
 }
 kill_job() {  # the launcher's session, then anything left with the job's tag
     kill -9 -- -"$1" 2>/dev/null; sleep 1
-    pkill -9 -f "nccl_job.py" 2>/dev/null; sleep 1
+    pkill -9 -f "nccl_job.py" 2>/dev/null; sleep 1  # (the loader's workers too)
 }
 
 start_job() {  # start_job SCENARIO DIR -> launcher pid in $LAUNCHER
@@ -135,13 +137,27 @@ import json, sys
 sc, bad, paths = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 snaps = [json.load(open(p)) for p in paths]
 hang = sum(any(f.get("severity") in ("hang", "deadlock") for f in s.get("findings", [])) for s in snaps)
-slow = sum(any(f.get("signature") == "rank-slow" and f.get("ranks") == [bad] for f in s.get("findings", []))
-           for s in snaps)
+slow = sum(any(f.get("signature") in ("rank-slow", "nccl-ras-slow-rank") and f.get("ranks") == [bad]
+               for f in s.get("findings", [])) for s in snaps)
 ext = sum(any((p.get("samples") or {}).get("extended") for p in s.get("processes", [])) for s in snaps)
 want = "no hang" + (", rank-slow [%d]" % bad if sc == "slow" else "")
 print("  check %s: %d/%d runs with a hang finding, %d/%d name rank %d slow, %d/%d window extended (want: %s)"
       % (sc, hang, len(snaps), slow, len(snaps), bad, ext, len(snaps), want))
 PYEOF
+    fi
+    if [ "$sc" != healthy ] && [ "$sc" != slow ] && [ "$sc" != seed ]; then  # a rank at fault: named?
+        $PY - "$sc" "$BAD_RANK" "$R/$sc".run*.json <<'PYEOF' | tee -a "$SUMMARY"
+import json, sys
+sc, bad, paths = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+snaps = [json.load(open(p)) for p in paths]
+named = sum(any(f.get("severity") in ("hang", "deadlock", "crash", "error") and f.get("ranks") == [bad]
+                for f in s.get("findings", [])) for s in snaps)
+print("  check %s: %d/%d runs name rank %d in a hang finding" % (sc, named, len(snaps), bad))
+PYEOF
+    fi
+    if command -v nvidia-smi >/dev/null; then  # the device side, offline inputs (issue 34), while it hangs
+        nvidia-smi -q > "$R/$sc.nvidia-smi-q.txt" 2>&1
+        nvidia-smi > "$R/$sc.nvidia-smi.txt" 2>&1
     fi
     if [ "$sc" = straggler ]; then  # the benchmark, on these ranks while they hang
         pids=$(cat "$d"/rank*.pid | tr '\n' ' ')
