@@ -4,9 +4,11 @@ One RAS query says how many collectives of each kind every rank has launched.  A
 is what a stopped rank shows, and also what a rank that is merely slower shows at the instant of
 the query: NCCL's own text calls both "MISMATCH".  Only the change over time tells them apart:
 
-* **stuck**: a rank is behind the others in the last query and its counts did not move over the
-  window (whether or not the others moved: they can only launch ahead into collectives that
-  cannot complete without it);
+* **stuck**: a rank is behind the others (in every query, or in the last ones over 2 s or more)
+  and its counts did not move over the window (whether or not the others moved: they can only launch ahead into collectives that
+  cannot complete without it).  Behind in the last query only is not enough: on a 2x H200 slow
+  job, a rank level at the first query read 15 -> 15 while its peer read 14 -> 16 (the rank was
+  held stopped by the tool's own cold first read), and was wrongly called stuck;
 * **slow**: counts move, and a rank is behind in every query while its own counts move too: it
   holds the job back but is not hung (never "stuck");
 * **progressing**: counts move and no rank is behind in every query;
@@ -173,7 +175,8 @@ def _comm(key: str, present: List[Tuple[int, RasCommunicator]], qs: Sequence[Ras
             if not behind or len(known) < 2:
                 continue
             lag = RankLag(rank=k, op=o, behind=behind, moving=moving, pid=last_pid[k], host=_host(comms, k))
-            if not moving and vals[-1] is not None and behind[-1] > 0:
+            if not moving and vals[-1] is not None and len(behind) == n and _stopped_behind(
+                    behind, qs, [i for i, _c in present], interval_s) and not _ahead_elsewhere(counts, o, k):
                 stuck.append(lag)
             elif moving and len(behind) == n and all(b > 0 for b in behind):
                 slow.append(lag)
@@ -194,6 +197,45 @@ def _comm(key: str, present: List[Tuple[int, RasCommunicator]], qs: Sequence[Ras
         state, what = UNCHANGED, ("no rank behind: idle, or every rank waits in the same collective "
                                   "(RAS cannot tell which)") if op else "no counts to compare"
     return _result(key, state, n, window, rate, op, tuple(stuck), tuple(slow), problems, "%s: %s" % (lead, what))
+
+
+def _ahead_elsewhere(counts: Dict[str, Dict[int, List[Optional[int]]]], op: str, rank: int) -> bool:
+    """Whether the rank, behind in ``op``, launched more of another kind of collective than a peer in
+    the last query: it did not stop, it called a different collective (a mismatch, which the
+    stacks name), so RAS calls it neither stuck nor the others' wait explained."""
+    for o, per_rank in counts.items():
+        if o == op:
+            continue
+        mine = per_rank.get(rank, [None])[-1]
+        others = [v[-1] for k, v in per_rank.items() if k != rank and v and v[-1] is not None]
+        if mine is not None and others and mine > min(others):
+            return True
+    return False
+
+
+#: Seconds a rank must be seen behind and not moving, when it was level with the others at the first
+#: query: longer than one of the tool's own reads holds a rank stopped (a cold first read of a 1 GB
+#: libtorch process: up to ~2 s).
+STUCK_MIN_SPAN_S = 2.0
+
+
+def _stopped_behind(behind: Sequence[int], qs: Sequence[RasQuery], at: Sequence[int],
+                    interval_s: Optional[float]) -> bool:
+    """Whether a rank whose counts did not move was behind long enough to be called stuck: behind in
+    every query, or in the last two or more spanning STUCK_MIN_SPAN_S.  Behind in the last query
+    only is no evidence: on a 2x H200 slow job a rank level at the first query read 15 -> 15 while
+    its peer read 14 -> 16 over 3.1 s -- the rank was held stopped by the tool's own first read."""
+    if all(b > 0 for b in behind):
+        return True
+    tail = 0
+    for b in reversed(behind):
+        if b <= 0:
+            break
+        tail += 1
+    if tail < 2:
+        return False
+    span = _window(qs, at[len(at) - tail], at[-1], interval_s)
+    return span is not None and span >= STUCK_MIN_SPAN_S
 
 
 def _result(key: str, state: str, n: int, window: Optional[float], rate: Optional[float], op: Optional[str],

@@ -153,7 +153,9 @@ def nccl_ras_findings(ctx: JobContext) -> List[Finding]:
     stuck = [c for c in comms if c.state == STUCK]
     if stuck:
         named = [x for c in stuck for x in lags(c, c.stuck)]
-        out.append(_finding(STUCK_ID, stuck, named, [], 0.9, title_many=True))
+        # every member is involved: the stuck rank launched fewer collectives, of no other kind, so the
+        # stack-only readings of the others' waits (a mismatch of callers, a peer wait) are superseded
+        out.append(_finding(STUCK_ID, stuck, named, [i for c in stuck for i in members(c)], 0.9, title_many=True))
     slow = [c for c in comms if c.state == SLOW]
     if slow and not stuck:
         named = [x for c in slow for x in lags(c, c.slow)]
