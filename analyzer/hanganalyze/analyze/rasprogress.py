@@ -6,9 +6,10 @@ the query: NCCL's own text calls both "MISMATCH".  Only the change over time tel
 
 * **stuck**: a rank is behind the others (in every query, or in the last ones over 2 s or more)
   and its counts did not move over the window (whether or not the others moved: they can only
-  launch ahead into collectives that cannot complete without it).  Behind in the last query only is not enough: on a 2x H200 slow
-  job, a rank level at the first query read 15 -> 15 while its peer read 14 -> 16 (the rank was
-  held stopped by the tool's own cold first read), and was wrongly called stuck;
+  launch ahead into collectives that cannot complete without it).  Behind in the last query only
+  is not enough: on a 2x H200 slow job, a rank level at the first query read 15 -> 15 while its
+  peer read 14 -> 16 (the rank was held stopped by the tool's own cold first read), and was
+  wrongly called stuck;
 * **slow**: counts move, and a rank is behind in every query while its own counts move too: it
   holds the job back but is not hung (never "stuck");
 * **progressing**: counts move and no rank is behind in every query;
