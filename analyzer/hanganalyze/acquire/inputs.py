@@ -161,6 +161,10 @@ def _from_text(text: str, input_format: Optional[str]):
         input_format in (None, "auto") and snapshot_json.looks_like_snapshot(text)
     ):
         return snapshot_json.read_snapshot(text)
+    from hanganalyze.acquire import gpustate  # here: only a text input (start-up time of a live run)
+
+    if input_format == gpustate.FORMAT_NAME or (input_format in (None, "auto") and gpustate.looks_like(text)):
+        return gpustate.read_gpustate(text)  # nvidia-smi / kernel-log Xid lines: Snapshot.gpu, no process
     from hanganalyze.acquire.text import parse_text  # here: only a text input (the parsers cost a live run)
 
     return parse_text(text, input_format)

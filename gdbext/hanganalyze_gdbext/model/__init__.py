@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import field, fields
 from typing import Any, Dict, List, Optional
 
+from .gpustate import GpuState
 from .job import JobRankState, JobSummary, NodeSummary
 from .ncclras import RasSeries
 from .record import Record, recordclass
@@ -480,6 +481,8 @@ class Snapshot(Record):
     job: Optional[JobSummary] = None
     #: NCCL RAS queries of the job (``model/ncclras.py``): saved RAS output or a live query.
     nccl_ras: Optional[RasSeries] = None
+    #: GPU state of the job's host(s) (``model/gpustate.py``): saved nvidia-smi output, kernel-log Xid lines.
+    gpu: Optional[GpuState] = None
     #: The distinct frames and stacks (``model/stacktable.py``), kept once built (never written).
     stack_table: Optional[StackTable] = field(default=None, compare=False, repr=False)
 
