@@ -348,3 +348,95 @@ def test_markdown_and_lines():
     lines = gpu_lines(snap)
     assert lines[0].startswith("from ") and any("ranks here: rank 1" in ln for ln in lines)
     assert "gpu-idle-peers-busy" in _ids(snap)
+
+
+# ---- NVML (optional): only the absent-library path can run here ----------------------------------
+
+def test_nvml_absent_is_one_note_not_an_error(monkeypatch):
+    import builtins
+
+    from hanganalyze.acquire import nvml
+
+    real = builtins.__import__
+
+    def no_pynvml(name, *args, **kwargs):
+        if name == "pynvml":
+            raise ImportError("No module named 'pynvml'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pynvml)
+    state, note = nvml.read_nvml()
+    assert state is None and note is not None and "nvidia-ml-py is not installed" in note and "\n" not in note
+
+
+def test_nvml_driver_missing_is_one_note(monkeypatch):
+    import sys
+    import types
+
+    from hanganalyze.acquire import nvml
+
+    fake = types.ModuleType("pynvml")
+
+    def init():
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    fake.nvmlInit = init  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    state, note = nvml.read_nvml()
+    assert state is None and note == "GPU state: not read (NVML: NVML Shared Library Not Found)"
+
+
+def _fake_pynvml():
+    import types
+
+    nv = types.ModuleType("pynvml")
+    ns = types.SimpleNamespace
+
+    class GpuIsLost(Exception):
+        pass
+
+    def handle(i):
+        if i == 1:
+            raise GpuIsLost("GPU is lost")
+        return "h0"
+
+    def not_supported(*_a):
+        raise RuntimeError("Not Supported")
+
+    nv.nvmlInit = lambda: None
+    nv.nvmlShutdown = lambda: None
+    nv.nvmlDeviceGetCount = lambda: 2
+    nv.nvmlDeviceGetHandleByIndex = handle
+    nv.nvmlDeviceGetPciInfo = lambda h: ns(busId=b"00000000:3B:00.0")
+    nv.nvmlDeviceGetName = lambda h: b"NVIDIA H200"
+    nv.nvmlDeviceGetUtilizationRates = lambda h: ns(gpu=100, memory=30)
+    nv.nvmlDeviceGetMemoryInfo = lambda h: ns(used=2048 * 1024 * 1024, total=143771 * 1024 * 1024)
+    nv.nvmlDeviceGetComputeRunningProcesses = lambda h: [ns(pid=4242, usedGpuMemory=1024 * 1024 * 1024)]
+    nv.nvmlDeviceGetCurrentClocksThrottleReasons = lambda h: 0x4
+    nv.nvmlDeviceGetTotalEccErrors = not_supported
+    nv.nvmlDeviceGetPcieReplayCounter = lambda h: 0
+    return nv
+
+
+def test_nvml_records_and_the_live_job_path(monkeypatch):
+    import sys
+
+    from hanganalyze.acquire import many, nvml
+    from hanganalyze_gdbext.model import Process
+
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
+    state, note = nvml.read_nvml()
+    assert note is None and state.sources == ["NVML"]
+    g0, g1 = state.gpus
+    assert (g0.index, g0.bus_id, g0.product, g0.util_gpu, g0.mem_used_mib) == (0, "00000000:3B:00.0", "NVIDIA H200",
+                                                                              100, 2048)
+    assert [(p.pid, p.used_mib) for p in g0.processes] == [(4242, 1024)] and g0.throttle == ["SW Power Cap"]
+    assert g0.ecc_uncorrected_volatile is None  # not supported: unknown, not 0
+    assert (g1.index, g1.lost) == (1, "GPU is lost")
+    # a live --job (inputs from a launcher) with no saved GPU state reads NVML once
+    inputs = [many.Input(pid=4242, launcher_pid=1), many.Input(pid=4243, launcher_pid=1)]
+    snap = many.acquire_all(inputs, lambda inp: Snapshot(processes=[Process(source="live", pid=inp.pid)]), 2)
+    assert snap.gpu is not None and snap.gpu.gpus[0].processes[0].pid == 4242
+    # files only: no NVML
+    files = [many.Input(path="a"), many.Input(path="b")]
+    assert many.acquire_all(files, lambda inp: Snapshot(processes=[Process(source="text")]), 2).gpu is None

@@ -293,6 +293,12 @@ def acquire_all(
         out.warnings.extend("%s: %s" % (inp.describe(), w) for w in res.warnings)
     if any(r.gpu is not None for r in results if isinstance(r, Snapshot)):  # GPU-state inputs: one record
         out.gpu = merge_gpu(r.gpu for r in results if isinstance(r, Snapshot))
+    elif any(i.launcher_pid is not None for i in inputs):  # a live --job and no saved GPU state: NVML
+        from hanganalyze.acquire.nvml import read_nvml  # here: only a live --job reads the GPUs
+
+        out.gpu, note = read_nvml()
+        if note:  # no binding, no driver, no GPU: one line, never an error
+            out.warnings.append(note)
     if any(p is not None for p in parents):
         from hanganalyze.acquire.children import attach_children  # here: only --job with children
 
