@@ -41,7 +41,8 @@ def test_every_sample_is_claimed_and_near_misses_are_not():
     names = sorted(p.name for p in DATA.glob("*.txt"))
     assert len(names) >= 15
     for name in names:
-        assert gpustate.looks_like(_text(name)) is (not name.startswith("near_miss")), name
+        claimed = not name.startswith("near_miss") or name.startswith("near_miss_err")  # ERR! tables are GPU state
+        assert gpustate.looks_like(_text(name)) is claimed, name
 
 
 @pytest.mark.parametrize("path", [JOB / "fstrag.rank0.pyspy.txt", JOB / "fstrag.rank1.pyspy.txt"])
@@ -147,6 +148,22 @@ def test_smi_tables():
     assert [(g.index, g.util_gpu, g.mem_used_mib) for g in st.gpus] == [(0, None, 14), (1, None, 14), (2, None, 14)]
     (g,) = _state("smi_table_diamorphine_13.txt").gpus
     assert (g.product, g.util_gpu, g.mem_used_mib) == ("Tesla V100-DGXS...", 0, 449)
+
+
+def test_err_in_one_reading_is_not_a_lost_gpu():
+    (g,) = _state("near_miss_err_power_azhpc_77.txt").gpus
+    assert (g.index, g.lost, g.err_fields, g.util_gpu, g.mem_used_mib) == (1, None, ["power"], 0, 593)
+    st = _state("near_miss_err_fan_exporter_393.txt")
+    by = {g.index: g for g in st.gpus}
+    assert (by[14].lost, by[14].err_fields, by[14].util_gpu) == (None, ["fan"], 93) and by[13].err_fields == []
+    assert gpurules.gpu_fallen_off_bus(Snapshot(gpu=st)) == []
+    assert any("ERR! in the fan reading" in ln for ln in gpu_lines(Snapshot(gpu=st)))
+    # ERR! where the memory or utilization is read: the GPU cannot be read
+    row = "| N/A   29C    P0   70W / 250W |      ERR!            |     ERR!     Default |"
+    lost = gpustate.read_text(_text("near_miss_err_power_azhpc_77.txt").replace(
+        "| N/A   29C    P0   ERR! / 250W |    593MiB / 16160MiB |      0%      Default |", row))
+    assert lost.gpus[0].lost == "ERR!"
+    assert gpurules.gpu_fallen_off_bus(Snapshot(gpu=lost))[0].signature == "gpu-fallen-off-bus"
 
 
 def test_lost_gpus():

@@ -290,6 +290,25 @@ def _ecc(g: Gpu, names: List[str], key: str, val: str) -> None:
         g.ecc_uncorrected_aggregate = (g.ecc_uncorrected_aggregate or 0) + n
 
 
+def _reading_row(g: Gpu, line: str) -> None:
+    """A GPU's second row: "| fan temp perf power | used / total | util compute |".  ERR! in the
+    memory or utilization reading: the GPU cannot be read (lost); in the fan or power reading: that
+    reading only (nvidia-smi shows it while the GPU works: often transient)."""
+    cells = line.strip().strip("|").split("|")
+    mm = _T_MEM.search(line)
+    if mm:
+        g.mem_used_mib, g.mem_total_mib = int(mm.group("used")), int(mm.group("total"))
+    um = _T_UTIL.search(line)
+    if um and um.group("util").endswith("%"):
+        g.util_gpu = int(um.group("util")[:-1])
+    if len(cells) >= 3 and (_T_ERR.search(cells[1]) or _T_ERR.search(cells[2])):
+        g.lost = "ERR!"
+    elif cells and _T_ERR.search(cells[0]):
+        words = cells[0].split()
+        at = [i for i, w in enumerate(words) if w.startswith("ERR!")]
+        g.err_fields.extend("fan" if i == 0 else "power" for i in at)
+
+
 def parse_smi_table(lines: List[str]) -> Tuple[List[List[Gpu]], List[Gpu]]:
     """(the GPU rows of each table sample, GPUs nvidia-smi could not read).  A sample starts at
     its "NVIDIA-SMI <version>" header; a table pasted without one is one sample.  The process
@@ -312,22 +331,12 @@ def parse_smi_table(lines: List[str]) -> Tuple[List[List[Gpu]], List[Gpu]]:
             if not samples:
                 samples.append([])
             last = Gpu(index=int(m.group("idx")), product=m.group("name").strip(), bus_id=m.group("bus"))
-            if _T_ERR.search(line):
-                last.lost = "ERR!"
             samples[-1].append(last)
             continue
-        if last is not None and line.startswith("|") and _T_MEM.search(line):
-            mm = _T_MEM.search(line)
-            last.mem_used_mib, last.mem_total_mib = int(mm.group("used")), int(mm.group("total"))
-            um = _T_UTIL.search(line)
-            if um and um.group("util").endswith("%"):
-                last.util_gpu = int(um.group("util")[:-1])
-            if _T_ERR.search(line):
-                last.lost = "ERR!"
+        if last is not None and line.startswith("|") and (_T_MEM.search(line) or _T_ERR.search(line)):
+            _reading_row(last, line)
             last = None
             continue
-        if last is not None and line.startswith("|") and _T_ERR.search(line):
-            last.lost = "ERR!"
         m = _T_PROC.match(line)
         if m:
             if not samples:

@@ -84,6 +84,8 @@ def gpu_lines(snapshot: Snapshot) -> List[str]:
             facts.append("row remapping FAILED")
         elif g.remap_pending or g.retired_pending:
             facts.append("memory repair pending a reset")
+        if g.err_fields:
+            facts.append("ERR! in the %s reading" % " and ".join(g.err_fields))
         if g.pcie_replays:
             facts.append("PCIe replays %d" % g.pcie_replays)
         out.append("%s: %s" % (gpu_name(g), "; ".join(facts)))

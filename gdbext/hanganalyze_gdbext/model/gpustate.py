@@ -71,6 +71,9 @@ class Gpu(Record):
     pcie_replays: Optional[int] = None
     #: Why the GPU cannot be read, as nvidia-smi said it ("GPU is lost", "Unknown Error", "ERR!").
     lost: Optional[str] = None
+    #: Readings nvidia-smi showed as ERR! while the GPU still answered ("fan", "power"): often
+    #: transient, not a lost GPU.
+    err_fields: List[str] = field(default_factory=list)
     #: GPU utilization in each nvidia-smi sample of this GPU, oldest first (written when several).
     util_samples: List[int] = field(default_factory=list)
 
