@@ -457,3 +457,21 @@ def test_nvml_records_and_the_live_job_path(monkeypatch):
     # files only: no NVML
     files = [many.Input(path="a"), many.Input(path="b")]
     assert many.acquire_all(files, lambda inp: Snapshot(processes=[Process(source="text")]), 2).gpu is None
+
+
+def test_ras_nvml_dev_joins_a_rank_to_its_gpu():
+    from hanganalyze.analyze.gpujoin import BY_RAS
+    from hanganalyze_gdbext.model.ncclras import RasCommunicator, RasQuery, RasRank, RasSeries
+
+    r0 = _rank_stack("fstrag.rank0.pyspy.txt", 1088)
+    r1 = _rank_stack("fstrag.rank1.pyspy.txt", 1089)
+    r0.rank, r1.rank = 0, 1
+    st = _state("smi_table_nccl_1967_idle.txt")  # GPUs 0 and 1, no process table
+    st.gpus[0].util_gpu = 100  # rank 0's GPU runs the collective (the reading set here)
+    ras = RasSeries(queries=[RasQuery(communicators=[RasCommunicator(ranks=[
+        RasRank(rank=0, pid=1088, cuda_dev=0, nvml_dev=0), RasRank(rank=1, pid=1089, cuda_dev=0, nvml_dev=1)])])])
+    snap = Snapshot(processes=[r0, r1], gpu=st, nccl_ras=ras)
+    joined = gpus_of(snap)
+    assert [(j[0].how, j[0].gpu.index) for j in joined] == [(BY_RAS, 0), (BY_RAS, 1)]
+    (f,) = gpurules.gpu_idle_peers_busy(snap)
+    assert f.ranks == [1] and "GPU 1 (00000000:2A:00.0) idle (0%)" in f.summary
