@@ -28,6 +28,7 @@ KERNEL_LOG = "kernel log"
 MIN_SHARE = 0.8
 #: How much of a text ``looks_like`` reads (its head): bounded work for any input.
 HEAD_LINES = 400
+HEAD_BYTES = 256 * 1024
 
 # ---- the kernel log ---------------------------------------------------------------------------
 
@@ -113,7 +114,7 @@ def looks_like(text: str) -> bool:
     """Whether a text is saved GPU state: a strong marker (an Xid line, an nvidia-smi header or
     -q key, "Unable to determine the device handle") and at least ``MIN_SHARE`` of the first
     ``HEAD_LINES`` non-blank lines being such output."""
-    lines = [ln for ln in text.splitlines()[:HEAD_LINES * 2] if ln.strip()][:HEAD_LINES]
+    lines = [ln for ln in text[:HEAD_BYTES].splitlines()[:HEAD_LINES * 2] if ln.strip()][:HEAD_LINES]
     if not lines:
         return False
     strong = any(_XID.search(ln) or _FALLEN_GPU.search(ln) or _NO_HANDLE.search(ln) or _T_HEAD.match(ln)
