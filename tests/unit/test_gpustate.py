@@ -475,3 +475,23 @@ def test_ras_nvml_dev_joins_a_rank_to_its_gpu():
     assert [(j[0].how, j[0].gpu.index) for j in joined] == [(BY_RAS, 0), (BY_RAS, 1)]
     (f,) = gpurules.gpu_idle_peers_busy(snap)
     assert f.ranks == [1] and "GPU 1 (00000000:2A:00.0) idle (0%)" in f.summary
+
+
+def test_cli_busy_gpu_under_a_waiting_rank(tmp_path):
+    """End to end: the real A100 table (DCGM#83) with its process row placed on GPU 7 (100 %) and
+    the real rank-0 stack given that pid (the two were not captured together), beside rank 1's
+    stack: the finding, the GPU column, and rank 1 unknown (no GPU of it in the table)."""
+    r0 = (JOB / "fstrag.rank0.pyspy.txt").read_text().replace("1088", "3518784")
+    (tmp_path / "fstrag.rank0.pyspy.txt").write_text(r0)
+    (tmp_path / "fstrag.rank1.pyspy.txt").write_text((JOB / "fstrag.rank1.pyspy.txt").read_text())
+    table = _text("smi_table_dcgm_83_busy.txt").replace("|    0   N/A  N/A   3518784", "|    7   N/A  N/A   3518784")
+    (tmp_path / "smi.txt").write_text(table)
+    res = run_hanganalyze([tmp_path / "fstrag.rank0.pyspy.txt", tmp_path / "fstrag.rank1.pyspy.txt",
+                           tmp_path / "smi.txt"])
+    out = res.stdout.decode()
+    assert res.returncode == 3, res.stderr
+    assert "(info, signature gpu-busy-host-waits)" in out and "rank 0 waits in the device sync" in out
+    row0 = next(ln for ln in out.splitlines() if " 3518784 " in ln and "device-sync" in ln)
+    row1 = next(ln for ln in out.splitlines() if " 1089 " in ln)
+    assert "7 100% python3" in row0 and " ? " in row1
+    assert "gpu-idle-peers-busy" not in out  # rank 1's GPU is unknown: never called idle
