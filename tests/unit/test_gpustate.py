@@ -495,3 +495,13 @@ def test_cli_busy_gpu_under_a_waiting_rank(tmp_path):
     row1 = next(ln for ln in out.splitlines() if " 1089 " in ln)
     assert "7 100% python3" in row0 and " ? " in row1
     assert "gpu-idle-peers-busy" not in out  # rank 1's GPU is unknown: never called idle
+
+
+def test_repeated_outputs_are_samples():
+    q = _text("smi_q_nvidia_docker_954.txt")
+    st = gpustate.read_text(q + "\n" + q)  # nvidia-smi -q -l 1: two samples of one GPU
+    assert st.samples == 2 and len(st.gpus) == 1
+    t = _text("smi_table_nccl_1967_idle.txt")
+    st = gpustate.read_text(t + t.replace("|      0%      Default |", "|     99%      Default |"))
+    assert st.samples == 2 and [g.util_samples for g in st.gpus] == [[0, 99], [0, 99]]
+    assert "samples 0/99" in gpu_lines(Snapshot(gpu=st))[1]

@@ -416,17 +416,20 @@ def read_text(text: str) -> GpuState:
         state.sources.append(KERNEL_LOG)
     table_lines = [ln for ln in lines if ln.startswith(("|", "+")) or _NO_HANDLE.search(ln) or _T_HEAD.match(ln)]
     samples, lost = parse_smi_table(table_lines)
-    q_gpus: List[Gpu] = []
-    if any(_Q_KV.match(ln) or _Q_GPU.match(ln) for ln in lines if not ln.startswith(("|", "+"))):
-        q_gpus = [g for g in parse_smi_q([ln for ln in lines if not ln.startswith(("|", "+"))
-                                          and not _is_kernel_line(ln)]) if g.bus_id or g.product or g.util_gpu
-                  is not None or g.processes or g.mem_total_mib is not None or g.lost]
+    q_samples: List[List[Gpu]] = []
+    q_lines = [ln for ln in lines if not ln.startswith(("|", "+")) and not _is_kernel_line(ln)]
+    if any(_Q_KV.match(ln) or _Q_GPU.match(ln) for ln in q_lines):
+        for chunk in _q_chunks(q_lines):  # "nvidia-smi -q -l 1": one "NVSMI LOG" header per sample
+            got = [g for g in parse_smi_q(chunk) if g.bus_id or g.product or g.util_gpu is not None
+                   or g.processes or g.mem_total_mib is not None or g.lost]
+            if got:
+                q_samples.append(got)
     parts: List[GpuState] = []
     for s in samples:
         parts.append(GpuState(gpus=s, sources=[SMI_TABLE], samples=1))
-    if q_gpus:
-        parts.append(GpuState(gpus=q_gpus, sources=[SMI_Q], samples=1))
-    if lost and not q_gpus:
+    for q in q_samples:
+        parts.append(GpuState(gpus=q, sources=[SMI_Q], samples=1))
+    if lost and not q_samples:
         parts.append(GpuState(gpus=lost, sources=[SMI_TABLE]))
     merged = merge([state] + parts) or state
     for g in merged.gpus:  # a GPU seen readable and then lost: the loss is the news
@@ -434,6 +437,16 @@ def read_text(text: str) -> GpuState:
             if _same(g, x) and g.lost is None:
                 g.lost = x.lost
     return merged
+
+
+def _q_chunks(lines: List[str]) -> List[List[str]]:
+    """-q output cut at each "==NVSMI LOG==" header (one sample each); an excerpt is one chunk."""
+    chunks: List[List[str]] = [[]]
+    for ln in lines:
+        if "NVSMI LOG" in ln and chunks[-1]:
+            chunks.append([])
+        chunks[-1].append(ln)
+    return [c for c in chunks if c]
 
 
 def read_gpustate(text: str, label: Optional[str] = None) -> Snapshot:
