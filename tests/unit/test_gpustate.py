@@ -505,3 +505,15 @@ def test_repeated_outputs_are_samples():
     st = gpustate.read_text(t + t.replace("|      0%      Default |", "|     99%      Default |"))
     assert st.samples == 2 and [g.util_samples for g in st.gpus] == [[0, 99], [0, 99]]
     assert "samples 0/99" in gpu_lines(Snapshot(gpu=st))[1]
+
+
+def test_html_gpu_section_and_column_escaped():
+    from hanganalyze.render.html import render_html
+
+    snap = _analyzed(_two_ranks(0, 100))
+    snap.gpu.notes.append("<script>x</script>")
+    html = render_html(snap)
+    assert '<section id="gpus"' in html and "<th>gpu</th>" in html
+    assert "<script>x</script>" not in html and "&lt;script&gt;" in html
+    plain = render_html(_analyzed(Snapshot(processes=[_rank_stack("fstrag.rank0.pyspy.txt", 1088)])))
+    assert 'id="gpus"' not in plain and "<th>gpu</th>" not in plain

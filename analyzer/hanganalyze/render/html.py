@@ -23,6 +23,7 @@ import jinja2
 from markupsafe import Markup
 
 from hanganalyze.render import asynctree
+from hanganalyze.render.gpuview import gpu_lines
 from hanganalyze.render.view import ReportView, build_view
 from hanganalyze_gdbext.model import SEVERITIES, TRIAGE, Process, Snapshot
 from hanganalyze_gdbext.model.termsafe import visible
@@ -164,7 +165,7 @@ def render_view_html(view: ReportView) -> str:
     atrees, aloose = asyncio_trees(view)
     tpl = environment().get_template("report.html.j2")
     return tpl.render(view=view, top_severity=top, svgs=svgs, edges=edges, open_groups=OPEN_GROUPS,
-                      atrees=atrees, aloose=aloose)
+                      atrees=atrees, aloose=aloose, gpu=gpu_lines(view.snapshot))
 
 
 AsyncBlock = Tuple[str, str]  # (head line, tree text): plain text, escaped by the template
