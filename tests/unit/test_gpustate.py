@@ -517,3 +517,12 @@ def test_html_gpu_section_and_column_escaped():
     assert "<script>x</script>" not in html and "&lt;script&gt;" in html
     plain = render_html(_analyzed(Snapshot(processes=[_rank_stack("fstrag.rank0.pyspy.txt", 1088)])))
     assert 'id="gpus"' not in plain and "<th>gpu</th>" not in plain
+
+
+def test_redact_covers_gpu_state():
+    from hanganalyze.analyze.redact import redact
+
+    st = _state("smi_table_nvitop_152_procs.txt")
+    st.gpus[0].processes[0].name = "/home/alice/venv/bin/python"
+    out = redact(Snapshot(processes=[_rank_stack("fstrag.rank0.pyspy.txt", 10734)], gpu=st), hostnames=[], users=[])
+    assert "alice" not in json.dumps(out.to_dict()) and out.gpu.gpus[0].processes[0].pid == 10734
