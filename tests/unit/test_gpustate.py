@@ -526,3 +526,15 @@ def test_redact_covers_gpu_state():
     st.gpus[0].processes[0].name = "/home/alice/venv/bin/python"
     out = redact(Snapshot(processes=[_rank_stack("fstrag.rank0.pyspy.txt", 10734)], gpu=st), hostnames=[], users=[])
     assert "alice" not in json.dumps(out.to_dict()) and out.gpu.gpus[0].processes[0].pid == 10734
+
+
+def test_xid_lines_pasted_beside_a_stack():
+    """A bug report's paste: the rank's stack, then its dmesg Xid lines (both real; the stack's pid
+    is the Xid line's here).  The stack stays a py-spy dump; the Xid joins the rank by pid."""
+    stack = (JOB / "fstrag.rank0.pyspy.txt").read_text().replace("1088", "1797828")
+    snap = _from_text(stack + "\n" + _text("xid_gpud_46_dmesg_T.txt"), None)
+    assert snap.processes[0].pid == 1797828 and len(snap.processes[0].threads) == 1
+    assert [e.xid for e in snap.gpu.xids] == [13, 13, 13, 109]
+    (f,) = gpurules.gpu_xid(snap)
+    assert f.processes == [0] and "pid 1797828 ran on it" in f.summary and "Xid 109" in f.summary
+    assert _from_text(stack, None).gpu is None  # no NVRM line: nothing added

@@ -449,6 +449,15 @@ def _q_chunks(lines: List[str]) -> List[List[str]]:
     return [c for c in chunks if c]
 
 
+def xids_beside(text: str) -> Optional[GpuState]:
+    """The Xid events of NVRM lines in a text that is something else (stacks and a dmesg excerpt
+    pasted together); None when it has none (the usual case: one substring test)."""
+    if "NVRM: " not in text:
+        return None
+    xids = parse_xids(ln for ln in text.splitlines() if "NVRM: " in ln)
+    return GpuState(xids=xids, sources=[KERNEL_LOG]) if xids else None
+
+
 def read_gpustate(text: str, label: Optional[str] = None) -> Snapshot:
     """A Snapshot holding only GPU state (no process): ``many.acquire_all`` merges it into the job's."""
     state = read_text(text)

@@ -167,4 +167,7 @@ def _from_text(text: str, input_format: Optional[str]):
         return gpustate.read_gpustate(text)  # nvidia-smi / kernel-log Xid lines: Snapshot.gpu, no process
     from hanganalyze.acquire.text import parse_text  # here: only a text input (the parsers cost a live run)
 
-    return parse_text(text, input_format)
+    snap = parse_text(text, input_format)
+    if snap.gpu is None:  # kernel-log Xid lines pasted beside the stacks (a bug report): Snapshot.gpu too
+        snap.gpu = gpustate.xids_beside(text)
+    return snap
