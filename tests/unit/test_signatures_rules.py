@@ -23,11 +23,13 @@ JOB_RULES = ["rank-missing", "worker-straggler", "collective-straggler", "collec
              "nccl-ras-error"]
 
 ASYNCIO_RULES = ["asyncio-await-cycle", "asyncio-orphan-wait", "asyncio-loop-blocked"]
+GPU_RULES = ["gpu-fallen-off-bus", "gpu-ecc-errors", "gpu-xid", "gpu-busy-host-waits", "gpu-idle-peers-busy"]
 
 
 def test_shipped_rules_are_valid_and_ordered():
     rules = validate_rules([s.id for s in pipeline.load_signature_db(use_cache=False).signatures])
-    assert [r.id for r in rules.rules] == ["deadlock-cycle"] + ASYNCIO_RULES + ["signatures"] + JOB_RULES + ["triage"]
+    assert [r.id for r in rules.rules] == (["deadlock-cycle"] + ASYNCIO_RULES + ["signatures"] + JOB_RULES + GPU_RULES
+                                           + ["triage"])
     assert [r.id for r in rules.rules if not r.code] == ["signatures"]
     assert rules.cross_rank == frozenset(JOB_RULES) - {"collective-peer-wait", "rank-slow"}
     assert rules.sampled("waits") == {"collective-mismatch", "collective-hang", "collective-peer-wait"}
@@ -98,9 +100,10 @@ def test_signatures_list_shows_code_rules_in_order():
     lines = res.stdout.decode().splitlines()
     ids = [ln.split()[0] for ln in lines]
     code = [ln.split()[0] for ln in lines if ln.endswith("[code rule]")]
-    assert code == ["deadlock-cycle"] + ASYNCIO_RULES + JOB_RULES + ["triage"]
-    assert ids[0] == "deadlock-cycle" and ids[-len(JOB_RULES) - 1:] == JOB_RULES + ["triage"]
-    assert "cuda-sync-busy-spin" in ids[1:-len(JOB_RULES)] and not lines[ids.index("cuda-sync-busy-spin")].endswith(
+    assert code == ["deadlock-cycle"] + ASYNCIO_RULES + JOB_RULES + GPU_RULES + ["triage"]
+    tail = JOB_RULES + GPU_RULES + ["triage"]
+    assert ids[0] == "deadlock-cycle" and ids[-len(tail):] == tail
+    assert "cuda-sync-busy-spin" in ids[1:-len(tail)] and not lines[ids.index("cuda-sync-busy-spin")].endswith(
         "[code rule]")
 
 

@@ -169,6 +169,13 @@ def _from_text(text: str, input_format: Optional[str]):
 
     if input_format in (None, "auto") and ncclras.looks_like_ras(text[:4096]):  # RAS output piped in
         return ncclras.ras_snapshot(text, "stdin")
+    from hanganalyze.acquire import gpustate  # here: only a text input (start-up time of a live run)
+
+    if input_format == gpustate.FORMAT_NAME or (input_format in (None, "auto") and gpustate.looks_like(text)):
+        return gpustate.read_gpustate(text)  # nvidia-smi / kernel-log Xid lines: Snapshot.gpu, no process
     from hanganalyze.acquire.text import parse_text  # here: only a text input (the parsers cost a live run)
 
-    return parse_text(text, input_format)
+    snap = parse_text(text, input_format)
+    if snap.gpu is None:  # kernel-log Xid lines pasted beside the stacks (a bug report): Snapshot.gpu too
+        snap.gpu = gpustate.xids_beside(text)
+    return snap

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
+from hanganalyze.acquire.gpustate import merge as merge_gpu
 from hanganalyze.acquire.ranks import identity_from_environ, rank_from_label, rank_from_name, read_proc_environ, said
 from hanganalyze.corefile import compressed_kind
 from hanganalyze.elf import is_elf
@@ -290,6 +291,14 @@ def acquire_all(
         out.processes.extend(res.processes)
         parents.extend([inp.parent_pid] * len(res.processes))
         out.warnings.extend("%s: %s" % (inp.describe(), w) for w in res.warnings)
+    if any(r.gpu is not None for r in results if isinstance(r, Snapshot)):  # GPU-state inputs: one record
+        out.gpu = merge_gpu(r.gpu for r in results if isinstance(r, Snapshot))
+    elif any(i.launcher_pid is not None for i in inputs):  # a live --job and no saved GPU state: NVML
+        from hanganalyze.acquire.nvml import read_nvml  # here: only a live --job reads the GPUs
+
+        out.gpu, note = read_nvml()
+        if note:  # no binding, no driver, no GPU: one line, never an error
+            out.warnings.append(note)
     if any(p is not None for p in parents):
         from hanganalyze.acquire.children import attach_children  # here: only --job with children
 

@@ -34,13 +34,20 @@ from hanganalyze.analyze.crossrank import (
     rank_slow,
     worker_straggler,
 )
+from hanganalyze.analyze.gpurules import (
+    gpu_busy_host_waits,
+    gpu_ecc_errors,
+    gpu_fallen_off_bus,
+    gpu_idle_peers_busy,
+    gpu_xid,
+)
 from hanganalyze.analyze.intern import match_snapshot
 from hanganalyze.analyze.rankstate import RankState
 from hanganalyze.analyze.rasrules import nccl_ras_findings
 from hanganalyze.analyze.rules import RuleSet
 from hanganalyze.analyze.triage import triage_findings
 from hanganalyze.analyze.waitfor import cycle_findings
-from hanganalyze_gdbext.model import SERIOUS, Finding, Snapshot
+from hanganalyze_gdbext.model import SERIOUS, SEVERITIES, Finding, Snapshot
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,13 @@ RULES: Tuple[CodeRule, ...] = (
              rank_slow),
     CodeRule(("nccl-ras-stuck", "nccl-ras-slow-rank", "nccl-ras-progressing", "nccl-ras-error"), "job",
              "Snapshot.nccl_ras: NCCL RAS queries over time, joined to processes by pid", nccl_ras_findings),
+    CodeRule(("gpu-fallen-off-bus",), "report", "Snapshot.gpu: Xid 79, lost GPUs; GPUs joined to ranks by pid",
+             gpu_fallen_off_bus),
+    CodeRule(("gpu-ecc-errors",), "report", "Snapshot.gpu: ECC Xids and counters, row remapping", gpu_ecc_errors),
+    CodeRule(("gpu-xid",), "report", "Snapshot.gpu: the other Xids (signatures/gpu/xids.yaml)", gpu_xid),
+    CodeRule(("gpu-busy-host-waits",), "report", "rank states (host waits) and each rank's GPU utilization",
+             gpu_busy_host_waits),
+    CodeRule(("gpu-idle-peers-busy",), "report", "every rank's GPU utilization and rank state", gpu_idle_peers_busy),
     CodeRule(("triage",), "report", "every thread's frames, waits and log (signatures/triage/waits.yaml)",
              triage_findings),
 )
@@ -130,6 +144,10 @@ def run_report_rules(snapshot: Snapshot) -> None:
     """The report rules' findings (the triage): first when no known bug matched, last otherwise."""
     for rule in of_stage("report"):
         found = _run(rule, snapshot, snapshot)
+        if rule.concludes != ("triage",):  # the GPU rules: placed by severity among the findings (a stable sort)
+            order = {s: i for i, s in enumerate(SEVERITIES)}
+            snapshot.findings = sorted(snapshot.findings + found, key=lambda f: order.get(f.severity, len(order)))
+            continue
         known = any(f.severity in SERIOUS or f.severity == "warning" for f in snapshot.findings)  # a verdict leads
         snapshot.findings = (snapshot.findings + found) if known else (found + snapshot.findings)
 

@@ -23,6 +23,7 @@ from markupsafe import Markup
 
 from hanganalyze.render import asynctree
 from hanganalyze.render.rasview import ras_section
+from hanganalyze.render.gpuview import gpu_lines
 from hanganalyze.render.view import ReportView, build_view
 from hanganalyze_gdbext.model import SEVERITIES, TRIAGE, Process, Snapshot
 from hanganalyze_gdbext.model.termsafe import visible
@@ -163,7 +164,8 @@ def render_view_html(view: ReportView) -> str:
     atrees, aloose = asyncio_trees(view)
     tpl = environment().get_template("report.html.j2")
     return tpl.render(view=view, top_severity=top, svgs=svgs, edges=edges, open_groups=OPEN_GROUPS,
-                      atrees=atrees, aloose=aloose, ras=ras_section(view.snapshot))
+                      atrees=atrees, aloose=aloose, ras=ras_section(view.snapshot),
+                      gpu=gpu_lines(view.snapshot))
 
 
 AsyncBlock = Tuple[str, str]  # (head line, tree text): plain text, escaped by the template

@@ -17,6 +17,7 @@ from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rasrules import PROGRESSING_ID, SLOW_ID
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze.render.rasview import ONE_QUERY, SLOW_BY_RAS, ras_section
+from hanganalyze.render.gpuview import gpu_cells
 from hanganalyze.render.titles import process_title
 from hanganalyze.render.treetext import Divergence, divergences, render_tree_lines
 from hanganalyze_gdbext.model import SERIOUS, Finding, Process, Snapshot
@@ -58,6 +59,7 @@ class RankRow:
     sources: str  # "stacks, flight-recorder"
     progress: str  # "stuck", "progressing", "spinning", "" (not sampled)
     at_fault: bool = False  # named by the top cross-rank finding
+    gpu: str = ""  # its GPU, utilization and what runs there (render/gpuview.py), when GPU state is known
 
 
 @dataclass
@@ -120,6 +122,8 @@ class JobView:
     rows: List[RankRow] = field(default_factory=list)
     #: "" when progress was sampled; else why stuck or slow cannot be told.
     progress_note: str = ""
+    #: The rank table has a GPU column (GPU state came in: ``Snapshot.gpu``).
+    gpu_column: bool = False
     shared: Optional[SharedFacts] = None
     #: Where the ranks part ways in the merged tree, and what the text form of it is.
     divergences: List[Divergence] = field(default_factory=list)
@@ -425,6 +429,11 @@ def build_job_view(snapshot: Snapshot, pvs: Sequence[ShownProcess] = ()) -> Opti
     view.words = words
     view.verdict = verdict(snapshot, job, words)
     view.rows = rank_rows(snapshot, job, set(top.ranks) if top is not None else set(), words)
+    cells = gpu_cells(snapshot)
+    if cells:  # the device side joined to the ranks (render/gpuview.py); "?" where not known
+        view.gpu_column = True
+        for r in view.rows:
+            r.gpu = cells.get(r.pid, "?" if r.pid else "")
     if not any(p.samples for p in snapshot.processes):
         view.progress_note = "progress: one sample (a core, a dump or --samples 1): stuck or slow cannot be told"
     notes = []

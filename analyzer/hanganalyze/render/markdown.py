@@ -24,6 +24,7 @@ from typing import List, Optional
 from hanganalyze.analyze.progress import progress_text
 from hanganalyze.render import asynctree
 from hanganalyze.render.rasview import TITLE, ras_section
+from hanganalyze.render.gpuview import gpu_lines
 from hanganalyze.render.text import SHORT_FACT, clean, file_row_text, indented
 from hanganalyze.render.view import FindingView, GroupView, ReportView, build_view, files_summary
 from hanganalyze_gdbext.model import Snapshot
@@ -291,12 +292,13 @@ def first_screen_block(view: ReportView) -> str:
     if job is None:
         return ""
     parts = ["**Verdict:** %s\n\n" % md(job.verdict, 1500)]
-    parts.append("| %s | host | pid | state | progress | sources | where |\n|---|---|---|---|---|---|---|\n"
-                 % job.words.unit)
+    gpu = job.gpu_column  # GPU state came in (render/gpuview.py)
+    parts.append("| %s | host | pid | state | progress | sources |%s where |\n|---|---|---|---|---|---|%s---|\n"
+                 % (job.words.unit, " gpu |" if gpu else "", "---|" if gpu else ""))
     for r in job.rows[:FIRST_ROWS]:
         rank = ("**%s** (at fault)" if r.at_fault else "%s") % _cell(r.ranks, 300)
         parts.append("| %s |\n" % " | ".join([rank] + [_cell(x or "-") for x in (
-            r.host, r.pid, r.state, r.progress, r.sources, r.where)]))
+            r.host, r.pid, r.state, r.progress, r.sources) + ((r.gpu,) if gpu else ()) + (r.where,)]))
     if len(job.rows) > FIRST_ROWS:
         parts.append("\n%d more rows in the JSON report.\n" % (len(job.rows) - FIRST_ROWS))
     if job.progress_note:
@@ -409,6 +411,9 @@ def render_view_markdown(view: ReportView, limit: int = LIMIT) -> str:
     job_block = _job_block(view)
     if job_block:
         b.add(job_block)
+    gpu = gpu_lines(view.snapshot)
+    if gpu:  # the device side (render/gpuview.py): only when GPU state came in
+        b.add("\n### GPUs\n\n" + "".join("- %s\n" % md(ln.strip(), 600) for ln in gpu))
 
     cycles = [c for p in view.processes for c in p.waitgraph_cycles]
     if cycles:

@@ -11,6 +11,7 @@ from typing import List
 
 from hanganalyze.analyze.progress import progress_text
 from hanganalyze.render import asynctree
+from hanganalyze.render.gpuview import gpu_lines
 from hanganalyze.render.jobview import JobView
 from hanganalyze.render.rasview import ras_text_lines
 from hanganalyze.render.view import GroupView, ReportView, build_view, files_summary
@@ -85,9 +86,11 @@ def indented(line: str) -> str:
 
 def rank_table_lines(job: JobView) -> List[str]:
     """The rank table as aligned columns; ``*`` marks the ranks the top cross-rank finding names."""
-    head = (" " + job.words.unit, "host", "pid", "state", "progress", "sources", "where")
+    gpu = ("gpu",) if job.gpu_column else ()  # GPU state came in (render/gpuview.py)
+    head = (" " + job.words.unit, "host", "pid", "state", "progress", "sources") + gpu + ("where",)
     cells = [head] + [tuple(clean(c) for c in (r.ranks, r.host or "-", r.pid or "-", r.state or "-",
-                                               r.progress or "-", r.sources or "-", r.where or "-"))
+                                               r.progress or "-", r.sources or "-") + ((r.gpu or "-",) if gpu else ())
+                            + (r.where or "-",))
                       for r in job.rows]
     cells[1:] = [(("*" if r.at_fault else " ") + row[0],) + row[1:] for r, row in zip(job.rows, cells[1:])]
     widths = [min(max(len(row[i]) for row in cells), 30) for i in range(len(head) - 1)]
@@ -232,6 +235,9 @@ def render_view_text(view: ReportView) -> str:
         out.append("No finding: no signature in the database matched these stacks.")
     out.extend(visible(line.rstrip(), keep="\t") for line in ras_text_lines(view.snapshot))  # render/rasview.py
     out.extend(_job_lines(view))
+    gpu = gpu_lines(view.snapshot)
+    if gpu:  # the device side (render/gpuview.py): only when GPU state came in
+        out.extend(["", "GPUS"] + ["  " + clean(ln) for ln in gpu])
     for p in view.processes if view.job is None else ():  # a job says them once, on its first screen
         out.append("")
         out.append(clean(p.title))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import field, fields
 from typing import Any, Dict, List, Optional
 
+from .gpustate import GpuState
 from .job import JobRankState, JobSummary, NodeSummary
 from .ncclras import RasSeries
 from .record import Record, recordclass
@@ -499,6 +500,8 @@ class Snapshot(Record):
     #: Default scrubbing (``analyze/scrub.py``): {"values": N, "kinds": {kind: n}}, or {"kept": N} with
     #: --no-redact; absent when nothing secret-shaped was found (the report is then unchanged).
     scrubbed: Optional[Dict[str, Any]] = None
+    #: GPU state of the job's host(s) (``model/gpustate.py``): saved nvidia-smi output, kernel-log Xid lines.
+    gpu: Optional[GpuState] = None
     #: The distinct frames and stacks (``model/stacktable.py``), kept once built (never written).
     stack_table: Optional[StackTable] = field(default=None, compare=False, repr=False)
 

@@ -1,0 +1,107 @@
+"""The GPU part of a report: the rank table's GPU cell and the GPU section (text and Markdown),
+from ``Snapshot.gpu`` joined to the ranks (``analyze/gpujoin.py``).  JSON needs nothing here:
+``Snapshot.gpu`` is written by the model.  Shown only when GPU state is known, so every other
+report is unchanged.  A rank whose GPU is not known shows "?": unknown, never idle.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+from hanganalyze.analyze.gpujoin import BY_LOCAL_RANK, RankGpu, gpu_name, gpus_of, xid_gpu_name, xid_info
+from hanganalyze_gdbext.model import Snapshot
+from hanganalyze_gdbext.model.gpustate import Gpu
+
+#: Xid lines listed in the section (the rest counted).
+MAX_XIDS = 12
+
+
+def _util(g: Gpu) -> str:
+    if g.lost:
+        return "LOST (%s)" % g.lost
+    if g.util_gpu is None:
+        return "idle clocks" if "Idle" in g.throttle else "util ?"
+    if len(g.util_samples) > 1:
+        return "%d%% (samples %s)" % (g.util_gpu, "/".join(str(u) for u in g.util_samples))
+    return "%d%%" % g.util_gpu
+
+
+def _mem(g: Gpu) -> str:
+    if g.mem_used_mib is None:
+        return ""
+    return "%d/%d MiB" % (g.mem_used_mib, g.mem_total_mib) if g.mem_total_mib else "%d MiB" % g.mem_used_mib
+
+
+def gpu_cell(joined: List[RankGpu]) -> str:
+    """A rank's GPU cell: "7 100% python3" -- its device (a "?" after a LOCAL_RANK guess), the
+    utilization and what runs there; "?" when not known."""
+    if not joined:
+        return "?"
+    rg = joined[0]
+    g = rg.gpu
+    dev = str(g.index) if g.index is not None else (g.bus_id or "?")
+    if rg.how == BY_LOCAL_RANK:
+        dev += "?"
+    runs = ", ".join(sorted({p.name.rsplit("/", 1)[-1] for p in g.processes if p.name}))[:40]
+    extra = " +%d" % (len(joined) - 1) if len(joined) > 1 else ""
+    return " ".join(x for x in ("%s%s" % (dev, extra), _util(g), runs) if x)
+
+
+def gpu_cells(snapshot: Snapshot) -> Dict[str, str]:
+    """pid (as the rank table writes it) -> the GPU cell; {} without GPU state."""
+    if snapshot.gpu is None or not snapshot.gpu.gpus:
+        return {}
+    joined = gpus_of(snapshot)
+    return {str(p.pid): gpu_cell(joined[i]) for i, p in enumerate(snapshot.processes) if p.pid is not None}
+
+
+def _owners(snapshot: Snapshot) -> Dict[int, List[str]]:
+    """id(gpu) -> the ranks / pids of the input on it (proven joins only)."""
+    out: Dict[int, List[str]] = {}
+    for i, js in enumerate(gpus_of(snapshot)):
+        p = snapshot.processes[i]
+        for rg in js[:1]:
+            if rg.proven:
+                out.setdefault(id(rg.gpu), []).append("rank %d" % p.rank if p.rank is not None else "pid %s" % p.pid)
+    return out
+
+
+def gpu_lines(snapshot: Snapshot) -> List[str]:
+    """The GPU section as plain lines (the text report indents and escapes them)."""
+    st = snapshot.gpu
+    if st is None:
+        return []
+    out = ["from %s%s" % (", ".join(st.sources) or "?", "; %d nvidia-smi samples" % st.samples
+                          if st.samples > 1 else "; one nvidia-smi sample (one instant)" if st.samples == 1 else "")]
+    owners = _owners(snapshot)
+    for g in st.gpus:
+        facts = [x for x in (g.product, _util(g), _mem(g)) if x]
+        if g.throttle:
+            facts.append("clock reasons: %s" % ", ".join(g.throttle))
+        if g.ecc_uncorrected_volatile:
+            facts.append("uncorrectable ECC (volatile) %d" % g.ecc_uncorrected_volatile)
+        if g.remap_failure:
+            facts.append("row remapping FAILED")
+        elif g.remap_pending or g.retired_pending:
+            facts.append("memory repair pending a reset")
+        if g.err_fields:
+            facts.append("ERR! in the %s reading" % " and ".join(g.err_fields))
+        if g.pcie_replays:
+            facts.append("PCIe replays %d" % g.pcie_replays)
+        out.append("%s: %s" % (gpu_name(g), "; ".join(facts)))
+        procs = ", ".join("%s%s%s" % (p.pid, " " + p.name if p.name else "",
+                                      " %d MiB" % p.used_mib if p.used_mib is not None else "") for p in g.processes)
+        if procs:
+            out.append("  processes: %s" % procs)
+        if id(g) in owners:
+            out.append("  ranks here: %s" % ", ".join(owners[id(g)]))
+    for ev in st.xids[:MAX_XIDS]:
+        info = xid_info(ev.xid)
+        out.append("Xid %d on %s%s%s: %s" % (ev.xid, xid_gpu_name(ev, st), " at " + ev.time if ev.time else "",
+                                             " pid %d" % ev.pid if ev.pid is not None else "",
+                                             info.meaning if info else ev.text[:100]))
+    if len(st.xids) > MAX_XIDS:
+        out.append("... %d more Xid lines in the JSON report" % (len(st.xids) - MAX_XIDS))
+    out.extend(st.notes)
+    return out
+
