@@ -22,8 +22,8 @@ import jinja2
 from markupsafe import Markup
 
 from hanganalyze.render import asynctree
-from hanganalyze.render.rasview import ras_section
 from hanganalyze.render.gpuview import gpu_lines
+from hanganalyze.render.rasview import ras_section
 from hanganalyze.render.view import ReportView, build_view
 from hanganalyze_gdbext.model import SEVERITIES, TRIAGE, Process, Snapshot
 from hanganalyze_gdbext.model.termsafe import visible

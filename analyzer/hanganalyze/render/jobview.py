@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rasrules import PROGRESSING_ID, SLOW_ID
 from hanganalyze.analyze.rules import load_rules
-from hanganalyze.render.rasview import ONE_QUERY, SLOW_BY_RAS, ras_section
 from hanganalyze.render.gpuview import gpu_cells
+from hanganalyze.render.rasview import ONE_QUERY, SLOW_BY_RAS, ras_section
 from hanganalyze.render.titles import process_title
 from hanganalyze.render.treetext import Divergence, divergences, render_tree_lines
 from hanganalyze_gdbext.model import SERIOUS, Finding, Process, Snapshot

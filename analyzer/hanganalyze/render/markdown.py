@@ -23,8 +23,8 @@ from typing import List, Optional
 
 from hanganalyze.analyze.progress import progress_text
 from hanganalyze.render import asynctree
-from hanganalyze.render.rasview import TITLE, ras_section
 from hanganalyze.render.gpuview import gpu_lines
+from hanganalyze.render.rasview import TITLE, ras_section
 from hanganalyze.render.text import SHORT_FACT, clean, file_row_text, indented
 from hanganalyze.render.view import FindingView, GroupView, ReportView, build_view, files_summary
 from hanganalyze_gdbext.model import Snapshot
