@@ -34,7 +34,8 @@ TAIL_LINES = 200
 ALARMS = re.compile("|".join((
     r"Watchdog caught collective operation timeout",
     r"ProcessGroupNCCL'?s? watchdog (got stuck|timed out|thread)",
-    r"\[PG \S* ?Rank \d+\].*(Timeout|timeout|heartbeat).*",
+    r"\[PG [^\]]{0,120}Rank \d+\].{0,400}(Timeout|timeout|heartbeat)",
+    r"Timeout at NCCL work",
     r"subset of ranks are waiting for remainder of ranks",
     r"This thread has been waiting for \d+",
     r"[Rr]endezvous\b.*\bmay be stuck",
