@@ -184,6 +184,9 @@ def _loop(opts: WatchOptions, launcher: int, launched, fr_prefix: Optional[str],
             _say("the job %d ended: nothing captured" % launcher)
             return EXIT_OK
         ranks, _children = watchjob.workers(launcher)
+        if launched is None and not ranks and time.monotonic() - started < opts.poll / 2:
+            _say("error: --job %d: found no Python worker below it (not a launcher?)" % launcher)
+            return EXIT_INPUT  # a running job has its workers: no reason to wait for them
         now = time.monotonic()
         counters = {}
         for pid in ranks:
