@@ -42,6 +42,9 @@ from hanganalyze.output import check_output, write_output
 #: on it: a rank that cannot be read must not hang the watcher.
 CAPTURE_LIMIT = 120.0
 THEN = ("keep", "kill")
+#: Seconds between two searches for the job's workers (a scan of every process's /proc/PID/stat,
+#: ~1.6 ms with 90 processes, more on a busy node); a rank that ends starts one at once.
+RESCAN = 10.0
 
 
 @dataclass
@@ -175,7 +178,10 @@ def _loop(opts: WatchOptions, launcher: int, launched, fr_prefix: Optional[str],
           progress: Callable[[str], None]) -> int:
     detector = StallDetector(opts.stall)
     started = time.monotonic()
+    ranks: List[int] = []
+    rescan = started
     while True:
+        now_poll = time.monotonic()
         if launched is not None and launched.poll() is not None:
             rc = launched.finish()
             progress("the job ended (exit %d) after %.0f s: nothing captured" % (rc, time.monotonic() - started))
@@ -183,7 +189,11 @@ def _loop(opts: WatchOptions, launcher: int, launched, fr_prefix: Optional[str],
         if launched is None and not watchjob.alive(launcher):
             _say("the job %d ended: nothing captured" % launcher)
             return EXIT_OK
-        ranks, _children = watchjob.workers(launcher)
+        # the launcher among its workers: no rank found yet (torchrun before it starts them), or a
+        # lone ``python train.py``: searched every poll, so the ranks are watched as soon as they run
+        if not ranks or launcher in ranks or now_poll >= rescan or not all(watchjob.alive(p) for p in ranks):
+            ranks, _children = watchjob.workers(launcher)  # reads every /proc/PID/stat: not every poll
+            rescan = now_poll + RESCAN
         if launched is None and not ranks and time.monotonic() - started < opts.poll / 2:
             _say("error: --job %d: found no Python worker below it (not a launcher?)" % launcher)
             return EXIT_INPUT  # a running job has its workers: no reason to wait for them
@@ -201,14 +211,16 @@ def _loop(opts: WatchOptions, launcher: int, launched, fr_prefix: Optional[str],
                    "a flight-recorder dump appeared (%s)" % dumps[0] if dumps else
                    decision.reason if decision.candidate and counters else None)
         if trigger is not None:
-            rc = _confirm_and_capture(opts, launcher, launched, trigger, bool(alarm or dumps), dumps, detector, now)
+            rc = _confirm_and_capture(opts, launcher, launched, trigger, bool(alarm or dumps), dumps, detector, now,
+                                      progress)
             if rc is not None:
                 return rc
         time.sleep(opts.poll)
 
 
 def _confirm_and_capture(opts: WatchOptions, launcher: int, launched, trigger: str, alarmed: bool,
-                         dumps: List[str], detector: StallDetector, now: float) -> Optional[int]:
+                         dumps: List[str], detector: StallDetector, now: float,
+                         progress: Callable[[str], None]) -> Optional[int]:
     """The capture; the exit code when it is a hang, None when the samples saw the job move."""
     t0 = time.monotonic()
     try:
@@ -224,6 +236,7 @@ def _confirm_and_capture(opts: WatchOptions, launcher: int, launched, trigger: s
     moving = progressing(snapshot)
     if moving and not alarmed:
         detector.backoff(now)  # in doubt, keep watching: no new candidate for a whole window
+        progress("%s, but the samples saw pid %s move: watching on" % (trigger, ", ".join(map(str, moving))))
         return None
     snapshot.warnings.insert(0, "hanganalyze watch: hang detected: %s; %s over the samples (capture %.1f s)"
                              % (trigger, "no rank progressed" if not moving else "pid %s still progressed"
