@@ -101,14 +101,24 @@ def capture(opts: WatchOptions, launcher: int, dumps: List[str]):
 
     box: Dict[str, object] = {}
 
+    def one(targets: List[str]):
+        request = AcquireRequest(targets=targets, job=launcher, samples=opts.samples, interval=opts.interval,
+                                 timeout=min(60.0, CAPTURE_LIMIT / 2))
+        with request:
+            request.prepare()
+            return pipeline.report(request, opts.signature_dirs, node_summary=opts.node_summary is not None)
+
     def work() -> None:
         try:
-            request = AcquireRequest(targets=list(dumps), job=launcher, samples=opts.samples, interval=opts.interval,
-                                     timeout=min(60.0, CAPTURE_LIMIT / 2))
-            with request:
-                request.prepare()
-                box["snapshot"] = pipeline.report(request, opts.signature_dirs,
-                                                  node_summary=opts.node_summary is not None)
+            try:
+                box["snapshot"] = one(list(dumps))
+            except HangAnalyzeError as e:
+                if not dumps:
+                    raise
+                # a dump still being written, or not one: the ranks come first
+                snapshot = one([])
+                snapshot.warnings.append("flight-recorder dumps left out (%s): %s" % (", ".join(dumps), e))
+                box["snapshot"] = snapshot
         except BaseException as e:  # noqa: BLE001 - handed to the watcher as is
             box["error"] = e
 

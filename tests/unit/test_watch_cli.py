@@ -3,13 +3,16 @@ the launcher's exit code and output passed through, SIGTERM forwarded to it."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Tuple
 
 import pytest
-from helpers import sigint_default
+from helpers import REPO, sigint_default
 
 WATCH = [sys.executable, "-m", "hanganalyze", "watch"]
 
@@ -65,3 +68,38 @@ def test_sigterm_forwarded_to_the_launcher() -> None:
     out, err = p.communicate(timeout=30)
     assert p.returncode == 128 + signal.SIGTERM, err
     assert time.monotonic() - t0 < 10
+
+
+def _lone_job(tmp_path: Path, code: str, *args: str) -> Tuple[subprocess.CompletedProcess, dict, float]:
+    """``watch --then kill`` on a lone Python process (its own worker) that runs ``code``; the
+    result, the report's JSON and the seconds it took."""
+    t0 = time.monotonic()
+    res = _run(["--stall", "100", "--poll", "0.3", "--then", "kill", "-o", str(tmp_path / "r.json")] + list(args)
+               + ["--", sys.executable, "-c", code])
+    doc = json.loads((tmp_path / "r.json").read_text()) if (tmp_path / "r.json").exists() else {}
+    return res, doc, time.monotonic() - t0
+
+
+def test_the_jobs_watchdog_line_triggers_the_capture_at_once(tmp_path: Path) -> None:
+    """Long before --stall, the job's own alarm: captured, then killed (the sleep would last 60 s)."""
+    res, doc, took = _lone_job(tmp_path, "import time; print('[Rank 0] Watchdog caught collective operation "
+                                         "timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE)', flush=True); time.sleep(60)")
+    assert res.returncode == 3, res.stderr
+    assert doc["warnings"][0].startswith("hanganalyze watch: hang detected: the job wrote: [Rank 0] Watchdog caught")
+    assert [p["source"] for p in doc["processes"]] == ["live"]
+    assert b"Watchdog caught" in res.stdout and took < 40
+    assert (tmp_path / "r.tail.log").read_text().startswith("[Rank 0] Watchdog caught")
+
+
+def test_a_flight_recorder_dump_triggers_the_capture_and_joins_it(tmp_path: Path) -> None:
+    """The dump lands where the watcher told PyTorch to write it (TORCH_FR_DUMP_TEMP_FILE): it is read
+    with the live process (a real dump of a 2-rank NCCL straggler, tests/data/flight_recorder)."""
+    dump = REPO / "tests" / "data" / "flight_recorder" / "straggler.fr.rank_0"
+    code = ("import os, shutil, time; shutil.copy(%r, os.environ['TORCH_FR_DUMP_TEMP_FILE'] + '0'); "
+            "time.sleep(60)" % str(dump))
+    res, doc, took = _lone_job(tmp_path, code)
+    assert res.returncode == 3, res.stderr
+    assert "a flight-recorder dump appeared" in doc["warnings"][0]
+    assert not any(w.startswith("flight-recorder dumps left out") for w in doc["warnings"])
+    assert any(p.get("collectives") for p in doc["processes"]), [p.get("source") for p in doc["processes"]]
+    assert took < 40
