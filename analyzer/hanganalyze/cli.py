@@ -204,7 +204,8 @@ def _typer_command(typer, app, body: Callable[..., int], options: Sequence[Optio
 #: How ``--help`` names each kind of value.
 _METAVARS = {"int": "INTEGER", "float": "FLOAT", "str": "TEXT", "path": "PATH", "format": "[%s]" % "|".join(_FORMATS)}
 ANALYZE_HELP = "Analyze a core, a live process or pasted text and report the known bugs it matches."
-ANALYZE_EPILOG = "Also: hanganalyze signatures list|validate [--signatures DIR]\n\n" + EXIT_HELP
+ANALYZE_EPILOG = ("Also: hanganalyze signatures list|validate [--signatures DIR]; hanganalyze watch --help\n\n"
+                  + EXIT_HELP)
 
 
 def plain_help(usage: str, about: str, options: Sequence[Option], targets: bool = False, epilog: str = "",

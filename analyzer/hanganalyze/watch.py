@@ -124,7 +124,11 @@ def capture(opts: WatchOptions, launcher: int, dumps: List[str]):
 
     t = threading.Thread(target=work, name="watch-capture", daemon=True)
     t.start()
-    t.join(CAPTURE_LIMIT)
+    try:
+        t.join(CAPTURE_LIMIT)
+    except KeyboardInterrupt:  # Ctrl-C (--job mode): the reads end first, so no rank is left stopped
+        t.join(CAPTURE_LIMIT)
+        raise
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
     return box.get("snapshot")
