@@ -109,14 +109,14 @@ class Launched:
         except OSError as e:
             raise HangAnalyzeError("cannot start %s: %s" % (argv[0], e.strerror or e)) from None
         self.pid = self.proc.pid
+        self._old: Dict[int, object] = {}
+        if threading.current_thread() is threading.main_thread():  # before any output: a caller that
+            for sig in (signal.SIGINT, signal.SIGTERM):  # saw the job's first line may signal us
+                self._old[sig] = signal.signal(sig, self._forward)
         self.tail: Deque[str] = deque(maxlen=TAIL_LINES)
         lock = threading.Lock()
         self.pumps = [OutputPump(self.proc.stdout, _binary(sys.stdout), self.tail, lock),
                       OutputPump(self.proc.stderr, _binary(sys.stderr), self.tail, lock)]
-        self._old: Dict[int, object] = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.signal(sig, self._forward)
 
     def _forward(self, signum: int, _frame: object) -> None:
         try:
