@@ -70,12 +70,12 @@ def test_sigterm_forwarded_to_the_launcher() -> None:
     assert time.monotonic() - t0 < 10
 
 
-def _lone_job(tmp_path: Path, code: str, *args: str) -> Tuple[subprocess.CompletedProcess, dict, float]:
-    """``watch --then kill`` on a lone Python process (its own worker) that runs ``code``; the
+def _lone_job(tmp_path: Path, code: str, then: str = "kill") -> Tuple[subprocess.CompletedProcess, dict, float]:
+    """``watch --then THEN`` on a lone Python process (its own worker) that runs ``code``; the
     result, the report's JSON and the seconds it took."""
     t0 = time.monotonic()
-    res = _run(["--stall", "100", "--poll", "0.3", "--then", "kill", "-o", str(tmp_path / "r.json")] + list(args)
-               + ["--", sys.executable, "-c", code])
+    res = _run(["--stall", "100", "--poll", "0.3", "--then", then, "-o", str(tmp_path / "r.json"),
+                "--", sys.executable, "-c", code])
     doc = json.loads((tmp_path / "r.json").read_text()) if (tmp_path / "r.json").exists() else {}
     return res, doc, time.monotonic() - t0
 
@@ -103,3 +103,13 @@ def test_a_flight_recorder_dump_triggers_the_capture_and_joins_it(tmp_path: Path
     assert not any(w.startswith("flight-recorder dumps left out") for w in doc["warnings"])
     assert any(p.get("collectives") for p in doc["processes"]), [p.get("source") for p in doc["processes"]]
     assert took < 40
+
+
+def test_then_keep_leaves_the_job_to_end_and_passes_its_output_on(tmp_path: Path) -> None:
+    code = ("import time; print('[Rank 0] Watchdog caught collective operation timeout', flush=True); "
+            "time.sleep(3); print('after the capture', flush=True)")
+    res, doc, took = _lone_job(tmp_path, code, then="keep")
+    assert res.returncode == 3, res.stderr
+    assert doc["warnings"][0].startswith("hanganalyze watch: hang detected: the job wrote")
+    assert res.stdout.endswith(b"after the capture\n") and took >= 3
+    assert "ended the job" not in res.stderr.decode()
