@@ -156,6 +156,17 @@ OPTIONS: Tuple[Option, ...] = (
     Option("version", ("--version",), "flag", False, "Print the version and exit."),
 )
 OPTION = {o.key: o for o in OPTIONS}
+#: ``hanganalyze watch``'s own options (``watch.py``); it shares --job, -o, --samples, --interval.
+WATCH_OPTIONS: Tuple[Option, ...] = (
+    Option("stall", ("--stall",), "float", 120.0, "Seconds without progress that make a hang (shorter than "
+           "PyTorch's 10-minute collective timeout, long enough for a checkpoint or an evaluation)."),
+    Option("poll", ("--poll",), "float", 1.0, "Seconds between two reads of the ranks' /proc counters."),
+    Option("then", ("--then",), "str", "keep", "After a capture: keep (leave the job alone) or kill it."),
+    Option("node_summary", ("--node-summary",), "path", None, "Also write a node summary (Slurm, per node)."),
+)
+WATCH_USAGE = "hanganalyze watch [OPTIONS] (--job PID | -- COMMAND...)"
+WATCH_HELP = ("Run a job's launcher (or watch a running one) and capture every rank when it hangs, before its "
+              "watchdog kills it. Exit 3: a hang captured; else the job's own exit code.")
 #: Each spelling of an option (``--pid``, ``-p``) -> the option.
 _SPELLINGS = {flag: o for o in OPTIONS for flag in o.flags}
 _FORMATS = tuple(f.value for f in OutputFormat)
@@ -199,8 +210,9 @@ def _typer_command(typer, app, body: Callable[..., int], options: Sequence[Optio
 #: How ``--help`` names each kind of value.
 _METAVARS = {"int": "INTEGER", "float": "FLOAT", "str": "TEXT", "path": "PATH", "format": "[%s]" % "|".join(_FORMATS)}
 ANALYZE_HELP = "Analyze a core, a live process or pasted text and report the known bugs it matches."
-ANALYZE_EPILOG = ("Also: hanganalyze signatures list|validate [--signatures DIR]; hanganalyze gdb-path (the line "
-                  "to source in gdb or cuda-gdb for the hang-* commands)\n\n" + EXIT_HELP)
+ANALYZE_EPILOG = ("Also: hanganalyze signatures list|validate [--signatures DIR]; hanganalyze watch --help; "
+                  "hanganalyze gdb-path (the line to source in gdb or cuda-gdb for the hang-* commands)\n\n"
+                  + EXIT_HELP)
 
 
 def plain_help(usage: str, about: str, options: Sequence[Option], targets: bool = False, epilog: str = "",
@@ -522,12 +534,39 @@ def _optional_value(argv: List[str], option: str, default: str) -> List[str]:
     return out
 
 
+def watch_command(argv: List[str]) -> int:
+    """``hanganalyze watch [OPTIONS] -- COMMAND...`` or ``--job PID`` (``watch.py``)."""
+    import typer  # here: only watch (start-up time)
+
+    from hanganalyze.watch import WatchOptions, watch  # here: likewise
+
+    split = argv.index("--") if "--" in argv else len(argv)
+    options = [OPTION[k] for k in ("job", "output", "fmt", "samples", "interval", "signatures")] + list(WATCH_OPTIONS)
+    if _help_asked(argv):
+        sys.stdout.write(plain_help(WATCH_USAGE, WATCH_HELP, options, epilog=EXIT_HELP))
+        return EXIT_OK
+
+    def body(v: Dict[str, Any]) -> int:
+        check_output_suffix(v["output"], v["fmt"] and v["fmt"].value)
+        fmt = v["fmt"].value if v["fmt"] else default_format(v["output"] or Path("x.html"))
+        return watch(WatchOptions(command=argv[split + 1:], job=v["job"], stall=v["stall"], poll=v["poll"],
+                                  then=v["then"], output=v["output"], fmt=fmt, node_summary=v["node_summary"],
+                                  samples=v["samples"], interval=v["interval"], signature_dirs=v["signatures"]),
+                     progress)
+
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    _typer_command(typer, app, body, options, name="watch", help=WATCH_HELP)
+    return _invoke(app, argv[:split], "hanganalyze watch")
+
+
 def run(argv: Sequence[str]) -> int:
     """The whole command line; returns the exit code."""
     argv = _optional_value(list(argv), "--coredumpctl", "latest")
     try:
         if argv and argv[0] == "gdb-path":
             return gdb_path_command(argv[1:])
+        if argv and argv[0] == "watch":
+            return watch_command(argv[1:])
         if argv and argv[0] == "signatures":
             if len(argv) < 2:
                 raise UsageError("missing command (signatures list|validate)")
