@@ -34,8 +34,16 @@ from hanganalyze.errors import (
     EXIT_OK,
     EXIT_TOOL,
     HangAnalyzeError,
+    UsageError,
 )
-from hanganalyze.output import check_output, write_output
+from hanganalyze.output import (
+    OUTPUT_SUFFIXES,  # noqa: F401  (the command line knows these extensions)
+    check_output,
+    check_output_suffix,
+    default_format,
+    write_output,
+    wrote,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -62,10 +70,6 @@ def fail(msg: str, code: int) -> int:
     """Print the one-line error; return the exit code for the caller to return."""
     sys.stderr.write("hanganalyze: error: %s\n" % " ".join(str(msg).split()))
     return code
-
-
-class UsageError(Exception):
-    """A bad command line; shown as one line, exit 2."""
 
 
 class OutputFormat(str, Enum):
@@ -210,9 +214,8 @@ def _typer_command(typer, app, body: Callable[..., int], options: Sequence[Optio
 #: How ``--help`` names each kind of value.
 _METAVARS = {"int": "INTEGER", "float": "FLOAT", "str": "TEXT", "path": "PATH", "format": "[%s]" % "|".join(_FORMATS)}
 ANALYZE_HELP = "Analyze a core, a live process or pasted text and report the known bugs it matches."
-ANALYZE_EPILOG = ("Also: hanganalyze signatures list|validate [--signatures DIR]; hanganalyze watch --help; "
-                  "hanganalyze gdb-path (the line to source in gdb or cuda-gdb for the hang-* commands)\n\n"
-                  + EXIT_HELP)
+ANALYZE_EPILOG = ("Also: hanganalyze watch (capture a job when it hangs), gdb-path (the line gdb or cuda-gdb "
+                  "sources), signatures list|validate; each with --help.\n\n" + EXIT_HELP)
 
 
 def plain_help(usage: str, about: str, options: Sequence[Option], targets: bool = False, epilog: str = "",
@@ -365,38 +368,6 @@ def _usage_message(message: str) -> str:
     """click's wording, on one line and the same whichever click version typer brings."""
     message = " ".join(message.split()).replace("Got unexpected extra argument", "unexpected extra argument")
     return _NO_SUCH_OPTION.sub(r"No such option: \1", message)
-
-
-#: ``-o``'s file name extensions and the format each means when ``--format`` is not given (no
-#: extension: text).  Any other one is refused: ``-o x.pdf`` must not silently write text.
-OUTPUT_SUFFIXES = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".txt": "text", ".text": "text",
-                   ".log": "text", "": "text"}
-
-
-def default_format(output: Optional[Path]) -> str:
-    """html for -o x.html, json for .json, md for .md, text otherwise (a terminal)."""
-    if output is not None:
-        return OUTPUT_SUFFIXES.get(output.suffix.lower(), "text")
-    return "text"
-
-
-def check_output_suffix(output: Optional[Path], fmt: Optional[str]) -> None:
-    """Refuse ``-o`` with an extension that names no format (``x.pdf``), unless ``--format`` says
-    which one to write or the target is no regular file (a device, a fifo)."""
-    if output is None or fmt is not None or output.suffix.lower() in OUTPUT_SUFFIXES:
-        return
-    if output.exists() and not output.is_file():
-        return
-    known = ", ".join(sorted({k for k in OUTPUT_SUFFIXES if k}))
-    raise UsageError("-o %s: unknown extension %s (known: %s; or give --format)" % (output, output.suffix, known))
-
-
-def wrote(output: Path, fmt: str) -> None:
-    """The one line that says where the report went.  Unlike ``progress`` it is written when stderr
-    is no terminal too (a script must learn where its report is; stdout, the report's pipe when
-    there is no -o, stays clean)."""
-    sys.stderr.write("hanganalyze: wrote %s (%s)\n" % (output, fmt))
-    sys.stderr.flush()
 
 
 def acquire_request(args: argparse.Namespace):

@@ -37,3 +37,7 @@ class SignatureError(HangAnalyzeError):
 
 class GdbError(HangAnalyzeError):
     exit_code = EXIT_TOOL
+
+
+class UsageError(Exception):
+    """A bad command line; shown as one line, exit 2."""

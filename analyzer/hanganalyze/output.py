@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from hanganalyze.deadline import Deadline
-from hanganalyze.errors import InputError
+from hanganalyze.errors import InputError, UsageError
 
 #: Text read from stdin is bounded: ``hanganalyze - < /dev/zero`` must end with an error, not eat memory.
 MAX_STDIN_BYTES = 256 * 1024 * 1024
@@ -135,3 +135,35 @@ def read_stdin(limit: int = MAX_STDIN_BYTES) -> str:
     if len(data) > limit:
         raise InputError("stdin holds more than %d MiB: save it to a file and trim it" % (limit // (1024 * 1024)))
     return data.decode("utf-8", errors="replace")
+
+
+#: ``-o``'s file name extensions and the format each means when ``--format`` is not given (no
+#: extension: text).  Any other one is refused: ``-o x.pdf`` must not silently write text.
+OUTPUT_SUFFIXES = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".txt": "text", ".text": "text",
+                   ".log": "text", "": "text"}
+
+
+def default_format(output: Optional[Path]) -> str:
+    """html for -o x.html, json for .json, md for .md, text otherwise (a terminal)."""
+    if output is not None:
+        return OUTPUT_SUFFIXES.get(output.suffix.lower(), "text")
+    return "text"
+
+
+def check_output_suffix(output: Optional[Path], fmt: Optional[str]) -> None:
+    """Refuse ``-o`` with an extension that names no format (``x.pdf``), unless ``--format`` says
+    which one to write or the target is no regular file (a device, a fifo)."""
+    if output is None or fmt is not None or output.suffix.lower() in OUTPUT_SUFFIXES:
+        return
+    if output.exists() and not output.is_file():
+        return
+    known = ", ".join(sorted({k for k in OUTPUT_SUFFIXES if k}))
+    raise UsageError("-o %s: unknown extension %s (known: %s; or give --format)" % (output, output.suffix, known))
+
+
+def wrote(output: Path, fmt: str) -> None:
+    """The one line that says where the report went.  Unlike ``progress`` it is written when stderr
+    is no terminal too (a script must learn where its report is; stdout, the report's pipe when
+    there is no -o, stays clean)."""
+    sys.stderr.write("hanganalyze: wrote %s (%s)\n" % (output, fmt))
+    sys.stderr.flush()
