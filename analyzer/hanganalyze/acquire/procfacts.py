@@ -185,6 +185,19 @@ def state_letter(pid: int) -> Optional[str]:
 _PID_MAX = 2**31 - 1
 
 
+#: PF_KTHREAD in /proc/PID/stat's flags (include/linux/sched.h)
+_PF_KTHREAD = 0x00200000
+
+
+def _kernel_thread(pid: int) -> bool:
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            rest = f.read().rsplit(b")", 1)[1].split()
+        return bool(int(rest[6]) & _PF_KTHREAD)
+    except (OSError, IndexError, ValueError):
+        return False
+
+
 def check_pid(pid: int) -> None:
     if pid <= 0 or pid > _PID_MAX:
         raise InputError("--pid %d: not a process id" % pid)
@@ -200,6 +213,9 @@ def check_pid(pid: int) -> None:
     status = proc_status(pid)
     if status.get("State", "").startswith("Z"):
         raise InputError("pid %d is a zombie (it has exited; analyze its core instead)" % pid)
+    if _kernel_thread(pid):  # checked before any attach: ptrace refuses one, and that is no permission problem
+        raise InputError("pid %d is a kernel thread (%s): it has no user-space stack to read"
+                         % (pid, status.get("Name", "?")))
     tracer = status.get("TracerPid", "0")
     if tracer not in ("", "0"):
         raise PtraceDenied(pid, "pid %d is already traced by pid %s (a debugger?); detach it first" % (pid, tracer))
