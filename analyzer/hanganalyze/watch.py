@@ -34,6 +34,7 @@ from typing import Callable, Dict, List, Optional
 
 from hanganalyze import pipeline
 from hanganalyze.acquire import watchjob
+from hanganalyze.analyze.scrub import scrub_lines
 from hanganalyze.analyze.stall import RankCounters, StallDetector
 from hanganalyze.errors import EXIT_HANG, EXIT_INPUT, EXIT_OK, EXIT_TOOL, HangAnalyzeError, InputError
 from hanganalyze.output import check_output, write_output
@@ -149,7 +150,7 @@ def write_report(opts: WatchOptions, snapshot, launcher: int, tail: List[str]) -
         write_output(render(snapshot, "node"), opts.node_summary)
         written.append(opts.node_summary)
     if tail:
-        write_output("\n".join(tail), out.with_suffix(".tail.log"))
+        write_output("\n".join(scrub_lines(tail)), out.with_suffix(".tail.log"))  # secrets: as the report
         written.append(out.with_suffix(".tail.log"))
     return written
 

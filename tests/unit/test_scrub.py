@@ -209,3 +209,15 @@ def test_hostile_strings_scan_in_linear_time(name):
     t0 = time.perf_counter()
     s.discover(HOSTILE[name])
     assert time.perf_counter() - t0 < 2.0
+
+
+def test_raw_lines_beside_a_report_are_scrubbed_too():
+    """watch's log tail: the job's own output, which may echo its command line."""
+    from hanganalyze.analyze.scrub import scrub_lines
+
+    lines = ["launching train.py --hf-token=hf_abcdefghijklmnopqrstuvwxyz0123 --max-tokens 512",
+             "step 3 loss 0.1", "again hf_abcdefghijklmnopqrstuvwxyz0123"]
+    out = scrub_lines(lines)
+    assert not any("hf_abcdefghijklmnopqrstuvwxyz0123" in x for x in out) and "--max-tokens 512" in out[0]
+    assert out[1] == lines[1] and "<redacted:" in out[2]
+    assert scrub_lines(["nothing secret here"]) == ["nothing secret here"]

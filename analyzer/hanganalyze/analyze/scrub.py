@@ -251,3 +251,12 @@ def scrub(snapshot: Snapshot, keep: bool = False) -> Tuple[int, Dict[str, int]]:
         snapshot.node_summary.warnings.append(line)
     return n, counts
 
+
+
+def scrub_lines(lines: List[str]) -> List[str]:
+    """The same scrubbing for raw text written beside a report (``watch``'s log tail): a job's own
+    output often echoes its command line and environment."""
+    s = Scrubber()
+    for line in lines:
+        s.discover(line)
+    return [s.replace(line) for line in lines] if s.found else list(lines)
