@@ -35,7 +35,7 @@ def test_text_first_screen(straggler):
     head = text.splitlines()[:15]
     verdict = next(line for line in head if line.startswith("VERDICT: "))
     assert verdict.startswith("VERDICT: rank 1 is in load_next_batch (nccl_job.py:80) -- stuck or slow: unknown")
-    assert "meanwhile rank 0 waits in a device sync after a collective called from train_step (nccl_job.py:86)" \
+    assert "meanwhile rank 0 waits in a device sync called from train_step (nccl_job.py:86)" \
         in verdict and verdict.endswith("[collective-straggler]")
     table = [line for line in head if re.match(r"^  [ *](rank|\d)", line)]
     assert table[0].split() == ["rank", "host", "pid", "state", "progress", "sources", "where"]

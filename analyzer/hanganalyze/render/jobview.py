@@ -156,7 +156,7 @@ def state_text(st: Optional[JobRankState]) -> str:
     if st is None:
         return ""
     if state in ("collective", "rendezvous", "device-sync"):
-        what = st.op or ("a device sync after a collective" if state == "device-sync" else state)
+        what = st.op or ("a device sync" if state == "device-sync" else state)
         if state == "device-sync" and st.op:
             what = "the device sync after %s" % st.op
         text = "waits in %s" % what
