@@ -20,7 +20,7 @@ from hanganalyze.analyze.gpujoin import BY_LOCAL_RANK, BY_PID, gpus_of, xid_tabl
 from hanganalyze.render.gpuview import gpu_cell, gpu_lines
 from hanganalyze.render.markdown import render_markdown
 from hanganalyze.render.text import render_text
-from hanganalyze_gdbext.model import DistIdentity, Snapshot
+from hanganalyze_gdbext.model import DistIdentity, Finding, Snapshot
 from hanganalyze_gdbext.model.gpustate import GpuProcess, GpuState, bus_key
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "gpustate"
@@ -295,7 +295,9 @@ def test_busy_host_waits_needs_a_waiting_host():
     assert gpurules.gpu_busy_host_waits(Snapshot(processes=[proc], gpu=gpu)) == []
 
 
-def _two_ranks(idle_util, busy_util, join_second=True):
+def _two_ranks(idle_util, busy_util, join_second=True, samples=3):
+    """Rank 0 waits in the collective on a busy GPU, rank 1 sleeps elsewhere; ``samples`` readings of
+    each GPU's utilization, all alike (NVML's history or several nvidia-smi samples)."""
     r0 = _rank_stack("fstrag.rank0.pyspy.txt", 1088)  # waits in the device sync after all_reduce
     r1 = _rank_stack("fstrag.rank1.pyspy.txt", 1089)  # sleeps in load_next_batch: never reached it
     r0.rank, r1.rank = 0, 1
@@ -306,7 +308,8 @@ def _two_ranks(idle_util, busy_util, join_second=True):
     g_busy.util_gpu, g_idle.util_gpu = busy_util, idle_util
     g_busy.processes = [GpuProcess(pid=1088)]
     g_idle.processes = [GpuProcess(pid=1089)] if join_second else []
-    return Snapshot(processes=[r0, r1], gpu=GpuState(gpus=[g_busy, g_idle], samples=1))
+    g_busy.util_samples, g_idle.util_samples = [busy_util] * samples, [idle_util] * samples
+    return Snapshot(processes=[r0, r1], gpu=GpuState(gpus=[g_busy, g_idle], samples=samples))
 
 
 def test_idle_peers_busy_names_the_idle_rank():
@@ -319,6 +322,11 @@ def test_idle_peers_busy_never_without_evidence_for_every_rank():
     assert gpurules.gpu_idle_peers_busy(_two_ranks(0, 100, join_second=False)) == []  # rank 1's GPU unknown
     assert gpurules.gpu_idle_peers_busy(_two_ranks(50, 100)) == []  # in between: not idle
     assert gpurules.gpu_idle_peers_busy(_two_ranks(0, 30)) == []  # no busy peer
+    # one reading is one instant: a healthy loop's GPU reads idle between kernels (1 of 5 runs, 2x H200)
+    assert gpurules.gpu_idle_peers_busy(_two_ranks(0, 100, samples=1)) == []
+    moving = _two_ranks(0, 100)  # NCCL RAS counts move: the communicator runs, whatever one moment showed
+    moving.findings = [Finding(signature="nccl-ras-progressing", severity="info", title="", summary="", process=0)]
+    assert gpurules.gpu_idle_peers_busy(moving) == [] and gpurules.gpu_busy_host_waits(moving) == []
     snap = _two_ranks(0, 100, join_second=False)
     snap.processes[1].dist = DistIdentity(local_rank=0)  # LOCAL_RANK is a guess: shown, never blamed
     snap.gpu.gpus[1].index = 0
@@ -467,14 +475,15 @@ def test_ras_nvml_dev_joins_a_rank_to_its_gpu():
     r1 = _rank_stack("fstrag.rank1.pyspy.txt", 1089)
     r0.rank, r1.rank = 0, 1
     st = _state("smi_table_nccl_1967_idle.txt")  # GPUs 0 and 1, no process table
-    st.gpus[0].util_gpu = 100  # rank 0's GPU runs the collective (the reading set here)
+    st.gpus[0].util_gpu = 100  # rank 0's GPU runs the collective (the readings set here, three each)
+    st.gpus[0].util_samples, st.gpus[1].util_samples = [100] * 3, [0] * 3
     ras = RasSeries(queries=[RasQuery(communicators=[RasCommunicator(ranks=[
         RasRank(rank=0, pid=1088, cuda_dev=0, nvml_dev=0), RasRank(rank=1, pid=1089, cuda_dev=0, nvml_dev=1)])])])
     snap = Snapshot(processes=[r0, r1], gpu=st, nccl_ras=ras)
     joined = gpus_of(snap)
     assert [(j[0].how, j[0].gpu.index) for j in joined] == [(BY_RAS, 0), (BY_RAS, 1)]
     (f,) = gpurules.gpu_idle_peers_busy(snap)
-    assert f.ranks == [1] and "GPU 1 (00000000:2A:00.0) idle (0%)" in f.summary
+    assert f.ranks == [1] and "GPU 1 (00000000:2A:00.0) idle (0%" in f.summary
 
 
 def test_cli_busy_gpu_under_a_waiting_rank(tmp_path):
@@ -538,3 +547,25 @@ def test_xid_lines_pasted_beside_a_stack():
     (f,) = gpurules.gpu_xid(snap)
     assert f.processes == [0] and "pid 1797828 ran on it" in f.summary and "Xid 109" in f.summary
     assert _from_text(stack, None).gpu is None  # no NVRM line: nothing added
+
+
+def test_nvml_utilization_history_is_the_last_two_seconds():
+    """nvmlDeviceGetSamples' buffer (timestamps in microseconds): the readings of the last 2 s, in
+    time order; an older one is left out; a binding or GPU without the call gives none."""
+    from types import SimpleNamespace as NS
+
+    from hanganalyze.acquire import nvml
+
+    def sample(t, v):
+        return NS(timeStamp=t, sampleValue=NS(uiVal=v))
+
+    nv = NS(NVML_GPU_UTILIZATION_SAMPLES=1,
+            nvmlDeviceGetSamples=lambda h, kind, last: (0, [sample(9_000_000, 100), sample(5_000_000, 0),
+                                                            sample(8_000_000, 90), sample(7_500_000, 95)]))
+    assert nvml._recent_util(nv, None) == [95, 90, 100]
+
+    def unsupported(h, kind, last):
+        raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+    assert nvml._recent_util(NS(NVML_GPU_UTILIZATION_SAMPLES=1, nvmlDeviceGetSamples=unsupported), None) == []
+    assert nvml._recent_util(NS(), None) == []

@@ -47,6 +47,7 @@ def _gpu(nv: Any, index: int) -> Gpu:
     util = _try(nv.nvmlDeviceGetUtilizationRates, h)
     if util is not None:
         g.util_gpu, g.util_mem = int(util.gpu), int(util.memory)
+    g.util_samples = _recent_util(nv, h)
     mem = _try(nv.nvmlDeviceGetMemoryInfo, h)
     if mem is not None:
         g.mem_used_mib, g.mem_total_mib = int(mem.used) // MIB, int(mem.total) // MIB
@@ -63,6 +64,31 @@ def _gpu(nv: Any, index: int) -> Gpu:
     replays = _try(nv.nvmlDeviceGetPcieReplayCounter, h)
     g.pcie_replays = int(replays) if isinstance(replays, int) else None
     return g
+
+
+#: The span of NVML's utilization history kept as samples: one reading is one instant (a healthy
+#: training loop's GPU reads idle now and then between kernels, 1 of 5 runs on 2x H200).
+HISTORY_US = 2_000_000
+
+
+def _recent_util(nv: Any, h: Any) -> List[int]:
+    """GPU utilization over the last HISTORY_US from the driver's own sample buffer
+    (``nvmlDeviceGetSamples``, about six a second): evidence over time without waiting for it."""
+    kind = getattr(nv, "NVML_GPU_UTILIZATION_SAMPLES", None)
+    got = _try(nv.nvmlDeviceGetSamples, h, kind, 0) if kind is not None else None
+    if not got or len(got) != 2:
+        return []
+    samples = [x for x in got[1] if hasattr(x, "timeStamp")]
+    if not samples:
+        return []
+    newest = max(int(x.timeStamp) for x in samples)
+    out = []
+    for x in sorted(samples, key=lambda x: int(x.timeStamp)):
+        if newest - int(x.timeStamp) <= HISTORY_US:
+            v = getattr(x.sampleValue, "uiVal", None)
+            if isinstance(v, int):
+                out.append(v)
+    return out
 
 
 def read_nvml() -> Tuple[Optional[GpuState], Optional[str]]:

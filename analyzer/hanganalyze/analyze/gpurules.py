@@ -202,7 +202,7 @@ def _util_text(g: Gpu, state: GpuState) -> str:
 def gpu_busy_host_waits(snapshot: Snapshot) -> List[Finding]:
     """``gpu-busy-host-waits``: ranks whose host waits for the device while their GPU is busy."""
     state = snapshot.gpu
-    if state is None or not snapshot.processes:
+    if state is None or not snapshot.processes or _ras_moving(snapshot):
         return []
     joined = gpus_of(snapshot)
     states = _states(snapshot)
@@ -231,11 +231,20 @@ def gpu_busy_host_waits(snapshot: Snapshot) -> List[Finding]:
                      0.8 if agree else 0.5)]
 
 
+#: NCCL RAS findings that say the communicators move (counts over time): a GPU reading of one moment
+#: that says a rank is idle or its host stuck behind its GPU is then the moment between two steps
+RAS_MOVING = ("nccl-ras-progressing", "nccl-ras-slow-rank")
+
+
+def _ras_moving(snapshot: Snapshot) -> bool:
+    return any(f.signature in RAS_MOVING for f in snapshot.findings)
+
+
 def gpu_idle_peers_busy(snapshot: Snapshot) -> List[Finding]:
     """``gpu-idle-peers-busy``: a rank's GPU idle while its peers' GPUs are busy and their hosts wait."""
     state = snapshot.gpu
     procs = snapshot.processes
-    if state is None or len(procs) < 2:
+    if state is None or len(procs) < 2 or _ras_moving(snapshot):
         return []
     joined = gpus_of(snapshot)
     states = _states(snapshot)
@@ -249,6 +258,12 @@ def gpu_idle_peers_busy(snapshot: Snapshot) -> List[Finding]:
     busy_ = [i for i, b in enumerate(side) if b is True]
     if not idle or not busy_ or not any(states[i].state in HOST_WAITS for i in busy_):
         return []
+    # "never launched the collective": the idle rank's host is not in it (nor in a device sync), and the
+    # readings hold over time -- one instant of an idle GPU is what a healthy loop shows between kernels
+    if any(states[i].state in HOST_WAITS for i in idle):
+        return []
+    if not all(samples_agree(own_gpu(joined[i]).gpu, state) for i in idle + busy_):  # type: ignore[union-attr]
+        return []
     gi = [own_gpu(joined[i]).gpu for i in idle]  # type: ignore[union-attr]
     summary = "%s: %s idle (%s) while the GPUs of %s are busy and their hosts wait in a collective: %s never " \
               "launched the collective its peers run" % (
@@ -259,5 +274,4 @@ def gpu_idle_peers_busy(snapshot: Snapshot) -> List[Finding]:
                    text="%s idle" % gpu_name(own_gpu(joined[i]).gpu)) for i in idle] + [  # type: ignore[union-attr]
         Evidence(process=i, rank=procs[i].rank, rule="gpu-state",
                  text="%s busy" % gpu_name(own_gpu(joined[i]).gpu)) for i in busy_[:16]]  # type: ignore[union-attr]
-    agree = all(samples_agree(own_gpu(joined[i]).gpu, state) for i in idle + busy_)  # type: ignore[union-attr]
-    return [_finding("gpu-idle-peers-busy", idle, snapshot, summary, ev, 0.8 if agree else 0.6)]
+    return [_finding("gpu-idle-peers-busy", idle, snapshot, summary, ev, 0.8)]
