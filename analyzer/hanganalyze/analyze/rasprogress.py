@@ -181,7 +181,7 @@ def _comm(key: str, present: List[Tuple[int, RasCommunicator]], qs: Sequence[Ras
                 stuck.append(lag)
             elif moving and len(behind) == n and all(b > 0 for b in behind):
                 slow.append(lag)
-    slow = [s for s in slow if s.rank not in {x.rank for x in stuck}]
+    slow = [s for s in slow if s.rank not in {x.rank for x in stuck} and _lag_matters(s, counts, n, window)]
     rate = _rate(counts, n, window) if moved else None
     if rate is not None:
         span += ", %s collectives/s" % _num(rate)
@@ -212,6 +212,26 @@ def _ahead_elsewhere(counts: Dict[str, Dict[int, List[Optional[int]]]], op: str,
         if mine is not None and others and mine > min(others):
             return True
     return False
+
+
+#: Seconds behind the others, at the communicator's own rate, from which a rank behind in every
+#: query is slow: RAS reads each rank's counts at a slightly different moment, and on a healthy job
+#: running 5,000 collectives/s a rank read 1 behind in each of 3 queries (0.2 ms: 1 of 5 runs on
+#: 2x H200) is the reading's skew, not a slow rank (the slow job: 1 behind at 2 collectives/s).
+SLOW_LAG_S = 0.1
+
+
+def _lag_matters(lag: RankLag, counts: Dict[str, Dict[int, List[Optional[int]]]], n: int,
+                 window: Optional[float]) -> bool:
+    """Whether the rank's smallest lag is SLOW_LAG_S or more at the rate its op moves (True where the
+    rate is unknown: no times, or nothing moved)."""
+    per_rank = counts.get(lag.op, {})
+    firsts = [v[0] for v in per_rank.values() if v and v[0] is not None]
+    lasts = [v[-1] for v in per_rank.values() if v and v[-1] is not None]
+    if not window or window <= 0 or not firsts or not lasts or n < 2:
+        return True
+    rate = (max(lasts) - max(firsts)) / window
+    return rate <= 0 or min(lag.behind) / rate >= SLOW_LAG_S
 
 
 #: Seconds a rank must be seen behind and not moving, when it was level with the others at the first
