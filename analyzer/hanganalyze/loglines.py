@@ -29,7 +29,7 @@ KNOWN_PATTERNS = [
     r"^\[[IWEF] \S+\.(cpp|cc|h):\d+\]",  # c10 logging
     r"Fatal Python error: ",
     r"terminate called (without an active exception|after throwing)",
-    r"Segmentation fault|Aborted \(core dumped\)|Bus error \(core dumped\)",
+    r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
     r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) (is killed by signal|exited unexpectedly)",  # torch's DataLoader
     r"Unexpected bus error encountered in worker",
     r"DEADLINE_EXCEEDED|Deadline Exceeded",
