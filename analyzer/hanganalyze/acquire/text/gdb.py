@@ -244,7 +244,12 @@ def parse(lines: List[str], proc: Process) -> None:
                     by_num[m.group(1)] = cur
                 in_pybt = False
                 continue
-        if s == pybt.HEADER:
+        if s == pybt.HEADER or (not in_pybt and s.startswith("#") and pybt.is_full_frame(s)):
+            # py-bt's header, or its first frame line when the paste starts at it (py-bt-full and
+            # Python 2's py-bt print "#5 Frame 0x.., for file x.py, line 244, in wait (...)")
+            if s != pybt.HEADER:
+                cur = None if cur is not None and cur.frames else cur
+                i -= 1  # read the frame line again, as py-bt's
             if cur is None:
                 cur = Thread()
                 headless.append(cur)
