@@ -38,7 +38,9 @@ _SIGNAL = re.compile(r"^Exception Type:\s+\w+\s+\((SIG[A-Z]{2,6})\)")
 #: ``Thread 0 Crashed::  Dispatch queue: ...`` / ``Thread 3:`` / ``Thread 1:: name``
 _THREAD = re.compile(r"^Thread (\d{1,6})( Crashed)?:{1,2}\s*(.{0,200})$")
 #: ``0   libsystem_kernel.dylib   0x19df595d0 __pthread_kill + 8 (file.c:12)``
-_FRAME = re.compile(r"^(\d{1,4})\s+(\S.{0,200}?)\s+(0x[0-9a-fA-F]{1,16})\s+(.{1,4000}?)"
+#: (an address of 6+ hex digits, as every report prints them: a numbered list with a small hex
+#: number is no frame)
+_FRAME = re.compile(r"^(\d{1,4})\s+(\S.{0,200}?)\s+(0x[0-9a-fA-F]{6,16})\s+(.{1,4000}?)"
                     r"(?: \+ \d{1,12})?(?: \(([^():]{1,500}):(\d{1,9})\))?\s*$")
 
 
