@@ -126,6 +126,18 @@ def test_a_day_month_year_prefix_is_removed_from_a_faulthandler_dump(db):
     assert ts[0].frames[0].file == "/usr/local/lib/python2.7/dist-packages/paramiko/packet.py"
 
 
+def test_colabs_runtime_log_prefix_is_removed_from_a_traceback():
+    pre = "Aug 20, 2023, 5:54:%02d PM | WARNING | "
+    body = ["Traceback (most recent call last):", '  File "/content/train.py", line 9, in <module>',
+            "    q.get()", '  File "/usr/lib/python3.10/queue.py", line 171, in get',
+            "    self.not_empty.wait()", "KeyboardInterrupt"]
+    (t,) = threads_of("".join(pre % i + x + "\n" for i, x in enumerate(body)))
+    assert funcs(t) == ["get", "<module>"] and t.frames[0].file == "/usr/lib/python3.10/queue.py"
+    # the same prefix over prose lines is no dump: a one-line refusal
+    with pytest.raises(InputError):
+        parse_text("".join(pre % i + "runtime restarted\n" for i in range(4)))
+
+
 def test_a_prose_log_in_another_locale_is_still_refused():
     text = "".join("déc. 19 02:07:%02d host app[1]: step %d done\n" % (i, i) for i in range(5))
     with pytest.raises(InputError):
