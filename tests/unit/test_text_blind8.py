@@ -67,6 +67,17 @@ def test_a_macos_crash_report_is_its_crashed_thread_and_signal(db):
     assert analyzed(text, db)[1] == "crashed"
 
 
+def test_a_crash_report_frame_keeps_its_source_location_and_a_frame_without_symbol():
+    text = ("Exception Type:  EXC_BAD_ACCESS (SIGSEGV)\nCrashed Thread:  1\n\nThread 0:\n"
+            "0   libsystem_kernel.dylib   0x00007ff80a1b2e1a __psynch_cvwait + 10\n\nThread 1 Crashed:: worker\n"
+            "0   Python   0x0000000104a1c6f1 take_gil + 120 (ceval_gil.c:331)\n1   ???   0x0000000000000000 0 + 0\n")
+    proc = parse_text(text).processes[0]
+    a, b = proc.threads
+    assert proc.signal == "SIGSEGV" and not a.current and b.current and b.name == "worker"
+    assert (b.frames[0].function, b.frames[0].file, b.frames[0].line) == ("take_gil", "ceval_gil.c", 331)
+    assert b.frames[1].function is None and b.frames[1].library is None
+
+
 def test_a_crash_report_cut_before_its_threads_still_says_it_crashed(db):
     assert analyzed(real("fontbakery/fontbakery-2982-1.txt"), db)[1] == "crashed"
 

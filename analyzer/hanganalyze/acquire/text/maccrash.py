@@ -22,7 +22,7 @@ report is read (binary images, registers).
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
@@ -37,11 +37,35 @@ _HEADER = re.compile(r"^(Crashed Thread|Exception Type|Exception Codes|Terminati
 _SIGNAL = re.compile(r"^Exception Type:\s+\w+\s+\((SIG[A-Z]{2,6})\)")
 #: ``Thread 0 Crashed::  Dispatch queue: ...`` / ``Thread 3:`` / ``Thread 1:: name``
 _THREAD = re.compile(r"^Thread (\d{1,6})( Crashed)?:{1,2}\s*(.{0,200})$")
-#: ``0   libsystem_kernel.dylib   0x19df595d0 __pthread_kill + 8 (file.c:12)``
-#: (an address of 6+ hex digits, as every report prints them: a numbered list with a small hex
-#: number is no frame)
-_FRAME = re.compile(r"^(\d{1,4})\s+(\S.{0,200}?)\s+(0x[0-9a-fA-F]{6,16})\s+(.{1,4000}?)"
-                    r"(?: \+ \d{1,12})?(?: \(([^():]{1,500}):(\d{1,9})\))?\s*$")
+#: ``0   libsystem_kernel.dylib   0x19df595d0 __pthread_kill + 8 (file.c:12)``: read in pieces
+#: (``_frame_parts``), not one regex, so a long line costs one pass.  The address has 6+ hex digits,
+#: as every report prints them: a numbered list with a small hex number is no frame.
+_ADDRESS = re.compile(r"\s(0x[0-9a-fA-F]{6,16})\s+")
+_AT = re.compile(r"^([^():]{1,500}):(\d{1,9})\)$")
+_OFFSET = re.compile(r" \+ \d{1,12}$")
+
+
+def _frame_parts(s: str) -> Optional[Tuple[str, str, str, Optional[str], Optional[str]]]:
+    """(library, address, function, file, line) of a frame line, else None."""
+    num, _, rest = s.partition(" ")
+    if not num.isdigit() or len(num) > 4 or not rest:
+        return None
+    m = _ADDRESS.search(rest)
+    if not m:
+        return None
+    lib, func = rest[: m.start()].strip(), rest[m.end():].strip()
+    if not lib or len(lib) > 200 or not func:
+        return None
+    file = line = None
+    i = func.rfind(" (")
+    if i > 0 and func.endswith(")"):
+        am = _AT.match(func[i + 2:])
+        if am:
+            file, line, func = am.group(1), am.group(2), func[:i]
+    om = _OFFSET.search(func)
+    if om:
+        func = func[: om.start()]
+    return lib, m.group(1), func, file, line
 
 
 def score(lines: List[str]) -> float:
@@ -52,7 +76,7 @@ def score(lines: List[str]) -> float:
             header += 1
         elif s.startswith("Thread ") and _THREAD.match(s):
             threads += 1
-        elif s[:1].isdigit() and _FRAME.match(s):
+        elif s[:1].isdigit() and _frame_parts(s) is not None:
             frames += 1
     if header < 2 and threads == 0:
         return 0.0
@@ -61,14 +85,10 @@ def score(lines: List[str]) -> float:
     return 3.0 * header + 4.0 * threads + (1.5 * frames if threads or header >= 2 else 0.0)
 
 
-def _frame(m: re.Match[str]) -> Frame:
-    lib, func = m.group(2).strip(), m.group(4).strip()
-    if func.startswith("0x") or func == "0" or lib == "???":
-        name: Optional[str] = None
-    else:
-        name = func
+def _frame(lib: str, address: str, func: str, file: Optional[str], line: Optional[str]) -> Frame:
+    name = None if func.startswith("0x") or func == "0" or lib == "???" else func
     return Frame(kind="native", function=name, library=None if lib == "???" else lib,
-                 address=to_int(m.group(3), 16), file=m.group(5), line=to_int(m.group(6)))
+                 address=to_int(address, 16), file=file, line=to_int(line))
 
 
 def parse(lines: List[str], proc: Process) -> None:
@@ -88,10 +108,9 @@ def parse(lines: List[str], proc: Process) -> None:
             cur.notes.append("macOS crash report thread %s" % m.group(1))
             threads.append(cur)
             continue
-        fm = _FRAME.match(s) if cur is not None and s[:1].isdigit() else None
-        if fm:
-            assert cur is not None
-            cur.frames.append(_frame(fm))
+        fp = _frame_parts(s) if cur is not None and s[:1].isdigit() else None
+        if fp is not None and cur is not None:
+            cur.frames.append(_frame(*fp))
             continue
         if s.startswith("Binary Images:"):
             break
