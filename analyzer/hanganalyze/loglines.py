@@ -29,7 +29,7 @@ KNOWN_PATTERNS = [
     r"^\[[IWEF] \S+\.(cpp|cc|h):\d+\]",  # c10 logging
     r"Fatal Python error: ",
     r"terminate called (without an active exception|after throwing)",
-    r"Segmentation fault|Aborted \(core dumped\)|Bus error \(core dumped\)",
+    r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
     r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) (is killed by signal|exited unexpectedly)",  # torch's DataLoader
     r"Unexpected bus error encountered in worker",
     r"DEADLINE_EXCEEDED|Deadline Exceeded",
@@ -49,6 +49,13 @@ KNOWN_PATTERNS = [
     # a launcher's line for a rank killed by a signal: DeepSpeed's, torchrun's, vLLM's
     r"sigkill_handler\].{0,4000} exits with return code = -\d+|\(exitcode: -\d+\) local_rank: \d+",
     r"exitcode\s*: -\d+ \(pid: \d+\)|Worker proc \S+ died unexpectedly|WorkerProc failed to start",
+    # a macOS crash report's exception line (its threads may be cut from the paste), the Objective-C
+    # runtime's fork-safety abort, a sanitizer's report header
+    r"^Exception Type:\s+EXC_\w+\s+\(SIG[A-Z]{2,6}\)",
+    r"may have been in progress in another thread when fork\(\) was called",
+    r"==\d+==\s?ERROR: (Address|Thread|Memory|Leak|UndefinedBehavior)Sanitizer",
+    # XLA's TPU client when a program does not finish (a TPU hang: a deadlock between cores or a stuck program)
+    r"TPU Execute is taking a long time",
 ]
 #: ``KNOWN_LINES``: the patterns as one regex.  ``EACH_KNOWN``: each pattern alone: a line broken
 #: in two by a paste is joined where the two halves make a known line that neither half is

@@ -443,7 +443,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
     blame = _blame_key(first) or None
     lead = thread_label(first.thread, ThreadStyle.TRIAGE)
     if cat is tab.crashed:
-        summary = "%s crashed (%s)" % (lead, proc.signal)
+        summary = "%s crashed%s" % (lead, " (%s)" % proc.signal if proc.signal else "")
     elif cat is tab.runs and first.how == "samples" and first.thread.progress is not None:
         pr = first.thread.progress
         summary = "no hang seen: %s made progress over %.1f s (%d samples)" % (lead, pr.window_s or 0.0, pr.samples)

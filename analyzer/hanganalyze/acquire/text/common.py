@@ -374,6 +374,7 @@ _RECORD_START = re.compile(
     r"^(?:#\d|Thread |Current thread |Traceback |Process |\[(?:rank|default)\d|\s*File \"|\s*\((?:Python|C)\) "
     r"|\s*(?:\* )?(?:frame|thread) #|\s*frame_#_|\s*@ |~~~|Stack (?:dump for|of) |Exception raised from "
     r"|\d{1,10} +0x[0-9a-fA-F]{1,16} "  # a ``python -m asyncio ps`` row (tid, task id)
+    r"|\[(?:Current thread is|New Thread|New LWP|Thread 0x|Inferior )|\(gdb\) "  # gdb's own remarks, its prompt
     # a timestamped log record (glog / abseil "E0118 11:40:08.99", ISO "2024-02-27 15:56:22"): records
     # of one fixed format and message are all one length, which is no terminal's wrap
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[ T]\d\d:\d\d"

@@ -102,6 +102,15 @@ def score(lines: List[str]) -> float:
     return 2.0 * frames + 5.0 * headers + remarks
 
 
+#: AddressSanitizer's (and the other sanitizers') frame after ``0x.. in``: the symbol with its
+#: offset, then the module (with its architecture on macOS) and the offset in it.
+_SANITIZER = re.compile(
+    r"^(.{1,4000}?)(?:\+0x[0-9a-fA-F]{1,16})? \(([^()\s]{1,500}?)(?::\w{1,20})?\+0x[0-9a-fA-F]{1,16}\)$")
+_SANITIZER_AT = re.compile(r"^([^\s/]\S{0,4000}) (/[^\s():]{1,500}):(\d{1,9})(?::\d{1,6})?$")
+#: ``==20477==ERROR: AddressSanitizer: SEGV on unknown address``: a sanitizer that caught a signal.
+_SANITIZER_SIGNAL = re.compile(r"^==\d{1,10}==\s?ERROR: \w{1,40}Sanitizer: (SEGV|BUS|FPE|ILL|ABRT)\b")
+
+
 def parse_frame_body(body: str) -> Frame:
     """``0x.. in func (args) at file:line`` / ``func (args) from lib`` -> Frame (linear scan)."""
     f = Frame(kind="native")
@@ -113,6 +122,14 @@ def parse_frame_body(body: str) -> Frame:
     if m:
         f.address = to_int(m.group(1), 16)
         body = m.group(2)
+        m = _SANITIZER.match(body) if body.endswith(")") else None
+        if m:  # a sanitizer's "#0 0x.. in pthread_mutex_lock+0xc (libsystem_pthread.dylib:arm64e+0x18e0)"
+            f.function, f.library = unknown_function(m.group(1)), m.group(2)
+            return f
+        m = _SANITIZER_AT.match(body) if " at " not in body and " from " not in body else None
+        if m:  # "#0 0x50b1e7 in main /tmp/use-after-free.c:6:10" (with symbols)
+            f.function, f.file, f.line = unknown_function(m.group(1)), m.group(2), to_int(m.group(3))
+            return f
     i = body.rfind(" from ")
     if i >= 0 and " " not in body[i + 6:].strip():
         f.library = body[i + 6:].strip() or None
@@ -227,7 +244,12 @@ def parse(lines: List[str], proc: Process) -> None:
                     by_num[m.group(1)] = cur
                 in_pybt = False
                 continue
-        if s == pybt.HEADER:
+        if s == pybt.HEADER or (not in_pybt and s.startswith("#") and pybt.is_full_frame(s)):
+            # py-bt's header, or its first frame line when the paste starts at it (py-bt-full and
+            # Python 2's py-bt print "#5 Frame 0x.., for file x.py, line 244, in wait (...)")
+            if s != pybt.HEADER:
+                cur = None if cur is not None and cur.frames else cur
+                i -= 1  # read the frame line again, as py-bt's
             if cur is None:
                 cur = Thread()
                 headless.append(cur)
@@ -303,6 +325,11 @@ def parse(lines: List[str], proc: Process) -> None:
             focus = m.group(1)
             cur = None  # device frames follow, not the host thread's
             continue
+        m = _SANITIZER_SIGNAL.match(s) if s.startswith("==") else None
+        if m:  # the sanitizer caught a fatal signal; its frames follow (the signal's thread)
+            proc.signal = proc.signal or "SIG" + m.group(1)
+            proc.messages.append(s)
+            continue
         m = _RECEIVED.match(s)
         if m:
             proc.signal = m.group(2)
@@ -342,6 +369,12 @@ def parse(lines: List[str], proc: Process) -> None:
         if not threads or not (len(t.frames) == 1 and (t.frames[0].function, t.frames[0].address) in firsts
                                or _stack_key(t) in stacks)
     ]
+    if not threads and proc.signal is not None:
+        # gdb's echo of the stop at a signal (a core's frame #0 printed on loading it, "#0 0x.. in
+        # f ()") above the ``bt`` it begins: one thread, the signal's, not two
+        tops = {(t.frames[0].function, t.frames[0].address) for t in headless if len(t.frames) > 1}
+        headless = [t for t in headless
+                    if not (len(t.frames) == 1 and (t.frames[0].function, t.frames[0].address) in tops)]
     threads = headless + threads if not threads else threads + headless
     if current_num is not None and current_num in by_num:
         by_num[current_num].current = True

@@ -82,6 +82,11 @@ def eval_arg_frame(body: str) -> Optional[Frame]:
     return python_frame(m.group(3), m.group(1).strip('"'), to_int(m.group(2))) if m else None
 
 
+def is_full_frame(s: str) -> bool:
+    """A py-bt-full (or Python 2 py-bt) frame line: ``#5 Frame 0x.., for file x.py, line 3, in f``."""
+    return " Frame 0x" in s and _FULL.match(s) is not None
+
+
 def frame_line(line: str, s: str, cur: Thread, frames: List[Frame]) -> bool:
     """Handle one line of a py-bt section for thread ``cur`` (frames go to ``frames``)."""
     parsed = parse_py_file_line(s)

@@ -85,6 +85,11 @@ def _exception_line(s: str) -> bool:
     )
 
 
+#: The note of a stack a logger printed between two records (no exception line: not a traceback, so
+#: the triage reads its innermost frame as where the thread stood).
+LOGGED_STACK = "Python stack printed in a log (no exception: frames as printed, outermost first)"
+
+
 def parse(lines: List[str], proc: Process) -> None:
     messages: List[str] = []
     blocks: List[Thread] = []
@@ -93,6 +98,7 @@ def parse(lines: List[str], proc: Process) -> None:
     state = "log"  # "log" | "frames" | "exception"
     frames_indent = 0
     after_source = False  # the last line was a frame's source line (a terminal may have cut it)
+    heading = False  # the last line was a log record ending in a colon: a stack may follow
     for raw in lines:
         body = _body(raw)
         if body is not raw:
@@ -112,12 +118,14 @@ def parse(lines: List[str], proc: Process) -> None:
             state = "frames"
             frames_indent = -1
             continue
-        if state == "log" and not blocks and s.startswith("File ") and ", in " in s:
+        if state == "log" and (not blocks or heading) and s.startswith("File ") and ", in " in s:
             parsed = parse_py_file_line(s)
             if parsed is not None and parsed[1]:
-                # frames before any header: the paste starts inside a traceback
+                # frames before any header: the paste starts inside a traceback, or a log record
+                # ending in a colon ("Stacktrace of <Transport>:") heads a stack a logger printed
                 cur = Thread(name=pending_name, python_name=pending_name)
-                cur.notes.append("Python traceback (its header is not in the text: the paste starts inside it; "
+                cur.notes.append(LOGGED_STACK if heading else
+                                 "Python traceback (its header is not in the text: the paste starts inside it; "
                                  "frames taken as printed outermost first)")
                 blocks.append(cur)
                 pending_name = None
@@ -145,6 +153,16 @@ def parse(lines: List[str], proc: Process) -> None:
                 cur.notes.append(s.strip("[]"))
                 continue
             if not s:
+                continue
+            if (_looks_like_log(raw.strip()) and not _exception_line(s) and cur.frames
+                    and "Python traceback" not in cur.notes):
+                # frames with no "Traceback" header, then the next log record, no exception line: a
+                # stack a logger printed (format_stack, a watchdog's dump), its innermost frame where
+                # the thread stood (a headed traceback cut before its exception keeps the old reading)
+                cur.notes[:] = [LOGGED_STACK if n.startswith("Python traceback") else n for n in cur.notes]
+                state = "log"
+                heading = s.endswith(":")
+                messages.append(s)
                 continue
             if _exception_line(s) or indent_of(line) <= max(frames_indent, 0):
                 state = "exception"
@@ -177,6 +195,7 @@ def parse(lines: List[str], proc: Process) -> None:
             continue
         if s:
             messages.append(s)
+            heading = s.endswith(":") and _looks_like_log(raw.strip())
     for t in blocks:
         t.frames.reverse()  # innermost first, as every other source
         t.merge = "python-only"

@@ -32,9 +32,13 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     ("timestamp", re.compile(
         r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?"
         r"(?:(?: -| \|)? " + _LEVEL + r"(?: -| \||:)?)?(?: |$)")),
-    # Jun 06 19:49:06 host prog[123]:
+    # Jun 06 19:49:06 host prog[123]:  (journald in another locale too: "déc. 19 02:07:16 host bash[1]:")
     ("syslog", re.compile(
-        r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]{1,100} [\w.\-/@]{1,100}(?:\[\d{1,10}\])?:(?: |$)")),
+        r"^[^\W\d_]{3,5}\.? [ \d]\d \d\d:\d\d:\d\d [\w.\-]{1,100} [\w.\-/@]{1,100}(?:\[\d{1,10}\])?:(?: |$)")),
+    # 28-Jun-2016 08:44:47  (a service's log: a date with the month's name, then the message)
+    ("dated", re.compile(r"^\d\d?-[^\W\d_]{3,5}-\d{4} \d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?: |$)")),
+    # Aug 20, 2023, 5:54:14 PM | WARNING |  (Colab's runtime log view: its own time, then the level)
+    ("colab", re.compile(r"^[A-Z][a-z]{2} \d{1,2}, \d{4}, \d{1,2}:\d\d:\d\d [AP]M \| [A-Z]{3,8} \|(?: |$)")),
     # I1128 12:00:00.123456 123 file.cc:12]
     ("glog", re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d{1,9})? {1,8}\d{1,10} [\w.\-]{1,200}:\d{1,6}\](?: |$)")),
     # INFO 08-02 18:15:15 file.py:226]  (vLLM)

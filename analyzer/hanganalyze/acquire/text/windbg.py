@@ -41,6 +41,10 @@ _OFFSET = re.compile(r"^(.*?)\+0x[0-9a-fA-F]{1,16}$")
 #: Visual Studio: ``module.dll!function(args) Line 12 + 0x5 bytes`` then tab-separated columns.
 _VS = re.compile(r"^[> ]?\s*([\w.\-]{1,200}\.(?:dll|exe|pyd|sys|so|drv))!(.{1,4000}?)(?: Line (\d{1,9}))?"
                  r"(?: \+ 0x[0-9a-fA-F]+ bytes)?(?:\t.*)?$", re.IGNORECASE)
+#: A headerless ``kb`` row: at least two 8-digit hex columns, then ``module!function``.
+_KB_ROW = re.compile(r"^(?:[0-9a-fA-F]{8}`?(?:[0-9a-fA-F]{8})? ){2,6}[\w.\-]{1,200}![^ ]")
+#: A line that heads one thread's rows in a paste of several ("Callstack:").
+_STACK_HEADINGS = ("callstack", "call stack", "stack", "stack trace", "backtrace")
 _ADDRESS_ONLY = re.compile(r"^[0-9a-fA-F]{6,16}\(\)$")
 
 
@@ -92,7 +96,7 @@ def _vs_frame(s: str) -> Optional[Frame]:
 
 
 def score(lines: List[str]) -> float:
-    tables = threads = frames = vs = 0
+    tables = threads = frames = vs = kb = 0
     for line in lines:
         s = line.strip()
         if not s:
@@ -103,10 +107,12 @@ def score(lines: List[str]) -> float:
             threads += 1
         elif _windbg_frame(s) is not None:
             frames += 1
+            kb += 1 if _KB_ROW.match(s) else 0
         elif "\t" in line and _vs_frame(line) is not None:
             vs += 1
     if tables == 0 and threads == 0 and vs < 2:
-        return 0.0
+        # a ``kb`` table pasted without its header: rows of 2+ hex columns then ``module!function``
+        return 1.5 * kb if kb >= 3 else 0.0
     return 6.0 * tables + 4.0 * threads + (1.5 * frames if tables or threads else 0.0) + 1.5 * vs
 
 
@@ -134,7 +140,11 @@ def parse(lines: List[str], proc: Process) -> None:
                 cur.notes.append("WinDbg call stack")
                 threads.append(cur)
             continue
-        f = _windbg_frame(s, numbered=cur is None)
+        if s.rstrip(":").lower() in _STACK_HEADINGS and s.endswith(":"):
+            cur = None  # "Callstack:" heads the next thread's rows (several pasted one after another)
+            messages.append(s)
+            continue
+        f = _windbg_frame(s, numbered=cur is None and not _KB_ROW.match(s))
         if f is not None and cur is None:
             cur = Thread()
             cur.notes.append("WinDbg call stack (its header is not in the text)")

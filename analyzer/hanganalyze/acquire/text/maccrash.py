@@ -1,0 +1,126 @@
+"""macOS crash reports (ReportCrash's ``.crash`` / ``.ips`` "Translated Report", what the Console
+and Python's ``Problem Report`` window show; the sample/spindump text of a hang has the same frame
+lines).
+
+::
+
+    Process:               Python [45370]                    -> pid
+    Exception Type:        EXC_CRASH (SIGABRT)               -> Process.signal (the name in brackets)
+    Crashed Thread:        0  Dispatch queue: com.apple.main-thread
+    Thread 0 Crashed::  Dispatch queue: com.apple.main-thread -> a thread, current (it took the signal)
+    0   libsystem_kernel.dylib        	0x19df595d0 __pthread_kill + 8      -> function, library, address
+    3   Python                        	0x1049c6f1c take_gil + 120 (ceval_gil.c:331)   -> file, line
+    Thread 1:: python3.13 worker                            -> a thread, its name
+    9   ???                           	0x000000000 0 + 0      -> a frame without symbol
+
+Frames are innermost first, as the report prints them.  The header's fields and the "Application
+Specific Information" lines (``abort() called``, an objc fork-safety message) are messages: a
+report cut before its first thread still says the process crashed and why.  Nothing else in a
+report is read (binary images, registers).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Tuple
+
+from hanganalyze_gdbext.model import Frame, Process, Thread
+
+from .common import cap_messages, to_int
+
+NAME = "macos-crash"
+
+#: ``Process:  Python [45370]`` and the other fields only a crash report's header has.
+_PROCESS = re.compile(r"^Process:\s+.{1,200}? \[(\d{1,10})\]\s*$")
+_HEADER = re.compile(r"^(Crashed Thread|Exception Type|Exception Codes|Termination Reason|Report Version|"
+                     r"Code Type|Responsible|Parent Process|Anonymous UUID|OS Version):\s")
+_SIGNAL = re.compile(r"^Exception Type:\s+\w+\s+\((SIG[A-Z]{2,6})\)")
+#: ``Thread 0 Crashed::  Dispatch queue: ...`` / ``Thread 3:`` / ``Thread 1:: name``
+_THREAD = re.compile(r"^Thread (\d{1,6})( Crashed)?:{1,2}\s*(.{0,200})$")
+#: ``0   libsystem_kernel.dylib   0x19df595d0 __pthread_kill + 8 (file.c:12)``: read in pieces
+#: (``_frame_parts``), not one regex, so a long line costs one pass.  The address has 6+ hex digits,
+#: as every report prints them: a numbered list with a small hex number is no frame.
+_ADDRESS = re.compile(r"\s(0x[0-9a-fA-F]{6,16})\s+")
+_AT = re.compile(r"^([^():]{1,500}):(\d{1,9})\)$")
+_OFFSET = re.compile(r" \+ \d{1,12}$")
+
+
+def _frame_parts(s: str) -> Optional[Tuple[str, str, str, Optional[str], Optional[str]]]:
+    """(library, address, function, file, line) of a frame line, else None."""
+    num, _, rest = s.partition(" ")
+    if not num.isdigit() or len(num) > 4 or not rest:
+        return None
+    m = _ADDRESS.search(rest)
+    if not m:
+        return None
+    lib, func = rest[: m.start()].strip(), rest[m.end():].strip()
+    if not lib or len(lib) > 200 or not func:
+        return None
+    file = line = None
+    i = func.rfind(" (")
+    if i > 0 and func.endswith(")"):
+        am = _AT.match(func[i + 2:])
+        if am:
+            file, line, func = am.group(1), am.group(2), func[:i]
+    om = _OFFSET.search(func)
+    if om:
+        func = func[: om.start()]
+    return lib, m.group(1), func, file, line
+
+
+def score(lines: List[str]) -> float:
+    header = frames = threads = 0
+    for line in lines:
+        s = line.strip()
+        if _HEADER.match(s) or _PROCESS.match(s):
+            header += 1
+        elif s.startswith("Thread ") and _THREAD.match(s):
+            threads += 1
+        elif s[:1].isdigit() and _frame_parts(s) is not None:
+            frames += 1
+    if header < 2 and threads == 0:
+        return 0.0
+    if header < 2 and frames < 2:
+        return 0.0
+    return 3.0 * header + 4.0 * threads + (1.5 * frames if threads or header >= 2 else 0.0)
+
+
+def _frame(lib: str, address: str, func: str, file: Optional[str], line: Optional[str]) -> Frame:
+    name = None if func.startswith("0x") or func == "0" or lib == "???" else func
+    return Frame(kind="native", function=name, library=None if lib == "???" else lib,
+                 address=to_int(address, 16), file=file, line=to_int(line))
+
+
+def parse(lines: List[str], proc: Process) -> None:
+    messages: List[str] = []
+    threads: List[Thread] = []
+    cur: Optional[Thread] = None
+    for line in lines:
+        s = line.strip()
+        if not s:
+            continue
+        m = _THREAD.match(s) if s.startswith("Thread ") else None
+        if m and "State" not in s:  # "Thread 0 crashed with ARM Thread State" heads registers
+            cur = Thread(current=bool(m.group(2)))
+            rest = m.group(3).strip()
+            if rest and not rest.startswith("Dispatch queue:"):
+                cur.name = rest
+            cur.notes.append("macOS crash report thread %s" % m.group(1))
+            threads.append(cur)
+            continue
+        fp = _frame_parts(s) if cur is not None and s[:1].isdigit() else None
+        if fp is not None and cur is not None:
+            cur.frames.append(_frame(*fp))
+            continue
+        if s.startswith("Binary Images:"):
+            break
+        pm = _PROCESS.match(s)
+        if pm:
+            proc.pid = proc.pid or to_int(pm.group(1))
+        sm = _SIGNAL.match(s)
+        if sm:
+            proc.signal = proc.signal or sm.group(1)
+        cur = None  # a thread's frames end at the first other line
+        messages.append(s)
+    proc.threads.extend(t for t in threads if t.frames)
+    proc.messages.extend(cap_messages(messages, proc.notes))
