@@ -20,12 +20,14 @@ import pytest
 from helpers import REPO, run_hanganalyze
 
 #: capture folder -> ranks in the job (rank 1 at fault where one is)
-DATASETS = {"gpu_verdicts": 2, "gpu_verdicts_4gpu": 4, "gpu_verdicts_house": 2}
+DATASETS = {"gpu_verdicts": 2, "gpu_verdicts_4gpu": 4, "gpu_verdicts_house": 2, "gpu_verdicts_onecard": 2}
 FIVE = ("healthy", "killed", "mismatch", "seed", "straggler")
 #: capture folder -> its scenarios (the 4-GPU set adds a straggler asleep in a checkpoint writer
 #: after the step's collective, and a healthy loop whose host runs ahead of the device)
 SCENARIOS = {"gpu_verdicts": FIVE, "gpu_verdicts_4gpu": FIVE + ("checkpoint", "healthy_async"),
-             "gpu_verdicts_house": FIVE}
+             "gpu_verdicts_house": FIVE,
+             # 2 ranks on one H100 (NCCL's socket transport), with live RAS and NVML: stopped, mismatch, seed
+             "gpu_verdicts_onecard": ("mismatch", "seed", "straggler")}
 RUNS = 5
 HANG = ("hang", "deadlock")
 

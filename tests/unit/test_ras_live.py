@@ -116,6 +116,26 @@ def test_healthy_job_is_not_extended(rank, monkeypatch):
     assert time.time() - ended < 0.5
 
 
+def test_one_sample_is_one_instant_and_never_extended(rank, monkeypatch):
+    """--samples 1 on a stuck job: no time verdict is asked of RAS, so no wait for a window (on 2 GPU
+    ranks the extension made one sample 2.3 s against pystack's 0.35 s)."""
+    monkeypatch.setattr(raslive, "STUCK_WINDOW_S", 1.5)
+    monkeypatch.setattr(raslive, "MIN_SPACING_S", 0.05)
+    srv = RasServer([])
+    try:
+        pid = rank({"NCCL_RAS_ADDR": srv.addr})
+        srv.answers[:] = answers("stuck", pid)
+        s = raslive.sampler([Input(pid=pid)], 1, 0.1)
+        time.sleep(0.1)
+        t0 = time.time()
+        snap = Snapshot()
+        s.finish(snap)
+        took = time.time() - t0
+    finally:
+        srv.close()
+    assert took < 1.0 and snap.nccl_ras is not None and len(snap.nccl_ras.queries) <= 2
+
+
 def test_no_nccl_no_note(rank):
     pid = rank({"NCCL_RAS_ADDR": "127.0.0.1:9"}, lib=None)
     assert raslive.sampler([Input(pid=pid)], 3, 0.05) is None

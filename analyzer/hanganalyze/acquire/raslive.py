@@ -172,7 +172,7 @@ class RasSampler:
             self._thread.join(QUERY_TIMEOUT_S + 0.5)
             if self._thread.is_alive():  # cannot happen with query_ras's deadline; never wait longer
                 self.notes.append("NCCL RAS: a query was still running after %g s: left out" % QUERY_TIMEOUT_S)
-            elif self.queries:
+            elif self.queries and self.samples > 1:  # one sample is one instant: no time verdict to back
                 self._extend()
         from hanganalyze.acquire.ncclras import series  # here: only a job with NCCL (start-up time)
 
