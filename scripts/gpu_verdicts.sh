@@ -15,6 +15,8 @@
 #   seed       a CUDA graph that captured all_reduce stays alive across destroy_process_group
 #   spin       rank BAD_RANK's GPU runs a kernel that never ends; its host waits in .item()
 #   loader     rank BAD_RANK's DataLoader worker blocks in decode_sample; that rank waits for the batch
+#   uneven     DDP with uneven inputs: rank BAD_RANK runs out of batches and waits in barrier (evaluate);
+#              the others sync gradients at the end of backward (Reducer::finalize_backward)
 # For straggler and mismatch, once the process-group timeout fires and every rank has written its
 # flight-recorder dump, the first run's JSON + the dumps + the torchrun log are analyzed together.
 # Then the benchmark: one sample of one rank (cold and warm symbol cache) against

@@ -128,7 +128,10 @@ def _scan_thread(frames: List[Frame]) -> Optional[Tuple[str, Optional[str], int]
                 found = ("rendezvous", None, i)
             elif native_collective.match(name):
                 m = _NATIVE_OP.search(name)
-                found = ("collective", m.group(1).lower().replace("bcast", "broadcast") if m else None, i)
+                op = m.group(1).lower().replace("bcast", "broadcast") if m else None
+                if name.startswith("c10d::Reducer::"):  # DDP's gradient sync at the end of backward
+                    op = "allreduce"
+                found = ("collective", op, i)
             elif name in device_syncs or (f.function or "") in device_syncs:
                 found = ("device-sync", None, i)
     return found
