@@ -26,8 +26,9 @@ FIVE = ("healthy", "killed", "mismatch", "seed", "straggler")
 #: after the step's collective, and a healthy loop whose host runs ahead of the device)
 SCENARIOS = {"gpu_verdicts": FIVE, "gpu_verdicts_4gpu": FIVE + ("checkpoint", "healthy_async"),
              "gpu_verdicts_house": FIVE,
-             # 2 ranks on one H100 (NCCL's socket transport), with live RAS and NVML: stopped, mismatch, seed
-             "gpu_verdicts_onecard": ("mismatch", "seed", "straggler")}
+             # 2 ranks on one H100 (NCCL's socket transport), with live RAS and NVML: stopped, mismatch, seed;
+             # DDP with uneven inputs on one H200
+             "gpu_verdicts_onecard": ("mismatch", "seed", "straggler", "uneven")}
 RUNS = 5
 HANG = ("hang", "deadlock")
 
@@ -101,7 +102,18 @@ def check_seed(snap: Dict, nproc: int) -> None:
     assert f["ranks"] == list(range(nproc)), f
 
 
-CHECKS = {"healthy": check_healthy, "straggler": check_straggler, "mismatch": check_mismatch,
+def check_uneven(snap: Dict, nproc: int) -> None:
+    """DDP, rank 1 out of batches in ``barrier`` (evaluate), rank 0 in the device sync after its
+    gradient sync: the two calls differ, so both sides are named (no majority with two ranks); never
+    "every rank waits in the same collective"."""
+    f = _finding(snap, "collective-mismatch")
+    assert f["ranks"] == [0, 1] and "no majority" in f["summary"], f
+    assert "ddp_uneven_loop" in f["summary"] and "barrier called from evaluate" in f["summary"], f["summary"]
+    assert "uneven inputs" in f["cause"]
+    assert not [x for x in snap["findings"] if x["signature"] in ("collective-hang", "collective-straggler")]
+
+
+CHECKS = {"healthy": check_healthy, "uneven": check_uneven, "straggler": check_straggler, "mismatch": check_mismatch,
           "killed": check_killed, "seed": check_seed, "checkpoint": check_checkpoint,
           "healthy_async": check_healthy}
 
