@@ -11,7 +11,7 @@ with the stopped job's captured answers (``tests/data/nccl_ras/stuck.query*.json
 the ranks'): the RAS path of a live run, without a GPU.
 
     python bench/bench_unambiguous.py [--backend gloo|nccl] [--ras replay|none] [--repeat 5]
-                                      [--pystack PATH] [--phases]
+                                      [--pystack PATH] [--pystack-native] [--phases]
 
 Prints one JSON object: the first run (it fills the caches) and each warm run's wall time, their
 median, the verdict of the last run (findings, RAS queries and their window), ``pystack remote``
@@ -198,14 +198,16 @@ def _phases(launcher: int, out: Path) -> Dict[str, Any]:
             "verdict": _verdict(out)}
 
 
-def _pystack(pystack: Optional[str], pids: List[int], repeat: int) -> Optional[Dict[str, Any]]:
+def _pystack(pystack: Optional[str], pids: List[int], repeat: int, native: bool) -> Optional[Dict[str, Any]]:
+    """``pystack remote`` (``--native`` too where asked) on each rank in turn: median per rank, and their sum
+    (what reading every rank's stacks once takes with it)."""
     if not pystack or not Path(pystack).exists():
         return None
     per = {}
     for pid in pids:
         walls = []
         for _ in range(repeat):
-            r = _timed([pystack, "remote", str(pid)])
+            r = _timed([pystack, "remote"] + (["--native"] if native else []) + [str(pid)])
             if r["rc"] != 0:
                 return {"error": "pystack remote %d: rc %d: %s" % (pid, r["rc"], r["stderr"][-300:])}
             walls.append(r["wall"])
@@ -221,6 +223,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--pystack", default=shutil.which("pystack") or "/tmp/pystack-venv/bin/pystack")
+    ap.add_argument("--pystack-native", action="store_true", help="pystack remote --native (C frames too)")
     ap.add_argument("--phases", action="store_true", help="also one run in this process, each phase timed")
     ap.add_argument("--keep", help="a folder for the job's log and the reports (default: a temporary one)")
     args = ap.parse_args()
@@ -243,7 +246,7 @@ def main() -> int:
                 out["first_s"] = round(r["wall"], 3)
         out["walls_s"], out["median_s"] = walls, round(statistics.median(walls), 3)
         out["verdict"] = _verdict(report)
-        ps = _pystack(args.pystack, job.ranks, args.repeat)
+        ps = _pystack(args.pystack, job.ranks, args.repeat, args.pystack_native)
         if ps is not None:
             out["pystack"] = ps
             if "sum_s" in ps:
