@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from rasserver import RasServer
 
 from hanganalyze import cli
 from hanganalyze.acquire import raslive
+from hanganalyze.analyze import rasprogress
 from hanganalyze.errors import EXIT_HANG
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_ras"
@@ -49,9 +51,11 @@ def stuck_ranks(tmp_path_factory):
 
 def test_live_ras_names_the_stuck_rank_by_pid(stuck_ranks, capsys, tmp_path, monkeypatch):
     (pid0, pid1), srv = stuck_ranks
-    monkeypatch.setattr(raslive, "STUCK_WINDOW_S", 1.2)  # the stacks' window (1 s) and one more query: suite time
     out = tmp_path / "r.json"
-    rc = cli.run(["--pid", str(pid0), "--pid", str(pid1), "--format", "json", "-o", str(out)])
+    with monkeypatch.context() as m:  # suite time: a stuck window the stacks' own (about 1 s) covers
+        m.setattr(raslive, "STUCK_WINDOW_S", 0.3)
+        m.setattr(rasprogress, "STUCK_MIN_SPAN_S", 0.3)
+        rc = cli.run(["--pid", str(pid0), "--pid", str(pid1), "--format", "json", "-o", str(out)])
     capsys.readouterr()
     d = json.loads(out.read_text())
     assert rc == EXIT_HANG
@@ -60,8 +64,20 @@ def test_live_ras_names_the_stuck_rank_by_pid(stuck_ranks, capsys, tmp_path, mon
     assert d["processes"][ras[0]["process"]]["pid"] == pid1
     assert d["nccl_ras"]["live"] == srv.addr and len(d["nccl_ras"]["queries"]) >= 2
     assert srv.commands.count("VERBOSE STATUS") == len(d["nccl_ras"]["queries"])
+
+
+def test_stopped_ranks_are_not_held_open_for_the_ras_window(stuck_ranks, capsys):
+    """Both ranks asleep in every sample (never woke: the stacks are unambiguous): the run ends with
+    the stack samples instead of waiting for RAS's 2 s; RAS over that shorter window names the rank
+    behind but calls no rank stuck (a step longer than the window would look the same)."""
+    (pid0, pid1), srv = stuck_ranks
     rc = cli.run(["--pid", str(pid0), "--pid", str(pid1)])
     text = capsys.readouterr().out
     verdict = next(line for line in text.splitlines() if line.startswith("VERDICT: "))
-    assert "rank 1" in verdict and verdict.endswith("[nccl-ras-stuck]")
+    assert rc in (0, EXIT_HANG) and "nccl-ras-stuck" not in verdict
+    window = re.search(r"AllReduce counts 4/3 unchanged over \d+ queries \(([\d.]+) s\): rank 1 \(pid %d\) is "
+                       r"behind and not moving over [\d.]+ s, under the 2 s RAS needs to tell stuck from slow" % pid1,
+                       text)
+    assert window is not None and float(window.group(1)) < raslive.STUCK_WINDOW_S, text
+    assert "pid %d never woke in any sample, so the run was not held to RAS's 2 s window" % pid1 in text
     assert "live queries of %s at " % srv.addr in text

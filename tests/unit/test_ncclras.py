@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from rasserver import RasServer
 
 from hanganalyze.acquire.ncclras import looks_like_ras, parse_ras, query_ras, ras_address, read_ras, sample_ras
-from hanganalyze.analyze.rasprogress import STUCK, ras_progress
+from hanganalyze.analyze import rasprogress
+from hanganalyze.analyze.rasprogress import BEHIND, STUCK, ras_progress
 from hanganalyze.errors import InputError
 from hanganalyze_gdbext.model import Snapshot
 from hanganalyze_gdbext.model.ncclras import JSON, TEXT, RasSeries
@@ -203,6 +204,9 @@ def test_live_series_of_a_stuck_job_names_the_rank(monkeypatch):
     finally:
         srv.close()
     assert notes == [] and len(s.queries) == 3
+    (c,) = ras_progress(s).communicators  # over 0.1 s: behind, but too short a window to call it stuck
+    assert c.state == BEHIND and c.stuck == () and [lag.rank for lag in c.held] == [1]
+    monkeypatch.setattr(rasprogress, "STUCK_MIN_SPAN_S", 0.05)  # what a window long enough says
     (c,) = ras_progress(s).communicators
     assert c.state == STUCK and [lag.rank for lag in c.stuck] == [1]
 

@@ -6,6 +6,7 @@ bounded time."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -20,9 +21,10 @@ from rasserver import RasServer
 from hanganalyze.acquire import raslive
 from hanganalyze.acquire.many import Input
 from hanganalyze.acquire.ncclras import read_ras
-from hanganalyze.analyze.rasprogress import STUCK, ras_progress
+from hanganalyze.analyze import rasprogress
+from hanganalyze.analyze.rasprogress import BEHIND, STUCK, ras_progress
 from hanganalyze.render.rasview import ras_text_lines
-from hanganalyze_gdbext.model import Snapshot
+from hanganalyze_gdbext.model import Process, Samples, Snapshot, Thread, ThreadProgress
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_ras"
 #: Maps ``sys.argv[1]`` (a file named like libnccl) and waits: what a rank's maps show of NCCL.
@@ -80,7 +82,8 @@ def sampled(pid: int, samples: int = 3, interval: float = 0.05, work_s: float = 
 
 
 def test_stuck_job_queried_once_per_round_and_longer_when_a_rank_is_accused(rank, monkeypatch):
-    monkeypatch.setattr(raslive, "STUCK_WINDOW_S", 0.6)
+    monkeypatch.setattr(raslive, "STUCK_WINDOW_S", 0.6)  # suite time: the window the analysis needs, shorter
+    monkeypatch.setattr(rasprogress, "STUCK_MIN_SPAN_S", 0.6)
     monkeypatch.setattr(raslive, "MIN_SPACING_S", 0.05)
     srv = RasServer([])
     try:
@@ -202,3 +205,93 @@ def test_another_jobs_answers_on_a_shared_port_are_asked_again_and_left_out(monk
     pids = {r.pid for q in got.queries for c in q.communicators for r in c.ranks}
     assert len(got.queries) >= 3 and pids == {673, 674}
     assert any("of another job on this host left out (pids 962, 963)" in n for n in got.notes)
+
+
+# --- the stacks settle it: no wait for RAS's window (issue 31) --------------------------------------
+
+GPU = Path(__file__).resolve().parents[1] / "data"
+
+
+def _capture(name: str, within_s: float = 1.6) -> Snapshot:
+    """A live --job report of a real GPU job, its RAS queries cut to the stack samples' window (what
+    the run had when the sampling ended, before it waited for RAS's 2 s)."""
+    snap = Snapshot.from_dict(json.loads((GPU / name).read_text()))
+    qs = snap.nccl_ras.queries
+    snap.nccl_ras.queries = [q for q in qs if q.time_s - qs[0].time_s < within_s]
+    return snap
+
+
+@pytest.mark.parametrize("name, settled", [
+    # rank 1 asleep in load_next_batch / save_checkpoint: its main thread never woke in any sample
+    ("gpu_verdicts_onecard/straggler.run1.json", [953]),
+    ("gpu_nvml/checkpoint.run1.json", [1085]),
+    ("gpu_shapes/loader.run2.json", [1294]),
+    # rank 1's host spins in the device sync (CPU: a kernel longer than the window looks the same)
+    ("gpu_shapes/spin.run1.json", []),
+    # rank 1's main thread moved (Python locals changed) while RAS had it behind
+    ("gpu_shapes/loader.run1.json", []),
+    # the counts moved: the job is not stopped
+    ("gpu_shapes/slow.run2.json", []),
+])
+def test_settled_by_stacks_on_real_gpu_jobs(name, settled):
+    snap = _capture(name)
+    assert raslive.settled_by_stacks(snap, snap.nccl_ras.queries) == settled
+
+
+def test_settled_by_stacks_near_misses():
+    def snap() -> Snapshot:
+        return _capture("gpu_verdicts_onecard/straggler.run1.json")
+
+    s = snap()
+    main = next(t for p in s.processes if p.pid == 953 for t in p.threads if t.tid == 953)
+    main.progress.evidence, main.progress.own_wakeups = "same-place", 1  # it woke once of its own
+    assert raslive.settled_by_stacks(s, s.nccl_ras.queries) == []
+    s = snap()
+    s.processes[0].samples.extended = "pid 952 thread 952 held its place ... stuck, or a step longer?"
+    assert raslive.settled_by_stacks(s, s.nccl_ras.queries) == []  # the sampling itself was in doubt
+    s = snap()
+    s.processes = [p for p in s.processes if p.pid != 953]  # the rank behind is not one we sampled
+    assert raslive.settled_by_stacks(s, s.nccl_ras.queries) == []
+    s = snap()
+    s.nccl_ras.queries[-1].communicators[0].ranks[0].counts["AllReduce"] += 1  # rank 0 launched one more
+    assert raslive.settled_by_stacks(s, s.nccl_ras.queries) == []
+    s = snap()
+    assert raslive.settled_by_stacks(s, s.nccl_ras.queries[:1]) == []  # one query: nothing over time
+
+
+def _stopped(pid: int, evidence: str = "never-woke", own_wakeups: int = 0) -> Snapshot:
+    """What the sampling made of a process whose main thread held its place in 3 samples."""
+    prog = ThreadProgress(samples=3, state="stuck", evidence=evidence, own_wakeups=own_wakeups, cpu_s=0.0)
+    return Snapshot(processes=[Process(source="live", pid=pid, samples=Samples(count=3, window_s=0.2),
+                                       threads=[Thread(tid=pid, progress=prog)])])
+
+
+@pytest.mark.parametrize("evidence, own, held", [("never-woke", 0, False), ("same-place", 1, True)])
+def test_a_rank_the_stacks_settled_is_not_held_for_the_window(rank, monkeypatch, evidence, own, held):
+    """The stopped job's answers, rank 1 this process: never woke in the samples = the run ends with
+    them (RAS over that window, one note); woke once of its own = RAS's window is waited for."""
+    monkeypatch.setattr(raslive, "STUCK_WINDOW_S", 0.8)  # suite time
+    monkeypatch.setattr(raslive, "MIN_SPACING_S", 0.05)
+    srv = RasServer([])
+    try:
+        pid = rank({"NCCL_RAS_ADDR": srv.addr})
+        srv.answers[:] = answers("stuck", pid)
+        s = raslive.sampler([Input(pid=pid)], 3, 0.1)
+        time.sleep(0.25)  # the stacks' three rounds
+        snap = _stopped(pid, evidence, own)
+        t0 = time.monotonic()
+        s.finish(snap)
+        took = time.monotonic() - t0
+    finally:
+        srv.close()
+    times = [q.time_s for q in snap.nccl_ras.queries]
+    assert len(times) >= 2
+    settled = [n for n in snap.nccl_ras.notes if "never woke in any sample" in n]
+    if held:
+        assert times[-1] - times[0] >= 0.8 and settled == []
+    else:
+        assert took < 0.5 and times[-1] - times[0] < 0.8
+        assert settled == ["RAS queried over the stack samples' window only (%.1f s): pid %d never woke in any "
+                           "sample, so the run was not held to RAS's 0.8 s window" % (times[-1] - times[0], pid)]
+        (c,) = ras_progress(snap.nccl_ras).communicators
+        assert c.state == BEHIND and [lag.pid for lag in c.held] == [pid]

@@ -168,6 +168,27 @@ def test_near_miss_error(tmp_path):
     assert "rank 1 (pid 674) is unresponsive" in missing.summary
 
 
+def test_a_rank_behind_over_a_short_window_makes_no_ras_finding_and_clears_nothing():
+    """A live run the stacks settled queries RAS over the stack window only (issue 31): the rank
+    behind, not moving, over 1.0 s is named in the RAS section but makes no finding -- neither
+    stuck, nor a progressing finding from another communicator of the same processes that moved
+    (it would supersede the stack findings that say the job is stopped)."""
+    stuck = read_ras(files("stuck"))
+    for q, t in zip(stuck.queries, (100.0, 100.5, 101.0)):
+        q.time_s = t
+    assert nccl_ras_findings(JobContext(Snapshot(nccl_ras=copy.deepcopy(stuck)), [], None)) == []
+    healthy = read_ras(files("healthy")).queries
+    for q, h in zip(stuck.queries, healthy):
+        comm = copy.deepcopy(h.communicators[0])
+        for r, pid in zip(comm.ranks, (673, 674)):
+            r.pid = pid
+        q.communicators.append(comm)
+    assert nccl_ras_findings(JobContext(Snapshot(nccl_ras=stuck), [], None)) == []
+    for q, t in zip(stuck.queries, (100.0, 101.0, 102.0)):  # over 2 s: stuck
+        q.time_s = t
+    assert [f.signature for f in nccl_ras_findings(JobContext(Snapshot(nccl_ras=stuck), [], None))] == [STUCK_ID]
+
+
 # --- joined to the job's processes by pid ---------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from hanganalyze.acquire.ncclras import parse_ras, read_ras
 from hanganalyze.analyze.rasprogress import (
+    BEHIND,
     NO_VERDICT,
     ONE_QUERY,
     PROGRESSING,
@@ -172,3 +173,28 @@ def test_text_errors_and_missing_ranks_read_and_reported():
     (v,) = ras_progress([q]).communicators
     assert v.state == ONE_QUERY
     assert [(p.rank, p.what) for p in v.problems] == [(2, "missing"), (3, "async error (Remote process error)")]
+
+
+def _timed(qs: List[RasQuery], times) -> List[RasQuery]:
+    qs = copy.deepcopy(qs)
+    for q, t in zip(qs, times):
+        q.time_s = t
+    return qs
+
+
+def test_a_rank_behind_over_less_than_two_seconds_is_no_stuck_claim():
+    """What a live run the stacks settled brings (issue 31): the stopped job's queries over 1.0 s.
+    A step longer than the window reads the same, so RAS alone names the rank behind, never stuck."""
+    p = ras_progress(_timed(queries("stuck"), (100.0, 100.5, 101.0)))
+    (c,) = p.communicators
+    assert c.state == BEHIND and c.stuck == () and c.slow == ()
+    assert [(lag.rank, lag.pid, lag.behind, lag.moving) for lag in c.held] == [(1, 674, (1, 1, 1), False)]
+    assert c.sentence == ("communicator 0x5e413f75dea32c06: AllReduce counts 4/3 unchanged over 3 queries (1.0 s): "
+                          "rank 1 (pid 674) is behind and not moving over 1.0 s, under the 2 s RAS needs to tell "
+                          "stuck from slow: no verdict from RAS alone")
+    assert p.sentence == "3 NCCL RAS queries over 1.0 s: communicators 1 behind (0x5e413f75dea32c06)"
+    # the same counts over 2 s: stuck; a rank behind and moving over a short window is still slow
+    (c,) = ras_progress(_timed(queries("stuck"), (100.0, 101.0, 102.0))).communicators
+    assert c.state == STUCK and c.held == () and [lag.rank for lag in c.stuck] == [1]
+    (c,) = ras_progress(_timed(queries("slow"), (100.0, 100.5, 101.0))).communicators
+    assert c.state == SLOW and c.held == ()

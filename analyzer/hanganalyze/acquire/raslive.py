@@ -6,7 +6,11 @@ the RAS port (``NCCL_RAS_ADDR`` of the rank's environment, else localhost:28028)
 background thread once per sample round (``sampling.py``'s rounds: the first at once, then every
 ``interval``) for as long as the sampling goes on (its window may grow), at most ``MAX_QUERIES``.
 When the queries accuse a rank of being stuck over less than ``STUCK_WINDOW_S``, one more is taken
-at the end of that window: a step longer than the sampling must not read as a stopped rank.
+at the end of that window: a step longer than the sampling must not read as a stopped rank.  Not
+when the stack samples already settled it (``settled_by_stacks``: no count moved, no thread in doubt,
+and the rank behind never woke in any sample): then the run ends with the sampling (on 2 GPU ranks
+a stopped rank's ``--job`` took 2.3-2.7 s, one of them this wait), the queries so far are kept, and
+over that shorter window ``analyze/rasprogress.py`` calls no rank stuck (one note says why).
 
 What the user is told, once: nothing when no process has NCCL loaded (a CPU or gloo-only job);
 one note when NCCL is loaded but RAS is off (``NCCL_RAS_ENABLE=0``), nothing listens, or it does
@@ -19,7 +23,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.acquire.many import Input
 from hanganalyze.acquire.procfs import read_proc
@@ -68,15 +72,59 @@ def _counts(q: RasQuery) -> Dict[tuple, int]:
     return {(c.hash, r.rank, op): n for c in q.communicators for r in c.ranks for op, n in r.counts.items()}
 
 
-def stuck_candidate(first: RasQuery, last: RasQuery) -> bool:
-    """A rank behind another of its communicator in ``last`` whose count is what it was in ``first``
-    (the same query twice: any rank behind).  Only to decide whether to query longer: the verdict is
-    ``analyze/rasprogress.py``'s."""
+def behind_ranks(first: RasQuery, last: RasQuery) -> List[Tuple[Optional[str], Optional[int]]]:
+    """(communicator, rank) of each rank behind another of its communicator in ``last`` whose count
+    is what it was in ``first`` (the same query twice: any rank behind)."""
     before, now = _counts(first), _counts(last)
     top: Dict[tuple, int] = {}
     for (comm, _rank, op), n in now.items():
         top[(comm, op)] = max(n, top.get((comm, op), n))
-    return any(n < top[(comm, op)] and before.get((comm, rank, op)) == n for (comm, rank, op), n in now.items())
+    return list(dict.fromkeys((comm, rank) for (comm, rank, op), n in now.items()
+                              if n < top[(comm, op)] and before.get((comm, rank, op)) == n))
+
+
+def stuck_candidate(first: RasQuery, last: RasQuery) -> bool:
+    """Whether a rank is behind and did not move (``behind_ranks``).  Only to decide whether to
+    query longer: the verdict is ``analyze/rasprogress.py``'s."""
+    return bool(behind_ranks(first, last))
+
+
+def counts_moved(queries: Sequence[RasQuery]) -> bool:
+    """Whether any rank's count of any collective changed between the queries: the job moves."""
+    seen: Dict[tuple, int] = {}
+    for q in queries:
+        for key, n in _counts(q).items():
+            if seen.setdefault(key, n) != n:
+                return True
+    return False
+
+
+def settled_by_stacks(snapshot: Snapshot, queries: Sequence[RasQuery]) -> List[int]:
+    """The pids of the ranks RAS has behind and not moving, when the stack samples already say,
+    unambiguously, that each of them stopped; else []: no count moved in any query, no process's
+    sampling was extended (no thread in doubt anywhere), and each rank behind is a sampled process
+    of this run whose main thread and every thread with Python frames never woke (no wake-up of its
+    own, no CPU: ``sampling.classify``'s "never-woke").  Then the run is not held open for RAS's
+    ``STUCK_WINDOW_S``: a step longer than the sampling would have shown a thread that woke, ran or
+    moved, and the stack findings decide (RAS under that window calls no rank stuck)."""
+    if len(queries) < 2 or counts_moved(queries):
+        return []
+    behind = behind_ranks(queries[0], queries[-1])
+    pid_of = {(c.hash, r.rank): r.pid for c in queries[-1].communicators for r in c.ranks}
+    pids = list(dict.fromkeys(pid_of.get(key) for key in behind))
+    procs = {p.pid: p for p in snapshot.processes if p.pid is not None and p.source == "live"}
+    if not pids or None in pids or any(p.samples is not None and p.samples.extended for p in procs.values()):
+        return []
+    for pid in pids:
+        proc = procs.get(pid)
+        if proc is None or proc.samples is None or proc.samples.count < 2:
+            return []
+        watched = [t for t in proc.threads if t.tid == pid or any(f.kind == "python" for f in t.all_frames())]
+        if not any(t.tid == pid for t in watched) or not all(
+                t.progress is not None and t.progress.state == "stuck" and t.progress.evidence == "never-woke"
+                for t in watched):
+            return []
+    return [p for p in pids if p is not None]
 
 
 class RasSampler:
@@ -93,6 +141,7 @@ class RasSampler:
         self.addr: Optional[str] = None
         self.failed = 0
         self.asked = 0
+        self.settled: Optional[str] = None  # why the window was not held (``_extend``), for the notes
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
@@ -150,8 +199,19 @@ class RasSampler:
             if not self._query() and not self.queries and self.failed:
                 return  # RAS off or unreachable: one note, no retries
 
-    def _extend(self) -> None:
-        """More queries while a stuck verdict rests on a window shorter than ``STUCK_WINDOW_S``."""
+    def _extend(self, snapshot: Snapshot) -> None:
+        """More queries while a stuck verdict rests on a window shorter than ``STUCK_WINDOW_S``,
+        unless the stacks already settled it (``settled_by_stacks``: one note says so)."""
+        stopped = settled_by_stacks(snapshot, self.queries)
+        if stopped:
+            qs = self.queries
+            window = (qs[-1].time_s or 0.0) - (qs[0].time_s or 0.0)
+            if window < STUCK_WINDOW_S:
+                self.settled = ("RAS queried over the stack samples' window only (%.1f s): pid%s %s never woke in "
+                                "any sample, so the run was not held to RAS's %g s window"
+                                % (window, "s" * (len(stopped) > 1), ", ".join(str(p) for p in stopped),
+                                   STUCK_WINDOW_S))
+            return
         while self.asked < MAX_QUERIES:
             qs = self.queries
             window = (qs[-1].time_s or 0.0) - (qs[0].time_s or 0.0)
@@ -173,7 +233,7 @@ class RasSampler:
             if self._thread.is_alive():  # cannot happen with query_ras's deadline; never wait longer
                 self.notes.append("NCCL RAS: a query was still running after %g s: left out" % QUERY_TIMEOUT_S)
             elif self.queries and self.samples > 1:  # one sample is one instant: no time verdict to back
-                self._extend()
+                self._extend(snapshot)
         from hanganalyze.acquire.ncclras import series  # here: only a job with NCCL (start-up time)
 
         got = series(list(self.queries))
@@ -186,7 +246,7 @@ class RasSampler:
                           "per job keeps them apart" % (self.asked - len(self.queries) - self.failed,
                                                         "s were" if self.asked - len(self.queries) - self.failed != 1
                                                         else " was", ", ".join(str(p) for p in self.foreign[:8])))
-        got.notes = notes + got.notes
+        got.notes = notes + got.notes + ([self.settled] if self.settled else [])
         got.live = self.addr or "localhost:28028"
         if snapshot.nccl_ras is not None:  # saved RAS output was given too: its queries are the evidence
             snapshot.nccl_ras.notes.append("%d live RAS quer%s of %s left out: saved RAS output was given"

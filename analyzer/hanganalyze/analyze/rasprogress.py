@@ -5,11 +5,15 @@ is what a stopped rank shows, and also what a rank that is merely slower shows a
 the query: NCCL's own text calls both "MISMATCH".  Only the change over time tells them apart:
 
 * **stuck**: a rank is behind the others (in every query, or in the last ones over 2 s or more)
-  and its counts did not move over the window (whether or not the others moved: they can only
-  launch ahead into collectives that cannot complete without it).  Behind in the last query only
+  and its counts did not move over a window of 2 s or more (whether or not the others moved: they
+  can only launch ahead into collectives that cannot complete without it).  Behind in the last query only
   is not enough: on a 2x H200 slow job, a rank level at the first query read 15 -> 15 while its
   peer read 14 -> 16 (the rank was held stopped by the tool's own cold first read), and was
   wrongly called stuck;
+* **behind**: the same over a window shorter than 2 s (a live run that did not wait for RAS's
+  window because the stacks already settled it, ``acquire/raslive.py``): a step longer than the
+  window looks the same, so RAS alone cannot tell stuck from slow and calls no rank stuck; the
+  stacks decide;
 * **slow**: counts move, and a rank is behind in every query while its own counts move too: it
   holds the job back but is not hung (never "stuck");
 * **progressing**: counts move and no rank is behind in every query;
@@ -32,6 +36,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 from hanganalyze_gdbext.model.ncclras import NCCL_OK_RESULTS, NCCL_RESULTS, RasCommunicator, RasQuery, RasSeries
 
 STUCK = "stuck"
+BEHIND = "behind"
 SLOW = "slow"
 PROGRESSING = "progressing"
 UNCHANGED = "unchanged"
@@ -68,7 +73,7 @@ class CommProgress:
     """The verdict on one communicator over the queries that show it."""
 
     comm: str
-    state: str  # STUCK | SLOW | PROGRESSING | UNCHANGED | ONE_QUERY | NO_VERDICT
+    state: str  # STUCK | BEHIND | SLOW | PROGRESSING | UNCHANGED | ONE_QUERY | NO_VERDICT
     queries: int
     window_s: Optional[float]
     rate: Optional[float]  # collectives per second (the most advanced rank's, every op together)
@@ -77,6 +82,8 @@ class CommProgress:
     slow: Tuple[RankLag, ...]
     problems: Tuple[RankProblem, ...]
     sentence: str
+    #: Ranks behind and not moving over a window too short to call them stuck (state BEHIND).
+    held: Tuple[RankLag, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -164,8 +171,10 @@ def _comm(key: str, present: List[Tuple[int, RasCommunicator]], qs: Sequence[Ras
                        "%s counts %s (one query: no evidence over time)" % (op, shown) if op
                        else "no counts (one query: no evidence over time)")
     stuck: List[RankLag] = []
+    held: List[RankLag] = []
     slow: List[RankLag] = []
     moved = False
+    short = window is not None and window < STUCK_MIN_SPAN_S
     for o in ops:
         per_query_max = [max((v[i] for v in counts[o].values() if v[i] is not None), default=None) for i in range(n)]
         for k, vals in counts[o].items():
@@ -178,10 +187,10 @@ def _comm(key: str, present: List[Tuple[int, RasCommunicator]], qs: Sequence[Ras
             lag = RankLag(rank=k, op=o, behind=behind, moving=moving, pid=last_pid[k], host=_host(comms, k))
             if not moving and vals[-1] is not None and len(behind) == n and _stopped_behind(
                     behind, qs, [i for i, _c in present], interval_s) and not _ahead_elsewhere(counts, o, k):
-                stuck.append(lag)
+                (held if short else stuck).append(lag)
             elif moving and len(behind) == n and all(b > 0 for b in behind):
                 slow.append(lag)
-    slow = [s for s in slow if s.rank not in {x.rank for x in stuck} and _lag_matters(s, counts, n, window)]
+    slow = [s for s in slow if s.rank not in {x.rank for x in stuck + held} and _lag_matters(s, counts, n, window)]
     rate = _rate(counts, n, window) if moved else None
     if rate is not None:
         span += ", %s collectives/s" % _num(rate)
@@ -189,6 +198,10 @@ def _comm(key: str, present: List[Tuple[int, RasCommunicator]], qs: Sequence[Ras
     if stuck:
         state = STUCK
         what = "%s behind and not moving (stuck)" % _who(stuck, "is", "are")
+    elif held:
+        state = BEHIND
+        what = ("%s behind and not moving over %.1f s, under the %g s RAS needs to tell stuck from slow: no verdict "
+                "from RAS alone" % (_who(held, "is", "are"), window or 0.0, STUCK_MIN_SPAN_S))
     elif slow:
         state = SLOW
         what = "%s %s in every query and moving (slow, not stuck)" % (_who(slow, "is", "are"), _behind_text(slow))
@@ -197,7 +210,8 @@ def _comm(key: str, present: List[Tuple[int, RasCommunicator]], qs: Sequence[Ras
     else:
         state, what = UNCHANGED, ("no rank behind: idle, or every rank waits in the same collective "
                                   "(RAS cannot tell which)") if op else "no counts to compare"
-    return _result(key, state, n, window, rate, op, tuple(stuck), tuple(slow), problems, "%s: %s" % (lead, what))
+    return _result(key, state, n, window, rate, op, tuple(stuck), tuple(slow), problems, "%s: %s" % (lead, what),
+                   tuple(held))
 
 
 def _ahead_elsewhere(counts: Dict[str, Dict[int, List[Optional[int]]]], op: str, rank: int) -> bool:
@@ -234,9 +248,10 @@ def _lag_matters(lag: RankLag, counts: Dict[str, Dict[int, List[Optional[int]]]]
     return rate <= 0 or min(lag.behind) / rate >= SLOW_LAG_S
 
 
-#: Seconds a rank must be seen behind and not moving, when it was level with the others at the first
-#: query: longer than one of the tool's own reads holds a rank stopped (a cold first read of a 1 GB
-#: libtorch process: up to ~2 s).
+#: Seconds a rank must be seen behind and not moving to be called stuck (the whole window; when it
+#: was level with the others at the first query, the queries it was behind in): longer than one of
+#: the tool's own reads holds a rank stopped (a cold first read of a 1 GB libtorch process: up to
+#: ~2 s), and than a step that merely looks stopped at that scale.
 STUCK_MIN_SPAN_S = 2.0
 
 
@@ -261,10 +276,11 @@ def _stopped_behind(behind: Sequence[int], qs: Sequence[RasQuery], at: Sequence[
 
 def _result(key: str, state: str, n: int, window: Optional[float], rate: Optional[float], op: Optional[str],
             stuck: Tuple[RankLag, ...], slow: Tuple[RankLag, ...], problems: Tuple[RankProblem, ...],
-            text: str) -> CommProgress:
+            text: str, held: Tuple[RankLag, ...] = ()) -> CommProgress:
     if problems:
         text += "; " + "; ".join(_problem_text(p) for p in problems)
-    return CommProgress(key, state, n, window, rate, op, stuck, slow, problems, "communicator %s: %s" % (key, text))
+    return CommProgress(key, state, n, window, rate, op, stuck, slow, problems, "communicator %s: %s" % (key, text),
+                        held)
 
 
 def _last_pid(comms: Sequence[RasCommunicator], k: int) -> Optional[int]:
@@ -415,7 +431,7 @@ def _job_sentence(comms: Sequence[CommProgress], n: int, window: Optional[float]
     if not comms:
         return head + ": no communicator counts" + (" (%s)" % notes[-1] if notes else "")
     parts = []
-    for state in (STUCK, SLOW, NO_VERDICT, PROGRESSING, UNCHANGED, ONE_QUERY):
+    for state in (STUCK, BEHIND, SLOW, NO_VERDICT, PROGRESSING, UNCHANGED, ONE_QUERY):
         of = [c for c in comms if c.state == state]
         if of:
             shown = ", ".join(c.comm for c in of[:3]) + (" ..." if len(of) > 3 else "")

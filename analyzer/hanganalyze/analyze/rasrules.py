@@ -7,7 +7,9 @@ make no finding.  Where no process of the input has a pid (saved RAS output alon
 stack texts without pids), the communicator's own ranks are named, and a process only where the
 communicator spans every process and the process's rank is that communicator rank.
 
-* ``nccl-ras-stuck``: a rank behind whose counts did not move over the queries (hang);
+* ``nccl-ras-stuck``: a rank behind whose counts did not move over the queries, 2 s or more (hang);
+  over a shorter window (``rasprogress.BEHIND``: a live run the stacks settled) no RAS finding:
+  the stack findings decide, and no slow or progressing finding of RAS supersedes them;
 * ``nccl-ras-slow-rank``: counts move, one rank behind in every query (info, never hang): the
   stack-only straggler and peer-wait findings on that communicator's processes are superseded;
 * ``nccl-ras-progressing``: every rank moves in some communicator, none stuck or slow: the
@@ -25,6 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from hanganalyze.analyze.crossrank import JobContext
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.rasprogress import (
+    BEHIND,
     NO_VERDICT,
     PROGRESSING,
     SLOW,
@@ -156,12 +159,13 @@ def nccl_ras_findings(ctx: JobContext) -> List[Finding]:
         # every member is involved: the stuck rank launched fewer collectives, of no other kind, so the
         # stack-only readings of the others' waits (a mismatch of callers, a peer wait) are superseded
         out.append(_finding(STUCK_ID, stuck, named, [i for c in stuck for i in members(c)], 0.9, title_many=True))
+    held = [c for c in comms if c.state == BEHIND]  # maybe stuck: nothing of RAS clears the stacks' reading
     slow = [c for c in comms if c.state == SLOW]
-    if slow and not stuck:
+    if slow and not stuck and not held:
         named = [x for c in slow for x in lags(c, c.slow)]
         out.append(_finding(SLOW_ID, slow, named, [i for c in slow for i in members(c)], 0.8))
     moving = [c for c in comms if c.state == PROGRESSING]
-    if moving and not stuck and not slow and not any(c.state == NO_VERDICT for c in comms):
+    if moving and not stuck and not held and not slow and not any(c.state == NO_VERDICT for c in comms):
         seen = {p for c in comms for p in _pids(pids, c.comm)}
         moved = {p for c in moving for p in _pids(pids, c.comm)}
         if seen <= moved and (seen or len(moving) == len(comms)):
