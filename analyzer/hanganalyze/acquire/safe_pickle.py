@@ -23,7 +23,7 @@ from __future__ import annotations
 import io
 import pickle
 import re
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 #: Objects the pickle may build (strings, numbers, containers): bounds memory before anything is built.
 #: Read at call time (``safe_pickle.MAX_OBJECTS``) by the JSON reader too: one knob for both forms.
@@ -165,177 +165,252 @@ def scan_pickle(data: bytes) -> None:
     """Refuse, before anything is built, a pickle that is more than plain data (see the module doc).
 
     A simulation of the unpickler's stack in which each item is only its tuple depth (0 for
-    anything but a tuple), plus the mark stack and the memo.  Linear in the size of the data.
+    anything but a tuple), plus the mark stack and the memo (``_Scan``: one step per opcode class).
+    Linear in the size of the data.
     """
+    steps = _Scan(data).steps()
     n = len(data)
     pos = 0
-    stack: List[int] = []
-    marks: List[int] = []
-    memo: Dict[int, int] = {}
-    strings: List[Tuple[int, int]] = []  # the last strings pushed, for STACK_GLOBAL's message
     objects = 0
-    ops = _OPS
-    fence = 0
     while True:
         if pos >= n:
             raise Refused("it is truncated (no STOP opcode after %d bytes)" % n)
-        start = pos
         code = data[pos]
-        pos += 1
-        entry = ops.get(code)
-        if entry is None:
-            raise Refused("it has an unknown opcode 0x%02x at byte %d" % (code, start))
-        kind, arg = entry
-        if kind == _K_FIXED:
-            pos += arg
-            stack.append(0)
-        elif kind == _K_GET:
-            if pos + arg > n:
-                break
-            idx = int.from_bytes(data[pos:pos + arg], "little")
-            pos += arg
-            if idx not in memo:
-                raise Refused("it refers to memo entry %d, never stored (byte %d)" % (idx, start))
-            stack.append(memo[idx])
-            continue
-        elif kind == _K_PUT or kind == _K_MEMOIZE:
-            if kind == _K_PUT:
-                if pos + arg > n:
-                    break
-                idx = int.from_bytes(data[pos:pos + arg], "little")
-                pos += arg
-            else:
-                idx = len(memo)
-            _memo_store(memo, idx, stack, fence, start)
-            continue
-        elif kind == _K_COUNTED:
-            width, is_string, is_int = arg
-            if pos + width > n:
-                break
-            size = int.from_bytes(data[pos:pos + width], "little", signed=(width == 4))
-            pos += width
-            if size < 0:
-                raise Refused("it has a negative length at byte %d" % start)
-            if is_int and size > MAX_INT_BYTES:
-                raise Refused("it has a %d-byte integer at byte %d (at most %d)" % (size, start, MAX_INT_BYTES))
-            if pos + size > n:
-                break
-            if is_string:
-                strings.append((pos, pos + size))
-                if len(strings) > 8:
-                    del strings[:4]
-            pos += size
-            stack.append(0)
-        elif kind == _K_MARK:
-            marks.append(len(stack))
-            fence = len(stack)
-            continue
-        elif kind == _K_APPEND or kind == _K_SETITEM:
-            if arg:  # APPENDS / SETITEMS: the items since the mark go into the object below it
-                if not marks:
-                    raise Refused("it is malformed: no MARK before byte %d" % start)
-                mark = marks.pop()
-                fence = marks[-1] if marks else 0
-                if mark < 1 or mark <= fence:
-                    raise Refused("it is malformed: nothing to add items to (byte %d)" % start)
-                del stack[mark:]
-            else:
-                k = 1 if kind == _K_APPEND else 2
-                if len(stack) - k - 1 < fence:
-                    raise Refused("it is malformed: stack underflow at byte %d" % start)
-                del stack[-k:]
-            continue
-        elif kind == _K_EMPTY:
-            stack.append(0)
-        elif kind == _K_EMPTY_TUPLE:
-            stack.append(1)
-        elif kind == _K_TUPLE_N:
-            if len(stack) - arg < fence:
-                raise Refused("it is malformed: stack underflow at byte %d" % start)
-            depth = 1 + max(stack[-arg:])
-            if depth > MAX_TUPLE_DEPTH:
-                raise Refused("it nests tuples more than %d deep (byte %d)" % (MAX_TUPLE_DEPTH, start))
-            del stack[-arg:]
-            stack.append(depth)
-        elif kind == _K_TUPLE_MARK or kind == _K_FROM_MARK:
-            if not marks:
-                raise Refused("it is malformed: no MARK before byte %d" % start)
-            mark = marks.pop()
-            fence = marks[-1] if marks else 0
-            depth = 0
-            if kind == _K_TUPLE_MARK:
-                depth = 1 + max(stack[mark:], default=0)
-                if depth > MAX_TUPLE_DEPTH:
-                    raise Refused("it nests tuples more than %d deep (byte %d)" % (MAX_TUPLE_DEPTH, start))
-            del stack[mark:]
-            stack.append(depth)
-        elif kind == _K_LINE:
-            end = data.find(b"\n", pos)
-            if end < 0:
-                break
-            if arg and end - pos > 64:
-                raise Refused("it has a %d-digit integer at byte %d" % (end - pos, start))
-            if code == 0x56:  # UNICODE
-                strings.append((pos, end))
-            pos = end + 1
-            stack.append(0)
-        elif kind == _K_POP:
-            if marks and marks[-1] == len(stack):
-                marks.pop()
-                fence = marks[-1] if marks else 0
-            elif len(stack) <= fence:
-                raise Refused("it is malformed: stack underflow at byte %d" % start)
-            else:
-                stack.pop()
-            continue
-        elif kind == _K_POP_MARK:
-            if not marks:
-                raise Refused("it is malformed: no MARK before byte %d" % start)
-            del stack[marks.pop():]
-            fence = marks[-1] if marks else 0
-            continue
-        elif kind == _K_DUP:
-            if len(stack) <= fence:
-                raise Refused("it is malformed: stack underflow at byte %d" % start)
-            stack.append(stack[-1])
-            continue
-        elif kind == _K_PUT_LINE or kind == _K_GET_LINE:
-            end = data.find(b"\n", pos)
-            if end < 0:
-                break
-            digits = data[pos:end]
-            pos = end + 1
-            if not digits.isdigit() or len(digits) > 12:
-                raise Refused("it has a bad memo index at byte %d" % start)
-            idx = int(digits)
-            if kind == _K_GET_LINE:
-                if idx not in memo:
-                    raise Refused("it refers to memo entry %d, never stored (byte %d)" % (idx, start))
-                stack.append(memo[idx])
-            else:
-                _memo_store(memo, idx, stack, fence, start)
-            continue
-        elif kind == _K_PROTO:
-            if pos >= n:
-                break
-            if data[pos] > pickle.HIGHEST_PROTOCOL:
-                raise Refused("it uses pickle protocol %d" % data[pos])
-            pos += 1
-            continue
-        elif kind == _K_FRAME:
-            pos += 8
-            continue
-        elif kind == _K_STOP:
-            if len(stack) <= fence or marks:
-                raise Refused("it is malformed: STOP with %s (byte %d)"
-                               % ("an open MARK" if marks else "an empty stack", start))
+        step = steps.get(code)
+        if step is None:
+            raise Refused("it has an unknown opcode 0x%02x at byte %d" % (code, pos))
+        run, arg, builds = step
+        pos = run(code, arg, pos + 1)
+        if pos < 0:  # STOP
             return
-        else:  # _K_REFUSE
-            raise _refuse_op(data, start, arg, strings)
-        objects += 1
-        if objects > MAX_OBJECTS:
-            raise Refused("it builds more than %d objects" % MAX_OBJECTS)
-    raise Refused("it is truncated (at byte %d of %d)" % (start, n))
+        if builds:
+            objects += 1
+            if objects > MAX_OBJECTS:
+                raise Refused("it builds more than %d objects" % MAX_OBJECTS)
+
+
+#: The opcode classes whose opcode pushes a new object (counted against ``MAX_OBJECTS``).
+_BUILDS = frozenset((_K_FIXED, _K_COUNTED, _K_LINE, _K_EMPTY, _K_EMPTY_TUPLE, _K_FROM_MARK, _K_TUPLE_MARK,
+                     _K_TUPLE_N))
+#: What a step returns at STOP instead of the offset of the next opcode.
+_STOPPED = -1
+
+
+class _Scan:
+    """The state of ``scan_pickle``, and one step per opcode class (``_K_*``).
+
+    A step is called with the opcode, its class's argument (``_OPS``) and ``pos``, the offset just
+    after the opcode (so the opcode, named in every refusal, is at ``pos - 1``); it reads the
+    opcode's argument, updates the stack of tuple depths, the marks and the memo, and returns the
+    offset of the next opcode (``_STOPPED`` at STOP)."""
+
+    __slots__ = ("data", "n", "stack", "marks", "memo", "strings", "fence")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.n = len(data)
+        self.stack: List[int] = []
+        self.marks: List[int] = []
+        self.memo: Dict[int, int] = {}
+        self.strings: List[Tuple[int, int]] = []  # the last strings pushed, for STACK_GLOBAL's message
+        self.fence = 0  # the stack below the innermost mark: no opcode may take from it
+
+    def steps(self) -> Dict[int, Tuple[Callable[[int, Any, int], int], Any, bool]]:
+        """Each opcode's step (its class's), argument, and whether it builds an object."""
+        by_kind = {
+            _K_FIXED: self._fixed, _K_COUNTED: self._counted, _K_LINE: self._line, _K_EMPTY: self._empty,
+            _K_EMPTY_TUPLE: self._empty_tuple, _K_MARK: self._mark, _K_FROM_MARK: self._from_mark,
+            _K_TUPLE_MARK: self._from_mark, _K_TUPLE_N: self._tuple_n, _K_APPEND: self._add,
+            _K_SETITEM: self._add, _K_POP: self._pop, _K_POP_MARK: self._pop_mark, _K_DUP: self._dup,
+            _K_PUT: self._put, _K_PUT_LINE: self._memo_line, _K_MEMOIZE: self._memoize, _K_GET: self._get,
+            _K_GET_LINE: self._memo_line, _K_PROTO: self._proto, _K_FRAME: self._frame, _K_STOP: self._stop,
+            _K_REFUSE: self._refuse,
+        }
+        return {code: (by_kind[kind], arg, kind in _BUILDS) for code, (kind, arg) in _OPS.items()}
+
+    def _truncated(self, pos: int) -> Refused:
+        return Refused("it is truncated (at byte %d of %d)" % (pos - 1, self.n))
+
+    def _underflow(self, pos: int) -> Refused:
+        return Refused("it is malformed: stack underflow at byte %d" % (pos - 1))
+
+    def _close_mark(self, pos: int) -> int:
+        """The innermost mark, closed: the stack index it was set at."""
+        if not self.marks:
+            raise Refused("it is malformed: no MARK before byte %d" % (pos - 1))
+        mark = self.marks.pop()
+        self.fence = self.marks[-1] if self.marks else 0
+        return mark
+
+    def _fixed(self, code: int, width: int, pos: int) -> int:
+        self.stack.append(0)
+        return pos + width
+
+    def _counted(self, code: int, arg: Tuple[int, bool, bool], pos: int) -> int:
+        """Strings, bytes and long integers: a length of ``width`` bytes, then the bytes."""
+        width, is_string, is_int = arg
+        at = pos + width
+        if at > self.n:
+            raise self._truncated(pos)
+        size = int.from_bytes(self.data[pos:at], "little", signed=(width == 4))
+        if size < 0:
+            raise Refused("it has a negative length at byte %d" % (pos - 1))
+        if is_int and size > MAX_INT_BYTES:
+            raise Refused("it has a %d-byte integer at byte %d (at most %d)" % (size, pos - 1, MAX_INT_BYTES))
+        if at + size > self.n:
+            raise self._truncated(pos)
+        if is_string:
+            self.strings.append((at, at + size))
+            if len(self.strings) > 8:
+                del self.strings[:4]
+        self.stack.append(0)
+        return at + size
+
+    def _line(self, code: int, is_int: bool, pos: int) -> int:
+        """Protocol 0's text arguments, ended by a newline."""
+        end = self.data.find(b"\n", pos)
+        if end < 0:
+            raise self._truncated(pos)
+        if is_int and end - pos > 64:
+            raise Refused("it has a %d-digit integer at byte %d" % (end - pos, pos - 1))
+        if code == 0x56:  # UNICODE
+            self.strings.append((pos, end))
+        self.stack.append(0)
+        return end + 1
+
+    def _empty(self, code: int, arg: Any, pos: int) -> int:
+        self.stack.append(0)
+        return pos
+
+    def _empty_tuple(self, code: int, arg: Any, pos: int) -> int:
+        self.stack.append(1)
+        return pos
+
+    def _mark(self, code: int, arg: Any, pos: int) -> int:
+        self.marks.append(len(self.stack))
+        self.fence = len(self.stack)
+        return pos
+
+    def _from_mark(self, code: int, arg: Any, pos: int) -> int:
+        """LIST, DICT, TUPLE: the items since the mark become one container."""
+        stack = self.stack
+        mark = self._close_mark(pos)
+        depth = 0
+        if code == 0x74:  # TUPLE
+            depth = 1 + max(stack[mark:], default=0)
+            if depth > MAX_TUPLE_DEPTH:
+                raise Refused("it nests tuples more than %d deep (byte %d)" % (MAX_TUPLE_DEPTH, pos - 1))
+        del stack[mark:]
+        stack.append(depth)
+        return pos
+
+    def _tuple_n(self, code: int, count: int, pos: int) -> int:
+        """TUPLE1, TUPLE2, TUPLE3: the top ``count`` items become a tuple."""
+        stack = self.stack
+        if len(stack) - count < self.fence:
+            raise self._underflow(pos)
+        depth = 1 + max(stack[-count:])
+        if depth > MAX_TUPLE_DEPTH:
+            raise Refused("it nests tuples more than %d deep (byte %d)" % (MAX_TUPLE_DEPTH, pos - 1))
+        del stack[-count:]
+        stack.append(depth)
+        return pos
+
+    def _add(self, code: int, many: bool, pos: int) -> int:
+        """APPEND, SETITEM; APPENDS, SETITEMS: the items since the mark go into the object below it."""
+        stack = self.stack
+        if many:
+            mark = self._close_mark(pos)
+            if mark < 1 or mark <= self.fence:
+                raise Refused("it is malformed: nothing to add items to (byte %d)" % (pos - 1))
+            del stack[mark:]
+        else:
+            k = 1 if code == 0x61 else 2  # APPEND: an item; SETITEM: a key and a value
+            if len(stack) - k - 1 < self.fence:
+                raise self._underflow(pos)
+            del stack[-k:]
+        return pos
+
+    def _pop(self, code: int, arg: Any, pos: int) -> int:
+        """POP: the top item, or the mark set just above it."""
+        marks = self.marks
+        if marks and marks[-1] == len(self.stack):
+            marks.pop()
+            self.fence = marks[-1] if marks else 0
+        elif len(self.stack) <= self.fence:
+            raise self._underflow(pos)
+        else:
+            self.stack.pop()
+        return pos
+
+    def _pop_mark(self, code: int, arg: Any, pos: int) -> int:
+        del self.stack[self._close_mark(pos):]
+        return pos
+
+    def _dup(self, code: int, arg: Any, pos: int) -> int:
+        if len(self.stack) <= self.fence:
+            raise self._underflow(pos)
+        self.stack.append(self.stack[-1])
+        return pos
+
+    def _put(self, code: int, width: int, pos: int) -> int:
+        """BINPUT, LONG_BINPUT: the top item stored at a memo index of ``width`` bytes."""
+        at = pos + width
+        if at > self.n:
+            raise self._truncated(pos)
+        _memo_store(self.memo, int.from_bytes(self.data[pos:at], "little"), self.stack, self.fence, pos - 1)
+        return at
+
+    def _memoize(self, code: int, arg: Any, pos: int) -> int:
+        _memo_store(self.memo, len(self.memo), self.stack, self.fence, pos - 1)
+        return pos
+
+    def _get(self, code: int, width: int, pos: int) -> int:
+        """BINGET, LONG_BINGET: a memo entry pushed again, by an index of ``width`` bytes."""
+        at = pos + width
+        if at > self.n:
+            raise self._truncated(pos)
+        idx = int.from_bytes(self.data[pos:at], "little")
+        if idx not in self.memo:
+            raise Refused("it refers to memo entry %d, never stored (byte %d)" % (idx, pos - 1))
+        self.stack.append(self.memo[idx])
+        return at
+
+    def _memo_line(self, code: int, arg: Any, pos: int) -> int:
+        """PUT and GET of protocol 0: the memo index in digits, ended by a newline."""
+        end = self.data.find(b"\n", pos)
+        if end < 0:
+            raise self._truncated(pos)
+        digits = self.data[pos:end]
+        if not digits.isdigit() or len(digits) > 12:
+            raise Refused("it has a bad memo index at byte %d" % (pos - 1))
+        idx = int(digits)
+        if code == 0x67:  # GET
+            if idx not in self.memo:
+                raise Refused("it refers to memo entry %d, never stored (byte %d)" % (idx, pos - 1))
+            self.stack.append(self.memo[idx])
+        else:
+            _memo_store(self.memo, idx, self.stack, self.fence, pos - 1)
+        return end + 1
+
+    def _proto(self, code: int, arg: Any, pos: int) -> int:
+        if pos >= self.n:
+            raise self._truncated(pos)
+        if self.data[pos] > pickle.HIGHEST_PROTOCOL:
+            raise Refused("it uses pickle protocol %d" % self.data[pos])
+        return pos + 1
+
+    def _frame(self, code: int, arg: Any, pos: int) -> int:
+        return pos + 8
+
+    def _stop(self, code: int, arg: Any, pos: int) -> int:
+        if len(self.stack) <= self.fence or self.marks:
+            raise Refused("it is malformed: STOP with %s (byte %d)"
+                          % ("an open MARK" if self.marks else "an empty stack", pos - 1))
+        return _STOPPED
+
+    def _refuse(self, code: int, why: str, pos: int) -> int:
+        raise _refuse_op(self.data, pos - 1, why, self.strings)
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import re
 from typing import Dict, List, Optional, Set
 
 from hanganalyze.analyze.findings import from_rule
+from hanganalyze.analyze.ruledecl import rule
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze_gdbext.model import Evidence, Finding, Process, Snapshot, Thread
@@ -28,6 +29,8 @@ _IDLE_NATIVE = re.compile(r"epoll_wait|epoll_pwait|kevent")
 _SELECTOR_FILES = ("selectors.py", "base_events.py")
 
 
+@rule(CYCLE, ORPHAN, BLOCKED, stage="process",
+      reads="Process.asyncio (event loops, tasks and what each awaits), the loop thread's frames")
 def asyncio_findings(snapshot: Snapshot, db=None) -> List[Finding]:
     rules = load_rules()
     out: List[Finding] = []

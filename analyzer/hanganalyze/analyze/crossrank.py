@@ -5,7 +5,7 @@ ranks say who is at fault.  ``cross_rank_findings`` did all five comparisons in 
 function, so a rule could not be read, tested or fail alone.  Now ``Comparison`` holds what they
 share (the waiting ranks, the ranks proven elsewhere, the missing ranks, the flight recorder's
 stragglers, the ranks of unknown state), computed once per job by ``JobContext.comparison``, and
-each rule is one function of a ``JobContext`` (listed in run order in ``analyze/registry.py``):
+each rule is one function of a ``JobContext``, declared by ``@rule`` above it (``ruledecl.py``):
 
 * ``rank_missing``: fewer ranks than WORLD_SIZE came in (a rank exited or crashed);
 * ``worker_straggler``: processes wait for other processes (multiprocessing) that are elsewhere;
@@ -33,6 +33,7 @@ from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.progress import rank_progress
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rankstate import RankState, judge_against_waiters
+from hanganalyze.analyze.ruledecl import rule
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze_gdbext.model import DistIdentity, Evidence, Finding, Process, Snapshot
 
@@ -288,10 +289,11 @@ class JobContext:
 
 
 # --------------------------------------------------------------------------------------------
-# The rules (run in the order of analyze/registry.py)
+# The rules (run in the order of signatures/rules/rules.yaml)
 # --------------------------------------------------------------------------------------------
 
 
+@rule("rank-missing", stage="job", reads="ranks, WORLD_SIZE, local ranks, the launcher")
 def rank_missing(ctx: JobContext) -> List[Finding]:
     """``rank-missing``: ranks below WORLD_SIZE that no input has."""
     if not ctx.compares:
@@ -315,6 +317,7 @@ def rank_missing(ctx: JobContext) -> List[Finding]:
                      _evidence(waiting, "waits for the missing rank"), 0.9, ranks=missing)]
 
 
+@rule("worker-straggler", stage="job", reads="rank states: IPC waits and ranks elsewhere")
 def worker_straggler(ctx: JobContext) -> List[Finding]:
     """``worker-straggler``: processes wait for other processes, and only ranks elsewhere remain."""
     if not ctx.compares:
@@ -331,6 +334,7 @@ def worker_straggler(ctx: JobContext) -> List[Finding]:
                      0.8 if len(elsewhere) < len(ipc) else 0.6)]
 
 
+@rule("collective-straggler", stage="job", reads="rank states, flight-recorder sequence numbers")
 def collective_straggler(ctx: JobContext) -> List[Finding]:
     """``collective-straggler``: ranks wait in a collective that the named ranks never reached
     (their stacks say they are elsewhere, or the flight recorder says they stopped before it)."""
@@ -363,6 +367,8 @@ def collective_straggler(ctx: JobContext) -> List[Finding]:
     return []
 
 
+@rule("collective-mismatch", stage="job",
+      reads="the waiting ranks' collective, call site and sequence number")
 def collective_mismatch(ctx: JobContext) -> List[Finding]:
     """``collective-mismatch``: the waiting ranks are in different collectives; the minority is
     named, or every side when there is no majority."""
@@ -388,6 +394,7 @@ def collective_mismatch(ctx: JobContext) -> List[Finding]:
                      (0.85 if known else 0.6) - penalty)]
 
 
+@rule("collective-hang", stage="job", reads="rank states (all waiting, none missing or elsewhere)")
 def collective_hang(ctx: JobContext) -> List[Finding]:
     """``collective-hang``: every rank waits in the same collective, none missing or elsewhere."""
     if not ctx.compares:
@@ -409,6 +416,7 @@ def collective_hang(ctx: JobContext) -> List[Finding]:
                      _evidence(waiting, "waiting") + _evidence(unknown, "unknown"), 0.6 - c.penalty)]
 
 
+@rule("collective-peer-wait", stage="job", reads="ranks blocked in the device sync after a collective")
 def peer_wait(ctx: JobContext) -> List[Finding]:
     """``collective-peer-wait``: a peer wait needs peers: several processes, or one that knows it is a rank."""
     states = ctx.states
@@ -417,6 +425,8 @@ def peer_wait(ctx: JobContext) -> List[Finding]:
     return []
 
 
+@rule("rank-slow", stage="job",
+      reads="rank states and each rank's progress over the samples (own wake-ups, frames)")
 def rank_slow(ctx: JobContext) -> List[Finding]:
     """``rank-slow``: the job progresses and a rank holds it back.  Only on positive evidence from
     repeated samples (3 or more): every rank waiting in the collective made progress (its waits

@@ -1,7 +1,7 @@
 """The GPU rules: what the device side says, joined to the ranks (``gpujoin.py``).
 
 Each rule is one function of the whole snapshot (report stage: it runs with or without a job,
-and with GPU state alone), registered in ``registry.RULES``, its texts in ``rules.yaml``:
+and with GPU state alone), declared by ``@rule`` above it, its texts in ``rules.yaml``:
 
 * ``gpu-fallen-off-bus``: a GPU is lost (Xid 79, "GPU is lost", "Unable to determine the device
   handle", ERR!): the GPU and the ranks on it.
@@ -34,6 +34,7 @@ from hanganalyze.analyze.gpujoin import (
     xid_info,
 )
 from hanganalyze.analyze.rankstate import RankState, rank_state
+from hanganalyze.analyze.ruledecl import rule
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze_gdbext.model import Evidence, Finding, Snapshot
 from hanganalyze_gdbext.model.gpustate import Gpu, GpuState, XidEvent, bus_key
@@ -92,6 +93,7 @@ def _on_text(snapshot: Snapshot, procs: Sequence[int]) -> str:
     return ("; %s ran on it" % who(snapshot, procs)) if procs else "; no process of the input is known to run on it"
 
 
+@rule("gpu-fallen-off-bus", stage="report", reads="Snapshot.gpu: Xid 79, lost GPUs; GPUs joined to ranks by pid")
 def gpu_fallen_off_bus(snapshot: Snapshot) -> List[Finding]:
     """``gpu-fallen-off-bus``: each lost GPU, with the ranks on it."""
     state = snapshot.gpu
@@ -125,6 +127,7 @@ def gpu_fallen_off_bus(snapshot: Snapshot) -> List[Finding]:
     return found
 
 
+@rule("gpu-ecc-errors", stage="report", reads="Snapshot.gpu: ECC Xids and counters, row remapping")
 def gpu_ecc_errors(snapshot: Snapshot) -> List[Finding]:
     """``gpu-ecc-errors``: uncorrectable ECC errors and row-remap failures, per GPU."""
     state = snapshot.gpu
@@ -161,6 +164,7 @@ def gpu_ecc_errors(snapshot: Snapshot) -> List[Finding]:
     return found
 
 
+@rule("gpu-xid", stage="report", reads="Snapshot.gpu: the other Xids (signatures/gpu/xids.yaml)")
 def gpu_xid(snapshot: Snapshot) -> List[Finding]:
     """``gpu-xid``: the other Xids, one finding per GPU, meaning and action from the Xid table."""
     state = snapshot.gpu
@@ -199,6 +203,7 @@ def _util_text(g: Gpu, state: GpuState) -> str:
     return "%d%%" % g.util_gpu
 
 
+@rule("gpu-busy-host-waits", stage="report", reads="rank states (host waits) and each rank's GPU utilization")
 def gpu_busy_host_waits(snapshot: Snapshot) -> List[Finding]:
     """``gpu-busy-host-waits``: ranks whose host waits for the device while their GPU is busy."""
     state = snapshot.gpu
@@ -240,6 +245,7 @@ def _ras_moving(snapshot: Snapshot) -> bool:
     return any(f.signature in RAS_MOVING for f in snapshot.findings)
 
 
+@rule("gpu-idle-peers-busy", stage="report", reads="every rank's GPU utilization and rank state")
 def gpu_idle_peers_busy(snapshot: Snapshot) -> List[Finding]:
     """``gpu-idle-peers-busy``: a rank's GPU idle while its peers' GPUs are busy and their hosts wait."""
     state = snapshot.gpu

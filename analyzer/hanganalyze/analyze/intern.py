@@ -26,6 +26,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from hanganalyze.analyze.match import match_process
+from hanganalyze.analyze.ruledecl import rule
 from hanganalyze_gdbext.model import Finding, Process, Snapshot
 from hanganalyze_gdbext.model.stacktable import (  # noqa: F401 - the model's side, named here too
     STACK_TABLE_MIN_PROCESSES,
@@ -91,6 +92,8 @@ def _names_tasks(db, f: Finding) -> bool:
     return sig is not None and sig.uses_tasks()
 
 
+@rule("signatures", stage="process",
+      reads="every thread's frames, the log, libraries and signal (signatures/*.yaml)")
 def match_snapshot(snapshot: Snapshot, db) -> List[Finding]:
     """``match.match_snapshot``, with each distinct process (``process_key``) matched once."""
     table = table_of(snapshot)

@@ -38,6 +38,7 @@ from hanganalyze.analyze.rasprogress import (
     RasProgress,
     ras_progress,
 )
+from hanganalyze.analyze.ruledecl import rule
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze_gdbext.model import Evidence, Finding, Snapshot
 
@@ -127,6 +128,8 @@ def _finding(rule_id: str, comms: Sequence[CommProgress], named: List[Tuple[Opti
                      processes=procs, title=title)
 
 
+@rule("nccl-ras-stuck", "nccl-ras-slow-rank", "nccl-ras-progressing", "nccl-ras-error", stage="job",
+      reads="Snapshot.nccl_ras: NCCL RAS queries over time, joined to processes by pid")
 def nccl_ras_findings(ctx: JobContext) -> List[Finding]:
     """The four RAS rules (module doc), on the job's queries (``Snapshot.nccl_ras``)."""
     snapshot = ctx.snapshot

@@ -5,112 +5,92 @@ functions), five job rules shared one function, the triage ran outside the list,
 raised lost the whole report.  As in Mozilla Socorro's signature generator (a list of rule
 objects, each recording what it did), each rule here is a ``CodeRule``: the finding ids it
 ``concludes`` (entries of ``signatures/rules/rules.yaml``, which keeps their texts, ``supersedes``
-and order), what it ``reads``, and the function that ``decide``-s.  ``RULES`` lists them in run
-order, by stage:
+and order), what it ``reads``, and the function that ``decide``-s.  Each is declared where it is
+written, by ``@rule(ids..., stage=, reads=)`` above its function (``ruledecl.py``); this module
+imports the modules that declare them (``RULE_MODULES``) and lists them in ``RULES`` in the order
+of ``rules.yaml``, by stage:
 
 * ``process``: each process (deadlock cycles, asyncio, the signature database), before the job;
-* ``job``: across the processes of a job (``crossrank.py``), on a ``JobContext``;
-* ``report``: the whole report once sorted (the triage, first when no known bug matched).
+* ``job``: across the processes of a job (``crossrank.py``, ``rasrules.py``), on a ``JobContext``;
+* ``report``: the whole report once sorted (``gpurules.py``; the triage, first when no known bug
+  matched).
+
+A declared id that ``rules.yaml`` lacks, an id of ``rules.yaml`` that no function declares, a stage
+or step that disagrees with the file, or the ids of one function apart in it: ``RuleDeclarationError``
+when this module is imported (every analysis and ``tests/unit/test_rule_registry.py`` fail).
 
 A rule that raises is noted in ``Snapshot.warnings`` ("rule <id> failed: <error> (skipped)") and
 skipped; the other rules and the report go on, as a failed input does in acquisition.
-``tests/unit/test_rule_registry.py`` checks that ``RULES`` and ``rules.yaml`` list the same ids in
-the same order.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyze.asyncio_findings import asyncio_findings
-from hanganalyze.analyze.crossrank import (
-    JobContext,
-    collective_hang,
-    collective_mismatch,
-    collective_straggler,
-    peer_wait,
-    rank_missing,
-    rank_slow,
-    worker_straggler,
-)
-from hanganalyze.analyze.gpurules import (
-    gpu_busy_host_waits,
-    gpu_ecc_errors,
-    gpu_fallen_off_bus,
-    gpu_idle_peers_busy,
-    gpu_xid,
-)
-from hanganalyze.analyze.intern import match_snapshot
+from hanganalyze.analyze import asyncio_findings, crossrank, gpurules, intern, rasrules, triage
+from hanganalyze.analyze.crossrank import JobContext
 from hanganalyze.analyze.rankstate import RankState
-from hanganalyze.analyze.rasrules import nccl_ras_findings
-from hanganalyze.analyze.rules import RuleSet
-from hanganalyze.analyze.triage import triage_findings
+from hanganalyze.analyze.ruledecl import DECLARED, CodeRule, RuleDeclarationError, rule
+from hanganalyze.analyze.rules import RuleSet, load_rules
 from hanganalyze.analyze.waitfor import cycle_findings
 from hanganalyze_gdbext.model import SERIOUS, SEVERITIES, Finding, Snapshot
 
-
-@dataclass(frozen=True)
-class CodeRule:
-    """One rule: the ids it concludes, what it reads, when it runs, and the code that decides
-    (``process``: ``decide(snapshot, db)``; ``job``: ``decide(JobContext)``; ``report``:
-    ``decide(snapshot)``)."""
-
-    concludes: Tuple[str, ...]
-    stage: str
-    reads: str
-    decide: Callable[..., List[Finding]]
-
-    @property
-    def name(self) -> str:
-        return ", ".join(self.concludes)
+#: The modules whose ``@rule`` functions make the findings (this one declares ``deadlock-cycle``).
+RULE_MODULES = (asyncio_findings, intern, crossrank, rasrules, gpurules, triage)
 
 
+@rule("deadlock-cycle", stage="process", reads="the wait-for graph (each thread's wait and its owner)")
 def _deadlock_cycles(snapshot: Snapshot, db: Any) -> List[Finding]:
     """Cycles are proven by memory: no signature is read."""
     return cycle_findings(snapshot)
 
 
-RULES: Tuple[CodeRule, ...] = (
-    CodeRule(("deadlock-cycle",), "process", "the wait-for graph (each thread's wait and its owner)",
-             _deadlock_cycles),
-    CodeRule(("asyncio-await-cycle", "asyncio-orphan-wait", "asyncio-loop-blocked"), "process",
-             "Process.asyncio (event loops, tasks and what each awaits), the loop thread's frames", asyncio_findings),
-    CodeRule(("signatures",), "process", "every thread's frames, the log, libraries and signal (signatures/*.yaml)",
-             match_snapshot),
-    CodeRule(("rank-missing",), "job", "ranks, WORLD_SIZE, local ranks, the launcher", rank_missing),
-    CodeRule(("worker-straggler",), "job", "rank states: IPC waits and ranks elsewhere", worker_straggler),
-    CodeRule(("collective-straggler",), "job", "rank states, flight-recorder sequence numbers", collective_straggler),
-    CodeRule(("collective-mismatch",), "job", "the waiting ranks' collective, call site and sequence number",
-             collective_mismatch),
-    CodeRule(("collective-hang",), "job", "rank states (all waiting, none missing or elsewhere)", collective_hang),
-    CodeRule(("collective-peer-wait",), "job", "ranks blocked in the device sync after a collective", peer_wait),
-    CodeRule(("rank-slow",), "job", "rank states and each rank's progress over the samples (own wake-ups, frames)",
-             rank_slow),
-    CodeRule(("nccl-ras-stuck", "nccl-ras-slow-rank", "nccl-ras-progressing", "nccl-ras-error"), "job",
-             "Snapshot.nccl_ras: NCCL RAS queries over time, joined to processes by pid", nccl_ras_findings),
-    CodeRule(("gpu-fallen-off-bus",), "report", "Snapshot.gpu: Xid 79, lost GPUs; GPUs joined to ranks by pid",
-             gpu_fallen_off_bus),
-    CodeRule(("gpu-ecc-errors",), "report", "Snapshot.gpu: ECC Xids and counters, row remapping", gpu_ecc_errors),
-    CodeRule(("gpu-xid",), "report", "Snapshot.gpu: the other Xids (signatures/gpu/xids.yaml)", gpu_xid),
-    CodeRule(("gpu-busy-host-waits",), "report", "rank states (host waits) and each rank's GPU utilization",
-             gpu_busy_host_waits),
-    CodeRule(("gpu-idle-peers-busy",), "report", "every rank's GPU utilization and rank state", gpu_idle_peers_busy),
-    CodeRule(("triage",), "report", "every thread's frames, waits and log (signatures/triage/waits.yaml)",
-             triage_findings),
-)
+def in_run_order(declared: Sequence[CodeRule], listed: RuleSet) -> Tuple[CodeRule, ...]:
+    """The ``declared`` rules in the order of ``listed`` (``rules.yaml``), each once (at its first
+    id); a ``RuleDeclarationError`` that names the function or the file's line for each mismatch."""
+    code_of: Dict[str, CodeRule] = {i: c for c in declared for i in c.concludes}
+    known = {r.id for r in listed.rules}
+    for c in declared:
+        for i in c.concludes:
+            if i not in known:
+                raise RuleDeclarationError("@rule(%r) on %s.%s: %r is no rule of signatures/rules/rules.yaml (add "
+                                           "its entry: texts and place in the run order)"
+                                           % (i, c.decide.__module__, c.decide.__qualname__, i))
+    out: List[CodeRule] = []
+    at = 0
+    while at < len(listed.rules):
+        r = listed.rules[at]
+        c = code_of.get(r.id)
+        if c is None:
+            raise RuleDeclarationError("%s: rule %r has no code: no function declares @rule(%r) in the modules "
+                                       "analyze/registry.py imports" % (r.source, r.id, r.id))
+        block = listed.rules[at:at + len(c.concludes)]
+        if tuple(b.id for b in block) != c.concludes:
+            raise RuleDeclarationError("%s: rules %s are not listed together, in the order of their @rule on %s.%s"
+                                       % (r.source, ", ".join(c.concludes), c.decide.__module__, c.decide.__qualname__))
+        for b in block:
+            if b.stage != c.stage or b.step != r.step:
+                raise RuleDeclarationError("%s: rule %r: stage %r step %r, but its @rule on %s says stage %r (and "
+                                           "the ids of one function share one step)"
+                                           % (b.source, b.id, b.stage, b.step, c.decide.__qualname__, c.stage))
+        out.append(c)
+        at += len(block)
+    return tuple(out)
+
+
+RULES: Tuple[CodeRule, ...] = in_run_order(DECLARED, load_rules())
 
 
 def of_stage(stage: str) -> List[CodeRule]:
     return [r for r in RULES if r.stage == stage]
 
 
-def _run(rule: CodeRule, snapshot: Snapshot, *args: Any) -> List[Finding]:
-    """``rule.decide(*args)``; a rule that raises is noted in the report and gives no finding."""
+def _run(code: CodeRule, snapshot: Snapshot, *args: Any) -> List[Finding]:
+    """``code.decide(*args)``; a rule that raises is noted in the report and gives no finding."""
     try:
-        return rule.decide(*args)
+        return code.decide(*args)
     except Exception as e:  # noqa: BLE001 - any bug of one rule: the report goes on without it
-        snapshot.warnings.append("rule %s failed: %s: %s (skipped)" % (rule.name, type(e).__name__, e))
+        snapshot.warnings.append("rule %s failed: %s: %s (skipped)" % (code.name, type(e).__name__, e))
         return []
 
 
@@ -120,10 +100,10 @@ def run_process_rules(snapshot: Snapshot, db: Any, rules: RuleSet,
     finding's id -> the index of its rule's ``step`` among the process steps of ``rules``."""
     steps = rules.steps("process")
     found: List[Finding] = []
-    for rule in of_stage("process"):
-        got = _run(rule, snapshot, snapshot, db)
+    for code in of_stage("process"):
+        got = _run(code, snapshot, snapshot, db)
         if step_of is not None:
-            si = steps.index(rules.by_id(rule.concludes[0]).step)
+            si = steps.index(rules.by_id(code.concludes[0]).step)
             step_of.update((id(f), si) for f in got)
         found.extend(got)
     return found
@@ -134,17 +114,17 @@ def run_job_rules(snapshot: Snapshot, states: List[RankState], world: Optional[i
     """The findings of the job rules (of one data ``step`` only, when given), in rule order."""
     ctx = JobContext(snapshot, states, world)
     found: List[Finding] = []
-    for rule in of_stage("job"):
-        if step is None or rules.by_id(rule.concludes[0]).step == step:
-            found.extend(_run(rule, snapshot, ctx))
+    for code in of_stage("job"):
+        if step is None or rules.by_id(code.concludes[0]).step == step:
+            found.extend(_run(code, snapshot, ctx))
     return found
 
 
 def run_report_rules(snapshot: Snapshot) -> None:
     """The report rules' findings (the triage): first when no known bug matched, last otherwise."""
-    for rule in of_stage("report"):
-        found = _run(rule, snapshot, snapshot)
-        if rule.concludes != ("triage",):  # the GPU rules: placed by severity among the findings (a stable sort)
+    for code in of_stage("report"):
+        found = _run(code, snapshot, snapshot)
+        if code.concludes != ("triage",):  # the GPU rules: placed by severity among the findings (a stable sort)
             order = {s: i for i, s in enumerate(SEVERITIES)}
             snapshot.findings = sorted(snapshot.findings + found, key=lambda f: order.get(f.severity, len(order)))
             continue

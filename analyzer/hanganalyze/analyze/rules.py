@@ -3,8 +3,8 @@
 Findings came in three styles (YAML signatures, a table of job findings in ``job.py``, fix strings
 in ``waitfor.py``), so ``signatures list`` could not show the code rules and one rule named another
 by a hard-coded id.  Now there is one ordered list: the signature database is one entry, every
-other entry is a *code rule* whose decision stays code (its object in ``analyze/registry.py``,
-listed there in this order) while its id, title, cause, fixes, links, what it ``supersedes`` and
+other entry is a *code rule* whose decision stays code (a function declared by ``@rule``, which
+``analyze/registry.py`` runs in this order) while its id, title, cause, fixes, links, what it ``supersedes`` and
 how samples judge it are data here.  Findings are made from these texts by ``analyze/findings.py``.
 
 The file ships with the tool and is read on every run, so the run reads it like the frame lists

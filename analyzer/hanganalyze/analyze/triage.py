@@ -23,6 +23,7 @@ from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
 from hanganalyze.analyze.programkind import advice_fits, advice_text, input_kind, program_kinds
 from hanganalyze.analyze.ranksets import compress_ranks
+from hanganalyze.analyze.ruledecl import rule
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze.analyze.sourcewait import source_wait
 from hanganalyze.analyze.threadchoice import helper_order
@@ -516,6 +517,7 @@ def _process_key(proc: Process, known_crash: bool) -> tuple:
     return (known_crash, proc.signal, tuple(proc.messages), CURRENT_NOTE in proc.notes, tuple(threads))
 
 
+@rule("triage", stage="report", reads="every thread's frames, waits and log (signatures/triage/waits.yaml)")
 def triage_findings(snapshot: Snapshot) -> List[Finding]:
     """One triage finding per process (processes with the same wait and blame frame share one);
     the registry (``analyze/registry.py``) places them first when no known bug matched, last

@@ -214,154 +214,220 @@ def parse_processes(lines: List[str], label: Optional[str]) -> List[Process]:
 
 def parse(lines: List[str], proc: Process) -> None:
     """Fill ``proc`` with the threads, frames and messages found in gdb output."""
-    threads: List[Thread] = []
-    by_num: Dict[str, Thread] = {}
-    headless: List[Thread] = []  # frames printed before any "Thread N (...)" header
-    cur: Optional[Thread] = None
-    current_num: Optional[str] = None
-    in_pybt = False  # inside a py-bt section pasted after (or between) native backtraces
-    filter_run = False  # the last frame line was a "[py]" line of gdbext's frame filter
-    focus: Optional[str] = None  # cuda-gdb's current device focus, names the device thread
-    owners = gdbwaits.OwnerPrints()  # mutex owners gdb printed (``p *mutex``: __owner = N)
-    old_num = -1  # the last "#N" of a Python 2 py-bt listing
-    n = len(lines)
-    i = 0
-    while i < n:
-        raw = lines[i]
-        s = raw.strip()
-        i += 1
-        if not s:
-            continue
-        if s.startswith("Thread "):
-            m = THREAD.match(s)
-            if m:
-                cur = by_num.get(m.group(1))  # the same thread again: ``bt`` then ``py-bt``
-                if cur is not None and header_lwp(m.group(2)) != cur.tid:
-                    cur = None  # same number, another thread: a second gdb session pasted below
-                if cur is None:
-                    cur = thread_from_header(m.group(1), m.group(2))
-                    threads.append(cur)
-                    by_num[m.group(1)] = cur
-                in_pybt = False
+    r = _Reader(lines, proc)
+    r.read()
+    threads = _without_echoes(r.threads, r.headless, proc.signal is not None)
+    if r.current_num is not None and r.current_num in r.by_num:
+        r.by_num[r.current_num].current = True
+    elif len(threads) == 1 and not r.by_num:
+        threads[0].current = True  # a single ``bt`` shows the selected thread
+    for t in threads:
+        _set_merge(t)
+    proc.threads.extend(threads)
+    r.owners.apply(proc)
+
+
+class _Reader:
+    """One pass over gdb's lines: the threads so far, the thread frames go to (``cur``), and what
+    earlier lines say about the next ones (a py-bt section, a frame-filter run, a device focus).
+    Each ``_…`` step takes a line it recognises and says so; a line none takes is a message."""
+
+    def __init__(self, lines: List[str], proc: Process) -> None:
+        self.lines = lines
+        self.proc = proc
+        self.threads: List[Thread] = []
+        self.by_num: Dict[str, Thread] = {}
+        self.headless: List[Thread] = []  # frames printed before any "Thread N (...)" header
+        self.cur: Optional[Thread] = None
+        self.current_num: Optional[str] = None
+        self.in_pybt = False  # inside a py-bt section pasted after (or between) native backtraces
+        self.filter_run = False  # the last frame line was a "[py]" line of gdbext's frame filter
+        self.focus: Optional[str] = None  # cuda-gdb's current device focus, names the device thread
+        self.owners = gdbwaits.OwnerPrints()  # mutex owners gdb printed (``p *mutex``: __owner = N)
+        self.old_num = -1  # the last "#N" of a Python 2 py-bt listing
+        self.i = 0  # the next line
+
+    def read(self) -> None:
+        n = len(self.lines)
+        while self.i < n:
+            raw = self.lines[self.i]
+            s = raw.strip()
+            self.i += 1
+            if not s:
                 continue
-        if s == pybt.HEADER or (not in_pybt and s.startswith("#") and pybt.is_full_frame(s)):
-            # py-bt's header, or its first frame line when the paste starts at it (py-bt-full and
-            # Python 2's py-bt print "#5 Frame 0x.., for file x.py, line 244, in wait (...)")
-            if s != pybt.HEADER:
-                cur = None if cur is not None and cur.frames else cur
-                i -= 1  # read the frame line again, as py-bt's
-            if cur is None:
-                cur = Thread()
-                headless.append(cur)
-            in_pybt = True
-            continue
-        if in_pybt and cur is not None and pybt.frame_line(raw, s, cur, cur.python_frames):
-            continue
-        if s.startswith("#"):
-            m = FRAME.match(s)
-            if m:
-                body = m.group(2)
-                # Join a frame line that the terminal wrapped: unbalanced parentheses, or a
-                # following indented "at file:line" / "from lib" line.
-                joined = 0
-                while i < n and joined < 50 and not balanced(body) and lines[i].startswith(" "):
-                    body += " " + lines[i].strip()
-                    i += 1
-                    joined += 1
-                if i < n and lines[i].startswith(" ") and lines[i].lstrip().startswith(("at ", "from ")):
-                    body += " " + lines[i].strip()
-                    i += 1
-                in_pybt = False
-                old = pybt.old_frame(body)
-                if old is not None or body == pybt.OLD_LOCK_WAIT:
-                    # Python 2's py-bt numbers its lines like gdb's frames; a number that does not
-                    # grow starts another thread's (or another session's) listing
-                    num = int(m.group(1))
-                    if cur is None or cur.frames or num <= old_num:
-                        cur = Thread()
-                        headless.append(cur)
-                    old_num = num
-                    if old is not None:
-                        cur.python_frames.append(old)
-                    continue
-                if cur is None or (m.group(1) == "0" and cur.frames):
-                    cur = Thread()
-                    if focus:  # cuda-gdb's ``bt`` with a device focus: the GPU thread's frames
-                        cur.name = focus.split(", device")[0]
-                        cur.notes.append("cuda-gdb device focus: %s" % focus)
-                    headless.append(cur)
-                py = filter_python_frame(body)
-                filter_run = py is not None
-                if py is None:
-                    placed = pybt.eval_arg_frame(body)
-                    if placed is not None:
-                        cur.frames.append(placed)
-                    cur.frames.append(parse_frame_body(body))
-                    _gil_wait(cur, body)
-                    gdbwaits.mutex_wait(cur, body)
-                    _fatal_message(proc, cur.frames[-1], body)
-                else:
-                    (cur.frames if py[1] else cur.python_frames).append(py[0])
+            if s.startswith("Thread ") and self._thread_header(s):
                 continue
-        if cur is not None and cur.frames and not raw.startswith(_LOCALS_INDENT):
-            # Lines of one gdb frame after its first under gdbext's frame filter: more Python
-            # frames, then the eval frame running them (no "#N"); "[py?]" after the last frame.
-            py = filter_python_frame(s)
-            if py is not None:
-                (cur.frames if py[1] else cur.python_frames).append(py[0])
-                filter_run = filter_run or py[1]
+            if self._pybt_start(s):
                 continue
-            if filter_run and (ADDR_IN.match(s) or is_stop_echo(s)):
-                cur.frames.append(parse_frame_body(s))
-                filter_run = False
+            cur = self.cur
+            if self.in_pybt and cur is not None and pybt.frame_line(raw, s, cur, cur.python_frames):
                 continue
-        filter_run = False
+            if s.startswith("#") and self._frame_line(s):
+                continue
+            if cur is not None and cur.frames and not raw.startswith(_LOCALS_INDENT) and self._filter_line(cur, s):
+                continue
+            self.filter_run = False
+            if not self._session_line(s) and not self._skipped(raw, s):
+                self.proc.messages.append(s)
+
+    def _thread_header(self, s: str) -> bool:
+        m = THREAD.match(s)
+        if not m:
+            return False
+        cur = self.by_num.get(m.group(1))  # the same thread again: ``bt`` then ``py-bt``
+        if cur is not None and header_lwp(m.group(2)) != cur.tid:
+            cur = None  # same number, another thread: a second gdb session pasted below
+        if cur is None:
+            cur = thread_from_header(m.group(1), m.group(2))
+            self.threads.append(cur)
+            self.by_num[m.group(1)] = cur
+        self.cur = cur
+        self.in_pybt = False
+        return True
+
+    def _pybt_start(self, s: str) -> bool:
+        """py-bt's header, or its first frame line when the paste starts at it (py-bt-full and
+        Python 2's py-bt print "#5 Frame 0x.., for file x.py, line 244, in wait (...)")."""
+        if not (s == pybt.HEADER or (not self.in_pybt and s.startswith("#") and pybt.is_full_frame(s))):
+            return False
+        if s != pybt.HEADER:
+            self.cur = None if self.cur is not None and self.cur.frames else self.cur
+            self.i -= 1  # read the frame line again, as py-bt's
+        if self.cur is None:
+            self.cur = self._headless()
+        self.in_pybt = True
+        return True
+
+    def _headless(self) -> Thread:
+        t = Thread()
+        self.headless.append(t)
+        return t
+
+    def _frame_line(self, s: str) -> bool:
+        """A "#N ..." frame line (with the lines a terminal wrapped it onto)."""
+        m = FRAME.match(s)
+        if not m:
+            return False
+        body = self._joined(m.group(2))
+        self.in_pybt = False
+        old = pybt.old_frame(body)
+        if old is not None or body == pybt.OLD_LOCK_WAIT:
+            # Python 2's py-bt numbers its lines like gdb's frames; a number that does not
+            # grow starts another thread's (or another session's) listing
+            num = int(m.group(1))
+            if self.cur is None or self.cur.frames or num <= self.old_num:
+                self.cur = self._headless()
+            self.old_num = num
+            if old is not None:
+                self.cur.python_frames.append(old)
+            return True
+        cur = self.cur
+        if cur is None or (m.group(1) == "0" and cur.frames):
+            cur = self.cur = self._headless()
+            if self.focus:  # cuda-gdb's ``bt`` with a device focus: the GPU thread's frames
+                cur.name = self.focus.split(", device")[0]
+                cur.notes.append("cuda-gdb device focus: %s" % self.focus)
+        py = filter_python_frame(body)
+        self.filter_run = py is not None
+        if py is None:
+            placed = pybt.eval_arg_frame(body)
+            if placed is not None:
+                cur.frames.append(placed)
+            cur.frames.append(parse_frame_body(body))
+            _gil_wait(cur, body)
+            gdbwaits.mutex_wait(cur, body)
+            _fatal_message(self.proc, cur.frames[-1], body)
+        else:
+            (cur.frames if py[1] else cur.python_frames).append(py[0])
+        return True
+
+    def _joined(self, body: str) -> str:
+        """Join a frame line that the terminal wrapped: unbalanced parentheses, or a following
+        indented "at file:line" / "from lib" line."""
+        lines, n = self.lines, len(self.lines)
+        joined = 0
+        while self.i < n and joined < 50 and not balanced(body) and lines[self.i].startswith(" "):
+            body += " " + lines[self.i].strip()
+            self.i += 1
+            joined += 1
+        if self.i < n and lines[self.i].startswith(" ") and lines[self.i].lstrip().startswith(("at ", "from ")):
+            body += " " + lines[self.i].strip()
+            self.i += 1
+        return body
+
+    def _filter_line(self, cur: Thread, s: str) -> bool:
+        """Lines of one gdb frame after its first under gdbext's frame filter: more Python frames,
+        then the eval frame running them (no "#N"); "[py?]" after the last frame."""
+        py = filter_python_frame(s)
+        if py is not None:
+            (cur.frames if py[1] else cur.python_frames).append(py[0])
+            self.filter_run = self.filter_run or py[1]
+            return True
+        if self.filter_run and (ADDR_IN.match(s) or is_stop_echo(s)):
+            cur.frames.append(parse_frame_body(s))
+            self.filter_run = False
+            return True
+        return False
+
+    def _session_line(self, s: str) -> bool:
+        """What gdb says about the session: the selected thread, cuda-gdb's focus, the signal, the
+        core's command line, the inferior's pid."""
+        proc = self.proc
         m = CURRENT.match(s)
         if m:
-            current_num = m.group(1)
-            continue
+            self.current_num = m.group(1)
+            return True
         m = _CUDA_FOCUS.match(s)
         if m:
-            focus = m.group(1)
-            cur = None  # device frames follow, not the host thread's
-            continue
+            self.focus = m.group(1)
+            self.cur = None  # device frames follow, not the host thread's
+            return True
         m = _SANITIZER_SIGNAL.match(s) if s.startswith("==") else None
         if m:  # the sanitizer caught a fatal signal; its frames follow (the signal's thread)
             proc.signal = proc.signal or "SIG" + m.group(1)
             proc.messages.append(s)
-            continue
+            return True
         m = _RECEIVED.match(s)
         if m:
             proc.signal = m.group(2)
             if m.group(1):
-                current_num = m.group(1)
+                self.current_num = m.group(1)
             proc.messages.append(s)
-            continue
+            return True
         m = CORE_BY.match(s)
         if m:
             proc.argv = m.group(1).split()
             if proc.argv:
                 proc.executable = proc.executable or proc.argv[0]
-            continue
+            return True
         m = INFERIOR.match(s)
         if m:
             proc.pid = proc.pid or to_int(m.group(1))
-            continue
+            return True
+        return False
+
+    def _skipped(self, raw: str, s: str) -> bool:
+        """Lines that are no message: where a backtrace stopped (a note of its thread), mutex
+        owners gdb printed, gdb's own noise, ``bt full`` locals."""
         if s.startswith(_BACKTRACE_STOPPED):
-            if cur is not None:
-                cur.notes.append(s)
-            continue
-        if owners.line(s):
-            continue
+            if self.cur is not None:
+                self.cur.notes.append(s)
+            return True
+        if self.owners.line(s):
+            return True
         if is_noise(s) or is_stop_echo(s):
-            continue
-        if raw.startswith(_LOCALS_INDENT) and cur is not None and cur.frames:
-            continue  # a ``bt full`` local (or a continuation of one)
-        proc.messages.append(s)
-    # gdb prints the selected frame (#0 ...) when it loads a core, before ``thread apply all``:
-    # with headed threads present, a headless thread repeating some thread's frame #0 is that echo.
-    # Likewise a ``bt`` of the selected thread pasted above ``thread apply all bt`` repeats that
-    # thread's frames whole: one thread, not two.
+            return True
+        # a ``bt full`` local (or a continuation of one)
+        return raw.startswith(_LOCALS_INDENT) and self.cur is not None and bool(self.cur.frames)
+
+
+def _without_echoes(threads: List[Thread], headless: List[Thread], signalled: bool) -> List[Thread]:
+    """Every thread in print order, less gdb's echoes of a frame it printed again.
+
+    gdb prints the selected frame (#0 ...) when it loads a core, before ``thread apply all``:
+    with headed threads present, a headless thread repeating some thread's frame #0 is that echo.
+    Likewise a ``bt`` of the selected thread pasted above ``thread apply all bt`` repeats that
+    thread's frames whole: one thread, not two."""
     firsts = {(t.frames[0].function, t.frames[0].address) for t in threads if t.frames}
     stacks = {_stack_key(t) for t in threads if t.frames}
     headless = [
@@ -369,32 +435,29 @@ def parse(lines: List[str], proc: Process) -> None:
         if not threads or not (len(t.frames) == 1 and (t.frames[0].function, t.frames[0].address) in firsts
                                or _stack_key(t) in stacks)
     ]
-    if not threads and proc.signal is not None:
+    if not threads and signalled:
         # gdb's echo of the stop at a signal (a core's frame #0 printed on loading it, "#0 0x.. in
         # f ()") above the ``bt`` it begins: one thread, the signal's, not two
         tops = {(t.frames[0].function, t.frames[0].address) for t in headless if len(t.frames) > 1}
         headless = [t for t in headless
                     if not (len(t.frames) == 1 and (t.frames[0].function, t.frames[0].address) in tops)]
-    threads = headless + threads if not threads else threads + headless
-    if current_num is not None and current_num in by_num:
-        by_num[current_num].current = True
-    elif len(threads) == 1 and not by_num:
-        threads[0].current = True  # a single ``bt`` shows the selected thread
-    for t in threads:
-        if t.python_frames and not t.frames:
-            t.frames, t.python_frames = t.python_frames, []
-            t.merge = "python-only"
-        elif t.python_frames:
-            # py-bt printed apart from bt, or the frame filter's "[py?]": not interleaved with certainty
-            t.merge = "unmerged"
-        elif any(f.kind == "python" for f in t.frames):
-            t.merge = "merged"  # gdbext's frame filter placed them
-        elif t.frames:
-            t.merge = "native-only"
-        else:
-            t.notes.append("no frames printed")
-    proc.threads.extend(threads)
-    owners.apply(proc)
+    return headless + threads if not threads else threads + headless
+
+
+def _set_merge(t: Thread) -> None:
+    """How the thread's Python frames sit among its native ones (``Thread.merge``)."""
+    if t.python_frames and not t.frames:
+        t.frames, t.python_frames = t.python_frames, []
+        t.merge = "python-only"
+    elif t.python_frames:
+        # py-bt printed apart from bt, or the frame filter's "[py?]": not interleaved with certainty
+        t.merge = "unmerged"
+    elif any(f.kind == "python" for f in t.frames):
+        t.merge = "merged"  # gdbext's frame filter placed them
+    elif t.frames:
+        t.merge = "native-only"
+    else:
+        t.notes.append("no frames printed")
 
 
 def _gil_wait(t: Thread, body: str) -> None:
