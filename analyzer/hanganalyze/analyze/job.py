@@ -32,6 +32,7 @@ from hanganalyze.analyze.crossrank import classes_of as _classes_of  # the names
 from hanganalyze.analyze.crossrank import key_label as _key_label
 from hanganalyze.analyze.crossrank import whole_host as _whole_host
 from hanganalyze.analyze.progress import job_findings, rank_facts
+from hanganalyze.analyze.rankjoin import join_sources
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rankstate import RankState, rank_state
 from hanganalyze.analyze.rasrules import RAS_IDS
@@ -61,8 +62,6 @@ def join_flight_recorder(snapshot: Snapshot) -> None:
     Runs before matching (it changes process indices).  A dump whose rank has no stack in the input
     stays a process of its own (``no-stack``): it still says which collective that rank reached.
     """
-    from hanganalyze.analyze.rankjoin import join_sources
-
     join_sources(snapshot)
 
 

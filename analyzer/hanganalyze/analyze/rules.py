@@ -21,6 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
+from hanganalyze.analyze import signatures as sigs
 from hanganalyze.errors import SignatureError
 from hanganalyze_gdbext.model import Finding
 
@@ -118,9 +119,7 @@ class RuleSet:
 
 
 def rules_path() -> Path:
-    from hanganalyze.analyze.signatures import builtin_dir
-
-    return builtin_dir() / RULES_DIR / RULES_FILE
+    return sigs.builtin_dir() / RULES_DIR / RULES_FILE
 
 
 def _rule(d: dict, source: str) -> Rule:
@@ -135,8 +134,6 @@ def _rule(d: dict, source: str) -> Rule:
 
 def _rule_lines(data, node) -> Optional[List[int]]:
     """The line of each entry of ``rules`` (what a cached read keeps of the node tree)."""
-    from hanganalyze.analyze import signatures as sigs
-
     if node is None or not isinstance(data, dict) or not isinstance(data.get("rules"), list):
         return None
     return [sigs._node_at(node, ["rules", i]).start_mark.line + 1 for i in range(len(data["rules"]))]
@@ -146,8 +143,6 @@ def read_rules(path: Path, validate: bool = True, cached: bool = False) -> RuleS
     """The rule list of ``path``; every problem is one ``SignatureError("file:line: key: message")``.
     ``cached`` (trusted, unvalidated): the parsed file and its lines may come from the data cache
     (``signatures.read_data_file``)."""
-    from hanganalyze.analyze import signatures as sigs
-
     disp = sigs.display_path(path)
     lines: Optional[List[int]] = None
     if cached and not validate:
