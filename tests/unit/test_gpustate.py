@@ -513,7 +513,7 @@ def test_repeated_outputs_are_samples():
     t = _text("smi_table_nccl_1967_idle.txt")
     st = gpustate.read_text(t + t.replace("|      0%      Default |", "|     99%      Default |"))
     assert st.samples == 2 and [g.util_samples for g in st.gpus] == [[0, 99], [0, 99]]
-    assert "samples 0/99" in gpu_lines(Snapshot(gpu=st))[1]
+    assert "99% (0-99% over 2 samples)" in gpu_lines(Snapshot(gpu=st))[1]
 
 
 def test_html_gpu_section_and_column_escaped():

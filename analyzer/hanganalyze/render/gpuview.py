@@ -21,8 +21,10 @@ def _util(g: Gpu) -> str:
         return "LOST (%s)" % g.lost
     if g.util_gpu is None:
         return "idle clocks" if "Idle" in g.throttle else "util ?"
-    if len(g.util_samples) > 1:
-        return "%d%% (samples %s)" % (g.util_gpu, "/".join(str(u) for u in g.util_samples))
+    if len(g.util_samples) > 1:  # a range, not every reading: the rank table's cell stays one short column
+        lo, hi = min(g.util_samples), max(g.util_samples)
+        spread = "%d%%" % lo if lo == hi else "%d-%d%%" % (lo, hi)
+        return "%d%% (%s over %d samples)" % (g.util_gpu, spread, len(g.util_samples))
     return "%d%%" % g.util_gpu
 
 
