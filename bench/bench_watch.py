@@ -34,7 +34,6 @@ JOB = HERE / "watch_job.py"
 MODES = ("bare", "wrapper", "job")
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 RESULT = re.compile(r"watch-bench steps=(\d+) seconds=([\d.]+) steps_per_s=([\d.]+)")
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def hanganalyze() -> List[str]:
@@ -43,15 +42,24 @@ def hanganalyze() -> List[str]:
 
 
 def proc_usage(pid: int) -> Optional[Tuple[float, int]]:
-    """(CPU seconds of all its threads, peak RSS KiB) of a live process; None once it is gone."""
+    """(CPU seconds of all its threads, peak RSS KiB) of a live process; None once it is gone.
+
+    The threads' ``schedstat`` (nanoseconds): ``stat``'s clock ticks (10 ms) are coarser than a
+    whole window of polls (~0.4 ms each).  A thread that ended took its time with it (the
+    watcher's capture thread, which a healthy run never starts)."""
+    cpu_ns = 0
     try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        for tid in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                    cpu_ns += int(f.read().split()[0])
+            except (OSError, IndexError, ValueError):
+                pass
         with open("/proc/%d/status" % pid) as f:
             hwm = next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), 0)
-    except (OSError, IndexError, ValueError):
+    except (OSError, ValueError):
         return None
-    return (int(fields[11]) + int(fields[12])) / TICK, hwm  # utime, stime
+    return cpu_ns / 1e9, hwm
 
 
 def wait_ready(folder: Path, nproc: int, proc: subprocess.Popen, timeout: float = 300.0) -> bool:
@@ -88,11 +96,14 @@ def one_run(mode: str, args: argparse.Namespace, work: Path) -> Dict[str, object
             watcher = subprocess.Popen(watch + ["--job", str(proc.pid)], env=env, stdout=log,
                                        stderr=subprocess.STDOUT)
     usage: Optional[Tuple[float, int]] = None
+    steady: List[Tuple[float, float]] = []  # (time, watcher CPU s) once its start-up is over
     deadline = t0 + args.warmup + args.seconds + 300
     try:
         while proc.poll() is None and time.monotonic() < deadline:
             if watcher is not None:
                 usage = proc_usage(watcher.pid) or usage  # the last reading before it ends
+                if usage is not None and ready.exists() and time.monotonic() - t0 > args.warmup + 3:
+                    steady.append((time.monotonic(), usage[0]))
             time.sleep(0.25)
         if watcher is not None and proc.poll() is not None:  # the watcher sees the job end at its next poll
             try:
@@ -117,6 +128,8 @@ def one_run(mode: str, args: argparse.Namespace, work: Path) -> Dict[str, object
     if usage is not None:
         run["watch_cpu_s"], run["watch_peak_rss_mib"] = round(usage[0], 2), round(usage[1] / 1024, 1)
         run["watch_cpu_share"] = round(usage[0] / wall, 4)
+    if len(steady) > 8 and steady[-1][0] - steady[0][0] > 5:  # polling only: what a long job pays
+        run["watch_steady_cpu_share"] = round((steady[-1][1] - steady[0][1]) / (steady[-1][0] - steady[0][0]), 5)
     if m is None:
         run["log_tail"] = text[-1500:]
     return run
@@ -130,7 +143,7 @@ def summarize(runs: List[Dict[str, object]]) -> Dict[str, Dict[str, float]]:
         if rates:
             out[mode] = {"median_steps_per_s": round(statistics.median(rates), 2), "runs": len(rates),
                          "min": min(rates), "max": max(rates)}  # type: ignore[dict-item]
-            for key in ("watch_cpu_s", "watch_cpu_share", "watch_peak_rss_mib"):
+            for key in ("watch_cpu_s", "watch_cpu_share", "watch_steady_cpu_share", "watch_peak_rss_mib"):
                 vals = [r[key] for r in runs if r["mode"] == mode and key in r]
                 if vals:
                     out[mode][key] = statistics.median(vals)  # type: ignore[arg-type]
@@ -186,8 +199,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             mode, s["median_steps_per_s"], s["runs"], s["min"], s["max"],
             "  ratio %.4f" % s["ratio_to_bare"] if "ratio_to_bare" in s else "",
             " (paired %.4f)" % s["median_paired_ratio"] if "median_paired_ratio" in s else "",
-            "  watcher CPU %.2f s (%.2f%%), peak RSS %.0f MiB" % (
-                s["watch_cpu_s"], 100 * s["watch_cpu_share"], s["watch_peak_rss_mib"]) if "watch_cpu_s" in s else ""))
+            "  watcher CPU %.2f s (%.2f%% of a core, %.3f%% once polling), peak RSS %.0f MiB" % (
+                s["watch_cpu_s"], 100 * s["watch_cpu_share"], 100 * s.get("watch_steady_cpu_share", float("nan")),
+                s["watch_peak_rss_mib"]) if "watch_cpu_s" in s else ""))
     if args.json:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "runs": runs,
                                          "summary": summary}, indent=1) + "\n")
