@@ -75,6 +75,13 @@ def tagged(tag: str) -> List[int]:
     return sorted(found)
 
 
+def _threads(pid: int) -> int:
+    try:
+        return len(os.listdir("/proc/%d/task" % pid))
+    except OSError:
+        return 0
+
+
 def kill_tagged(tag: str) -> None:
     for _ in range(3):
         left = tagged(tag)
@@ -210,7 +217,7 @@ class Run:
             self.result["error"] = "the ranks were not marked ready in 150 s"
         up = time.monotonic()
         self.result["ranks_up_after_s"] = round(up - t0, 2)
-        wait_for(lambda: watcher.poll() is not None, self.args.watch_s, step=0.5)
+        self._watch_tracing(watcher, up)
         self.result["watched_s"] = round(time.monotonic() - up, 2)
         self.result["watcher_still_watching"] = watcher.poll() is None
         self.result["captured"] = self.report.exists()
@@ -228,6 +235,26 @@ class Run:
             watcher.kill()
             self.result["rc"] = None
         self.result["captured"] = self.report.exists()
+
+    def _watch_tracing(self, watcher: subprocess.Popen, up: float) -> None:
+        """Wait ``--watch-s``, counting the watcher's captures of this job that found it moving (a
+        candidate the samples dismissed: each one a few ptrace stops of every rank, the watcher's
+        cost to a healthy job beyond its polls).  A capture runs in a thread of its own that lives
+        as long as it does (``watch.capture``): the watcher's thread count going up is one."""
+        episodes, busy_s, base = 0, 0.0, None
+        above = False
+        step = 0.1
+        while time.monotonic() - up < self.args.watch_s and watcher.poll() is None:
+            n = _threads(watcher.pid)
+            if n:
+                base = n if base is None else min(base, n)
+                if n > base and not above:
+                    episodes += 1
+                above = n > base
+                busy_s += step if above else 0.0
+            time.sleep(step)
+        self.result["dismissed_captures"] = episodes
+        self.result["capturing_s_approx"] = round(busy_s, 1)
 
     @staticmethod
     def _trim(path: Path) -> None:
@@ -302,9 +329,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                     r.result["problems"] = verdict(r.result)
                     Path(args.out, r.name + ".result.json").write_text(json.dumps(r.result, indent=1) + "\n")
                     results.append(r.result)
-                    print("%s %s/%s: rc=%s captured=%s latency=%s %s" % (
+                    print("%s %s/%s: rc=%s captured=%s latency=%s dismissed=%s %s" % (
                         r.name, r.mode, r.then, r.result.get("rc"), r.result.get("captured"),
-                        r.result.get("latency_s", "-"), "; ".join(r.result["problems"]) or "ok"), flush=True)  # type: ignore[arg-type]
+                        r.result.get("latency_s", "-"), r.result.get("dismissed_captures", "-"),
+                        "; ".join(r.result["problems"]) or "ok"), flush=True)  # type: ignore[arg-type]
     for sc in scenarios:
         mine = [r for r in results if r["scenario"] == sc]
         lat = sorted(r["latency_s"] for r in mine if "latency_s" in r)  # type: ignore[type-var]

@@ -83,6 +83,8 @@ def test_healthy_and_slow_never_captured(ds: str) -> None:
         assert not r["captured"] and r["rc"] != 3, name
         assert r["watcher_still_watching"] and r["watched_s"] >= r["watch_s"] - 1, (name, r["watched_s"])
         assert r["watch_s"] >= 3 * r["stall"], name  # several whole windows, each one a chance to be wrong
+        # counted, not judged: a capture the samples dismissed paused the ranks but wrote nothing
+        assert isinstance(r["dismissed_captures"], int) and r["dismissed_captures"] >= 0, name
         assert not (DATA / ds / ("%s.run%d.json" % (r["scenario"], r["run"]))).exists(), name
         err = (DATA / ds / ("%s.run%d.err" % (r["scenario"], r["run"]))).read_text()
         assert "hang captured" not in err, name
