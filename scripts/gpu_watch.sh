@@ -17,8 +17,11 @@
 #   and with the watcher attached (--job), BENCH_REPEATS (3) x BENCH_SECONDS (20 s) each, the
 #   watcher's defaults unless BENCH_WATCH_ARGS (e.g. "--stall 10": a candidate, and its samples, every
 #   10 s of a healthy job whose main thread spins in the device sync).
-# Timing on one H200 (expected): scenarios ~7-8 min, bench ~5 min; BUDGET_S (540) skips runs that
-# would start later.  HANG_BACKEND=gloo runs everything on CPU (the dry run; bench --backend gloo).
+# Timing on one H200 (expected): scenarios ~8 min, bench ~6 min: more than one device call (10 min)
+# holds, so the runs of the scenarios stop starting after BUDGET_S (470 s) and the bench is left out
+# (it says so) when less than BENCH_NEEDS_S (400 s) of CALL_LIMIT_S (590 s) is left: then a second
+# call with WHAT=bench.  Results are written run by run, so a call cut short keeps what it did.
+# HANG_BACKEND=gloo runs everything on CPU (the dry run; bench --backend gloo).
 #
 # Writes $OUT/gpu_watch/ (per run: .result.json, the report .json, the watcher's .err, the job's
 # .log tail; bench.json), $OUT/gpu_watch.tar.gz and $OUT/summary.txt; prints the summary.
@@ -61,10 +64,14 @@ for what in $WHAT; do
     scenarios)
         $PY "$REPO/scripts/gpu_watch_runs.py" --out "$W" --runs "${RUNS:-5}" --stall "${STALL:-10}" \
             --poll "${POLL:-1}" --watch-s "${WATCH_S:-45}" --scenarios "${SCENARIOS:-straggler,healthy,slow}" \
-            --nproc "${NPROC:-2}" --bad-rank "${BAD_RANK:-1}" --budget-s "${BUDGET_S:-540}" 2>&1 | tee -a "$SUMMARY"
+            --nproc "${NPROC:-2}" --bad-rank "${BAD_RANK:-1}" --budget-s "${BUDGET_S:-470}" 2>&1 | tee -a "$SUMMARY"
         [ "${PIPESTATUS[0]}" = 0 ] || rc=1
         ;;
     bench)
+        if [ $((SECONDS + ${BENCH_NEEDS_S:-400})) -gt "${CALL_LIMIT_S:-590}" ]; then
+            echo "bench left out: ${SECONDS}s used of ${CALL_LIMIT_S:-590}s; run it with WHAT=bench" | tee -a "$SUMMARY"
+            continue
+        fi
         $PY "$REPO/bench/bench_watch.py" --backend "$([ "$BACKEND" = nccl ] && echo nccl || echo gloo)" \
             --nproc "${NPROC:-2}" --repeats "${BENCH_REPEATS:-3}" --seconds "${BENCH_SECONDS:-20}" \
             --watch-args "${BENCH_WATCH_ARGS:-}" --json "$W/bench.json" 2>&1 | grep -v -i "numpy" | tee -a "$SUMMARY"
