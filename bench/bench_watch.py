@@ -33,7 +33,10 @@ HERE = Path(__file__).resolve().parent
 JOB = HERE / "watch_job.py"
 MODES = ("bare", "wrapper", "job")
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-RESULT = re.compile(r"watch-bench steps=(\d+) seconds=([\d.]+) steps_per_s=([\d.]+)")
+RESULT = re.compile(r"watch-bench steps=(\d+) seconds=([\d.]+) steps_per_s=([\d.]+) max_gap_ms=([\d.]+)")
+#: ``--pause``: one read of the running job in the middle of the window, by the watcher's capture
+#: (``hanganalyze --job``, three samples, as a candidate gets) or by ``py-spy dump`` of rank 0
+PAUSE_MODES = ("bare", "capture", "pyspy")
 
 
 def hanganalyze() -> List[str]:
@@ -95,6 +98,15 @@ def one_run(mode: str, args: argparse.Namespace, work: Path) -> Dict[str, object
         if wait_ready(ready, args.nproc, proc):
             watcher = subprocess.Popen(watch + ["--job", str(proc.pid)], env=env, stdout=log,
                                        stderr=subprocess.STDOUT)
+    probe = None
+    if mode in ("capture", "pyspy") and wait_ready(ready, args.nproc, proc):
+        time.sleep(args.warmup + args.seconds / 2)
+        rank0 = int((ready / "rank0.pid").read_text())
+        argv = (hanganalyze() + ["--job", str(proc.pid), "-f", "json", "-o", os.devnull] if mode == "capture"
+                else [args.py_spy, "dump", "--native", "--pid", str(rank0)])
+        s0 = time.monotonic()
+        probe = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        probe_wall = time.monotonic() - s0
     usage: Optional[Tuple[float, int]] = None
     steady: List[Tuple[float, float]] = []  # (time, watcher CPU s) once its start-up is over
     deadline = t0 + args.warmup + args.seconds + 300
@@ -124,7 +136,10 @@ def one_run(mode: str, args: argparse.Namespace, work: Path) -> Dict[str, object
         "mode": mode, "rc": rc, "watch_rc": wrc, "wall_s": round(wall, 2),
         "steps": int(m.group(1)) if m else None, "steps_per_s": float(m.group(3)) if m else None,
         "captured": (work / "report.json").exists(), "load": round(os.getloadavg()[0], 2),
+        "max_gap_ms": float(m.group(4)) if m else None,
     }
+    if probe is not None:
+        run["probe_rc"], run["probe_wall_s"] = probe.returncode, round(probe_wall, 3)
     if usage is not None:
         run["watch_cpu_s"], run["watch_peak_rss_mib"] = round(usage[0], 2), round(usage[1] / 1024, 1)
         run["watch_cpu_share"] = round(usage[0] / wall, 4)
@@ -138,12 +153,13 @@ def one_run(mode: str, args: argparse.Namespace, work: Path) -> Dict[str, object
 def summarize(runs: List[Dict[str, object]]) -> Dict[str, Dict[str, float]]:
     """Per mode: the median steps/s, its ratio to the bare median, the watcher's median CPU and memory."""
     out: Dict[str, Dict[str, float]] = {}
-    for mode in MODES:
+    for mode in MODES + PAUSE_MODES[1:]:
         rates = [r["steps_per_s"] for r in runs if r["mode"] == mode and r["steps_per_s"] is not None]
         if rates:
             out[mode] = {"median_steps_per_s": round(statistics.median(rates), 2), "runs": len(rates),
                          "min": min(rates), "max": max(rates)}  # type: ignore[dict-item]
-            for key in ("watch_cpu_s", "watch_cpu_share", "watch_steady_cpu_share", "watch_peak_rss_mib"):
+            for key in ("max_gap_ms", "probe_wall_s", "watch_cpu_s", "watch_cpu_share", "watch_steady_cpu_share",
+                        "watch_peak_rss_mib"):
                 vals = [r[key] for r in runs if r["mode"] == mode and key in r]
                 if vals:
                     out[mode][key] = statistics.median(vals)  # type: ignore[arg-type]
@@ -174,6 +190,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--size", type=int, default=0, help="matmul side (default 256 gloo, 2048 nccl)")
     ap.add_argument("--watch-args", default="", help="options for hanganalyze watch (default: its defaults)")
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--pause", action="store_true", help="the longest pause of rank 0 under one capture and "
+                    "under one py-spy dump (modes %s)" % ",".join(PAUSE_MODES))
+    ap.add_argument("--py-spy", default=shutil.which("py-spy") or str(HERE / ".venv-pystack" / "bin" / "py-spy"))
     ap.add_argument("--json", type=Path, help="write the runs and the summary here")
     args = ap.parse_args(argv)
     os.environ.update(NO_MULTICAST)
@@ -182,7 +201,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ImportError:
         print("bench_watch: torch is not importable with %s" % sys.executable)
         return 0
-    modes = [m for m in args.modes.split(",") if m]
+    modes = list(PAUSE_MODES) if args.pause else [m for m in args.modes.split(",") if m]
+    if "pyspy" in modes and not os.access(args.py_spy, os.X_OK):
+        modes.remove("pyspy")
+        print("bench_watch: no py-spy (%s): its mode left out" % args.py_spy)
     runs: List[Dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="bench-watch-") as tmp:
         for i in range(args.repeats):
@@ -195,8 +217,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     print("%d rank(s) %s, window %.0f s, watch %s, load %.2f" % (
         args.nproc, args.backend, args.seconds, args.watch_args or "(defaults)", os.getloadavg()[0]))
     for mode, s in summary.items():
-        print("  %-8s median %8.2f steps/s (%d runs, %.2f-%.2f)%s%s%s" % (
-            mode, s["median_steps_per_s"], s["runs"], s["min"], s["max"],
+        print("  %-8s median %8.2f steps/s (%d runs, %.2f-%.2f), longest pause %.0f ms%s%s%s%s" % (
+            mode, s["median_steps_per_s"], s["runs"], s["min"], s["max"], s.get("max_gap_ms", float("nan")),
+            "  (the read took %.2f s)" % s["probe_wall_s"] if "probe_wall_s" in s else "",
             "  ratio %.4f" % s["ratio_to_bare"] if "ratio_to_bare" in s else "",
             " (paired %.4f)" % s["median_paired_ratio"] if "median_paired_ratio" in s else "",
             "  watcher CPU %.2f s (%.2f%% of a core, %.3f%% once polling), peak RSS %.0f MiB" % (

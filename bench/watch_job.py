@@ -8,6 +8,8 @@ steps (a job's log, passed through by the watcher in wrapper mode).  After WARMU
 starts counting and after SECONDS more every rank stops at the same step (a small ``all_reduce``
 every 10 steps decides), rank 0 prints ``watch-bench steps=N seconds=T steps_per_s=X`` and the job
 exits 0.  Each rank writes READY_DIR/rank<R>.pid when its group is up (``--job`` mode attaches then).
+A thread of each rank wakes every 2 ms; rank 0 prints the longest gap between two wake-ups in the
+window (``max_gap_ms``): the longest pause anything imposed on it.
 
 WATCH_BENCH_BACKEND picks the backend: ``gloo`` (CPU, the default) or ``nccl`` (one GPU per local
 rank; ranks share the GPUs when there are fewer, each with its own NCCL_HOSTID as in
@@ -16,6 +18,7 @@ tests/fixtures/gpu/nccl_job.py).  WATCH_BENCH_SIZE is the matmul's side (256 on 
 
 import os
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -53,6 +56,21 @@ def mark_ready(rank: int) -> None:
         os.rename(str(tmp), str(Path(folder) / ("rank%d.pid" % rank)))
 
 
+GAP = {"max": 0.0, "on": False}
+
+
+def ticker() -> None:
+    """Wakes every 2 ms and keeps the longest gap between two wake-ups once counting: a ptrace stop
+    of the rank (a capture's sample, a ``py-spy dump``) shows as a gap as long as the stop."""
+    last = time.perf_counter()
+    while True:
+        time.sleep(0.002)
+        now = time.perf_counter()
+        if GAP["on"]:
+            GAP["max"] = max(GAP["max"], now - last)
+        last = now
+
+
 def main() -> int:
     warmup, seconds = float(sys.argv[1]), float(sys.argv[2])
     rank = int(os.environ["RANK"])
@@ -61,6 +79,7 @@ def main() -> int:
     size = int(os.environ.get("WATCH_BENCH_SIZE") or (2048 if backend == "nccl" else 256))
     a = torch.randn(size, size, device=device) / size ** 0.5
     flag = torch.zeros(1, device=device)
+    threading.Thread(target=ticker, name="gap-ticker", daemon=True).start()
     mark_ready(rank)
     t0 = time.monotonic()
     counting_at = None
@@ -77,14 +96,15 @@ def main() -> int:
         now = time.monotonic()
         if counting_at is None and now - t0 >= warmup:
             counting_at, first = now, step
+            GAP["on"] = True
         flag.fill_(1.0 if counting_at is not None and now - counting_at >= seconds else 0.0)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # the first rank whose window ended stops all
         if flag.item() > 0:
             break
     if rank == 0:
         took = time.monotonic() - counting_at
-        print("watch-bench steps=%d seconds=%.3f steps_per_s=%.3f" % (step - first, took, (step - first) / took),
-              flush=True)
+        print("watch-bench steps=%d seconds=%.3f steps_per_s=%.3f max_gap_ms=%.1f"
+              % (step - first, took, (step - first) / took, 1000 * GAP["max"]), flush=True)
     dist.destroy_process_group()
     return 0
 

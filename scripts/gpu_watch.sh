@@ -17,6 +17,8 @@
 #   and with the watcher attached (--job), BENCH_REPEATS (3) x BENCH_SECONDS (20 s) each, the
 #   watcher's defaults unless BENCH_WATCH_ARGS (e.g. "--stall 10": a candidate, and its samples, every
 #   10 s of a healthy job whose main thread spins in the device sync).
+# WHAT=pause (not in the default): bench/bench_watch.py --pause: the longest pause of rank 0 under
+#   one capture (hanganalyze --job, three samples) and under one py-spy dump when PY_SPY names one.
 # Timing on one H200 (expected): scenarios ~8 min, bench ~6 min: more than one device call (10 min)
 # holds, so the runs of the scenarios stop starting after BUDGET_S (470 s) and the bench is left out
 # (it says so) when less than BENCH_NEEDS_S (400 s) of CALL_LIMIT_S (590 s) is left: then a second
@@ -77,7 +79,13 @@ for what in $WHAT; do
             --watch-args "${BENCH_WATCH_ARGS:-}" --json "$W/bench.json" 2>&1 | grep -v -i "numpy" | tee -a "$SUMMARY"
         [ "${PIPESTATUS[0]}" = 0 ] || rc=1
         ;;
-    *) echo "WHAT: scenarios and/or bench, not $what"; rc=2 ;;
+    pause)
+        $PY "$REPO/bench/bench_watch.py" --pause --backend "$([ "$BACKEND" = nccl ] && echo nccl || echo gloo)" \
+            --nproc "${NPROC:-2}" --repeats "${BENCH_REPEATS:-3}" --seconds "${BENCH_SECONDS:-10}" \
+            ${PY_SPY:+--py-spy "$PY_SPY"} --json "$W/pause.json" 2>&1 | grep -v -i "numpy" | tee -a "$SUMMARY"
+        [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+        ;;
+    *) echo "WHAT: scenarios, bench and/or pause, not $what"; rc=2 ;;
     esac
 done
 tar -C "$OUT" -czf "$OUT/gpu_watch.tar.gz" gpu_watch
