@@ -36,6 +36,7 @@ from hanganalyze import pipeline
 from hanganalyze.acquire import watchjob
 from hanganalyze.analyze.scrub import scrub_lines
 from hanganalyze.analyze.stall import RankCounters, StallDetector
+from hanganalyze.analyze.threadchoice import helper_order
 from hanganalyze.errors import EXIT_HANG, EXIT_INPUT, EXIT_OK, EXIT_TOOL, HangAnalyzeError, InputError
 from hanganalyze.output import check_output, write_output
 
@@ -90,9 +91,24 @@ def _moved(progress) -> bool:
     return not progress.changed or any(not c.startswith("woke ") for c in progress.changed)
 
 
+#: Findings that say, from NCCL's own counters over time, that the communicators move.
+RAS_MOVING = ("nccl-ras-progressing", "nccl-ras-slow-rank")
+
+
 def progressing(snapshot) -> List[int]:
-    """Pids with a thread that moved over the samples: a candidate they are in is no hang."""
-    return sorted({p.pid for p in snapshot.processes for t in p.threads if p.pid is not None and _moved(t.progress)})
+    """Pids whose job moved over the samples: a candidate they are in is no hang.
+
+    A move is a thread of the program's own that moved (the main thread, a thread in the program's
+    code, or one no list names), or NCCL RAS counts that moved.  A runtime's helper thread
+    (``threadchoice.helper_order``: NCCL's watchdog and heartbeat, gloo's loops, pools) moving is no
+    progress of the job: on a real GPU job whose stopped rank's peer spins in the device sync, the
+    NCCL watchdog's frames differed between samples in most captures, and the watcher dismissed the
+    hang again and again (captured 84 s after it began, against 13 s in the run where they held)."""
+    moving = {p.pid for p in snapshot.processes if p.pid is not None
+              for t in p.threads if _moved(t.progress) and helper_order(t, p) != 2}
+    if any(f.signature in RAS_MOVING for f in snapshot.findings):
+        moving.update(p.pid for p in snapshot.processes if p.pid is not None)
+    return sorted(moving)
 
 
 def capture(opts: WatchOptions, launcher: int, dumps: List[str]):
