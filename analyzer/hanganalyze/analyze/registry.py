@@ -39,6 +39,7 @@ from hanganalyze.analyze.gpurules import (
     gpu_ecc_errors,
     gpu_fallen_off_bus,
     gpu_idle_peers_busy,
+    gpu_kernel_never_ends,
     gpu_xid,
 )
 from hanganalyze.analyze.intern import match_snapshot
@@ -93,6 +94,7 @@ RULES: Tuple[CodeRule, ...] = (
              gpu_fallen_off_bus),
     CodeRule(("gpu-ecc-errors",), "report", "Snapshot.gpu: ECC Xids and counters, row remapping", gpu_ecc_errors),
     CodeRule(("gpu-xid",), "report", "Snapshot.gpu: the other Xids (signatures/gpu/xids.yaml)", gpu_xid),
+    CodeRule(("gpu-kernel-never-ends",), "report", "cuda-gdb's kernel listings and rank states", gpu_kernel_never_ends),
     CodeRule(("gpu-busy-host-waits",), "report", "rank states (host waits) and each rank's GPU utilization",
              gpu_busy_host_waits),
     CodeRule(("gpu-idle-peers-busy",), "report", "every rank's GPU utilization and rank state", gpu_idle_peers_busy),
