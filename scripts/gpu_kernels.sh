@@ -8,8 +8,7 @@
 #            .item(); the other rank waits in all_reduce -> .item() (its GPU in an NCCL kernel).
 #            Want, in each of RUNS runs: gpu-kernel-never-ends naming rank BAD_RANK only.
 #   healthy  the near miss: matmul, all_reduce, .item() forever.  Want: no gpu-kernel-never-ends.
-# Two ranks on one GPU are fine (NCCL then uses its socket transport); on a machine with fewer GPUs
-# than ranks, cuda-gdb attaches to the ranks of one GPU one after the other.
+# Two ranks on one GPU are fine (NCCL then uses its socket transport; cuda-gdb attaches to both at once).
 #
 # Keeps, under $OUT: every report (JSON and text), each attach's raw cuda-gdb output
 # (raw/<scenario>.run<i>/pid<PID>-<round>.txt: the real captures for tests/data), one standalone timed
@@ -113,8 +112,7 @@ for sc in spin healthy; do
     done
     $PY "$WORK/check.py" "$sc" "$BAD_RANK" "$OUT/reports/$sc".run*.json | tee -a "$SUMMARY"
     if command -v cuda-gdb >/dev/null && [ "$SECONDS" -lt "$BUDGET_S" ]; then  # one standalone timed attach per rank
-        for pid in $(pgrep -f "nccl_job.py $sc" | sort -n); do
-            grep -q nccl "/proc/$pid/maps" 2>/dev/null || continue  # the ranks, not the launcher
+        for pid in $(cat "$d"/rank*.pid); do
             s=$(date +%s%N)
             timeout 120 cuda-gdb -nx -batch -iex "set auto-load off" -iex "set debuginfod enabled off" \
                 -iex "set pagination off" -iex "set width 0" -iex "set confirm off" -p "$pid" \
@@ -124,6 +122,6 @@ for sc in spin healthy; do
     fi
     cp "$d/torchrun.log" "$OUT/reports/$sc.torchrun.log" 2>/dev/null
     kill -9 -- -"$LAUNCHER" 2>/dev/null; sleep 1
-    for p in $(pgrep -f "nccl_job.py $sc"); do kill -9 "$p" 2>/dev/null; done; sleep 2
+    for p in $(cat "$d"/rank*.pid 2>/dev/null); do kill -9 "$p" 2>/dev/null; done; sleep 2
 done
 say "done in ${SECONDS}s"

@@ -227,3 +227,39 @@ def test_a_real_pasted_listing():
     # the same list with the team's own kernel: an input now (it used to be refused as an unknown log)
     (q,) = parse_text(text.replace("ncclReduceRingLLKernel_sum_f64", "my_reduce_kernel")).processes
     assert not q.cuda_kernels.samples[0].kernels[0].nccl and not q.threads
+
+
+KERNELS = DATA.parent / "gpu_kernels"
+
+
+def _real(*names: str) -> CudaKernels:
+    """REAL cuda-gdb outputs (tests/data/gpu_kernels/README.md), one listing each, 13 s apart."""
+    ck = CudaKernels()
+    for n, name in enumerate(names):
+        sample, devices = cudakernels.sample_of((KERNELS / name).read_text(encoding="utf-8"), 12.0, None)
+        sample.t = 13.0 * n
+        ck.samples.append(sample)
+        ck.devices = ck.devices or devices
+    return ck
+
+
+def test_real_listings_of_the_spin_job():
+    rank0 = _real("spin.rank0.a.txt", "spin.rank0.b.txt")
+    rank1 = _real("spin.rank1.a.txt", "spin.rank1.b.txt")
+    (d,) = rank0.devices
+    assert (d.pci_bus, d.name, d.description, d.sm_type, d.sms) == ("00:06.0", "NVIDIA H200", "GH100GL-A", "sm_90", 132)
+    (k0,) = rank0.persistent()
+    assert k0.nccl and k0.name == "ncclDevKernel_AllReduce_Sum_f32_RING_LL" and k0.block_dim == "(256,1,1)"
+    (k1,) = rank1.persistent()
+    assert k1.name == "at::cuda::(anonymous namespace)::spin_kernel" and k1.short == "spin_kernel" and not k1.nccl
+    (f,) = gpurules.gpu_kernel_never_ends(_spin_job(rank1, rank0))
+    assert f.ranks == [1] and f.confidence == 0.85 and "spin_kernel (device 0, grid 9)" in f.summary
+    assert "the GPU of rank 0 runs an NCCL kernel" in f.summary
+
+
+def test_real_listings_of_the_healthy_job():
+    lists = [_real("healthy.rank0.a.txt", "healthy.rank0.b.txt"), _real("healthy.rank1.a.txt", "healthy.rank1.b.txt")]
+    assert all(ck.listed() and not ck.persistent() for ck in lists)
+    snap = _spin_job(lists[1], lists[0])
+    assert gpurules.gpu_kernel_never_ends(snap) == []
+    assert any(ln.endswith("2 cuda-gdb listings over 13.0 s: no active kernel") for ln in gpu_lines(snap))

@@ -10,10 +10,12 @@ tracers cannot share a process), and each attach is timed; the report's notes gi
 How it runs (the same care as ``gdbsession.py``): ``cuda-gdb -nx -batch`` with auto-load off (no
 script found beside a binary runs), debuginfod off, no pagination, ``-p PID`` and the two
 ``info`` commands, then detach; a hard timeout per attach kills its process group, and a target
-left stopped gets SIGCONT.  Nothing is written to the target and nothing is dumped.  Ranks on
-different GPUs are read in parallel; ranks that share a GPU (or whose GPU is not known) one after
-the other: two debuggers on one device may refuse each other.  ``SAMPLES`` rounds
+left stopped gets SIGCONT.  Nothing is dumped; cuda-gdb's attach itself starts the CUDA debugger's
+helper in the target (a thread and a short-lived child, as its output shows).  Ranks on
+a host are read in parallel (bounded), ranks of one GPU included.  ``SAMPLES`` rounds
 ``INTERVAL_S`` apart: the same grid in every round is a kernel that did not end in that time.
+A listing is the moment the attach completes (11-13 s on an H200, the host stopped meanwhile): the
+work a healthy rank queued drains in that time and it shows no kernel; a kernel that never ends stays.
 
 What cuda-gdb prints (its source, ``cuda-commands.c``): a table whose right-aligned columns are
 ``Kernel Parent Dev Grid Status SMs Mask GridDim BlockDim Invocation`` after a current-focus
@@ -37,7 +39,6 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from hanganalyze.acquire.procfacts import proc_status, state_letter
 from hanganalyze_gdbext.model import Snapshot
 from hanganalyze_gdbext.model.cudakernels import CudaDevice, CudaKernel, CudaKernels, KernelSample
-from hanganalyze_gdbext.model.gpustate import bus_key
 
 #: Listings per process, and seconds from the end of one round to the start of the next.
 SAMPLES = 2
@@ -154,7 +155,7 @@ def command(cuda_gdb: str, pid: int) -> List[str]:
     """The cuda-gdb command line of one attach."""
     settings = ("set auto-load off", "set debuginfod enabled off", "set pagination off", "set width 0",
                 "set confirm off", "set print thread-events off", "set may-call-functions off")
-    argv = [cuda_gdb, "-nx", "-batch", "--cuda-use-lockfile=0"]
+    argv = [cuda_gdb, "-nx", "-batch"]  # (no --cuda-use-lockfile: off by default since 12.0, refused by 13.x)
     for s in settings:
         argv += ["-iex", s]
     argv += ["-p", str(pid), "-ex", "info cuda devices", "-ex", "info cuda kernels", "-ex", "detach"]
@@ -219,19 +220,16 @@ def sample_of(text: str, seconds: float, error: Optional[str]) -> Tuple[KernelSa
     return KernelSample(kernels=kernels, attach_s=round(seconds, 3), error=error), parse_devices(lines)
 
 
-def _groups(snapshot: Snapshot, pids: Sequence[int]) -> List[List[int]]:
-    """Pids that may be read at once go to different groups' heads: one group per known GPU (NVML's
-    process lists), and every pid whose GPU is not known in one group of its own."""
-    gpu_of: Dict[int, str] = {}
-    if snapshot.gpu is not None:
-        for g in snapshot.gpu.gpus:
-            for p in g.processes:
-                if p.pid is not None and (bus_key(g.bus_id) or g.index is not None):
-                    gpu_of.setdefault(p.pid, bus_key(g.bus_id) or str(g.index))
-    groups: Dict[str, List[int]] = {}
-    for pid in pids:
-        groups.setdefault(gpu_of.get(pid, "?"), []).append(pid)
-    return list(groups.values())
+#: cuda-gdb processes at once at most (each holds the symbols of the rank's libraries: ~1 GB).
+MAX_PARALLEL = 8
+
+
+def _groups(pids: Sequence[int]) -> List[List[int]]:
+    """The pids dealt into at most ``MAX_PARALLEL`` (and CPU count) groups, read at the same time.  Two
+    ranks on one GPU may be attached at once: on one H200 with cuda-gdb 13 both listings came back
+    (tests/data/gpu_kernels)."""
+    n = max(1, min(len(pids), os.cpu_count() or 1, MAX_PARALLEL))
+    return [list(pids[i::n]) for i in range(n)]
 
 
 Attach = Callable[[str, int], Tuple[str, float, Optional[str]]]
@@ -268,7 +266,7 @@ def read_kernels(snapshot: Snapshot, cuda_gdb: str = "cuda-gdb", samples: int = 
                 _keep_raw(raw_dir, pid, rnd, text)
 
     t0 = time.monotonic()
-    groups = _groups(snapshot, list(procs))
+    groups = _groups(list(procs))
     for rnd in range(max(1, samples)):
         if rnd:
             time.sleep(interval)
