@@ -134,11 +134,11 @@ def kernel_lines(snapshot: Snapshot) -> List[str]:
         for k in last.kernels[:MAX_KERNELS]:
             seen = ("in all %d listings" % len(got)) if len(got) > 1 and k.key in stay else \
                 "new in the last listing" if len(got) > 1 else "one instant"
-            out.append("  device %s grid %s %s %s%s (%s)" % (k.device, k.grid, k.status, k.short,
-                                                          " [NCCL]" if k.nccl else "", seen))
+            out.append("%s runs: device %s grid %s %s %s%s (%s)" % (name, k.device, k.grid, k.status, k.short,
+                                                                 " [NCCL]" if k.nccl else "", seen))
         if len(last.kernels) > MAX_KERNELS:
-            out.append("  ... %d more kernels in the JSON report" % (len(last.kernels) - MAX_KERNELS))
+            out.append("%s: %d more kernels in the JSON report" % (name, len(last.kernels) - MAX_KERNELS))
         if failed:
-            out.append("  %d listing(s) failed: %s" % (len(failed), failed[0]))
+            out.append("%s: %d listing(s) failed: %s" % (name, len(failed), failed[0]))
     return out
 
