@@ -23,7 +23,8 @@ JOB_RULES = ["rank-missing", "worker-straggler", "collective-straggler", "collec
              "nccl-ras-error"]
 
 ASYNCIO_RULES = ["asyncio-await-cycle", "asyncio-orphan-wait", "asyncio-loop-blocked"]
-GPU_RULES = ["gpu-fallen-off-bus", "gpu-ecc-errors", "gpu-xid", "gpu-busy-host-waits", "gpu-idle-peers-busy"]
+GPU_RULES = ["gpu-fallen-off-bus", "gpu-ecc-errors", "gpu-xid", "gpu-kernel-never-ends", "gpu-busy-host-waits",
+             "gpu-idle-peers-busy"]
 
 
 def test_shipped_rules_are_valid_and_ordered():

@@ -54,6 +54,8 @@ class AcquireRequest:
     samples: Optional[int] = None
     interval: Optional[float] = None
     max_window: Optional[float] = None  # the adaptive window's bound (``--max-window``)
+    #: ``--gpu-kernels``: cuda-gdb lists each live rank's GPU kernels after the stacks (``cudakernels.py``).
+    gpu_kernels: bool = False
     # Filled by prepare():
     reading: Optional[EngineRequest] = None  # how every core and pid is read
     stored_core: object = None  # coredumpctl.StoredCore
@@ -116,6 +118,12 @@ class AcquireRequest:
             raise
         if ras is not None:
             ras.finish(snapshot)
+        if self.gpu_kernels and (self.pids or self.job is not None):
+            from hanganalyze.acquire.cudakernels import read_kernels  # here: only --gpu-kernels (start-up time)
+
+            progress("listing the GPU kernels with cuda-gdb")
+            cuda_gdb = self.gdb if "cuda-gdb" in Path(self.gdb).name else "cuda-gdb"
+            snapshot.warnings.extend(read_kernels(snapshot, cuda_gdb))
         snapshot.warnings.extend(self.notes)
         return snapshot
 

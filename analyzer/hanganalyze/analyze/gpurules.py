@@ -8,6 +8,8 @@ and with GPU state alone), declared by ``@rule`` above it, its texts in ``rules.
 * ``gpu-ecc-errors``: uncorrectable ECC errors, row-remap failure (Xid 48/63/64/92/94/95/140,
   the -q counters): the GPU.
 * ``gpu-xid``: the other Xids, with their meaning and action from ``signatures/gpu/xids.yaml``.
+* ``gpu-kernel-never-ends``: a rank's GPU runs its own kernel, the same launch in every cuda-gdb
+  listing (``--gpu-kernels``), while its host waits for it; NCCL kernels are the peers' wait.
 * ``gpu-busy-host-waits``: a rank's host waits in a device sync or a collective while its GPU is
   busy: the wait is on the device.  One nvidia-smi sample is one instant, and the finding says so.
 * ``gpu-idle-peers-busy``: a rank's GPU is idle while its peers' GPUs are busy and their hosts
@@ -37,6 +39,7 @@ from hanganalyze.analyze.rankstate import RankState, rank_state
 from hanganalyze.analyze.ruledecl import rule
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze_gdbext.model import Evidence, Finding, Snapshot
+from hanganalyze_gdbext.model.cudakernels import CudaKernel
 from hanganalyze_gdbext.model.gpustate import Gpu, GpuState, XidEvent, bus_key
 
 #: Host states that wait for the device (a collective's wait, the device sync after one).
@@ -281,3 +284,72 @@ def gpu_idle_peers_busy(snapshot: Snapshot) -> List[Finding]:
         Evidence(process=i, rank=procs[i].rank, rule="gpu-state",
                  text="%s busy" % gpu_name(own_gpu(joined[i]).gpu)) for i in busy_[:16]]  # type: ignore[union-attr]
     return [_finding("gpu-idle-peers-busy", idle, snapshot, summary, ev, 0.8)]
+
+
+#: Listings this many seconds apart (at least two) make a claim over time.
+KERNEL_MIN_SPAN_S = 1.0
+
+
+def _kernel_text(k: CudaKernel) -> str:
+    return "%s (device %s, grid %s%s)" % (k.short, k.device, k.grid, ", %s" % k.status if k.status != "Active" else "")
+
+
+def _peer_text(snapshot: Snapshot, states: List[RankState], peers: Sequence[int]) -> str:
+    """What the other ranks do: in an NCCL kernel, waiting in the collective, or not known."""
+    nccl, waiting = [], []
+    for j in peers:
+        ck = snapshot.processes[j].cuda_kernels
+        if ck is not None and any(k.nccl for s in ck.listed() for k in s.kernels):
+            nccl.append(j)
+        elif states[j].state in HOST_WAITS:
+            waiting.append(j)
+    parts = []
+    if nccl:
+        parts.append("the GPU of %s runs an NCCL kernel (waiting for a peer)" % who(snapshot, nccl))
+    if waiting:
+        parts.append("%s wait%s in the collective" % (who(snapshot, waiting), "s" if len(waiting) == 1 else ""))
+    return ("; " + "; ".join(parts)) if parts else ""
+
+
+@rule("gpu-kernel-never-ends", stage="report", reads="cuda-gdb's kernel listings and rank states")
+def gpu_kernel_never_ends(snapshot: Snapshot) -> List[Finding]:
+    """``gpu-kernel-never-ends``: a rank whose GPU runs its own (non-NCCL) kernel, the same launch in
+    every cuda-gdb listing, while its host waits for the device.  NCCL kernels are the peers' wait,
+    never the culprit.  One listing is one instant: then the finding says so, with less confidence."""
+    procs = snapshot.processes
+    read = [i for i, p in enumerate(procs) if p.cuda_kernels is not None and p.cuda_kernels.listed()]
+    if not read:
+        return []
+    states = _states(snapshot)
+    hits: List[Tuple[int, List[CudaKernel]]] = []
+    for i in read:
+        s = states[i]
+        own = [k for k in procs[i].cuda_kernels.persistent() if not k.nccl]  # type: ignore[union-attr]
+        if own and s.state in HOST_WAITS and s.evidence != "unknown":
+            hits.append((i, own))
+    if not hits:
+        return []
+    over_time = all(len(procs[i].cuda_kernels.listed()) > 1  # type: ignore[union-attr]
+                    and procs[i].cuda_kernels.span() >= KERNEL_MIN_SPAN_S for i, _k in hits)  # type: ignore[union-attr]
+    parts = []
+    for i, own in hits[:8]:
+        ck = procs[i].cuda_kernels
+        n = len(ck.listed())  # type: ignore[union-attr]
+        s = states[i]
+        wait = "a device sync" if s.state == "device-sync" else (s.op or "a collective")
+        when = ("in each of %d cuda-gdb listings over %.1f s" % (n, ck.span())  # type: ignore[union-attr]
+                if over_time else "in the one cuda-gdb listing" if n == 1 else "in each of %d listings" % n)
+        parts.append("%s: its GPU runs its own kernel %s %s while its host waits in %s" % (
+            who(snapshot, [i]), ", ".join(_kernel_text(k) for k in own[:3]), when, wait))
+    summary = "; ".join(parts)
+    if over_time:
+        summary += ": the kernel does not finish and the host waits for it (a GPU-side hang)"
+    else:
+        summary += ": one listing is one instant, so this says the kernel was running then, not that it never " \
+                   "ends (take two, seconds apart: --gpu-kernels does)"
+    summary += _peer_text(snapshot, states, [j for j in range(len(procs)) if j not in {i for i, _k in hits}])
+    ev = [Evidence(process=i, rank=states[i].rank, thread=states[i].thread, frame=states[i].frame, rule="cuda-gdb",
+                   text="%s: %s" % (k.status or "?", k.invocation[:200]))
+          for i, own in hits[:64] for k in own[:3]]
+    return [_finding("gpu-kernel-never-ends", [i for i, _k in hits], snapshot, summary, ev,
+                     0.85 if over_time else 0.5)]

@@ -72,7 +72,7 @@ def gpu_lines(snapshot: Snapshot) -> List[str]:
     """The GPU section as plain lines (the text report indents and escapes them)."""
     st = snapshot.gpu
     if st is None:
-        return []
+        return kernel_lines(snapshot)
     out = ["from %s%s" % (", ".join(st.sources) or "?", "; %d nvidia-smi samples" % st.samples
                           if st.samples > 1 else "; one nvidia-smi sample (one instant)" if st.samples == 1 else "")]
     owners = _owners(snapshot)
@@ -105,5 +105,42 @@ def gpu_lines(snapshot: Snapshot) -> List[str]:
     if len(st.xids) > MAX_XIDS:
         out.append("... %d more Xid lines in the JSON report" % (len(st.xids) - MAX_XIDS))
     out.extend(st.notes)
+    return out + kernel_lines(snapshot)
+
+
+#: Kernels listed per process and listing (the rest in the JSON report).
+MAX_KERNELS = 6
+
+
+def kernel_lines(snapshot: Snapshot) -> List[str]:
+    """Each process's cuda-gdb listings: the kernels of the last one, and whether each was in all of them."""
+    out: List[str] = []
+    for p in snapshot.processes:
+        ck = p.cuda_kernels
+        if ck is None:
+            continue
+        name = "rank %d" % p.rank if p.rank is not None else "pid %s" % p.pid
+        got = ck.listed()
+        failed = [s.error for s in ck.samples if s.error]
+        if not got:
+            out.append("%s: kernels not listed (%s)" % (name, failed[0] if failed else "no listing"))
+            continue
+        last = got[-1]
+        stay = {k.key for k in ck.persistent()}
+        span = (" over %.1f s" % ck.span()) if len(got) > 1 and ck.source != "text" else ""
+        head = "%s: %d cuda-gdb listing%s%s" % (name, len(got), "s" if len(got) > 1 else "", span)
+        if not last.kernels:
+            out.append(head + ": no active kernel")
+        else:
+            out.append(head + ":")
+        for k in last.kernels[:MAX_KERNELS]:
+            seen = ("in all %d listings" % len(got)) if len(got) > 1 and k.key in stay else \
+                "new in the last listing" if len(got) > 1 else "one instant"
+            out.append("%s runs: device %s grid %s %s %s%s (%s)" % (name, k.device, k.grid, k.status, k.short,
+                                                                 " [NCCL]" if k.nccl else "", seen))
+        if len(last.kernels) > MAX_KERNELS:
+            out.append("%s: %d more kernels in the JSON report" % (name, len(last.kernels) - MAX_KERNELS))
+        if failed:
+            out.append("%s: %d listing(s) failed: %s" % (name, len(failed), failed[0]))
     return out
 

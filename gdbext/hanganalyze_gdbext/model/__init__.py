@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import field, fields
 from typing import Any, Dict, List, Optional
 
+from .cudakernels import CudaKernels
 from .gpustate import GpuState
 from .job import JobRankState, JobSummary, NodeSummary
 from .ncclras import RasSeries
@@ -376,6 +377,8 @@ class Process(Record):
     parent: Optional[int] = None
     role: Optional[str] = None
     children: List[Process] = field(default_factory=list)
+    #: The kernels its GPUs ran, sampled by cuda-gdb (``--gpu-kernels``) or pasted: ``model.cudakernels``.
+    cuda_kernels: Optional[CudaKernels] = None
     #: A live read: seconds the process was held stopped while it was read; the samples take it
     #: out of the time its threads could run (never written: TRANSIENT).
     stopped_s: Optional[float] = None

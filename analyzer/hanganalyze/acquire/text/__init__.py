@@ -117,6 +117,7 @@ def _dumps_from_messages(proc: Process, mod: Optional[TextParser], auto: bool) -
         used.add(best)
         extra = Process(source="text")
         best.parse(proc.messages, extra)
+        proc.cuda_kernels = proc.cuda_kernels or extra.cuda_kernels  # a session's bt, then its kernels
         if not extra.threads:
             return
         if best is not _traceback:
@@ -157,8 +158,8 @@ def _parse_segment(seg: Segment, forced: Optional[TextParser]) -> List[Process]:
 
 
 def _has_tasks(proc: Process) -> bool:
-    """``python -m asyncio ps/pstree`` gives tasks and no thread: an answer too."""
-    return proc.asyncio is not None and any(lp.tasks for lp in proc.asyncio.loops)
+    """``python -m asyncio ps/pstree`` gives tasks and no thread, ``info cuda kernels`` kernels: answers too."""
+    return (proc.asyncio is not None and any(lp.tasks for lp in proc.asyncio.loops)) or proc.cuda_kernels is not None
 
 
 def _unwrapped(lines: List[str], forced: Optional[TextParser]) -> List[str]:

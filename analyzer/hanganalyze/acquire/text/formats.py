@@ -26,6 +26,7 @@ from hanganalyze_gdbext.model import Process
 
 from . import (
     abseil,
+    cudakernels,
     cxxframes,
     debugview,
     faulthandler,
@@ -100,6 +101,7 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(debugview, "IDE debugger thread view (PyDev/Eclipse: function [file.py:N])", ("pydev", "eclipse")),
     TextFormat(windbg, "WinDbg / Visual Studio call stack", ("cdb", "visual-studio", "vs")),
     TextFormat(pyasyncio, "python -m asyncio ps/pstree", ("asyncio-ps", "asyncio-pstree", "pstree"), leftover=False),
+    TextFormat(cudakernels, "cuda-gdb info cuda kernels", ("info-cuda-kernels",)),
     # scores 0: used when asked for, or when no dump format scores but known log lines are there (detect)
     TextFormat(log, "log", leftover=False),
 )
