@@ -263,3 +263,17 @@ def test_real_listings_of_the_healthy_job():
     snap = _spin_job(lists[1], lists[0])
     assert gpurules.gpu_kernel_never_ends(snap) == []
     assert any(ln.endswith("2 cuda-gdb listings over 13.0 s: no active kernel") for ln in gpu_lines(snap))
+
+
+def test_whole_real_sessions_read_as_listings():
+    """Whole cuda-gdb sessions (LWP lines, blocks, threads, the focus line, bt): the kernels table is found."""
+    got = {}
+    for name in ("session.spin.rank0.s1.txt", "session.spin.rank0.s2.txt", "session.spin.rank1.s1.txt",
+                 "session.healthy.rank0.s1.txt"):
+        sample, devices = cudakernels.sample_of((KERNELS / name).read_text(encoding="utf-8"), 12.0, None)
+        assert devices and devices[0].name == "NVIDIA H200", name
+        got[name] = [k.short for k in sample.kernels]
+    assert got["session.spin.rank1.s1.txt"] == ["spin_kernel"]
+    assert got["session.spin.rank0.s1.txt"] == got["session.spin.rank0.s2.txt"] == \
+        ["ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
+    assert got["session.healthy.rank0.s1.txt"] == []
