@@ -44,7 +44,8 @@ def _sigs(snap: Snapshot) -> List[str]:
     return [f.signature for f in snap.findings]
 
 
-@pytest.mark.parametrize("name", ["slow-0", "slow-1"])
+# slow5-1..5: five --job runs in a row on one slow job (issue 31: named slow, no hang, 5 of 5)
+@pytest.mark.parametrize("name", ["slow-0", "slow-1"] + ["slow5-%d" % i for i in range(1, 6)])
 def test_a_rank_slowed_in_a_module_level_loop_is_named_slow(db, name):
     snap = pipeline.analyze(_snapshot(name), db)
     assert not [f for f in snap.findings if f.severity in HANGS], _sigs(snap)
