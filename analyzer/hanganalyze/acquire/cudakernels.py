@@ -36,7 +36,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.acquire.procfacts import proc_status, state_letter
+from hanganalyze.acquire.procfacts import resume_if_left_stopped, state_letter
 from hanganalyze_gdbext.model import Snapshot
 from hanganalyze_gdbext.model.cudakernels import CudaDevice, CudaKernel, CudaKernels, KernelSample
 
@@ -191,24 +191,9 @@ def attach_once(cuda_gdb: str, pid: int, timeout: float = ATTACH_TIMEOUT_S) -> T
         out, _ = p.communicate()
         error = "cuda-gdb timed out after %.0f s" % timeout
     finally:
-        _resume_if_left_stopped(pid, before)
+        resume_if_left_stopped(pid, before)
     text = out.decode("utf-8", "replace") if out else ""
     return text, time.monotonic() - t0, error
-
-
-def _resume_if_left_stopped(pid: int, before: Optional[str]) -> None:
-    """A killed debugger may leave the target stopped: SIGCONT unless it was stopped before."""
-    if before in ("T", "t"):
-        return
-    for _ in range(20):
-        if state_letter(pid) not in ("T", "t"):
-            return
-        if proc_status(pid).get("TracerPid", "0") == "0":
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except OSError:
-                return
-        time.sleep(0.05)
 
 
 def sample_of(text: str, seconds: float, error: Optional[str]) -> Tuple[KernelSample, List[CudaDevice]]:

@@ -11,14 +11,11 @@ Called through ``engine.from_pid`` only (it checks the pid and decides when gdb 
 from __future__ import annotations
 
 import os
-import signal
 import tempfile
-import time
-from typing import Optional
 
 from hanganalyze.acquire.enginerequest import EngineRequest
 from hanganalyze.acquire.gdbsession import GdbSession, read_dump
-from hanganalyze.acquire.procfacts import complete_from_live, live_argv, proc_status, state_letter
+from hanganalyze.acquire.procfacts import complete_from_live, live_argv, resume_if_left_stopped, state_letter
 from hanganalyze.acquire.ranks import read_proc_environ
 from hanganalyze.errors import GdbError, InputError, PtraceDenied
 from hanganalyze_gdbext.model import Snapshot
@@ -67,7 +64,7 @@ def snapshot_from_pid(pid: int, request: EngineRequest) -> Snapshot:
             pass  # killing gdb below detaches too (the kernel unlinks ptrace)
         finally:
             session.close(graceful=session.responsive)
-            _resume_if_left_stopped(pid, state_before)
+            resume_if_left_stopped(pid, state_before)
     proc = snap.processes[0] if snap.processes else None
     if proc is None:
         raise GdbError("hang-dump found no process in pid %d" % pid)
@@ -76,18 +73,3 @@ def snapshot_from_pid(pid: int, request: EngineRequest) -> Snapshot:
     return snap
 
 
-def _resume_if_left_stopped(pid: int, state_before: Optional[str]) -> None:
-    """If gdb died while the target sat in a ptrace/group stop, the target may stay stopped ('T'):
-    send SIGCONT, unless it was already stopped before we came."""
-    if state_before in ("T", "t"):
-        return
-    for _ in range(20):
-        st = state_letter(pid)
-        if st not in ("T", "t"):
-            return
-        if proc_status(pid).get("TracerPid", "0") == "0":
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except OSError:
-                return
-        time.sleep(0.05)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import signal
+import time
 from typing import Dict, List, Optional
 
 from hanganalyze.acquire.embedded_versions import add_embedded_versions, mentions_nccl
@@ -269,3 +271,21 @@ def complete_from_live(proc: Process, pid: int, exe: Optional[str], argv: Option
     if mentions_nccl(proc):
         add_embedded_versions(proc.libraries, [f.path for f in files], proc.executable)
     normalize_frame_libraries(proc, files)
+
+
+def resume_if_left_stopped(pid: int, state_before: Optional[str]) -> None:
+    """If a debugger (gdb, cuda-gdb) died while the target sat in a ptrace/group stop, the target may
+    stay stopped ("T"):
+    send SIGCONT, unless it was already stopped before we came."""
+    if state_before in ("T", "t"):
+        return
+    for _ in range(20):
+        st = state_letter(pid)
+        if st not in ("T", "t"):
+            return
+        if proc_status(pid).get("TracerPid", "0") == "0":
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                return
+        time.sleep(0.05)
