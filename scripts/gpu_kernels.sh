@@ -33,15 +33,9 @@ SUMMARY=$OUT/summary.txt
 ms_since() { echo "$(( ($(date +%s%N) - $1) / 1000000 )) ms"; }
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
-if [ "${1:-}" = "--install" ]; then
-    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        "$REPO"/.whl/*.whl || { echo "wheel install failed"; exit 1; }
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH="$REPO/analyzer:$REPO/gdbext${PYTHONPATH:+:$PYTHONPATH}"
-printf '#!/bin/sh\nexec %s -m hanganalyze "$@"\n' "$(command -v $PY)" > "$WORK/bin/hanganalyze"
-chmod +x "$WORK/bin/hanganalyze"
-export PATH="$WORK/bin:$PATH:/usr/local/cuda/bin"
+. "$REPO/scripts/gpu_env.sh"
+gpu_setup "$WORK" "$@"
+export PATH="$PATH:/usr/local/cuda/bin"
 for d in /usr/local/cuda*/bin; do [ -x "$d/cuda-gdb" ] && export PATH="$PATH:$d"; done
 say "cuda-gdb: $(command -v cuda-gdb || echo 'not found (the reports must say so in one line)')"
 command -v cuda-gdb >/dev/null && cuda-gdb --version 2>&1 | head -2 | tee -a "$SUMMARY"

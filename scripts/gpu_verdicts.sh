@@ -43,19 +43,12 @@ SUMMARY=$OUT/summary.txt
 ms_since() { echo "$(( ($(date +%s%N) - $1) / 1000000 )) ms"; }
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
-if [ "${1:-}" = "--install" ]; then
-    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        "$REPO"/.whl/*.whl || { echo "wheel install failed"; exit 1; }
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH="$REPO/analyzer:$REPO/gdbext${PYTHONPATH:+:$PYTHONPATH}"
+. "$REPO/scripts/gpu_env.sh"
+gpu_setup "$WORK" "$@"
 # Bytecode as an installed copy has it (pip compiles at install): the copied tree has none, and a
 # run that compiles ~90 modules from source each time measures the compiler, not hanganalyze.
 unset PYTHONDONTWRITEBYTECODE
 $PY -m compileall -q "$REPO/analyzer" "$REPO/gdbext" > /dev/null || echo "compileall failed"
-printf '#!/bin/sh\nexec %s -m hanganalyze "$@"\n' "$(command -v $PY)" > "$WORK/bin/hanganalyze"
-chmod +x "$WORK/bin/hanganalyze"
-export PATH="$WORK/bin:$PATH"
 nvidia-smi -L 2>&1 | head -4
 $PY -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
 
