@@ -277,3 +277,21 @@ def test_whole_real_sessions_read_as_listings():
     assert got["session.spin.rank0.s1.txt"] == got["session.spin.rank0.s2.txt"] == \
         ["ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
     assert got["session.healthy.rank0.s1.txt"] == []
+
+
+def test_the_kernel_finding_supersedes_busy_host_waits_for_its_rank_only():
+    """Both ranks' hosts wait on busy GPUs: the spinning rank's one-reading 'busy' finding gives way to the
+    kernel named over time (gpu_busy_host_waits leaves it out), the NCCL peer keeps its own."""
+    from hanganalyze.analyze.registry import run_report_rules
+    from hanganalyze_gdbext.model.gpustate import Gpu, GpuProcess, GpuState
+
+    snap = _spin_job(_listings([(517, SPIN)], [(517, SPIN)]), _listings([(88, NCCL)], [(88, NCCL)]))
+    gpus = [Gpu(index=i, bus_id="00000000:0%d:00.0" % i, util_gpu=100, util_samples=[100, 100, 100],
+                processes=[GpuProcess(pid=p.pid)]) for i, p in enumerate(snap.processes)]
+    snap.gpu = GpuState(gpus=gpus, samples=3)
+    busy = gpurules.gpu_busy_host_waits(snap)
+    assert sorted(r for f in busy for r in f.ranks) == [0, 1]  # the near miss without the kernel rule
+    run_report_rules(snap)
+    got = [(f.signature, f.ranks) for f in snap.findings if f.signature.startswith("gpu-")]
+    assert ("gpu-kernel-never-ends", [1]) in got
+    assert [r for s, ranks in got if s == "gpu-busy-host-waits" for r in ranks] == [0], got

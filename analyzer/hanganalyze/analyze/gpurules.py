@@ -208,14 +208,20 @@ def _util_text(g: Gpu, state: GpuState) -> str:
 
 @rule("gpu-busy-host-waits", stage="report", reads="rank states (host waits) and each rank's GPU utilization")
 def gpu_busy_host_waits(snapshot: Snapshot) -> List[Finding]:
-    """``gpu-busy-host-waits``: ranks whose host waits for the device while their GPU is busy."""
+    """``gpu-busy-host-waits``: ranks whose host waits for the device while their GPU is busy.  A rank
+    ``gpu-kernel-never-ends`` (run before) already named is left out: its kernel, named over time,
+    says more than one busy reading, and the two would tell one story twice."""
     state = snapshot.gpu
     if state is None or not snapshot.processes or _ras_moving(snapshot):
         return []
+    named = {i for f in snapshot.findings if f.signature == "gpu-kernel-never-ends"
+             for i in (f.processes or [f.process])}
     joined = gpus_of(snapshot)
     states = _states(snapshot)
     hits: List[Tuple[int, RankState, Gpu]] = []
     for i, s in enumerate(states):
+        if i in named:
+            continue
         rg = own_gpu(joined[i])
         if s.state in HOST_WAITS and s.evidence != "unknown" and rg is not None and busy(rg.gpu):
             hits.append((i, s, rg.gpu))
