@@ -295,3 +295,14 @@ def test_the_kernel_finding_supersedes_busy_host_waits_for_its_rank_only():
     got = [(f.signature, f.ranks) for f in snap.findings if f.signature.startswith("gpu-")]
     assert ("gpu-kernel-never-ends", [1]) in got
     assert [r for s, ranks in got if s == "gpu-busy-host-waits" for r in ranks] == [0], got
+
+
+def test_the_rank_table_gpu_column_names_the_kernel():
+    from hanganalyze.render.gpuview import gpu_cells
+
+    snap = _spin_job(_listings([(517, SPIN)], [(517, SPIN)]), _listings([(88, NCCL)], [(88, NCCL)]))
+    cells = gpu_cells(snap)
+    assert cells[str(snap.processes[1].pid)] == "kernel spin_kernel"
+    assert cells[str(snap.processes[0].pid)].startswith("kernel ncclDevKernel")
+    snap.processes[0].cuda_kernels = None
+    assert str(snap.processes[0].pid) not in gpu_cells(snap) or gpu_cells(snap)[str(snap.processes[0].pid)] == "?"

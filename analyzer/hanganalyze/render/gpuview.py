@@ -49,12 +49,28 @@ def gpu_cell(joined: List[RankGpu]) -> str:
     return " ".join(x for x in ("%s%s" % (dev, extra), _util(g), runs) if x)
 
 
+def _kernel_text(p) -> str:
+    """The kernels cuda-gdb saw in every listing of a rank (``--gpu-kernels``): what its GPU runs."""
+    ck = p.cuda_kernels
+    if ck is None or not ck.listed():
+        return ""
+    names = sorted({k.short for k in ck.persistent()})
+    return "kernel " + ", ".join(names)[:48] if names else "no kernel"
+
+
 def gpu_cells(snapshot: Snapshot) -> Dict[str, str]:
-    """pid (as the rank table writes it) -> the GPU cell; {} without GPU state."""
-    if snapshot.gpu is None or not snapshot.gpu.gpus:
+    """pid (as the rank table writes it) -> the GPU cell; {} without GPU state or kernel listings."""
+    has_gpu = snapshot.gpu is not None and bool(snapshot.gpu.gpus)
+    if not has_gpu and not any(p.cuda_kernels is not None for p in snapshot.processes):
         return {}
-    joined = gpus_of(snapshot)
-    return {str(p.pid): gpu_cell(joined[i]) for i, p in enumerate(snapshot.processes) if p.pid is not None}
+    joined = gpus_of(snapshot) if has_gpu else [[] for _p in snapshot.processes]
+    cells = {}
+    for i, p in enumerate(snapshot.processes):
+        if p.pid is not None:
+            cell = gpu_cell(joined[i]) if has_gpu else ""
+            kernel = _kernel_text(p)
+            cells[str(p.pid)] = " ".join(x for x in (cell, kernel) if x) or "?"
+    return cells
 
 
 def _owners(snapshot: Snapshot) -> Dict[int, List[str]]:
