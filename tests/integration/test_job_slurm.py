@@ -112,3 +112,29 @@ def test_capture_node_under_srun_overlap_then_one_folder(cluster, slurm_job, tmp
     res = run_hanganalyze([out, "--format", "json", "-o", merged], timeout=300)
     assert res.returncode in (0, 3, 5, 6), res.stderr.decode("utf-8", "replace")[-3000:]
     _straggler(json.loads(merged.read_text()))
+
+
+def test_watch_per_node_under_srun_overlap(cluster, slurm_job, tmp_path):
+    """``hanganalyze watch --job <slurmstepd>`` run on the job's node by ``srun --overlap`` (issue 33:
+    per node inside an allocation): the hang is captured (exit 3), the report names rank 1, and the
+    node summary it writes merges into the same verdict."""
+    jobid = subprocess.run(["squeue", "-h", "-n", "hang-straggler", "-o", "%i"], env=cluster.env(),
+                           capture_output=True, text=True, timeout=30).stdout.split()
+    assert len(jobid) == 1, jobid
+    step = ppid_of(slurm_job.rank_pids[0])
+    exe = shutil.which("hanganalyze")
+    cmd = [exe] if exe else [sys.executable, "-m", "hanganalyze"]
+    out = tmp_path / "watch"
+    out.mkdir()
+    res = subprocess.run(["srun", "--overlap", "--jobid", jobid[0], "-n", "1"] + cmd +
+                         ["watch", "--job", str(step), "--stall", "4", "--poll", "0.5", "-o", str(out / "report.json"),
+                          "--node-summary", str(out / "node.json")],
+                         env=cluster.env(), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 3, (res.stdout[-2000:], res.stderr[-2000:])
+    assert "hang captured" in res.stderr, res.stderr[-2000:]
+    _straggler(json.loads((out / "report.json").read_text()))
+    merged = tmp_path / "merged.json"
+    res = run_hanganalyze([out / "node.json", "--format", "json", "-o", merged], timeout=300)
+    assert res.returncode == 3, res.stderr.decode("utf-8", "replace")[-3000:]
+    found = [f for f in json.loads(merged.read_text())["findings"] if f["signature"] == "collective-straggler"]
+    assert found and found[0]["ranks"] == [BAD_RANK], found
