@@ -243,8 +243,9 @@ def parse(lines: List[str], proc: Process) -> None:
                     threads.append(cur)
                     by_num[m.group(1)] = cur
                 in_pybt = False
+                old_num = -1  # frame numbers start again under each thread's header
                 continue
-        if s == pybt.HEADER or (not in_pybt and s.startswith("#") and pybt.is_full_frame(s)):
+        if s == pybt.HEADER or (not in_pybt and s.startswith("#") and (pybt.is_full_frame(s) or pybt.is_full_state(s))):
             # py-bt's header, or its first frame line when the paste starts at it (py-bt-full and
             # Python 2's py-bt print "#5 Frame 0x.., for file x.py, line 244, in wait (...)")
             if s != pybt.HEADER:
