@@ -16,6 +16,7 @@ import pytest
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.analyze import triage
+from hanganalyze.errors import InputError
 from hanganalyze_gdbext.model import Frame
 
 TEXT = Path(__file__).resolve().parents[1] / "data" / "text"
@@ -92,3 +93,26 @@ def _category(function: str, file: str) -> str:
 ])
 def test_wrapper_frames_name_their_wait(function, file, want):
     assert _category(function, file) == want
+
+
+def test_py_list_current_line_is_the_thread_innermost_python_line(db):
+    """gdb's ``thread apply all py-list`` (sardana#1023): the '>' line is where the selected Python
+    frame stands; ``waiter.acquire()`` is threading.Condition.wait's own wait."""
+    text = (TEXT / "mechanisms" / "sardana-1023-py-list.txt").read_text()
+    proc = parse_text(text).processes[0]
+    t = next(t for t in proc.threads if t.tid == 21463)
+    frames = t.all_frames()
+    assert len(frames) == 1 and frames[0].line == 340 and frames[0].source == "waiter.acquire()"
+    assert triage.classify(proc, t).category.id == "condition"
+    assert _wait(text, db) == "condition"
+
+
+def test_py_list_context_lines_are_no_frame_near_miss(db):
+    """The same listing without its '>' line: the context lines are no frame, and a plain
+    `lock.acquire()` line is a lock wait, not a condition's."""
+    text = (TEXT / "mechanisms" / "sardana-1023-py-list.txt").read_text()
+    kept = "\n".join(line for line in text.splitlines() if not line.startswith(">")) + "\n"
+    with pytest.raises(InputError):  # no frame and no known line: nothing to read
+        parse_text(kept)
+    other = text.replace(">340                    waiter.acquire()", ">340                    self._lock.acquire()")
+    assert _wait(other, db) == "lock"

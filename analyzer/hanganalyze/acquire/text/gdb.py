@@ -54,6 +54,9 @@ _RECEIVED = re.compile(
     r" signal (SIG[A-Z0-9]+|CUDA_EXCEPTION_\d+)"
 )
 #: cuda-gdb: "[Switching focus to CUDA kernel 0, grid 1, block (0,0,0), thread (0,0,0), device 0, ...]"
+#: py-list's current line (libpython.py prints ``'%4s    %s' % ('>' + lineno, line)``): the line the
+#: selected Python frame stands on; its function and file are not printed
+_PYLIST_CURRENT = re.compile(r"^>(\d{1,7}) {2,}(\S.{0,300})$")
 _CUDA_FOCUS = re.compile(r"^\[(?:Switching focus to|Current focus set to) (CUDA kernel .{1,300})\]$")
 _BACKTRACE_STOPPED = "Backtrace stopped:"
 _SOLIB = re.compile(r"^\S+\.so(?:\.[0-9.]+)?$")
@@ -358,6 +361,13 @@ def parse(lines: List[str], proc: Process) -> None:
             continue
         if raw.startswith(_LOCALS_INDENT) and cur is not None and cur.frames:
             continue  # a ``bt full`` local (or a continuation of one)
+        m = _PYLIST_CURRENT.match(s)
+        if m and cur is not None and not cur.python_frames:
+            # ``thread apply all py-list``: the innermost Python frame's line (sourcewait.py reads it)
+            f = Frame(kind="python", line=to_int(m.group(1)), source=m.group(2).strip())
+            f.note = "py-list: the line the selected Python frame stands on"
+            cur.python_frames.append(f)
+            continue
         proc.messages.append(s)
     # gdb prints the selected frame (#0 ...) when it loads a core, before ``thread apply all``:
     # with headed threads present, a headless thread repeating some thread's frame #0 is that echo.
