@@ -79,6 +79,10 @@ CASES = [
     ("collective_mismatch_lightning_19045.txt", "Detected mismatch between collectives"),
     # NCCL's own per-call lines: rank 2's AllGather against rank 0's AllReduce at one opCount
     ("collective_mismatch_nccl_log_rccl_429.txt", "AllGather"),
+    # vLLM's ring-buffer writer waiting for a worker; macOS's Objective-C fork check; tokenizers' fork guard
+    ("vllm_shm_broadcast_44185.txt", "No available shared memory broadcast block"),
+    ("objc_fork_safety_appnope_4.txt", "when fork() was called"),
+    ("tokenizers_fork_garak_750.txt", "just got forked"),
 ]
 
 

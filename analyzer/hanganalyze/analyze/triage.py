@@ -225,6 +225,7 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
     # a GIL wait known from memory or from the arguments gdb printed (the GIL's condition variable):
     # in the GIL's place of the order, before the condition variable or futex it waits in
     gil = t.waits is not None and t.waits.kind == "gil"
+    said = not gil and t.state.gil == "waiting" and all(f.kind == "python" or f.marker for f in frames)  # py-bt
     selected = len(proc.threads) == 1 and t.current and t.tid is None and t.name is None and not t.python_frames
     # the innermost Python line, where no native frame is innermost (sourcewait.py): it speaks for
     # its own frame, before a frame list's match further out
@@ -246,6 +247,8 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
                 return ThreadTriage(t, cat, i, blame_frame(frames, i), owner)
         if gil and cat.id == "gil":
             return ThreadTriage(t, cat, t.waits.frame, blame_frame(frames, t.waits.frame or 0), owner, "memory")
+        if said and cat.id == "gil":  # the dumper's word for a Python-only stack: innermost, inside its last call
+            return ThreadTriage(t, cat, None, blame_frame(frames), owner, "gil state")
     if t.waits is not None and t.waits.kind in _WAIT_KINDS:
         cat = next((c for c in tab.categories if c.id == _WAIT_KINDS[t.waits.kind]), tab.runs)
         return ThreadTriage(t, cat, t.waits.frame, blame_frame(frames, t.waits.frame or 0), owner, "memory")

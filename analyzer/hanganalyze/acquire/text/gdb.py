@@ -53,6 +53,9 @@ _RECEIVED = re.compile(
     r"^(?:Thread (\d{1,9})(?: \"[^\"]*\")? received|Program received|Program terminated with)"
     r" signal (SIG[A-Z0-9]+|CUDA_EXCEPTION_\d+)"
 )
+#: py-list's current line (libpython.py prints ``'%4s    %s' % ('>' + lineno, line)``): the line the
+#: selected Python frame stands on; its function and file are not printed
+_PYLIST_CURRENT = re.compile(r"^>(\d{1,7}) {2,}(\S.{0,300})$")
 #: cuda-gdb: "[Switching focus to CUDA kernel 0, grid 1, block (0,0,0), thread (0,0,0), device 0, ...]"
 _CUDA_FOCUS = re.compile(r"^\[(?:Switching focus to|Current focus set to) (CUDA kernel .{1,300})\]$")
 _BACKTRACE_STOPPED = "Backtrace stopped:"
@@ -267,8 +270,19 @@ class _Reader:
             if cur is not None and cur.frames and not raw.startswith(_LOCALS_INDENT) and self._filter_line(cur, s):
                 continue
             self.filter_run = False
-            if not self._session_line(s) and not self._skipped(raw, s):
+            if not self._session_line(s) and not self._skipped(raw, s) and not self._pylist_line(s):
                 self.proc.messages.append(s)
+
+    def _pylist_line(self, s: str) -> bool:
+        """``thread apply all py-list``: the ``>N`` line is the innermost Python frame's line
+        (sourcewait.py reads it)."""
+        m = _PYLIST_CURRENT.match(s)
+        if not m or self.cur is None or self.cur.python_frames:
+            return False
+        f = Frame(kind="python", line=to_int(m.group(1)), source=m.group(2).strip())
+        f.note = "py-list: the line the selected Python frame stands on"
+        self.cur.python_frames.append(f)
+        return True
 
     def _thread_header(self, s: str) -> bool:
         m = THREAD.match(s)
@@ -283,12 +297,14 @@ class _Reader:
             self.by_num[m.group(1)] = cur
         self.cur = cur
         self.in_pybt = False
+        self.old_num = -1  # frame numbers start again under each thread's header
         return True
 
     def _pybt_start(self, s: str) -> bool:
         """py-bt's header, or its first frame line when the paste starts at it (py-bt-full and
         Python 2's py-bt print "#5 Frame 0x.., for file x.py, line 244, in wait (...)")."""
-        if not (s == pybt.HEADER or (not self.in_pybt and s.startswith("#") and pybt.is_full_frame(s))):
+        if not (s == pybt.HEADER or (not self.in_pybt and s.startswith("#")
+                                     and (pybt.is_full_frame(s) or pybt.is_full_state(s)))):
             return False
         if s != pybt.HEADER:
             self.cur = None if self.cur is not None and self.cur.frames else self.cur

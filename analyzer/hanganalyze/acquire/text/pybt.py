@@ -31,6 +31,8 @@ HEADER = "Traceback (most recent call first):"
 _BUILTIN = re.compile(r"^<built-in (?:method|function) (\S+)(?: of (.{1,200}?))?(?: at remote 0x[0-9a-fA-F]+)?>$")
 #: py-bt-full: ``#5 Frame 0x7f.., for file x.py, line 34, in sleeper (args)``
 _FULL = re.compile(r"^#\d{1,6} Frame 0x[0-9a-fA-F]+, for file (.*), line (\d{1,9}), in (\S+)")
+#: py-bt-full's line for a C frame that runs no Python code: ``#4 Waiting for the GIL``
+_FULL_STATE = re.compile(r"^#\d{1,6} (Waiting for the GIL|Garbage-collecting)$")
 #: Python 2's libpython.py py-bt, one gdb-numbered line a frame: ``#8 file '/usr/lib/x/threading.py', in 'join'``
 _OLD = re.compile(r"^file '([^']{1,1000})', in '([^']{1,300})'$")
 #: its line for the eval frame of a lock's acquire (``#1 Waiting for a lock (e.g. GIL)``): no frame of its own
@@ -82,6 +84,12 @@ def eval_arg_frame(body: str) -> Optional[Frame]:
     return python_frame(m.group(3), m.group(1).strip('"'), to_int(m.group(2))) if m else None
 
 
+def is_full_state(s: str) -> bool:
+    """py-bt-full's numbered line for the GIL wait or a collection (``#4 Waiting for the GIL``): it
+    starts the thread's py-bt listing as a frame line does, so the frames below are the same thread."""
+    return _FULL_STATE.match(s) is not None
+
+
 def is_full_frame(s: str) -> bool:
     """A py-bt-full (or Python 2 py-bt) frame line: ``#5 Frame 0x.., for file x.py, line 3, in f``."""
     return " Frame 0x" in s and _FULL.match(s) is not None
@@ -104,6 +112,21 @@ def frame_line(line: str, s: str, cur: Thread, frames: List[Frame]) -> bool:
         m = _FULL.match(s)
         if m:
             frames.append(python_frame(m.group(3), m.group(1).strip('"'), to_int(m.group(2))))
+            return True
+        m = _FULL_STATE.match(s)
+        if m:
+            if m.group(1) == "Garbage-collecting":
+                cur.state.gc = True
+            else:
+                cur.state.gil = "waiting"
+            return True
+        # py-bt-full numbers its built-in lines too: ``#10 <built-in method sleep of module object ..>``
+        num, _sp, rest = s.partition(" ")
+        m = _BUILTIN.match(rest) if num[1:].isdigit() and rest.startswith("<built-in ") else None
+        if m:
+            f = python_frame(m.group(1), None, None)
+            f.note = "built-in" + (" of %s" % m.group(2) if m.group(2) else "")
+            frames.append(f)
             return True
     if line[:1] in (" ", "\t"):
         if s == "Waiting for the GIL":

@@ -74,6 +74,7 @@ def parse(lines: List[str], proc: Process) -> None:
     messages: List[str] = []
     cur: Optional[Thread] = None
     frame_indent: Optional[int] = None
+    source_next = False  # the next deeper line is the source line of the frame just read
     for line in lines:
         s = line.strip()
         if not s:
@@ -111,9 +112,16 @@ def parse(lines: List[str], proc: Process) -> None:
             if m:
                 cur.frames.append(_frame(m))
                 frame_indent = ind
+                source_next = True
                 continue
             if frame_indent is not None and ind > frame_indent:
-                continue  # source line, or --locals values
+                # the source line under a Python frame (sourcewait.py reads the wait from it), or
+                # --locals values ("Arguments:" / "Locals:" and their rows, never the first line)
+                last = cur.frames[-1] if source_next and cur.frames else None
+                source_next = False
+                if last is not None and last.kind == "python" and s not in ("Arguments:", "Locals:"):
+                    last.source = s[:300]
+                continue
         m = _SIGNAL.search(s)
         if m:
             proc.signal = m.group(1)
