@@ -37,6 +37,7 @@ KNOWN_PATTERNS = [
     r"^Process \d+: .+$",  # py-spy's header (its dump may have failed: "failed to get os threadid")
     r"^Error: failed to (get|find|open|read) ",  # py-spy's own errors
     r"[Ii]nitializing (distributed|ddp): GLOBAL_RANK: \d+, MEMBER: \d+/\d+",  # Lightning's rendezvous banner
+    r"Waiting in store based barrier to initialize process group for rank: \d+",  # c10d, before 2.1
     r"^\s*(\*\*\* )?SIG(SEGV|BUS|ABRT|FPE|ILL)\b",  # a crash handler's first line (glog's "*** SIGSEGV received")
     r"Initializing TorchBackend in DeepSpeed with backend",  # DeepSpeed's rendezvous banner (init_distributed)
     r"Objects [0-9a-f]{16,} are still not local after",  # Ray's ray.get waiting for an object (plasma store)

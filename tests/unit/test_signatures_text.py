@@ -61,6 +61,8 @@ def ids_of(text: str, db) -> List[str]:
 # (file, key phrase: every line containing it is removed for the near miss)
 CASES = [
     ("heartbeat_llamafactory_8549.txt", "watchdog got stuck"),
+    ("store_barrier_accelerate_1401.txt", "Waiting in store based barrier"),
+    ("file_baton_pytest_190674.txt", "file_baton.py"),
     ("collective_timeout_verl_1158.txt", "Watchdog caught collective operation timeout"),
     ("capture_event_query_vllm_41622.txt", "capturing stream"),
     ("cuda_init_fork_flair_1316.txt", "Cannot re-initialize CUDA"),

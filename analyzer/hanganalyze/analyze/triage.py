@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze import rxcache
+from hanganalyze.analyze.crashframes import CRASH_FRAMES, aborting
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
 from hanganalyze.analyze.programkind import advice_fits, advice_text, input_kind, program_kinds
@@ -37,12 +37,6 @@ from hanganalyze_gdbext.model.signals import FATAL_SIGNALS
 
 #: The triage's rule id: its title, severity and cause are its entry of ``signatures/rules/rules.yaml``.
 SIGNATURE = "triage"
-#: Frames of a crashed thread that show the signal (a handler, abort) near the top.
-_CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore_rt|<signal handler called>|"
-                           r"__pthread_kill\w*|faulthandler_\w+|__GI_abort|std::terminate|__gnu_cxx::"
-                           r"__verbose_terminate_handler|__cxxabiv1::__terminate|c10::detail::torchCheckFail\w*|"
-                           r"ucs_handle_error|ucs_error_signal_handler|ucs_debug_\w+|\w*[Ss]ignal_?[Hh]andler\w*|"
-                           r"__sigaction|google::\w*FailureSignalHandler\w*|absl::\w*FailureSignalHandler\w*)$")
 #: Threads named in the evidence, at most.
 MAX_ABOUT = 6
 #: Threads listed in ``Finding.triage.threads``, at most (a 1,000-thread process stays small).
@@ -111,6 +105,8 @@ def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = 
     "<no Python frame>", does not hide the one that has them)."""
     threads = threads or proc.threads
     if proc.signal not in FATAL_SIGNALS:
+        if proc.signal is None and aborting(t.frames, lambda f: _names(f)[0]):
+            return True  # abort on top of its stack: SIGABRT, whatever the paste left out
         if not (t.current or first):
             return False
         if _message_category(proc, [table().crashed])[0] is None and not (t.current and CURRENT_NOTE in proc.notes):
@@ -120,7 +116,7 @@ def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = 
         return True
     if first and len(threads) == 1:
         return True  # one thread and a fatal signal: the signal's thread (a UCX or glog backtrace)
-    return any(_CRASH_FRAMES.match(_names(f)[1] or (f.function or "")) for f in t.frames[:10])
+    return any(CRASH_FRAMES.match(_names(f)[1] or (f.function or "")) for f in t.frames[:10])
 
 
 _NOT_RAISED = re.compile(r"^exception: (?:\S*\.)?(?:KeyboardInterrupt|SystemExit|\w*Timeout\w*)\b|[Tt]imed? ?out")
