@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.errors import InputError
 from hanganalyze.pipeline import analyze, load_signature_db
