@@ -71,3 +71,25 @@ def test_a_crash_report_is_not_taken_for_a_sample():
             "1   libsystem_c.dylib        0x00007ff80a0e0b19 abort + 123\n")
     assert macsample.score(text.splitlines()) == 0
     assert "parsed as macOS crash report" in parse_text(text).processes[0].notes
+
+
+def test_a_spindump_tree_is_read_the_same_way():
+    text = ("Process:          Python [4242]\n\n"
+            'Thread 0x5c2    DispatchQueue "com.apple.main-thread"(1)    1001 samples (1-1001)    priority 31\n'
+            "  1001  start + 1 (libdyld.dylib + 89917) [0x7fff6f0c8f3d]\n"
+            "    1001  main + 118 (Python + 14950) [0x10c6ba3a6]\n"
+            "      1000  __psynch_cvwait + 10 (libsystem_kernel.dylib + 14798) [0x7fff6f20c9ce]\n"
+            "       *1000  psynch_cvcontinue + 0 (pthread + 19245) [0xffffff7f8ea0ab2d]\n"
+            "      1  ??? (Python + 100) [0x10c6b0064]\n"
+            'Thread 0x5c9    Thread name "worker"    1001 samples (1-1001)    priority 31\n'
+            "  1001  thread_start + 13 (libsystem_pthread.dylib + 9229) [0x7fff6f2c240d]\n")
+    main, worker = parse_text(text).processes[0].threads
+    assert main.tid == 0x5c2 and main.name == "com.apple.main-thread"
+    assert funcs(main) == ["psynch_cvcontinue", "__psynch_cvwait", "main", "start"]
+    assert main.frames[1].library == "libsystem_kernel.dylib" and main.frames[1].address == 0x7fff6f20c9ce
+    assert worker.name == "worker" and funcs(worker) == ["thread_start"]
+
+
+def test_a_numbered_list_with_parenthesised_sums_is_no_spindump():
+    lines = ["  12  apples + 3 (basket + 1)", "  7  pears (crate + 2) [note]", "Thread 0x1 started"]
+    assert macsample.score(lines) == 0

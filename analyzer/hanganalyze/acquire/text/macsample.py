@@ -15,7 +15,9 @@ column its sample count starts at (the prefix is spaces and ``+ ! : |``), its co
 samples passed through it.  Our model has one stack per thread: the heaviest path, taking at each
 depth the child seen in most samples (the first on a tie), innermost frame first as the other
 parsers give them; how many samples that innermost frame had is the thread's note.  Frames before
-the first thread header (a paste that starts mid-tree) make a thread of their own.  Every other
+the first thread header (a paste that starts mid-tree) make a thread of their own.  ``spindump``'s
+tree is read the same way: ``Thread 0x5c2    DispatchQueue "com.apple.main-thread"(1) ...`` heads a
+thread, its frames are ``func + 118 (Python + 14950) [0x10c6ba3a6]``, a ``*`` marks kernel frames.  Every other
 line (the "Sort by top of stack" table, the header fields) is a message; ``Binary Images:`` ends it.
 """
 
@@ -31,7 +33,7 @@ from .common import cap_messages, to_int
 NAME = "macos-sample"
 
 #: The prefix, the sample count and the rest of a tree line.
-_LINE = re.compile(r"^([ +!:|]{0,400})(\d{1,10}) (\S.{0,4000})$")
+_LINE = re.compile(r"^([ +!:|*]{0,400})(\d{1,10}) {1,2}(\S.{0,4000})$")
 #: ``func  (in lib) + 224  [0x7fff2079a8fc]`` (optionally ``load address 0x.. + 0x..`` before the
 #: address, several addresses, a ``file.c:12`` after it): the ``(in X)`` and the bracketed address
 #: are what only this format prints.
@@ -41,6 +43,12 @@ _FRAME = re.compile(r"^(.{1,2000}?)  \(in ([^()]{1,300})\)(?: \+ \d{1,12})?(?:  
 #: ``Thread_93633372``, ``Thread_123   DispatchQueue_1: com.apple.main-thread  (serial)``,
 #: ``Thread_123: worker-name``.
 _THREAD = re.compile(r"^Thread_(\d{1,20})(?::\s*|\s+|$)(.{0,300})$")
+#: spindump's ``func + 118 (Python + 14950) [0x10c6ba3a6]`` and ``??? (Python + 14950) [0x...]``.
+_SPIN_FRAME = re.compile(r"^(.{1,2000}?)(?: \+ \d{1,12})? \(([^()]{1,300}?) \+ \d{1,12}\) "
+                         r"\[(0x[0-9a-fA-F]{1,16})\]\s*$")
+#: spindump's ``Thread 0x5c2    DispatchQueue "label"(1)    1001 samples (1-1001) ...``
+_SPIN_THREAD = re.compile(r"^Thread (0x[0-9a-fA-F]{1,16})\s(.{0,1000})$")
+_SPIN_NAME = re.compile(r'(?:Thread name|DispatchQueue) "([^"]{1,200})"')
 _QUEUE = re.compile(r"^DispatchQueue_\d{1,10}:\s+(.{1,200}?)\s*(?:\((?:serial|concurrent)\))?\s*$")
 
 
@@ -57,13 +65,18 @@ class _Node:
 
 def _frame(rest: str) -> Optional[Frame]:
     m = _FRAME.match(rest)
-    if not m:
-        return None
+    file = line = None
+    if m:
+        file, line = m.group(4), m.group(5)
+    else:
+        m = _SPIN_FRAME.match(rest)
+        if not m:
+            return None
     func, lib = m.group(1).strip(), m.group(2).strip()
     unknown_lib = lib.startswith("<unknown") or lib == "???"
     return Frame(kind="native", function=None if func in ("???", "") else func,
                  library=None if unknown_lib else lib, address=to_int(m.group(3), 16),
-                 file=m.group(4), line=to_int(m.group(5)))
+                 file=file, line=to_int(line))
 
 
 def _line(s: str) -> Optional[Tuple[int, int, str]]:
@@ -81,8 +94,9 @@ def score(lines: List[str]) -> float:
     for line in lines:
         t = _line(line)
         if t is None:
+            threads += 1 if _SPIN_THREAD.match(line.strip()) else 0
             continue
-        if _FRAME.match(t[2]):
+        if _FRAME.match(t[2]) or _SPIN_FRAME.match(t[2]):
             frames += 1
         elif _THREAD.match(t[2]):
             threads += 1
@@ -108,13 +122,16 @@ def _heaviest(root: _Node) -> List[Frame]:
 
 
 def _thread_of(tid: str, rest: str) -> Thread:
-    t = Thread(tid=to_int(tid))
+    """A thread from its header: sample's decimal ``Thread_N`` or spindump's ``Thread 0x..``."""
     rest = rest.strip()
-    q = _QUEUE.match(rest)
-    if q:
-        t.name = q.group(1)
-    elif rest:
-        t.name = rest
+    if tid.startswith("0x"):
+        t = Thread(tid=to_int(tid, 16))
+        names = _SPIN_NAME.findall(rest)
+        t.name = names[-1] if names else None  # the thread's own name is printed after its queue
+    else:
+        t = Thread(tid=to_int(tid))
+        q = _QUEUE.match(rest)
+        t.name = (q.group(1) if q else rest) or None
     t.notes.append("macOS sample thread %s" % tid)
     return t
 
@@ -129,6 +146,12 @@ def parse(lines: List[str], proc: Process) -> None:
             continue
         if s.strip().startswith("Binary Images:"):
             break
+        sm = _SPIN_THREAD.match(s.strip())
+        if sm:
+            root = _Node(0, None)
+            trees.append((_thread_of(sm.group(1), sm.group(2)), root))
+            stack = [(-1, root)]
+            continue
         t = _line(s)
         tm = _THREAD.match(t[2]) if t is not None else None
         if t is not None and tm is not None:
