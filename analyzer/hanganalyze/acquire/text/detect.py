@@ -23,7 +23,7 @@ UNRECOGNISED = (
     "could not recognise the text as any known dump format (gdb backtrace, py-bt, py-spy dump, "
     "py-spy --json, pystack, faulthandler, Python traceback, IPython traceback, lldb bt, pytest-timeout, "
     "pytest report, stack dumper, abseil deadlock report, PyTorch C++ frames, backtrace_symbols, WinDbg or "
-    "Visual Studio call stack, macOS crash report, IDE debugger thread view, python -m asyncio ps/pstree) "
+    "Visual Studio call stack, macOS crash report or sample, IDE debugger thread view, python -m asyncio ps/pstree) "
     "or hang log: "
     "no stack frame and no known log line found; use --input-format, or --input-format log for a plain log"
 )
