@@ -70,12 +70,26 @@ def _xid_text(ev: XidEvent) -> str:
     return "Xid %d%s%s: %s" % (ev.xid, where, who_, ev.text[:160])
 
 
-def _by_gpu(events: Sequence[XidEvent]) -> List[Tuple[Optional[str], List[XidEvent]]]:
-    """Events grouped by GPU (PCI key), in first-seen order."""
+def _by_gpu(snapshot: Snapshot, joined: List[List[RankGpu]], events: Sequence[XidEvent]
+            ) -> List[Tuple[Optional[str], List[XidEvent], Optional[Gpu], List[int], str]]:
+    """Events grouped by GPU (PCI key), in first-seen order: (key, events, the GPU, the processes on
+    it, its name) -- what each Xid rule starts from."""
     out: Dict[Optional[str], List[XidEvent]] = {}
     for ev in events:
         out.setdefault(bus_key(ev.bus_id), []).append(ev)
-    return list(out.items())
+    state = snapshot.gpu
+    groups = []
+    for key, evs in out.items():
+        g = gpu_for_bus(state, evs[0].bus_id) if state is not None else None
+        groups.append((key, evs, g, _procs_of_events(snapshot, joined, g, evs), xid_gpu_name(evs[0], state)))
+    return groups
+
+
+def _on_gpu_evidence(snapshot: Snapshot, procs: Sequence[int], name: str, events: Sequence[XidEvent]
+                     ) -> List[Evidence]:
+    """Each process on the GPU, then the kernel log's Xid lines (8 at most)."""
+    return [Evidence(process=i, rank=snapshot.processes[i].rank, rule="gpu-state", text="on %s" % name)
+            for i in procs] + [Evidence(rule="kernel log", text=_xid_text(e)) for e in events[:8]]
 
 
 def _procs_of_events(snapshot: Snapshot, joined: List[List[RankGpu]], gpu: Optional[Gpu],
@@ -106,18 +120,13 @@ def gpu_fallen_off_bus(snapshot: Snapshot) -> List[Finding]:
     found: List[Finding] = []
     seen: List[Optional[str]] = []
     lost_events = [ev for ev in state.xids if _klass(ev) in LOST_XIDS]
-    for key, events in _by_gpu(lost_events):
-        g = gpu_for_bus(state, events[0].bus_id)
-        procs = _procs_of_events(snapshot, joined, g, events)
-        name = xid_gpu_name(events[0], state)
+    for key, events, g, procs, name in _by_gpu(snapshot, joined, lost_events):
         said = ["Xid %d (%s)" % (events[0].xid, events[0].text[:80])]
         if g is not None and g.lost:
             said.append("nvidia-smi: %s" % g.lost)
         summary = "%s fell off the bus: %s%s" % (name, "; ".join(said), _on_text(snapshot, procs))
-        ev = [Evidence(process=i, rank=snapshot.processes[i].rank, rule="gpu-state",
-                       text="on %s" % name) for i in procs] + [
-            Evidence(rule="kernel log", text=_xid_text(e)) for e in events[:8]]
-        found.append(_finding("gpu-fallen-off-bus", procs, snapshot, summary, ev, 0.95))
+        found.append(_finding("gpu-fallen-off-bus", procs, snapshot, summary,
+                              _on_gpu_evidence(snapshot, procs, name, events), 0.95))
         seen.append(key)
     for g in state.gpus:
         if not g.lost or (bus_key(g.bus_id) in seen and bus_key(g.bus_id) is not None):
@@ -139,10 +148,7 @@ def gpu_ecc_errors(snapshot: Snapshot) -> List[Finding]:
     joined = gpus_of(snapshot)
     found: List[Finding] = []
     done: List[Optional[str]] = []
-    for key, events in _by_gpu([ev for ev in state.xids if _klass(ev) in ECC_XIDS]):
-        g = gpu_for_bus(state, events[0].bus_id)
-        procs = _procs_of_events(snapshot, joined, g, events)
-        name = xid_gpu_name(events[0], state)
+    for key, events, _g, procs, name in _by_gpu(snapshot, joined, [ev for ev in state.xids if _klass(ev) in ECC_XIDS]):
         kinds = sorted({e.xid for e in events})
         means = ["Xid %d: %s" % (x, xid_info(x).meaning) for x in kinds if xid_info(x)]  # type: ignore[union-attr]
         summary = "%s reported %s%s" % (name, "; ".join(means), _on_text(snapshot, procs))
@@ -175,10 +181,8 @@ def gpu_xid(snapshot: Snapshot) -> List[Finding]:
         return []
     joined = gpus_of(snapshot)
     found: List[Finding] = []
-    for _key, events in _by_gpu([ev for ev in state.xids if _klass(ev) not in LOST_XIDS + ECC_XIDS]):
-        g = gpu_for_bus(state, events[0].bus_id)
-        procs = _procs_of_events(snapshot, joined, g, events)
-        name = xid_gpu_name(events[0], state)
+    other = [ev for ev in state.xids if _klass(ev) not in LOST_XIDS + ECC_XIDS]
+    for _key, events, _g, procs, name in _by_gpu(snapshot, joined, other):
         counts: Dict[int, int] = {}
         for e in events:
             counts[e.xid] = counts.get(e.xid, 0) + 1
@@ -191,10 +195,8 @@ def gpu_xid(snapshot: Snapshot) -> List[Finding]:
                 fix.append(info.action)
         title = "Xid %s on %s" % (", ".join(str(x) for x in counts), name)
         summary = "%s: %s%s" % (name, "; ".join(parts), _on_text(snapshot, procs))
-        ev = [Evidence(process=i, rank=snapshot.processes[i].rank, rule="gpu-state",
-                       text="on %s" % name) for i in procs] + [
-            Evidence(rule="kernel log", text=_xid_text(e)) for e in events[:8]]
-        found.append(_finding("gpu-xid", procs, snapshot, summary, ev, 0.8, fix=fix or None, title=title))
+        found.append(_finding("gpu-xid", procs, snapshot, summary, _on_gpu_evidence(snapshot, procs, name, events),
+                              0.8, fix=fix or None, title=title))
     return found
 
 
