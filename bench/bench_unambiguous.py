@@ -11,14 +11,15 @@ with the stopped job's captured answers (``tests/data/nccl_ras/stuck.query*.json
 the ranks'): the RAS path of a live run, without a GPU.
 
     python bench/bench_unambiguous.py [--backend gloo|nccl] [--ras replay|none] [--repeat 5]
-                                      [--pystack PATH] [--pystack-native] [--phases]
+                                      [--pystack PATH] [--pystack-native] [--phases] [--nvml N]
 
 Prints one JSON object: the first run (it fills the caches) and each warm run's wall time, their
 median, the verdict of the last run (findings, RAS queries and their window), ``pystack remote``
 per rank (median of ``--repeat``, when pystack is there) and the ratio of the median to their sum.
 ``--phases`` adds one run inside this process with every phase timed (start-up, planning the job,
 each read and the /proc counters around it, the sleeps between samples, each RAS query, the wait
-for RAS, analysis, rendering).
+for RAS, the NVML read, analysis, rendering).  ``--nvml N`` times what the GPU columns cost (issue 34,
+goal <= 0.1 s): ``read_nvml()`` in N fresh interpreters, as each CLI run pays it once.
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ def _phases(launcher: int, out: Path) -> Dict[str, Any]:
     sys.dont_write_bytecode, sys.pycache_prefix = False, PYC  # the .pyc files the runs above wrote
     t0 = time.perf_counter()
     from hanganalyze import cli, pipeline, render  # noqa: I001 - timed: the CLI's own imports
-    from hanganalyze.acquire import engine, raslive, request, sampling
+    from hanganalyze.acquire import engine, nvml, raslive, request, sampling
 
     imports = time.perf_counter() - t0
     events: List[Dict[str, Any]] = []
@@ -181,6 +182,7 @@ def _phases(launcher: int, out: Path) -> Dict[str, Any]:
     wrap(raslive.RasSampler, "finish", "ras finish")
     wrap(request, "plan_inputs", "plan (job tree)")
     wrap(request.AcquireRequest, "acquire", "acquire (all samples)")
+    wrap(nvml, "read_nvml", "nvml (GPU columns)")  # many.py looks it up at call time: the wrapper is seen
     wrap(pipeline, "analyze", "analysis")
     wrap(render, "render", "render")
     wrap(cli, "write_output", "write")
@@ -215,6 +217,27 @@ def _pystack(pystack: Optional[str], pids: List[int], repeat: int, native: bool)
     return {"per_rank_s": per, "sum_s": round(sum(per.values()), 3)}
 
 
+NVML_PROBE = ("import sys, time; from hanganalyze.acquire.nvml import read_nvml; t = time.perf_counter(); "
+              "state, note = read_nvml(); s = time.perf_counter() - t; "
+              "print('%.4f %d %s' % (s, len(state.gpus) if state else 0, note or ''))")
+
+
+def _nvml_cost(repeat: int) -> Dict[str, Any]:
+    """What the GPU columns add to a ``--job`` run: ``read_nvml()`` (importing the binding, nvmlInit, every
+    GPU's fields and its last 2 s of utilization samples, nvmlShutdown) timed in a fresh interpreter each
+    time, as each CLI run pays it once; the rest of the columns is rendering, a few rows of text."""
+    walls, gpus, note = [], 0, ""
+    for _ in range(repeat):
+        r = subprocess.run([sys.executable, "-c", NVML_PROBE], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            return {"error": r.stderr.strip().splitlines()[-1:] or ["rc %d" % r.returncode]}
+        s, n, *rest = r.stdout.split(" ", 2)
+        walls.append(float(s))
+        gpus, note = int(n), (rest[0].strip() if rest else "")
+    return {"read_nvml_s": [round(w, 4) for w in walls], "median_s": round(statistics.median(walls), 4),
+            "max_s": round(max(walls), 4), "gpus": gpus, "note": note or None}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--backend", choices=("nccl", "gloo"), default="gloo")
@@ -225,6 +248,8 @@ def main() -> int:
     ap.add_argument("--pystack", default=shutil.which("pystack") or "/tmp/pystack-venv/bin/pystack")
     ap.add_argument("--pystack-native", action="store_true", help="pystack remote --native (C frames too)")
     ap.add_argument("--phases", action="store_true", help="also one run in this process, each phase timed")
+    ap.add_argument("--nvml", type=int, default=0, metavar="N",
+                    help="also time read_nvml() (the GPU columns' cost) in N fresh interpreters")
     ap.add_argument("--keep", help="a folder for the job's log and the reports (default: a temporary one)")
     args = ap.parse_args()
     ras = args.ras or ("replay" if args.backend == "gloo" else "none")
@@ -253,6 +278,8 @@ def main() -> int:
                 out["ratio_to_pystack"] = round(out["median_s"] / ps["sum_s"], 2)
         else:
             out["pystack"] = "not found (--pystack PATH; python3 -m venv v && v/bin/pip install pystack)"
+        if args.nvml:
+            out["nvml"] = _nvml_cost(args.nvml)
         if args.phases:
             out["phases"] = _phases(job.proc.pid, tmp / "phases.json")
     finally:
