@@ -19,7 +19,8 @@ per rank (median of ``--repeat``, when pystack is there) and the ratio of the me
 ``--phases`` adds one run inside this process with every phase timed (start-up, planning the job,
 each read and the /proc counters around it, the sleeps between samples, each RAS query, the wait
 for RAS, the NVML read, analysis, rendering).  ``--nvml N`` times what the GPU columns cost (issue 34,
-goal <= 0.1 s): ``read_nvml()`` in N fresh interpreters, as each CLI run pays it once.
+goal <= 0.1 s): ``read_nvml()`` in N fresh interpreters, as each CLI run pays it once, and N ``--job`` runs
+with the columns and N without them, interleaved (the read runs beside the samples: its wall cost).
 """
 
 from __future__ import annotations
@@ -127,9 +128,9 @@ def _env() -> Dict[str, str]:
     return env
 
 
-def _timed(argv: List[str]) -> Dict[str, Any]:
+def _timed(argv: List[str], env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     t = time.perf_counter()
-    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600, env=_env())
+    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600, env=env or _env())
     return {"wall": time.perf_counter() - t, "rc": r.returncode, "stderr": r.stderr.decode("utf-8", "replace")}
 
 
@@ -238,6 +239,27 @@ def _nvml_cost(repeat: int) -> Dict[str, Any]:
             "max_s": round(max(walls), 4), "gpus": gpus, "note": note or None}
 
 
+def _nvml_ab(launcher: int, repeat: int, tmp: Path) -> Dict[str, Any]:
+    """``--job`` end to end with the GPU columns and without them (a ``pynvml`` that cannot be imported put
+    first on the path: the report then says "not read" in one line), the two interleaved: what the columns
+    add to the wall time, whatever the read's own cost (it runs beside the stack samples)."""
+    shim = tmp / "no-nvml"
+    shim.mkdir(exist_ok=True)
+    (shim / "pynvml.py").write_text("raise ImportError('hidden by bench_unambiguous --nvml')\n")
+    without = _env()
+    without["PYTHONPATH"] = str(shim) + os.pathsep + without.get("PYTHONPATH", "")
+    walls: Dict[str, List[float]] = {"with": [], "without": []}
+    for k in range(repeat):
+        for mode in (("with", "without") if k % 2 == 0 else ("without", "with")):
+            r = _timed(_hanganalyze() + ["--job", str(launcher), "--format", "json", "-o", str(tmp / "ab.json")],
+                       None if mode == "with" else without)
+            if r["rc"] not in (0, 3):
+                return {"error": "hanganalyze failed (%d): %s" % (r["rc"], r["stderr"][-300:])}
+            walls[mode].append(round(r["wall"], 3))
+    med = {m: round(statistics.median(w), 3) for m, w in walls.items()}
+    return {"walls_s": walls, "median_s": med, "added_s": round(med["with"] - med["without"], 3)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--backend", choices=("nccl", "gloo"), default="gloo")
@@ -280,6 +302,7 @@ def main() -> int:
             out["pystack"] = "not found (--pystack PATH; python3 -m venv v && v/bin/pip install pystack)"
         if args.nvml:
             out["nvml"] = _nvml_cost(args.nvml)
+            out["nvml_ab"] = _nvml_ab(job.proc.pid, args.nvml, tmp)
         if args.phases:
             out["phases"] = _phases(job.proc.pid, tmp / "phases.json")
     finally:

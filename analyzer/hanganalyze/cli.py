@@ -124,7 +124,7 @@ OPTIONS: Tuple[Option, ...] = (
            "Sampling may last this long before a thread is called stuck (default 6).", request="max_window",
            metavar="SECONDS"),
     Option("gpu_kernels", ("--gpu-kernels",), "flag", False,
-           "With --pid/--job: each rank's GPU kernels, read by cuda-gdb (slow).", request="gpu_kernels"),
+           "--pid/--job: GPU kernels by cuda-gdb (slow; its attach runs in ranks).", request="gpu_kernels"),
     Option("exe", ("--exe",), "path", None, "Executable of the core (default: found from the core).", request="exe"),
     Option("fmt", ("--format", "-f"), "format", None,
            "Output format (default: html with -o x.html, json/md likewise, else text)."),

@@ -306,3 +306,30 @@ def test_the_rank_table_gpu_column_names_the_kernel():
     assert cells[str(snap.processes[0].pid)].startswith("kernel ncclDevKernel")
     snap.processes[0].cuda_kernels = None
     assert str(snap.processes[0].pid) not in gpu_cells(snap) or gpu_cells(snap)[str(snap.processes[0].pid)] == "?"
+
+
+def test_two_gpu_listings_and_a_refused_attach():
+    """2x H200 (scripts/gpu_kernels.sh): each rank's GPU is its own device; rank 1's runs spin_kernel on device 1,
+    rank 0's the NCCL all-reduce on device 0.  With inferior calls refused cuda-gdb printed "No CUDA devices."
+    then "No CUDA kernels." for the same spinning rank: that attach read nothing, it is no empty GPU."""
+    rank1 = _real("twogpu.spin.rank1.standalone.txt", "twogpu.spin.rank1.standalone.txt")
+    rank0 = _real("twogpu.spin.rank0.standalone.txt", "twogpu.spin.rank0.standalone.txt")
+    assert [(k.device, k.short) for k in rank1.persistent()] == [(1, "spin_kernel")]
+    assert [(k.device, k.nccl) for k in rank0.persistent()] == [(0, True)]
+    (f,) = gpurules.gpu_kernel_never_ends(_spin_job(rank1, rank0))
+    assert f.ranks == [1] and "spin_kernel (device 1, grid 9)" in f.summary
+    sample, devices = cudakernels.sample_of((KERNELS / "nocall.spin.rank1.txt").read_text(encoding="utf-8"), 9.0, None)
+    assert not sample.kernels and not devices
+    assert sample.error.startswith("cuda-gdb could not reach the GPU side")
+    refused = CudaKernels(samples=[sample, sample])
+    assert not refused.listed() and not refused.persistent()
+    assert gpurules.gpu_kernel_never_ends(_spin_job(refused, rank0)) == []
+
+
+def test_no_inferior_call_is_refused_for_cuda_gdb_alone():
+    """Every gdb session refuses inferior calls; cuda-gdb under --gpu-kernels must not (its attach calls the
+    driver's routine), and it sends nothing but the two listings and detach."""
+    argv = cudakernels.command("cuda-gdb", 42)
+    assert "set may-call-functions off" not in argv and "set auto-load off" in argv and "-nx" in argv
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "-ex"] == ["info cuda devices", "info cuda kernels",
+                                                                        "detach"]

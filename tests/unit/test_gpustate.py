@@ -569,3 +569,43 @@ def test_nvml_utilization_history_is_the_last_two_seconds():
 
     assert nvml._recent_util(NS(NVML_GPU_UTILIZATION_SAMPLES=1, nvmlDeviceGetSamples=unsupported), None) == []
     assert nvml._recent_util(NS(), None) == []
+
+
+def test_nvml_is_read_beside_the_stacks_not_after_them(monkeypatch):
+    """The GPU columns must not add NVML's ~0.1 s to a --job run: the read runs while the ranks are
+    sampled.  Each rank's read waits for NVML's read to have started: one after the other, it would not."""
+    import threading
+
+    from hanganalyze.acquire import many, nvml
+    from hanganalyze_gdbext.model import Process
+    from hanganalyze_gdbext.model.gpustate import GpuState
+
+    started = threading.Event()
+
+    def fake_read():
+        started.set()
+        return GpuState(gpus=[], sources=["NVML"], samples=1), None
+
+    monkeypatch.setattr(nvml, "read_nvml", fake_read)
+    seen = []
+
+    def one(inp):
+        seen.append(started.wait(5.0))
+        return Snapshot(processes=[Process(source="live", pid=inp.pid)])
+
+    inputs = [many.Input(pid=4242, launcher_pid=1), many.Input(pid=4243, launcher_pid=1)]
+    snap = many.acquire_all(inputs, one, 2)
+    assert seen == [True, True] and snap.gpu is not None and snap.gpu.sources == ["NVML"]
+
+
+def test_nvml_that_raises_is_one_note(monkeypatch):
+    from hanganalyze.acquire import many, nvml
+    from hanganalyze_gdbext.model import Process
+
+    def broken():
+        raise RuntimeError("driver\nexploded")
+
+    monkeypatch.setattr(nvml, "read_nvml", broken)
+    inputs = [many.Input(pid=1, launcher_pid=9), many.Input(pid=2, launcher_pid=9)]
+    snap = many.acquire_all(inputs, lambda inp: Snapshot(processes=[Process(source="live", pid=inp.pid)]), 2)
+    assert snap.gpu is None and "GPU state: not read (NVML: driver exploded)" in snap.warnings

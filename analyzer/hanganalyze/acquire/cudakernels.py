@@ -10,7 +10,8 @@ tracers cannot share a process), and each attach is timed; the report's notes gi
 How it runs (the same care as ``gdbsession.py``): ``cuda-gdb -nx -batch`` with auto-load off (no
 script found beside a binary runs), debuginfod off, no pagination, ``-p PID`` and the two
 ``info`` commands, then detach; a hard timeout per attach kills its process group, and a target
-left stopped gets SIGCONT.  Nothing is dumped; cuda-gdb's attach itself starts the CUDA debugger's
+left stopped gets SIGCONT.  Nothing is dumped; cuda-gdb's attach itself calls the CUDA driver's debugger-attach
+routine in the target (the one code run in a target, only under ``--gpu-kernels``), which starts its
 helper in the target (a thread and a short-lived child, as its output shows).  Ranks on
 a host are read in parallel (bounded), ranks of one GPU included.  ``SAMPLES`` rounds
 ``INTERVAL_S`` apart: the same grid in every round is a kernel that did not end in that time.
@@ -52,6 +53,7 @@ RAW_DIR_ENV = "HANGANALYZE_CUDA_GDB_RAW"
 KERNELS_HEADER = re.compile(r"^\s*Kernel\s+Parent\s+Dev\s+Grid\s+Status\s+SMs Mask\s+GridDim\s+BlockDim\s+Invocation\b")
 DEVICES_HEADER = re.compile(r"^\s*Dev\s+PCI Bus/Dev ID\s+Name\s+Description\s+SM Type\s+SMs\b")
 NO_KERNELS = re.compile(r"^\s*No CUDA kernels\.")
+NO_DEVICES = re.compile(r"^\s*No CUDA devices\.", re.M)
 _STATUS = r"Invalid|Pending|Active \(preempted\)|Active|Sleeping|Terminated|Undetermined"
 _ROW = re.compile(r"^(?P<cur>\*)?\s*(?P<kernel>\d+)\s+(?P<parent>\d+|-)\s+(?P<dev>\d+)\s+(?P<grid>-?\d+)\s+"
                   r"(?P<status>" + _STATUS + r")\s+(?P<sms>0x[0-9a-fA-F]+|\S+)\s+(?P<gdim>\(\d+,\d+,\d+\))\s+"
@@ -59,6 +61,9 @@ _ROW = re.compile(r"^(?P<cur>\*)?\s*(?P<kernel>\d+)\s+(?P<parent>\d+|-)\s+(?P<de
 _DEV_ROW = re.compile(r"^(?P<cur>\*)?\s*(?P<dev>\d+)\s+(?P<pci>[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)\s+(?P<rest>.*?)\s*$")
 #: What a failed attach says, first match wins (the note's words).
 _FAILURES = (
+    (re.compile(r"Cannot call functions in the program"),
+     "cuda-gdb could not reach the GPU side: its attach must call the CUDA driver's routine in the process"),
+    (re.compile(r"^\s*No CUDA devices\.", re.M), "cuda-gdb sees no CUDA device in this process"),
     (re.compile(r"ptrace: Operation not permitted|not permitted", re.I), "not allowed to attach (ptrace)"),
     (re.compile(r"No such process|process \d+ .*does not exist", re.I), "the process is gone"),
     (re.compile(r"cuda-gdb .*(?:not supported|cannot be used)|Error: .*CUDA", re.I), None),
@@ -154,7 +159,12 @@ def looks_like(lines: Sequence[str]) -> bool:
 def command(cuda_gdb: str, pid: int) -> List[str]:
     """The cuda-gdb command line of one attach."""
     settings = ("set auto-load off", "set debuginfod enabled off", "set pagination off", "set width 0",
-                "set confirm off", "set print thread-events off", "set may-call-functions off")
+                "set confirm off", "set print thread-events off")
+    # No "set may-call-functions off" here, unlike every other gdb session: cuda-gdb reaches a live
+    # process's GPU side by calling the CUDA driver's debugger-attach routine in it, and refused that
+    # call it prints "No CUDA devices." for a process that runs kernels (2x H200, cuda-gdb 13:
+    # tests/data/gpu_kernels/nocall.*).  That call is the one code run in a target, and only under
+    # --gpu-kernels, which says so; the commands sent are these two listings and detach.
     argv = [cuda_gdb, "-nx", "-batch"]  # (no --cuda-use-lockfile: off by default since 12.0, refused by 13.x)
     for s in settings:
         argv += ["-iex", s]
@@ -200,7 +210,7 @@ def sample_of(text: str, seconds: float, error: Optional[str]) -> Tuple[KernelSa
     """One attach's output as a sample (its error when it has no kernels table)."""
     lines = text.splitlines()
     kernels, seen = parse_kernels(lines)
-    if error is None and not seen:
+    if error is None and (not seen or NO_DEVICES.search(text)):  # "No CUDA kernels." after no device: unread
         error = _failure(text)
     return KernelSample(kernels=kernels, attach_s=round(seconds, 3), error=error), parse_devices(lines)
 

@@ -20,7 +20,7 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from hanganalyze.acquire.gpustate import merge as merge_gpu
 from hanganalyze.acquire.ranks import identity_from_environ, rank_from_label, rank_from_name, read_proc_environ, said
@@ -221,6 +221,31 @@ def _failed(inp: Input, err: BaseException) -> Process:
     return proc
 
 
+class _NvmlRead:
+    """This host's GPU state read through NVML on a thread of its own while the ranks' stacks are
+    sampled: importing the binding, nvmlInit and every GPU's fields take ~0.1-0.14 s (2x H200),
+    which the samples' own sleeps hide (the GPU columns' goal: <= 0.1 s on ``--job``)."""
+
+    def __init__(self) -> None:
+        self._got: Tuple[Any, Optional[str]] = (None, "GPU state: not read (NVML: the read did not finish)")
+        self._thread = threading.Thread(target=self._read, name="nvml", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        from hanganalyze.acquire import nvml  # here: only a live --job reads the GPUs (attribute looked up late)
+
+        try:
+            self._got = nvml.read_nvml()
+        except Exception as e:  # noqa: BLE001 - NVML is optional: a note, never an error
+            self._got = (None, "GPU state: not read (NVML: %s)" % (" ".join(str(e).split()) or type(e).__name__))
+
+    def result(self, timeout: float = 30.0) -> Tuple[Any, Optional[str]]:
+        """(GPU state or None, the one-line note or None); a read still under way after ``timeout``
+        is given up (a hung driver call must not hold the report)."""
+        self._thread.join(timeout)
+        return self._got
+
+
 def acquire_all(
     inputs: Sequence[Input],
     acquire_one: Callable[[Input], Snapshot],
@@ -262,6 +287,7 @@ def acquire_all(
 
     from concurrent.futures import ThreadPoolExecutor  # here: one input needs no pool (start-up time, issue 21)
 
+    nvml = _NvmlRead() if any(i.launcher_pid is not None for i in inputs) else None
     pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="acquire")
     try:
         results = list(pool.map(work, inputs))
@@ -293,10 +319,8 @@ def acquire_all(
         out.warnings.extend("%s: %s" % (inp.describe(), w) for w in res.warnings)
     if any(r.gpu is not None for r in results if isinstance(r, Snapshot)):  # GPU-state inputs: one record
         out.gpu = merge_gpu(r.gpu for r in results if isinstance(r, Snapshot))
-    elif any(i.launcher_pid is not None for i in inputs):  # a live --job and no saved GPU state: NVML
-        from hanganalyze.acquire.nvml import read_nvml  # here: only a live --job reads the GPUs
-
-        out.gpu, note = read_nvml()
+    elif nvml is not None:  # a live --job and no saved GPU state: NVML, read beside the stacks
+        out.gpu, note = nvml.result()
         if note:  # no binding, no driver, no GPU: one line, never an error
             out.warnings.append(note)
     if any(p is not None for p in parents):
