@@ -61,6 +61,31 @@ def test_near_miss_a_handler_inside_the_wait_it_ended_keeps_the_wait(db):
     assert _wait(text, db) == "collective"
 
 
+_HANDLER_OVER_LOCK = """Thread 1 (Thread 0x7f0 (LWP 10)):
+#0  0x00007f1 in __lll_lock_wait (futex=0x7f5, private=0) at lowlevellock.c:52
+#1  0x00007f2 in __GI___pthread_mutex_lock (mutex=0x7f5) at pthread_mutex_lock.c:80
+#2  0x00007f3 in malloc () from /lib/x86_64-linux-gnu/libc.so.6
+#3  0x00007f4 in HANDLER from /usr/lib/libhandler.so
+#4  <signal handler called>
+#5  0x00007f6 in Model::step (this=0x1) at model.cc:40
+#6  0x00007f7 in main () at main.cc:10
+"""
+
+
+@pytest.mark.parametrize("handler", [
+    "google::(anonymous namespace)::FailureSignalHandler(int, siginfo_t*, void*) ()",
+    "c10::FatalSignalHandler::fatalSignalHandler(int) ()", "faulthandler_fatal_error (signum=11)"])
+def test_a_lock_taken_inside_a_fatal_handler_is_a_crash(db, handler):
+    # malloc's lock taken again inside the handler of a segfault that came while malloc held it
+    assert _wait(_HANDLER_OVER_LOCK.replace("HANDLER", handler), db) == "crashed"
+
+
+def test_near_miss_a_stack_dumping_handler_over_the_same_lock_keeps_the_lock(db):
+    # c10's SIGUSR2 handler dumps every thread's stack on request: no crash
+    text = _HANDLER_OVER_LOCK.replace("HANDLER", "c10::FatalSignalHandler::stacktraceSignalHandler(bool) ()")
+    assert _wait(text, db) == "lock"
+
+
 def test_a_windows_exception_code_is_a_crash(db):
     text = (CORPUS / "comfy-kitchen" / "comfy-kitchen-32-1.txt").read_text()
     assert _wait(text, db) == "crashed"
