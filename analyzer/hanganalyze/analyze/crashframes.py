@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence
 
 from hanganalyze import rxcache
-from hanganalyze_gdbext.model import Frame
+from hanganalyze_gdbext.model import Frame, Thread
 
 #: Frames of a crashed thread that show the signal (a handler, abort) near the top.
 CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore_rt|<signal handler called>|"
@@ -74,6 +74,12 @@ def fatal_handler_at(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -
     the stack (UCX's handler walks the stack to print it: its innermost frames are the loader)."""
     return next((i for i, f in enumerate(frames)
                  if not f.marker and f.kind != "python" and _FATAL_HANDLERS.match(name_of(f))), None)
+
+
+def crash_on_stack(t: Thread, name_of: Callable[[Frame], str], no_signal: bool) -> bool:
+    """The thread's own stack proves it crashed: ``abort`` on top (where the input names no signal:
+    a named one already says which thread got it) or a fatal handler anywhere on it."""
+    return (no_signal and aborting(t.frames, name_of)) or fatal_handler_at(t.all_frames(), name_of) is not None
 
 
 def fatal_line(messages: Sequence[str]) -> bool:

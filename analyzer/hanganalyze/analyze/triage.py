@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyze.crashframes import CRASH_FRAMES, aborting, fatal_handler_at, proven
+from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, proven
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
 from hanganalyze.analyze.programkind import advice_fits, advice_text, input_kind, program_kinds
@@ -105,10 +105,8 @@ def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = 
     "<no Python frame>", does not hide the one that has them)."""
     threads = threads or proc.threads
     if proc.signal not in FATAL_SIGNALS:
-        if proc.signal is None and aborting(t.frames, lambda f: _names(f)[0]):
-            return True  # abort on top of its stack: SIGABRT, whatever the paste left out
-        if fatal_handler_at(t.all_frames(), lambda f: _names(f)[0]) is not None:
-            return True  # a fatal signal's handler on its stack (UCX's, faulthandler's, glog's)
+        if crash_on_stack(t, lambda f: _names(f)[0], proc.signal is None):
+            return True  # abort on top of its stack (SIGABRT, whatever the paste left out), a fatal handler on it
         if not (t.current or first):
             return False
         if _message_category(proc, [table().crashed])[0] is None and not (t.current and CURRENT_NOTE in proc.notes):
