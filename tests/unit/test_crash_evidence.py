@@ -120,7 +120,7 @@ def test_fatal_lines(line):
 
 @pytest.mark.parametrize("line", [
     "installed a SIGSEGV handler", "Exception Code: 0xC000013A", "Exception Code: 0x80000003",
-    "Caught signal 2 (Interrupt)", "DEBUG: atexit: got shutdown signal",
+    "Caught signal 2 (Interrupt)", "DEBUG: atexit: got shutdown signal", "Windows fatal exception: code 0x406d1388",
     "WARNING: Fatal Python errors are printed by faulthandler"])
 def test_near_miss_lines_that_only_mention_a_crash(line):
     assert not fatal_line([line])

@@ -43,8 +43,11 @@ _FATAL_HANDLERS = rxcache.compile(r"^(ucs_error_signal_handler|ucs_debug_handle_
                                   r"c10::FatalSignalHandler::fatalSignalHandler|__sanitizer::Die)$")
 #: Log lines that say the process itself died of a fault or a fatal error (not a signal sent to it
 #: from outside, not another process's death): CPython's and Windows' fatal error lines, the shell's
-#: core-dump lines, the C++ runtime's terminate, glog / UCX / gdb / sanitizer / macOS crash lines.
-_FATAL_LINES = rxcache.compile(r"^Fatal Python error: |Windows fatal exception: |"
+#: core-dump lines, UCX / abseil / gdb / sanitizer / macOS crash lines.  Windows' faulthandler logs
+#: first-chance exceptions too (``code 0x...``, a breakpoint, one a JIT handles): the faults only.
+#: ``terminate called`` is left out: NCCL's watchdog throws it after a collective's timeout.
+_FATAL_LINES = rxcache.compile(r"^Fatal Python error: |"
+                               r"Windows fatal exception: (?:access violation|stack overflow|illegal instruction)|"
                                r"^\s*Exception ?Code:\s*(?:0x)?[Cc]0{3}(?!013[Aa]\b)[0-9A-Fa-f]{4}\b|"
                                r"(?:Segmentation fault|Aborted|Bus error) \(core dumped\)|"
                                r"\*\*\* (?:SIGSEGV|SIGABRT|SIGBUS|SIGFPE|SIGILL) |"
