@@ -7,14 +7,22 @@ innermost frames are ``abort`` (or ``terminate`` -> ``abort``, ``raise``/``pthre
 ``abort``) is being killed by SIGABRT, whatever the paste left out (``aborting``).  Sealed round 9
 had such a WinDbg ``k`` (``ucrtbase!abort`` <- ``terminate`` <- an uncaught C++ exception) read as
 "runs".
+
+``proven``: positive evidence that the process crashed, strong enough to outrank any wait its
+frames show (issue 32: a UCX crash handler's stack read as the loader lock it takes to print a
+backtrace, a "Fatal Python error" at shutdown read as the lock the dumped daemon thread held, a
+Windows faulthandler dump's ``Exception Code: 0xC0000005`` read as an asyncio future).  Only
+handlers that run for a fatal signal or a fatal error count: a profiler's SIGPROF handler, Python's
+own SIGINT handler or c10's SIGUSR2 stack dumper over ``<signal handler called>`` interrupt a wait
+the process is still in, and a Ctrl-C's ``0xC000013A`` is no fault.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 from hanganalyze import rxcache
-from hanganalyze_gdbext.model import Frame
+from hanganalyze_gdbext.model import Frame, Thread
 
 #: Frames of a crashed thread that show the signal (a handler, abort) near the top.
 CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore_rt|<signal handler called>|"
@@ -27,6 +35,25 @@ _ABORT = rxcache.compile(r"^(abort|__GI_abort|__libc_abort)$")
 #: What may sit above abort on the way down to the kernel: the signal being raised.
 _RAISING = rxcache.compile(r"^(raise|gsignal|__GI_raise|pthread_kill\w*|__pthread_kill\w*|__pthread_kill_\w+|"
                            r"__futex_abstimed_wait\w*|__restore_rt|<signal handler called>)$")
+#: Handlers that only a fatal signal or a fatal error runs (UCX's error signal handler, faulthandler's,
+#: CPython's fatal error path, glog / absl / c10 failure handlers, a sanitizer's report).
+_FATAL_HANDLERS = rxcache.compile(r"^(ucs_error_signal_handler|ucs_debug_handle_error_signal|faulthandler_fatal_error|"
+                                  r"faulthandler_exc_handler|Py_FatalError|_Py_FatalError\w*|fatal_error_exit|"
+                                  r"google::.*FailureSignalHandler\w*|absl::.*FailureSignalHandler\w*|"
+                                  r"c10::FatalSignalHandler::fatalSignalHandler|__sanitizer::Die)$")
+#: Log lines that say the process itself died of a fault or a fatal error (not a signal sent to it
+#: from outside, not another process's death): CPython's and Windows' fatal error lines, the shell's
+#: core-dump lines, UCX / abseil / gdb / sanitizer / macOS crash lines.  Windows' faulthandler logs
+#: first-chance exceptions too (``code 0x...``, a breakpoint, one a JIT handles): the faults only.
+#: ``terminate called`` is left out: NCCL's watchdog throws it after a collective's timeout.
+_FATAL_LINES = rxcache.compile(r"^Fatal Python error: |"
+                               r"Windows fatal exception: (?:access violation|stack overflow|illegal instruction)|"
+                               r"^\s*Exception ?Code:\s*(?:0x)?[Cc]0{3}(?!013[Aa]\b)[0-9A-Fa-f]{4}\b|"
+                               r"(?:Segmentation fault|Aborted|Bus error) \(core dumped\)|"
+                               r"\*\*\* (?:SIGSEGV|SIGABRT|SIGBUS|SIGFPE|SIGILL) |"
+                               r"Caught signal (?:4|6|7|8|11) \(|received signal SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b|"
+                               r"==\d+==\s?ERROR: \w+Sanitizer|"
+                               r"^Exception Type:\s+EXC_(?:BAD_ACCESS|CRASH|BAD_INSTRUCTION|ARITHMETIC)\b")
 #: How deep abort may be (below the raising frames) and still be this thread's innermost call.
 ABORT_DEPTH = 4
 
@@ -43,3 +70,33 @@ def aborting(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> bool:
         if not _RAISING.match(name):
             return False
     return False
+
+
+def fatal_handler_at(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> Optional[int]:
+    """The innermost frame of a handler that only a fatal signal or a fatal error runs, anywhere on
+    the stack (UCX's handler walks the stack to print it: its innermost frames are the loader)."""
+    return next((i for i, f in enumerate(frames)
+                 if not f.marker and f.kind != "python" and _FATAL_HANDLERS.match(name_of(f))), None)
+
+
+def crash_on_stack(t: Thread, name_of: Callable[[Frame], str], no_signal: bool) -> bool:
+    """The thread's own stack proves it crashed: ``abort`` on top (where the input names no signal:
+    a named one already says which thread got it) or a fatal handler anywhere on it."""
+    return (no_signal and aborting(t.frames, name_of)) or fatal_handler_at(t.all_frames(), name_of) is not None
+
+
+def fatal_line(messages: Sequence[str]) -> bool:
+    """A log line that says the process itself crashed (``_FATAL_LINES``)."""
+    return any(_FATAL_LINES.search(m) for m in messages)
+
+
+def proven(messages: Sequence[str], frames: Sequence[Frame], name_of: Callable[[Frame], str],
+           wait_at: Optional[int]) -> bool:
+    """Positive evidence that a thread crashed, over the wait its frames show (at ``wait_at``): a
+    fatal log line, or a fatal handler outside that wait (the wait is the handler's own doing: a
+    backtrace that takes the loader lock).  A wait outside the handler or below ``abort`` (a
+    watchdog that aborts after its timeout) is the cause, the crash its consequence: not proof."""
+    if fatal_line(messages):
+        return True
+    h = fatal_handler_at(frames, name_of)
+    return h is not None and (wait_at is None or wait_at < h)

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyze.crashframes import CRASH_FRAMES, aborting
+from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, proven
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
 from hanganalyze.analyze.programkind import advice_fits, advice_text, input_kind, program_kinds
@@ -105,8 +105,8 @@ def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = 
     "<no Python frame>", does not hide the one that has them)."""
     threads = threads or proc.threads
     if proc.signal not in FATAL_SIGNALS:
-        if proc.signal is None and aborting(t.frames, lambda f: _names(f)[0]):
-            return True  # abort on top of its stack: SIGABRT, whatever the paste left out
+        if crash_on_stack(t, lambda f: _names(f)[0], proc.signal is None):
+            return True  # abort on top of its stack (SIGABRT, whatever the paste left out), a fatal handler on it
         if not (t.current or first):
             return False
         if _message_category(proc, [table().crashed])[0] is None and not (t.current and CURRENT_NOTE in proc.notes):
@@ -431,7 +431,8 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
         if r.thread in crashed and consequence is not None:
             if r.category.rank >= 3:  # the log says which wait the abort ended
                 rows[i] = ThreadTriage(r.thread, consequence, None, r.blame, r.owner, "log")
-        elif r.thread in crashed and (proc.signal in FATAL_SIGNALS or r.category.rank >= 3 or _raised(r.thread)):
+        elif r.thread in crashed and (proc.signal in FATAL_SIGNALS or r.category.rank >= 3 or _raised(r.thread)
+                                      or proven(proc.messages, r.thread.all_frames(), lambda f: _names(f)[0], r.frame)):
             rows[i] = classify(proc, r.thread, crashed=True, memo=memo)
     about = subject(proc, rows)
     first = about[0]
