@@ -32,6 +32,9 @@ from typing import Dict, List, Optional, Tuple
 HERE = Path(__file__).resolve().parent
 JOB = HERE / "watch_job.py"
 MODES = ("bare", "wrapper", "job")
+#: ``--modes`` may also name ``fr``: the job bare but with the flight-recorder environment wrapper mode sets
+#: (TORCH_FR_BUFFER_SIZE ...), no watcher: wrapper's cost less the recorder's is the watcher's own
+ALL_MODES = MODES + ("fr",)
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 RESULT = re.compile(r"watch-bench steps=(\d+) seconds=([\d.]+) steps_per_s=([\d.]+) max_gap_ms=([\d.]+)")
 #: ``--pause``: one read of the running job in the middle of the window, by the watcher's capture
@@ -82,6 +85,10 @@ def one_run(mode: str, args: argparse.Namespace, work: Path) -> Dict[str, object
                **NO_MULTICAST)
     if args.size:
         env["WATCH_BENCH_SIZE"] = str(args.size)
+    if mode == "fr":  # no watcher: only the flight recorder the wrapper switches on (what it costs by itself)
+        from hanganalyze.acquire.watchjob import flight_recorder_env  # here: only this mode needs the package
+
+        env, _ = flight_recorder_env(env, work / "fr")
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
     job = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=%d" % args.nproc,
@@ -153,7 +160,7 @@ def one_run(mode: str, args: argparse.Namespace, work: Path) -> Dict[str, object
 def summarize(runs: List[Dict[str, object]]) -> Dict[str, Dict[str, float]]:
     """Per mode: the median steps/s, its ratio to the bare median, the watcher's median CPU and memory."""
     out: Dict[str, Dict[str, float]] = {}
-    for mode in MODES + PAUSE_MODES[1:]:
+    for mode in ALL_MODES + PAUSE_MODES[1:]:
         rates = [r["steps_per_s"] for r in runs if r["mode"] == mode and r["steps_per_s"] is not None]
         if rates:
             out[mode] = {"median_steps_per_s": round(statistics.median(rates), 2), "runs": len(rates),
