@@ -90,6 +90,8 @@ def test_near_miss_a_listed_frame_over_the_lock_tells_the_wait_by_its_list():
     own = Frame(kind="python", function="drain", file="/srv/app/jobs.py", line=12, source="done.wait()")
     assert source_wait([futex, own], through_lock=True) == ("condition", 1, "done.wait()")
     assert source_wait([futex, own]) is None  # without through_lock: a native frame innermost speaks
+    own.source = "with self._lock:"  # the lock itself: the native frames say so already
+    assert source_wait([futex, own], through_lock=True) is None
 
 
 # --- a semaphore inside the GPU driver ------------------------------------------------------------

@@ -96,10 +96,10 @@ WITHIN = 3
 
 
 #: Waits CPython builds on its lock primitive (``Condition.wait``'s waiter lock, ``Thread.join``'s
-#: tstate lock, ``Queue.get``'s and ``Future.result``'s conditions), and the lock itself: over a
-#: native lock wait a line naming one of these says which it is; a line naming I/O or a sleep does
-#: not (a buffered stream's own lock under ``flush()`` is still a lock).
-LOCK_BUILT = ("lock", "condition", "join", "queue", "future")
+#: tstate lock, ``Queue.get``'s and ``Future.result``'s conditions): over a native lock wait a line
+#: naming one of these says which it is; a line naming the lock itself adds nothing to the native
+#: frames, and one naming I/O or a sleep does not (a buffered stream's own lock under ``flush()``).
+LOCK_BUILT = ("condition", "join", "queue", "future")
 
 
 def _named(f: Frame) -> Tuple[str, str]:
