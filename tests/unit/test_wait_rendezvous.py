@@ -181,3 +181,17 @@ def test_near_miss_a_thread_list_without_threading_frames_still_stands_for_the_m
     started = Thread(frames=[Frame(kind="python", function="run", file="tqdm/_monitor.py"), boot])
     assert main_missing(Process(source="text", threads=[started]))
     assert not main_missing(Process(source="text", pid=7, threads=[started, Thread(tid=7)]))
+
+
+def test_a_broken_driver_semaphore_entry_is_one_signature_error():
+    import yaml
+
+    from hanganalyze.analyze.triagetable import _table
+    from hanganalyze.errors import SignatureError
+
+    data = yaml.safe_load((REPO / "signatures" / "triage" / "waits.yaml").read_text())
+    lock = next(c for c in data["categories"] if c["id"] == "lock")
+    assert _table(data, "waits.yaml").categories  # the shipped file reads
+    lock["driver_semaphore"] = {"native": ["^sem_wait$"]}  # no libraries
+    with pytest.raises(SignatureError, match="driver_semaphore needs"):
+        _table(data, "waits.yaml")
