@@ -49,6 +49,7 @@ from typing import Dict, List, Optional, Tuple
 from hanganalyze.analyze.childwait import loader_call_site, worker_text
 from hanganalyze.analyze.framelists import is_interpreter_frame, is_runtime_frame, names, pattern
 from hanganalyze.analyze.stacks import main_thread  # one definition: the job view and the rank states agree
+from hanganalyze.analyze.threadchoice import main_missing
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.names import normalize_native_name
 from hanganalyze_gdbext.model import Frame, Process, Thread
@@ -277,6 +278,9 @@ def _unknown_main(p: Process, st: RankState) -> Optional[str]:
     if not python and any(f.marker for f in m.all_frames()):
         return "its unwind stopped early (%s)" % next(
             (f.note or f.function or "?" for f in m.all_frames() if f.marker), "?")
+    if main_missing(p):
+        return "its main thread is not in the input (the first thread, %s, was started by threading)" % (
+            m.name or "unnamed")
     return None
 
 

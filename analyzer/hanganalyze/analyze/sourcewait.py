@@ -11,6 +11,12 @@ Socorro's signature lists are.
 Where the line comes from: the paste's own line under the frame (``Frame.source``: tracebacks,
 py-bt), else the file on this machine when it is there (a live process or a core of this host),
 read as ``heldsource`` reads it (size-capped, never from /proc, /sys or /dev).
+
+Under a native lock wait: CPython's ``Lock.acquire`` is the primitive under every Python wait
+(``Condition.wait`` blocks on ``waiter.acquire()``, ``Thread.join``, ``Queue.get``), so a thread
+whose innermost native frames are only that primitive and the interpreter (a gdb session's
+``#0 do_futex_wait`` with py-list's ``>339  waiter.acquire()``) is told by its Python line too
+(``through_lock_wait``): the native frames say "a lock", the line says which wait it is.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from typing import List, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.analyze.signatures import builtin_dir, display_path, read_data_file
+from hanganalyze.analyze.triagetable import glob_match, table
 from hanganalyze.errors import SignatureError
+from hanganalyze.names import basename, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Frame
 
 #: Source files larger than this are not read for one line.
@@ -87,19 +95,75 @@ def line_category(text: str) -> Optional[str]:
 WITHIN = 3
 
 
-def source_wait(frames: Sequence[Frame]) -> Optional[Tuple[str, int, str]]:
+#: Waits CPython builds on its lock primitive (``Condition.wait``'s waiter lock, ``Thread.join``'s
+#: tstate lock, ``Queue.get``'s and ``Future.result``'s conditions): over a native lock wait a line
+#: naming one of these says which it is; a line naming the lock itself adds nothing to the native
+#: frames, and one naming I/O or a sleep does not (a buffered stream's own lock under ``flush()``).
+LOCK_BUILT = ("condition", "join", "queue", "future")
+
+
+def _named(f: Frame) -> Tuple[str, str]:
+    name = normalize_native_name(f.function) if f.function and f.function != "??" else ""
+    return name, wait_name(name) if name else ""
+
+
+def _lock_primitive(f: Frame) -> bool:
+    name, short = _named(f)
+    lock = next((c for c in table().categories if c.id == "lock"), None)
+    return bool(name) and lock is not None and lock.native is not None and bool(
+        lock.native.search(name) or lock.native.search(short))
+
+
+def through_lock_wait(f: Frame) -> bool:
+    """A native frame a Python line explains: the lock category's primitive (a futex, a semaphore,
+    ``PyThread_acquire_lock_timed``) or the interpreter and C runtime it is called through; never
+    a GIL frame (a GIL wait is its own answer) nor an extension's named function."""
+    if f.marker or _lock_primitive(f):
+        return True
+    tab = table()
+    name, short = _named(f)
+    if not name:
+        return bool(tab.skip_libraries.search(basename(f.library) or "-"))
+    gil = next((c for c in tab.categories if c.id == "gil"), None)
+    if gil is not None and gil.native is not None and gil.native.search(short):
+        return False
+    return bool(tab.skip_functions.search(name) or tab.skip_functions.search(short))
+
+
+def _listed(f: Frame) -> bool:
+    """A Python frame some category's frame list names (threading.py's wait, queue.py's get): its
+    list, not its line, tells the wait."""
+    file, func = basename(f.file), (f.function or "").split(" ", 1)[0].rsplit(".", 1)[-1]
+    for c in table().categories:
+        if c.python_path is not None and f.file and c.python_path.search(f.file):
+            return True
+        if any(glob_match(file, pf) and glob_match(func, pn) for pf, pn in c.python):
+            return True
+    return False
+
+
+def source_wait(frames: Sequence[Frame], through_lock: bool = False) -> Optional[Tuple[str, int, str]]:
     """(category id, frame index, the line) for a thread whose innermost frames are Python frames,
     one of which (within ``WITHIN``) stands on a line the table knows; None when a native frame
-    comes first (native frames tell the wait) or no line says anything.  A frame's line is the call
+    comes first (native frames tell the wait) or no line says anything.  ``through_lock``: native
+    frames before the first Python one that are a lock primitive and the interpreter
+    (``through_lock_wait``) are passed when that Python frame is no frame list's and its line names
+    a wait built on the lock (``LOCK_BUILT``).  A frame's line is the call
     in progress, so every frame inside it is part of that call: a ``with self._lock:`` frame whose
     inner frames are a lock wrapper's (ddtrace's profiling proxy) still waits for the lock.  A
     built-in frame (py-bt's ``<built-in method flush ...>``) is how its caller's line waits."""
     seen = 0
+    through = False  # native frames passed: a lock primitive innermost, then the interpreter
     for i, f in enumerate(frames):
         if f.marker:
             continue
         if f.kind != "python":
+            if through_lock and not seen and (through or _lock_primitive(f)) and through_lock_wait(f):
+                through = True
+                continue
             return None
+        if through and _listed(f):
+            return None  # threading.py's wait over the lock: its frame list tells the wait
         if not f.file and f.note and f.note.startswith("built-in"):
             continue
         text = source_line(f)
@@ -107,7 +171,7 @@ def source_wait(frames: Sequence[Frame]) -> Optional[Tuple[str, int, str]]:
             return None
         cid = line_category(text)
         if cid is not None:
-            return cid, i, text
+            return (cid, i, text) if not through or cid in LOCK_BUILT else None
         seen += 1
         if seen >= WITHIN:
             return None

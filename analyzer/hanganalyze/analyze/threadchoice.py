@@ -70,3 +70,19 @@ def helper_order(t: Thread, proc: Process) -> int:
     if in_user_code(t):
         return 0  # a pool worker running the program's task is the program's thread
     return 2 if is_helper(t) else 1
+
+
+def _threading_started(t: Thread) -> bool:
+    return any(f.kind == "python" and basename(f.file) == "threading.py"
+               and (f.function or "").rsplit(".", 1)[-1] in ("_bootstrap", "_bootstrap_inner") for f in t.all_frames())
+
+
+def main_missing(proc: Process) -> bool:
+    """No thread of the process is its main thread (none has the pid, the name MainThread or the
+    debugger's selection) and the first one, which stands for it, was started by
+    ``threading.Thread`` (``threading.py``'s ``_bootstrap`` outermost, where the main thread never
+    runs): a paste cut before the main thread, so where the process is is not in the input."""
+    if not proc.threads or any(t.current or "MainThread" in (t.name, t.python_name)
+                               or (proc.pid is not None and t.tid == proc.pid) for t in proc.threads):
+        return False
+    return _threading_started(proc.threads[0])

@@ -26,7 +26,7 @@ from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.ruledecl import rule
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze.analyze.sourcewait import source_wait
-from hanganalyze.analyze.threadchoice import helper_order
+from hanganalyze.analyze.threadchoice import helper_order, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.loglines import CURRENT_NOTE, known_lines
@@ -223,18 +223,18 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
     gil = t.waits is not None and t.waits.kind == "gil"
     said = not gil and t.state.gil == "waiting" and all(f.kind == "python" or f.marker for f in frames)  # py-bt
     selected = len(proc.threads) == 1 and t.current and t.tid is None and t.name is None and not t.python_frames
-    # the innermost Python line, where no native frame is innermost (sourcewait.py): it speaks for
-    # its own frame, before a frame list's match further out
-    src = source_wait(frames) if _interrupted_wait(t) else None
+    # the innermost Python line, where no native frame but a lock primitive is innermost (sourcewait.py):
+    # it speaks for its own frame, before a frame list's match further out
+    src = source_wait(frames, through_lock=True) if _interrupted_wait(t) else None
     src_cat = next((c for c in tab.categories if src is not None and c.id == src[0]), None)
     k = next((i for i, f in enumerate(frames[:12]) if f.kind == "python"), -1)  # entering a primitive
     ent = next((c for c in tab.categories if k >= 0 and c.entered and _entering(c, frames[k])), None)
     for cat in tab.categories:
         for i, f in enumerate(frames[:cat.within]):
-            if src_cat is not None and src is not None and i > src[1]:
+            if src_cat is not None and src is not None and (i > src[1] or (f.kind != "python" and not f.marker)):
                 break
             if (_frame_matches(cat, f) and _called_from_outside(cat, frames, i, selected)
-                    and _asleep_above(cat, frames, i)):
+                    and _asleep_above(cat, frames, i) and not tab.vetoed(cat, frames, i)):
                 # the loader's frame innermost: the paste stops there, or the lock wait is inlined
                 if cat.needs_lock_wait and i > 0 and not (lock and any(_frame_matches(lock, g) for g in frames[:i])):
                     break
@@ -585,7 +585,7 @@ def _triage_groups(snapshot: Snapshot) -> List[Finding]:
             f.ranks = [proc.rank] if proc.rank is not None else []
         by_key[key] = f
         found.append(f)
-    return found or vague[:1]
+    return sorted(found, key=lambda f: main_missing(snapshot.processes[f.process])) or vague[:1]  # threadchoice.py
 
 
 def bucket_text(finding: Finding) -> Optional[str]:

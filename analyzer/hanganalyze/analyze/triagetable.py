@@ -9,12 +9,14 @@ import fnmatch
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.analyze.sigmodel import LazyPattern
 from hanganalyze.analyze.signatures import builtin_dir, display_path, read_data_file
 from hanganalyze.errors import SignatureError
+from hanganalyze.names import basename, normalize_native_name, wait_name
+from hanganalyze_gdbext.model import Frame
 
 
 @dataclass
@@ -42,11 +44,36 @@ class Category:
     #: ``__enter__``): as a thread's innermost Python frame they decide before a context further out
     #: matches (a queue's put entering the queue's own lock waits for that lock, not for a consumer).
     entered: Tuple[Tuple[str, str], ...] = ()
+    #: ``driver_semaphore``: (a native regex, library globs): a frame matching the regex whose every
+    #: caller in view is an unnamed frame of those libraries (or the C runtime's thread start) is a
+    #: device driver waiting on its own semaphore, not this wait (``in_driver``).
+    driver_semaphore: Optional[Tuple[re.Pattern, Tuple[str, ...]]] = None
+    #: ``worker_loops``: "file:function" pairs of a worker's loop between tasks: the frames inside
+    #: one that only read the next task are this wait (``Table.vetoed``).
+    worker_loops: Tuple[Tuple[str, str], ...] = ()
     #: What to capture or set next: advice entries, each a string (for every program) or a mapping
     #: ``{text, kinds, not_kinds, inputs}`` (``analyze/programkind.py``'s ``advice_fits``).
     next: List[Any] = field(default_factory=list)
     #: Why a thread waits here: advice entries like ``next``; the first that fits is the cause.
     cause: List[Any] = field(default_factory=list)
+
+
+    def in_driver(self, frames: Sequence[Frame], i: int, runtime: re.Pattern) -> bool:
+        """Frame ``i`` is a semaphore wait that a device driver's unnamed frames (libcuda's) alone
+        called: the driver waiting for its device (a blocking synchronisation's event) or one of the
+        driver's own threads, never a lock another thread of the program holds.  ``runtime``: the
+        C runtime's libraries (the thread's start under a driver thread)."""
+        if self.driver_semaphore is None or frames[i].kind == "python":
+            return False
+        rx, libs = self.driver_semaphore
+        name = normalize_native_name(frames[i].function or "")
+        if not name or not (rx.search(name) or rx.search(wait_name(name))):
+            return False
+        callers = [f for f in frames[i + 1:] if not f.marker]
+        driver = [f for f in callers if not (f.function and f.function != "??")
+                  and any(glob_match(basename(f.library), g) for g in libs)]
+        return bool(driver) and callers[:1] == driver[:1] and all(
+            f in driver or runtime.search(basename(f.library) or "-") for f in callers)
 
 
 @dataclass
@@ -62,6 +89,42 @@ class Table:
     #: category id -> log pattern: a crash whose log says this is that wait's consequence (the
     #: collective watchdog's abort after a timeout) is triaged as the wait, not as a crash
     consequence_of: Dict[str, re.Pattern] = field(default_factory=dict)
+
+    def vetoed(self, cat: Category, frames: Sequence[Frame], i: int) -> bool:
+        """Frame ``i``'s match does not make ``cat`` the thread's wait: a semaphore inside a device
+        driver's own frames (``Category.in_driver``), or a frame inside a worker loop's read of its
+        next task (that loop's category, ``worker_loops``, is the wait: an idle worker)."""
+        if cat.in_driver(frames, i, self.skip_libraries):
+            return True
+        if cat.worker_loops:
+            return False
+        loop = next((c for c in self.categories if c.worker_loops), None)
+        return loop is not None and self._inside_loop(loop, frames, i)
+
+    def _inside_loop(self, loop: Category, frames: Sequence[Frame], i: int) -> bool:
+        queue = next((c for c in self.categories if c.id == "queue"), None)
+        for f in frames[i:i + loop.within]:
+            if f.marker:
+                continue
+            if f.kind == "python":
+                file, func = basename(f.file), (f.function or "").rsplit(".", 1)[-1]
+                if any(glob_match(file, pf) and glob_match(func, pn) for pf, pn in loop.worker_loops):
+                    return True
+                if f.file and not (file in self.skip_python_files or (queue is not None and any(
+                        glob_match(file, pf) and glob_match(func, pn) for pf, pn in queue.python))):
+                    return False  # the program's own frame: the worker runs a task (a built-in has no file)
+            elif not self._runtime(f):
+                return False
+        return False
+
+    def _runtime(self, f: Frame) -> bool:
+        """A native frame of the C runtime, the interpreter or a wait primitive (no program code)."""
+        name = normalize_native_name(f.function) if f.function and f.function != "??" else ""
+        if not name:
+            return bool(self.skip_libraries.search(basename(f.library) or "-"))
+        short = wait_name(name)
+        return bool(self.skip_functions.search(name) or self.skip_functions.search(short) or any(
+            c.native is not None and (c.native.search(name) or c.native.search(short)) for c in self.categories))
 
 
 def _rx(items: Any, where: str, lazy: bool = False) -> Optional[re.Pattern]:
@@ -89,18 +152,27 @@ def glob_match(name: str, pattern: str) -> bool:
 def _category(d: Dict[str, Any], where: str, lazy: bool = False) -> Category:
     if not isinstance(d, dict) or not d.get("id") or not d.get("label"):
         raise SignatureError("%s: each category needs an id and a label" % where)
-    py, entered = [], []
-    for key, out in (("python", py), ("entered_at", entered)):
+    py, entered, loops = [], [], []
+    for key, out in (("python", py), ("entered_at", entered), ("worker_loops", loops)):
         for item in d.get(key) or []:
             file, _, func = str(item).rpartition(":")
             out.append((file or "*", func or "*"))
     return Category(id=str(d["id"]), label=str(d["label"]), rank=int(d.get("rank", 5)),
                     within=int(d.get("within", 12)), native=_rx(d.get("native"), where),
                     unnamed=tuple(d.get("unnamed") or ()), entered_from=tuple(d.get("entered_from") or ()),
-                    python=tuple(py), entered=tuple(entered),
+                    python=tuple(py), entered=tuple(entered), worker_loops=tuple(loops),
                     python_path=_rx(d.get("python_path"), where, lazy), messages=_rx(d.get("messages"), where, lazy),
                     needs_lock_wait=bool(d.get("needs_lock_wait")), only_above=_rx(d.get("only_above"), where, lazy),
+                    driver_semaphore=_driver(d.get("driver_semaphore"), where),
                     next=_advice(d.get("next"), where), cause=_advice(d.get("cause"), where))
+
+
+def _driver(d: Any, where: str) -> Optional[Tuple[re.Pattern, Tuple[str, ...]]]:
+    if not d:
+        return None
+    if not isinstance(d, dict) or not d.get("native") or not d.get("libraries"):
+        raise SignatureError("%s: driver_semaphore needs a native and a libraries list" % where)
+    return _rx(d["native"], where), tuple(str(g) for g in d["libraries"])  # type: ignore[return-value]
 
 
 def _advice(items: Any, where: str) -> List[Any]:
