@@ -1,11 +1,13 @@
 """cuda-gdb's kernel listings (``--gpu-kernels``): the parser, the pasted-text format, the
 ``gpu-kernel-never-ends`` rule and the live reader's notes when cuda-gdb is missing or fails.
 
-The listings here are CONSTRUCTED, not captured: built from cuda-gdb's own source for the table
+The first listings here are CONSTRUCTED: built from cuda-gdb's own source for the table
 (``cuda-commands.c``: the headers, right-aligned columns each followed by one space, Kernel/Dev/Grid
 columns only as wide as their headers, "Active (preempted)", "No CUDA kernels.") with the kernel
 names the fixtures launch (``torch.cuda._sleep``'s ``at::cuda::spin_kernel``, NCCL 2.28's
-``ncclDevKernel_*``).  Real captures from ``scripts/gpu_kernels.sh`` are to be added beside them.
+``ncclDevKernel_*``).  The tests after ``KERNELS`` read real captures (tests/data/gpu_kernels/: one H200 and
+2x H200, a refused attach among them); tests/unit/test_gpu_kernels_2gpu.py re-checks whole ``--job
+--gpu-kernels`` reports of 2x H200.
 The host side is real: the ranks' stacks of tests/data/gpu_job/straggler.job.json (H100, NCCL).
 """
 
