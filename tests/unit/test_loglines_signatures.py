@@ -29,6 +29,9 @@ CASES = [
     ("nccl_cuda_oom_opensora_386.txt", "out of memory"),
     ("elastic_sigkill_colossalai_3514.txt", "exitcode: -9"),
     ("elastic_sigkill_summary_cppo_6.txt", "9 ("),  # the exitcode line and the signal line
+    ("elastic_sigabrt_mmseg_3106.txt", "6 ("),
+    ("elastic_sigbus_colossalai_3556.txt", "exitcode: -7"),
+    ("elastic_sigsegv_megatron_1880.txt", "11 ("),
     ("c10d_port_in_use_pytorch_85604.txt", "errno: 98"),
     ("c10d_port_in_use_new_vllm_39015.txt", "EADDRINUSE"),
     ("ray_oom_flingbot_11.txt", "running low on memory"),
@@ -37,7 +40,7 @@ CASES = [
 ]
 #: Signatures this module tests with a real text and a near miss (test_signature_coverage).
 COVERED = sorted({"nccl-ib-completion-error", "nccl-no-socket-interface", "nccl-ib-resource-setup-failed",
-                  "nccl-socket-connect-failed", "nccl-cuda-out-of-memory", "rank-killed-sigkill",
+                  "nccl-socket-connect-failed", "nccl-cuda-out-of-memory", "rank-killed-sigkill", "rank-died-of-signal",
                   "c10d-store-port-in-use", "ray-memory-monitor-killed-worker", "cuda-device-side-assert"})
 SERIOUS = {"crash", "deadlock", "hang", "error"}
 
@@ -107,7 +110,7 @@ def test_near_miss_without_the_key_line(db, name, key):
 
 def test_real_lines_with_the_same_words_match_nothing(db):
     """NCCL's INFO lines about the same transport and bootstrap, another CUDA failure inside NCCL,
-    the store's client failing to connect, a rank that died of SIGSEGV: no log-line class fires."""
+    the store's client failing to connect: no log-line class fires."""
     text, expect = read("near_misses.txt")
     assert expect is None
     for line in text.splitlines():
@@ -120,11 +123,11 @@ def test_real_lines_with_the_same_words_match_nothing(db):
         assert not set(found) & set(COVERED), (line, found)
 
 
-def test_a_rank_that_exited_with_an_error_is_no_sigkill(db):
-    """DeepSpeed's launcher for a rank that exited with 1: a known line (not refused), not the OOM kill."""
+def test_a_rank_that_exited_with_an_error_is_no_signal(db):
+    """DeepSpeed's launcher for a rank that exited with 1: a known line (not refused), no signal's death."""
     text, _ = read("deepspeed_exit1_5302.txt")
     snap = analyze(text, db)
-    assert "rank-killed-sigkill" not in [f.signature for f in snap.findings]
+    assert not {"rank-killed-sigkill", "rank-died-of-signal"} & {f.signature for f in snap.findings}
     assert wait_of(snap) is not None  # read as a log, with the triage's answer
 
 
@@ -135,6 +138,17 @@ def test_sigkill_is_a_lead_and_a_death_not_a_hang(db):
         f = next(f for f in snap.findings if f.signature == "rank-killed-sigkill")
         assert f.severity == "crash" and f.confidence < 0.8
         assert "dmesg" in " ".join(f.fix)
+        assert wait_of(snap) == "crashed"
+
+
+def test_other_signals_are_a_lead_naming_the_signal(db):
+    """SIGABRT / SIGBUS / SIGSEGV: the class says what each means, below the confident line."""
+    for name, words in (("elastic_sigabrt_mmseg_3106.txt", "SIGABRT"), ("elastic_sigbus_colossalai_3556.txt", "-7"),
+                        ("elastic_sigsegv_megatron_1880.txt", "SIGSEGV")):
+        snap = analyze(read(name)[0], db)
+        f = next(f for f in snap.findings if f.signature == "rank-died-of-signal")
+        assert f.severity == "crash" and f.confidence < 0.8
+        assert any(words in e.text for e in f.evidence), [e.text for e in f.evidence]
         assert wait_of(snap) == "crashed"
 
 
