@@ -37,11 +37,13 @@ CASES = [
     ("ray_oom_flingbot_11.txt", "running low on memory"),
     ("ray_oom_raylet_wmpo_3.txt", "killed due to memory pressure"),
     ("cuda_device_assert_lmeval_2293.txt", "device-side assert"),
+    ("cuda_illegal_access_tegnas_19.txt", "illegal memory access"),
 ]
 #: Signatures this module tests with a real text and a near miss (test_signature_coverage).
 COVERED = sorted({"nccl-ib-completion-error", "nccl-no-socket-interface", "nccl-ib-resource-setup-failed",
                   "nccl-socket-connect-failed", "nccl-cuda-out-of-memory", "rank-killed-sigkill", "rank-died-of-signal",
-                  "c10d-store-port-in-use", "ray-memory-monitor-killed-worker", "cuda-device-side-assert"})
+                  "c10d-store-port-in-use", "ray-memory-monitor-killed-worker", "cuda-device-side-assert",
+                  "cuda-illegal-memory-access"})
 SERIOUS = {"crash", "deadlock", "hang", "error"}
 
 
@@ -79,7 +81,8 @@ def wait_of(snap: Snapshot) -> Optional[str]:
 
 
 def test_every_file_is_listed_and_sourced():
-    listed = {c[0] for c in CASES} | set(TRIAGE) | {"deepspeed_exit1_5302.txt", "near_misses.txt"}
+    listed = {c[0] for c in CASES} | set(TRIAGE) | {"deepspeed_exit1_5302.txt", "near_misses.txt",
+                                                            "cuda_illegal_in_watchdog_lmdeploy_3048.txt"}
     assert {p.name for p in DATA.glob("*.txt")} == listed
     for p in DATA.glob("*.txt"):
         assert p.read_text().startswith("# source: https://github.com/"), p.name
@@ -159,6 +162,7 @@ TRIAGE = {
     "ray_actor_died_18586.txt": "crashed",              # the actor is gone
     "ray_oom_flingbot_11.txt": "crashed",
     "cuda_device_assert_lmeval_2293.txt": "crashed",
+    "cuda_illegal_access_tegnas_19.txt": "crashed",
     "nccl_ib_error12_nccl_1405.txt": "collective",      # NCCL's lines: the rank's collective fails
     "nccl_socket_connect_sglang_5594.txt": "crashed",   # ... but SGLang's scheduler died of it
     "c10d_store_reset_sglang_20859.txt": "collective",  # the store's client lost its server
@@ -193,3 +197,12 @@ def test_log_without_known_line_says_what_to_capture():
     assert msg == LOG_WITHOUT_KNOWN_LINE and "\n" not in msg
     for needed in ("no stack frame", "py-spy dump --native --pid", "hanganalyze --job", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
         assert needed in msg, needed
+
+
+def test_illegal_access_in_the_watchdog_is_the_watchdogs_class(db):
+    """The same error raised in ProcessGroupNCCL's watchdog is the more specific
+    pgnccl-watchdog-sticky-cuda-error, not the generic class (``absent``)."""
+    text, expect = read("cuda_illegal_in_watchdog_lmdeploy_3048.txt")
+    assert "an illegal memory access" in text
+    found = signatures(text, db)
+    assert expect in found and "cuda-illegal-memory-access" not in found, found
