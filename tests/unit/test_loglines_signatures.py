@@ -43,7 +43,7 @@ CASES = [
 COVERED = sorted({"nccl-ib-completion-error", "nccl-no-socket-interface", "nccl-ib-resource-setup-failed",
                   "nccl-socket-connect-failed", "nccl-cuda-out-of-memory", "rank-killed-sigkill", "rank-died-of-signal",
                   "c10d-store-port-in-use", "ray-memory-monitor-killed-worker", "cuda-device-side-assert",
-                  "cuda-illegal-memory-access"})
+                  "cuda-illegal-memory-access", "sglang-scheduler-watchdog-timeout"})
 SERIOUS = {"crash", "deadlock", "hang", "error"}
 
 
@@ -86,7 +86,7 @@ def test_every_file_is_listed_and_sourced():
     assert {p.name for p in DATA.glob("*.txt")} == listed
     for p in DATA.glob("*.txt"):
         assert p.read_text().startswith("# source: https://github.com/"), p.name
-    assert {read(name)[1] for name, _ in CASES} == set(COVERED)
+    assert {read(name)[1] for name, _ in CASES} | {"sglang-scheduler-watchdog-timeout"} == set(COVERED)
 
 
 @pytest.mark.parametrize("name,key", CASES)
@@ -206,3 +206,28 @@ def test_illegal_access_in_the_watchdog_is_the_watchdogs_class(db):
     assert "an illegal memory access" in text
     found = signatures(text, db)
     assert expect in found and "cuda-illegal-memory-access" not in found, found
+
+
+#: SGLang's scheduler watchdog in two threads of the open corpus (tests/data/realworld, URLs in its manifests)
+SGLANG = ["sglang/sglang-3752-1.txt", "sglang/sglang-7553-1.txt"]
+
+
+@pytest.mark.parametrize("name", SGLANG)
+def test_sglang_scheduler_watchdog_is_a_lead(db, name):
+    text = (Path(__file__).resolve().parents[1] / "data" / "realworld" / name).read_text()
+    f = next(f for f in analyze(text, db).findings if f.signature == "sglang-scheduler-watchdog-timeout")
+    assert f.severity == "hang" and f.confidence < 0.8  # compilation on a first batch looks the same
+    kept = "\n".join(line for line in text.splitlines() if "watchdog_timeout=" not in line) + "\n"
+    try:
+        assert "sglang-scheduler-watchdog-timeout" not in signatures(kept, db)
+    except InputError:
+        pass  # nothing known left
+
+
+def test_sglang_watchdog_option_is_no_timeout(db):
+    """The option on a launch command (sglang#8232's description) names the same words; with the
+    launcher's known line of sglang#3752 beside it the log is read, and the class stays quiet."""
+    text = ("  --watchdog-timeout 1000000 \\\n"
+            "[2025-03-09 00:57:20] Received sigquit from a child proces. It usually means the child failed.\n")
+    found = signatures(text, db)
+    assert "triage" in found and "sglang-scheduler-watchdog-timeout" not in found
