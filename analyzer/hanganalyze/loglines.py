@@ -57,6 +57,23 @@ KNOWN_PATTERNS = [
     r"==\d+==\s?ERROR: (Address|Thread|Memory|Leak|UndefinedBehavior)Sanitizer",
     # XLA's TPU client when a program does not finish (a TPU hang: a deadlock between cores or a stuck program)
     r"TPU Execute is taking a long time",
+    # issue 32, the logs of ML jobs: NCCL's errors as torch raises them (no NCCL_DEBUG line) and its
+    # transport's own words; torch elastic's agent and failure summary; the c10d store; CUDA's sticky
+    # kernel errors; DeepSpeed's launcher for any exit; vLLM's engine and SGLang's scheduler dying;
+    # Ray's dead actors and its memory monitor; the kernel's OOM killer
+    r"NCCL error in: \S+|\bncclUnhandledCudaError\b|\bncclSystemError\b|\bncclInternalError\b|\bncclRemoteError\b",
+    r"NET/IBP? ?: ?Got completion from peer|Bootstrap ?: ?no (?:NCCL_SOCKET_IFNAME )?(?:socket )?interface found",
+    r"ChildFailedError|Sending process \d+ closing signal SIG[A-Z]+|Signal \d+ \(SIG[A-Z]+\) received by PID \d+",
+    r"RendezvousTimeoutError|RendezvousClosedError|The server socket has failed to (?:listen|bind)",
+    r"\[c10d\][^\n]{0,300}?(?:failed|timed out|[Tt]imeout|Connection reset by peer|Broken pipe)",
+    r"CUDA error: (?:an illegal memory access|device-side assert|misaligned address|an illegal instruction)",
+    r"CUDA error: unspecified launch failure",
+    r"CUBLAS_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|ALLOC_FAILED)|cudaErrorIllegalAddress",
+    r"sigkill_handler\] Killing subprocess \d+",
+    r"Engine core proc \S+ died unexpectedly|EngineDeadError|Scheduler hit an exception",
+    r"The actor died unexpectedly before finishing this task|RayActorError",
+    r"Task was killed due to the node running low on memory",
+    r"Workers? \(tasks / actors\) killed due to memory pressure|Out of memory: Killed process \d+",
 ]
 #: ``KNOWN_LINES``: the patterns as one regex.  ``EACH_KNOWN``: each pattern alone: a line broken
 #: in two by a paste is joined where the two halves make a known line that neither half is

@@ -31,10 +31,13 @@ UNRECOGNISED = (
 #: A log (most lines are records: a timestamp, a level, a process tag) with no frame and no line a hang
 #: leaves: what it lacks, and what to capture instead.
 LOG_WITHOUT_KNOWN_LINE = (
-    "the text is a log with no stack frame and no line a hang leaves (a timeout, a watchdog, an NCCL "
-    "or stall report), so it cannot say where the process waits; capture the stacks while it hangs "
-    "(py-spy dump --pid PID, or gdb -p PID -batch -ex 'thread apply all bt', or faulthandler."
-    "dump_traceback_later in the program) and give that, or use --input-format log to read this log anyway"
+    "the text is a log with no stack frame and no line a hang or crash leaves (a timeout, a watchdog, an "
+    "NCCL error, a launcher's exit code, a stall report), so it cannot say where the process waits; while "
+    "it hangs, capture the stacks (hanganalyze --pid PID, or py-spy dump --native --pid PID; every rank of "
+    "a torchrun job: hanganalyze --job TORCHRUN_PID; or faulthandler.dump_traceback_later in the program); "
+    "for a distributed job, run it with TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 so a "
+    "timeout writes each rank's flight-recorder dump; give those, or use --input-format log to read this "
+    "log anyway"
 )
 
 
