@@ -205,3 +205,11 @@ def test_detector_spin_is_a_lead_and_the_raised_error_is_a_verdict(db):
     g = next(f for f in raised if f.signature == "python-import-lock-deadlock")
     assert f.confidence < g.confidence == 1.0
     assert any("has_deadlock" in (e.text or "") or "acquire" in (e.text or "") for e in f.evidence)
+
+
+@pytest.mark.parametrize("name", ["fastai/fastai-docker-21-1.txt", "pipedream/pipedream-28-1.txt",
+                                  "megatron/megatron-lm-878-1.txt"])
+def test_worker_bus_error_in_the_corpus_is_not_a_kill(db, name):
+    """Real near misses: DataLoader workers killed by SIGBUS (shared memory, labelled so in the corpus)
+    are the shm class; the killed-by-signal class stays silent on them."""
+    assert "dataloader-worker-killed-by-signal" not in ids(corpus(name), db)
