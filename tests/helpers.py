@@ -389,3 +389,37 @@ signatures:
           stack:
             - {function: my_wait}
 """
+
+
+#: the real dumps of the corpus (tests/data/realworld/, manifests beside them)
+REALWORLD = Path(__file__).resolve().parent / "data" / "realworld"
+
+
+def real_text(path: str) -> str:
+    """A corpus dump's text, by its manifest path (``project/file.txt``)."""
+    return (REALWORLD / path).read_text()
+
+
+def sample_with_header(path: Path) -> Tuple[str, Optional[str]]:
+    """(body, expected signature or None) of a signature sample: leading ``# `` lines are its header,
+    ``# expect: ID`` (or ``nothing``) names what it must match; the rest is the real paste."""
+    expect: Optional[str] = None
+    body: List[str] = []
+    header = True
+    for line in path.read_text().splitlines():
+        if header and line.startswith("# "):
+            if line.startswith("# expect:"):
+                word = line.split(":", 1)[1].split()[0]
+                expect = None if word == "nothing" else word
+            continue
+        header = False
+        body.append(line)
+    return "\n".join(body) + "\n", expect
+
+
+def reanalyzed_json(path: Path, out_dir: Path) -> Dict:
+    """A saved JSON report analyzed again by the CLI (what CI re-checks of a device capture)."""
+    out = out_dir / ("re-" + path.name)
+    res = run_hanganalyze([str(path), "--format", "json", "-o", str(out)], timeout=120)
+    assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-2000:]
+    return json.loads(out.read_text())

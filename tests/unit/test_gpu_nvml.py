@@ -10,17 +10,14 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
-from helpers import REPO, run_hanganalyze
+from helpers import REPO, reanalyzed_json
 
 DATA = REPO / "tests" / "data" / "gpu_nvml"
 HANG = ("hang", "deadlock")
 
 
 def _again(path: Path, tmp_path: Path) -> Dict:
-    out = tmp_path / ("re-" + path.name)
-    res = run_hanganalyze([str(path), "--format", "json", "-o", str(out)], timeout=120)
-    assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-2000:]
-    return json.loads(out.read_text())
+    return reanalyzed_json(path, tmp_path)
 
 
 @pytest.mark.parametrize("name", ["healthy.run%d" % i for i in range(1, 6)] + ["healthy-one-reading"])

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 import pytest
+from helpers import sample_with_header
 
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
@@ -54,18 +55,7 @@ def db():
 
 def read(name: str) -> Tuple[str, Optional[str]]:
     """(body, expected signature or None): header lines start with '# '."""
-    expect: Optional[str] = None
-    body: List[str] = []
-    header = True
-    for line in (DATA / name).read_text().splitlines():
-        if header and line.startswith("# "):
-            if line.startswith("# expect:"):
-                word = line.split(":", 1)[1].split()[0]
-                expect = None if word == "nothing" else word
-            continue
-        header = False
-        body.append(line)
-    return "\n".join(body) + "\n", expect
+    return sample_with_header(DATA / name)
 
 
 def analyze(text: str, db) -> Snapshot:

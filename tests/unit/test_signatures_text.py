@@ -6,9 +6,10 @@ of similar but different situations."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import List
 
 import pytest
+from helpers import sample_with_header
 
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.analyze.match import match_snapshot
@@ -27,19 +28,7 @@ def db():
 
 def read(name: str):
     """(body, expected signature or None) - header lines start with '# '."""
-    lines = (SIGTEXT / name).read_text().splitlines()
-    expect: Optional[str] = None
-    body: List[str] = []
-    in_header = True
-    for line in lines:
-        if in_header and line.startswith("# "):
-            if line.startswith("# expect:"):
-                word = line.split(":", 1)[1].split()[0]
-                expect = None if word == "nothing" else word
-            continue
-        in_header = False
-        body.append(line)
-    return "\n".join(body) + "\n", expect
+    return sample_with_header(SIGTEXT / name)
 
 
 def snapshot_of(text: str) -> Snapshot:

@@ -15,7 +15,7 @@ of tests/data/realworld and a near miss where it must not fire.
 from __future__ import annotations
 
 import pytest
-from helpers import REPO
+from helpers import REPO, real_text
 
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
@@ -24,16 +24,13 @@ from hanganalyze.analyze.sourcewait import source_wait
 from hanganalyze.analyze.threadchoice import main_missing
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
-REAL = REPO / "tests" / "data" / "realworld"
-
 
 @pytest.fixture(scope="module")
 def db():
     return pipeline.load_signature_db()
 
 
-def real(path: str) -> str:
-    return (REAL / path).read_text()
+real = real_text
 
 
 def analyzed(text: str, db):
