@@ -10,7 +10,8 @@ Conservative on purpose: a wrapper is removed only when at least ``SHARE`` of th
 lines carry the same one (a terminal-wrapped line or a blank may lack it), line numbers only when
 they count up one by one, and ``parse_text`` keeps the unwrapped lines only when a format scores
 them higher than the lines as they came (a plain log with timestamps keeps its timestamps).
-Quotes (``> ``), indentation, fences and launcher prefixes (``[rank3]:``) are ``common``'s.
+Quotes (``> ``) are ``common``'s and taken off here again when they sit inside another wrapper;
+indentation, fences and launcher prefixes (``[rank3]:``) are ``common``'s.
 Every expression is anchored and linear.
 """
 
@@ -19,10 +20,12 @@ from __future__ import annotations
 import re
 from typing import Callable, List, Optional, Pattern, Tuple
 
-from .common import dedent
+from .common import dedent, strip_quotes
 
 #: The share of non-blank lines that must carry a wrapper for it to be removed.
 SHARE = 0.8
+#: Wrappers removed one inside another at most (a quote around a timestamp around backticks).
+MAX_LAYERS = 5
 
 _LEVEL = r"(?:\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|TRACE|NOTICE)\]?)"
 
@@ -48,6 +51,14 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     ("ray", re.compile(r"^\((?:[\w:.=\-]{1,80} ){0,3}pid=\d{1,10}(?:, ip=[\w.:\-]{1,60})?\)(?: |$)")),
     # [12:00:00] / 12:00:00.123
     ("time", re.compile(r"^\[?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]?(?: |$)")),
+    # INFO:root:  (Python logging's default format: level, then the logger's name)
+    ("logging", re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.\-]{0,100}:")),
+    # 0:   (srun --label: the task's number)
+    ("srun", re.compile(r"^ {0,4}\d{1,5}:(?: |$)")),
+    # worker-1  |   (docker compose: the service's name, padded, and a bar)
+    ("compose", re.compile(r"^[\w.\-]{1,100} {0,40}\|(?: |$)")),
+    # [pod/trainer-0/main]  (kubectl logs --prefix) / pod/trainer-0
+    ("kubectl", re.compile(r"^\[pod/[\w.\-/]{1,200}\](?: |$)|^pod/[\w.\-]{1,200} ")),
 )
 
 #: Prefixes no prose line starts with: removed from as few as ``WRAPPED_SHARE`` of the lines, the
@@ -55,7 +66,7 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
 DISTINCT = ("vllm", "ray", "glog")
 WRAPPED_SHARE = 0.4
 
-_NUMBER = re.compile(r"^ {0,6}(\d{1,6})(?: {0,2}[:|.)\]] ?| +|\t)")
+_NUMBER = re.compile(r"^ {0,6}(\d{1,6})(?: {0,2}[:|.)\]] ?| +|\t|$)")
 
 
 def _share(lines: List[str], test: Callable[[str], bool]) -> bool:
@@ -84,7 +95,9 @@ def _strip_backticks(lines: List[str]) -> Optional[List[str]]:
 
 
 def _strip_numbers(lines: List[str]) -> Optional[List[str]]:
-    """``12: text`` / ``12 | text`` / ``  12  text``: removed when the numbers count up by one."""
+    """``12: text`` / ``12 | text`` / ``  12  text``: removed when the numbers count up by one.
+    After a number and spaces only, as many spaces go as every numbered line has: the rest is
+    the line's own indentation (py-spy's and a traceback's layout)."""
     numbered = [(_NUMBER.match(x), x) for x in lines]
     if not _share(lines, lambda x: _NUMBER.match(x) is not None):
         return None
@@ -92,23 +105,48 @@ def _strip_numbers(lines: List[str]) -> Optional[List[str]]:
     steps = sum(1 for a, b in zip(nums, nums[1:]) if b == a + 1)
     if len(nums) < 3 or steps < SHARE * (len(nums) - 1):
         return None
-    return [x[m.end():] if m else x for m, x in numbered]
+    gap = min((len(m.group(0)) - m.end(1) for m, x in numbered
+               if m and m.group(0)[-1] == " " and not m.group(0)[m.end(1):].strip() and x[m.end():].strip()),
+              default=0)
+    out = []
+    for m, x in numbered:
+        if m is None:
+            out.append(x)
+        elif gap and m.group(0)[-1] == " " and not m.group(0)[m.end(1):].strip():
+            out.append(x[m.end(1) + gap:])
+        else:
+            out.append(x[m.end():])
+    return out
 
 
-def _strip_prefix(lines: List[str]) -> Optional[List[str]]:
+def _strip_continuation(lines: List[str]) -> Optional[List[str]]:
+    """`` \\`` at the end of most lines (a shell's continuation, a chat that kept one): removed."""
+    if not _share(lines, lambda x: x.endswith("\\")):
+        return None
+    return [x[:-1].rstrip() if x.endswith("\\") else x for x in lines]
+
+
+#: Prefixes that carry a time: a log's own evidence (how long it waited), kept unless a dump format
+#: reads the lines better without them (``parse_text``).  The other wrappers say nothing.
+TIMED = ("timestamp", "syslog", "dated", "colab", "glog", "vllm", "time")
+
+
+def _strip_prefix(lines: List[str], kinds: List[str]) -> Optional[List[str]]:
     best: Optional[Pattern[str]] = None
     best_n = 0
     share = SHARE
+    best_name = ""
     for name, rx in PREFIXES:
         n = sum(1 for x in lines if x.strip() and rx.match(x))
         if n > best_n:
-            best, best_n, share = rx, n, (WRAPPED_SHARE if name in DISTINCT else SHARE)
+            best, best_n, share, best_name = rx, n, (WRAPPED_SHARE if name in DISTINCT else SHARE), name
     if best is None or best_n < share * sum(1 for x in lines if x.strip()) or best_n < 2:
         return None
     out = []
     for x in lines:
         m = best.match(x)
         out.append(x[m.end():] if m else x)
+    kinds.append(best_name)
     return out
 
 
@@ -152,15 +190,32 @@ def looks_like_log(lines: List[str]) -> bool:
 
 
 def unwrap(lines: List[str]) -> List[str]:
-    """The lines without the wrappers (at most one of each kind, nested ones too: a timestamp
+    """The lines without the wrappers (up to ``MAX_LAYERS``, nested ones too: a timestamp
     inside backticks) that most lines share; the lines themselves when none."""
-    changed = False
-    for _ in range(3):
-        step = _strip_backticks(lines) or _strip_prefix(lines) or _strip_numbers(lines)
+    layers = unwrap_layers(lines)
+    return layers[-1][0] if layers else lines
+
+
+def unwrap_layers(lines: List[str]) -> List[Tuple[List[str], bool]]:
+    """The lines after each wrapper taken off, outermost first (each with a traceback's cut
+    ``File`` lines joined), and whether a prefix that carries a time (``TIMED``) was among the
+    wrappers removed so far: without one, the lines lost nothing a log's reader needs.  Empty
+    when there is nothing to undo.  The caller picks the layer a format reads best: a wrapper's
+    look-alike inside the dump (a macOS crash report's frame numbers) is no wrapper."""
+    kinds: List[str] = []
+    layers: List[Tuple[List[str], bool]] = []
+    for _ in range(MAX_LAYERS):
+        step = (_strip_backticks(lines) or strip_quotes(lines) or _strip_prefix(lines, kinds)
+                or _strip_numbers(lines) or _strip_continuation(lines))
         if step is None:
             break
-        lines, changed = step, True
-    joined = join_file_pieces(lines)
-    if joined is not None:
-        lines, changed = joined, True
-    return dedent(lines) if changed else lines
+        lines = dedent(step)
+        layers.append((lines, any(k in TIMED for k in kinds)))
+    if not layers:
+        joined = join_file_pieces(lines)
+        return [(dedent(joined), False)] if joined is not None else []
+    out = []
+    for bare, timed in layers:
+        joined = join_file_pieces(bare)
+        out.append((dedent(joined) if joined is not None else bare, timed))
+    return out
