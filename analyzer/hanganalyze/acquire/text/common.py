@@ -444,15 +444,22 @@ def _width(lengths: List[int]) -> Optional[int]:
 _WRAPPER_END = frozenset(":|]>)`")
 
 
+_DIGITS = str.maketrans("123456789", "000000000")
+_NUMBERED = re.compile(r"^ *0+ ")
+
+
 def _same_wrapper(record: str, line: str) -> bool:
-    """Whether ``line`` starts as ``record`` does, up to and past a wrapper's end character (``0: ``
-    on both): a new record under a prefix every line carries, not the rest of the one above.  A
-    terminal's cut falls anywhere, so a piece beginning like its record's first characters is rare."""
+    """Whether ``line`` starts as ``record`` does (digits aside: ``12 `` and ``13 ``), up to and past
+    a wrapper's end character or a line number's blank (``0: `` on both): a new record under a
+    prefix every line carries, not the rest of the one above.  A terminal's cut falls anywhere, so
+    a piece beginning like its record's first characters is rare."""
+    a, b = record[:200].translate(_DIGITS), line[:200].translate(_DIGITS)
     n = 0
-    limit = min(len(record), len(line), 200)
-    while n < limit and record[n] == line[n]:
+    limit = min(len(a), len(b))
+    while n < limit and a[n] == b[n]:
         n += 1
-    return n >= 2 and bool(record[:n].strip()) and any(c in _WRAPPER_END for c in record[:n])
+    head = a[:n]
+    return n >= 2 and bool(head.strip()) and (any(c in _WRAPPER_END for c in head) or bool(_NUMBERED.match(head)))
 
 
 #: The widths terminals are opened at: a text whose longest lines are one of them may be cut there

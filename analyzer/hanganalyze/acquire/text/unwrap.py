@@ -29,11 +29,15 @@ MAX_LAYERS = 5
 
 _LEVEL = r"(?:\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|TRACE|NOTICE)\]?)"
 
+#: An ISO date and time (a bracket around it is taken with it only when it closes right after it:
+#: ``[2025-03-09 00:57:15 TP4]`` is sglang's record, no wrapper).
+_STAMP = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
+
 #: Record prefixes, each up to the start of the message (one space after it at most).
 PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     # 2024-01-01 12:00:00,123 INFO / [2024-01-01T12:00:00.1234567Z] / 2024-01-01 12:00:00 - name - ERROR -
     ("timestamp", re.compile(
-        r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?"
+        r"^(?:\[" + _STAMP + r"\]|" + _STAMP + r")"
         r"(?:(?: -| \|)? " + _LEVEL + r"(?: -| \||:)?)?(?: |$)")),
     # Jun 06 19:49:06 host prog[123]:  (journald in another locale too: "déc. 19 02:07:16 host bash[1]:")
     ("syslog", re.compile(
@@ -50,7 +54,7 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     # (pid=123) / (RayWorker pid=123, ip=10.0.0.1) / vLLM v1's (VllmWorker rank=2 pid=808339)
     ("ray", re.compile(r"^\((?:[\w:.=\-]{1,80} ){0,3}pid=\d{1,10}(?:, ip=[\w.:\-]{1,60})?\)(?: |$)")),
     # [12:00:00] / 12:00:00.123
-    ("time", re.compile(r"^\[?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]?(?: |$)")),
+    ("time", re.compile(r"^(?:\[\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)(?: |$)")),
     # INFO:root:  (Python logging's default format: level, then the logger's name)
     ("logging", re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.\-]{0,100}:")),
     # 0:   (srun --label: the task's number)
@@ -126,9 +130,12 @@ def _strip_continuation(lines: List[str]) -> Optional[List[str]]:
     return [x[:-1].rstrip() if x.endswith("\\") else x for x in lines]
 
 
-#: Prefixes that carry a time: a log's own evidence (how long it waited), kept unless a dump format
-#: reads the lines better without them (``parse_text``).  The other wrappers say nothing.
-TIMED = ("timestamp", "syslog", "dated", "colab", "glog", "vllm", "time")
+#: Record prefixes that carry a time or a record's own fields (glog's time and thread id: gRPC's
+#: fork wait is one thread's records over time; vLLM's file:line; journald's program): a log keeps
+#: them unless a dump format reads the lines better without them (``parse_text``); a report shows
+#: the log's lines as they were.  The other wrappers (backticks, quotes, line numbers, a launcher's
+#: or a collector's tag) say nothing.
+KEPT = ("timestamp", "syslog", "dated", "colab", "glog", "vllm", "time")
 
 
 def _strip_prefix(lines: List[str], kinds: List[str]) -> Optional[List[str]]:
@@ -198,7 +205,7 @@ def unwrap(lines: List[str]) -> List[str]:
 
 def unwrap_layers(lines: List[str]) -> List[Tuple[List[str], bool]]:
     """The lines after each wrapper taken off, outermost first (each with a traceback's cut
-    ``File`` lines joined), and whether a prefix that carries a time (``TIMED``) was among the
+    ``File`` lines joined), and whether a prefix whose fields a rule reads (``KEPT``) was among the
     wrappers removed so far: without one, the lines lost nothing a log's reader needs.  Empty
     when there is nothing to undo.  The caller picks the layer a format reads best: a wrapper's
     look-alike inside the dump (a macOS crash report's frame numbers) is no wrapper."""
@@ -210,12 +217,12 @@ def unwrap_layers(lines: List[str]) -> List[Tuple[List[str], bool]]:
         if step is None:
             break
         lines = dedent(step)
-        layers.append((lines, any(k in TIMED for k in kinds)))
+        layers.append((lines, any(k in KEPT for k in kinds)))
     if not layers:
         joined = join_file_pieces(lines)
         return [(dedent(joined), False)] if joined is not None else []
     out = []
-    for bare, timed in layers:
+    for bare, kept in layers:
         joined = join_file_pieces(bare)
-        out.append((dedent(joined) if joined is not None else bare, timed))
+        out.append((dedent(joined) if joined is not None else bare, kept))
     return out
