@@ -210,11 +210,14 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
         raise InputError(UNRECOGNISED if text.strip() else "the text is empty")
     processes = _parse_all(lines, forced)
     if forced is None and not any(p.threads or _has_tasks(p) for p in processes):
-        # a frame line too weak for any score is still read, under a log's prefixes too
-        for cand in [lines] + [bare for bare, _ in unwrap_layers(lines)]:
+        # a frame line too weak for any score is still read, under a log's prefixes or a rank's too
+        # (a rank's lines are parsed as ranks again: ``_parse_all`` splits them)
+        cands = [(bare, bare) for bare, _ in [(lines, False)] + unwrap_layers(lines)]
+        cands += [(seg.lines, lines) for seg in split_ranks(lines) if seg.label is not None]
+        for cand, whole in cands:
             framed = parses_a_frame(cand)
             if framed is not None:
-                processes = _parse_all(cand, framed)
+                processes = _parse_all(whole, framed)
                 break
     for proc in processes:
         _infer_python(proc)

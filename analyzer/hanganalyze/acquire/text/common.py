@@ -169,15 +169,26 @@ def strip_wrappers(lines: List[str]) -> List[str]:
 
 def strip_quotes(lines: List[str]) -> Optional[List[str]]:
     """The lines without their ``> `` quote markers when at least half of the non-blank lines
-    carry one (pytest's few ``>`` source lines do not qualify); None when they do not."""
+    carry one (pytest's few ``>`` source lines do not qualify); None when they do not.  As many
+    levels go as every quoted line has: a ``>`` the dump printed itself (gdb's ``py-list`` marks
+    the current line ``>339``) stays under the quote's own."""
     nonblank = [line for line in lines if line.strip()]
     quoted = sum(1 for line in nonblank if line.lstrip(" ")[:1] == ">")
     if not nonblank or quoted * 2 < len(nonblank):
         return None
+    found = [_QUOTE.match(line) for line in lines]
+    depth = min(m.group(0).count(">") for m in found if m)
     out = []
-    for line in lines:
-        m = _QUOTE.match(line)
-        out.append(line[m.end():] if m else line)
+    for line, m in zip(lines, found):
+        if m is None:
+            out.append(line)
+            continue
+        end = m.start()
+        for _ in range(depth):
+            end = line.index(">", end) + 1
+            if line[end:end + 1] == " ":
+                end += 1
+        out.append(line[end:])
     return out
 
 
