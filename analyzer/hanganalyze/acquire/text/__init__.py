@@ -167,12 +167,13 @@ def _unwrapped(lines: List[str], forced: Optional[TextParser]) -> List[str]:
     numbers, log record prefixes), when that makes them read better as a dump: the best (or the
     forced) format scores them higher than the lines as they came, or as high when no wrapper
     removed is a log record's own (``unwrap.KEPT``: a time, glog's thread id; backticks, quotes,
-    line numbers, a launcher's tag say nothing); of several wrappers one inside another, as many
-    as make the best score.  A plain log keeps its timestamps."""
+    line numbers, a launcher's tag say nothing) or a dump is read either way (its frames' times
+    are no evidence; their indentation is); of several wrappers one inside another, as many as
+    make the best score.  A plain log keeps its timestamps."""
     best, best_score = lines, forced.score(lines) if forced is not None else scores(lines)[0][0]
     for bare, kept in unwrap_layers(lines):
         after = forced.score(bare) if forced is not None else scores(bare)[0][0]
-        if after > best_score or (after == best_score and not kept):
+        if after > best_score or (after == best_score and (not kept or after > 0)):
             best, best_score = bare, after
     return best
 

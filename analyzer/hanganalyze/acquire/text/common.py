@@ -480,10 +480,15 @@ _USUAL_WIDTHS = frozenset((80, 100, 120, 132, 160, 200))
 
 def _mid_word(line: str, glue: str, piece: str) -> bool:
     """Whether the cut between ``line`` and ``piece`` falls inside a word or a path (``<_io.Buffer``
-    + ``edWriter``): a program's own word wrap at the same width cuts between words, and a line of
-    its own starts with a capital (``Python v3.11.7``) where a cut word seldom goes on with one."""
-    return (not glue and bool(line) and bool(piece) and _wordish(line[-1]) and _wordish(piece[0])
-            and not piece[0].isupper())
+    + ``edWriter``, ``name='<stdout`` + ``>'>``), or right after a blank the terminal kept (``at
+    interpreter `` + ``shutdown``): a program's own word wrap at the same width cuts between words
+    and keeps no blank, and a line of its own starts with a capital (``Python v3.11.7``) where a
+    cut word seldom goes on with one."""
+    if not line or not piece or piece[0].isupper() or piece[0] in " \t":
+        return False
+    if glue:
+        return piece[0].islower()
+    return _wordish(line[-1]) and (_wordish(piece[0]) or piece[0] in ">)]}'\",;:")
 
 
 def _wordish(c: str) -> bool:
