@@ -188,6 +188,31 @@ def _parse_all(lines: List[str], forced: Optional[TextParser]) -> List[Process]:
     return processes
 
 
+def _join_broken(messages: List[str]) -> List[str]:
+    """``log.join_broken``, also where every line carries a prefix the messages keep (a log
+    collector's timestamp on each line, the second half of a message too): the halves are judged
+    without it, and joined under the first one's."""
+    joined = _log.join_broken(messages)
+    layers = unwrap_layers(messages) if len(messages) > 1 else []
+    if not layers or len(layers[-1][0]) != len(messages):
+        return joined
+    bare = layers[-1][0]
+    out: List[str] = []
+    i = 0
+    while i < len(messages):
+        cur_bare, cur = bare[i].strip(), messages[i].strip()
+        j = i + 1
+        while j < len(messages) and j - i <= _log.MAX_JOIN and cur_bare and bare[j].strip():
+            two = _log.join_broken([cur_bare, bare[j]])
+            if len(two) != 1:
+                break
+            cur, cur_bare = cur + two[0][len(cur_bare):], two[0]
+            j += 1
+        out.append(cur)
+        i = j
+    return out if len(out) < len(joined) else joined
+
+
 def _holds_known_line(messages: List[str]) -> bool:
     """A line a hang leaves is among the messages, as they are or without a wrapper they all
     share (a known line anchored at its start under a timestamp or a launcher's prefix)."""
@@ -222,7 +247,7 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
                 break
     for proc in processes:
         _infer_python(proc)
-        proc.messages = _log.join_broken(proc.messages)  # a message a terminal or a paste broke
+        proc.messages = _join_broken(proc.messages)  # a message a terminal or a paste broke
     if not any(p.threads or _has_tasks(p) for p in processes):
         # a log with no frame is an input too when it holds lines a hang leaves (log.KNOWN_LINES)
         if any(p.messages for p in processes) and (

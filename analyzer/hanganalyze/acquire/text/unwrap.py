@@ -135,7 +135,7 @@ def _strip_continuation(lines: List[str]) -> Optional[List[str]]:
 #: them unless a dump format reads the lines better without them (``parse_text``); a report shows
 #: the log's lines as they were.  The other wrappers (backticks, quotes, line numbers, a launcher's
 #: or a collector's tag) say nothing.
-KEPT = ("timestamp", "syslog", "dated", "colab", "glog", "vllm", "time")
+KEPT = ("timestamp", "syslog", "dated", "colab", "glog", "vllm", "time", "ray")
 
 
 def _strip_prefix(lines: List[str], kinds: List[str]) -> Optional[List[str]]:
