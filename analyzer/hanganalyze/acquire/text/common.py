@@ -77,7 +77,7 @@ def _clean(text: str) -> Tuple[List[str], Optional[List[Tuple[int, str]]]]:
         text = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
     text = text.translate(_ODD_SPACES)
     raw = text.split("\n")
-    lines = strip_wrappers([_strip_scroll_marker(line[:MAX_LINE].rstrip()) for line in raw])
+    lines = strip_wrappers([strip_scroll_marker(line[:MAX_LINE].rstrip()) for line in raw])
     if "--Type <RET> for more" in text:
         return _join_pager_prompts(lines), None
     return lines, [(len(x), x[len(x.rstrip()):]) for x in raw]
@@ -109,7 +109,7 @@ def _join_pager_prompts(lines: List[str]) -> List[str]:
     return out
 
 
-def _strip_scroll_marker(line: str) -> str:
+def strip_scroll_marker(line: str) -> str:
     """tmux's / screen's copy-mode position (``   [390/7275]``) copied at the right edge of a line."""
     if not line.endswith("]"):
         return line
@@ -470,6 +470,10 @@ def _same_wrapper(record: str, line: str) -> bool:
     while n < limit and a[n] == b[n]:
         n += 1
     head = a[:n]
+    if head == "`":  # each line in backticks
+        return True
+    if n == len(b) and not b.strip(" 0"):  # a numbered blank line ("18") under "17 text"
+        return n >= 1
     return n >= 2 and bool(head.strip()) and (any(c in _WRAPPER_END for c in head) or bool(_NUMBERED.match(head)))
 
 

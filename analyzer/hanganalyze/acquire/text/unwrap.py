@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Callable, List, Optional, Pattern, Tuple
 
-from .common import dedent, strip_quotes
+from .common import dedent, strip_quotes, strip_scroll_marker
 
 #: The share of non-blank lines that must carry a wrapper for it to be removed.
 SHARE = 0.8
@@ -216,7 +216,7 @@ def unwrap_layers(lines: List[str]) -> List[Tuple[List[str], bool]]:
                 or _strip_numbers(lines) or _strip_continuation(lines))
         if step is None:
             break
-        lines = dedent(step)
+        lines = dedent([strip_scroll_marker(x) for x in step])  # tmux's [390/7275] inside the wrapper
         layers.append((lines, any(k in KEPT for k in kinds)))
     if not layers:
         joined = join_file_pieces(lines)
