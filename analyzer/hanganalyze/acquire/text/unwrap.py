@@ -1,15 +1,19 @@
-"""Undo a wrapper that a paste put on every line, before detection, so every format benefits.
+"""Undo the wrappers that a paste put on every line, before detection, so every format benefits.
 
 People paste dumps the way their tool showed them: each line in backticks (a chat's inline code),
-numbered (an editor, a gist, ``cat -n``), or prefixed by a log record (``2024-01-01 12:00:00,123
-INFO``, GitHub Actions' ``2024-01-01T12:00:00.1234567Z``, journald's ``Jun 06 19:49:06 host
-prog[123]:``, glog's ``I1128 12:00:00.123456 123 file.cc:12]``, Ray's ``(pid=123)``, vLLM's
-``INFO 08-02 18:15:15 file.py:226]``).  No parser knows ``File "..."`` after such a prefix.
+numbered (an editor, a gist, ``cat -n``), quoted inside another wrapper, ending in a shell's
+`` \\``, or prefixed by a log record (``2024-01-01 12:00:00,123 INFO``, GitHub Actions'
+``2024-01-01T12:00:00.1234567Z``, journald's ``Jun 06 19:49:06 host prog[123]:``, glog's ``I1128
+12:00:00.123456 123 file.cc:12]``, Ray's ``(pid=123)``, vLLM's ``INFO 08-02 18:15:15 file.py:226]``,
+Python logging's ``INFO:root:``) or a collector's tag (srun's ``0: ``, docker compose's
+``worker-1 | ``, kubectl's ``[pod/x/c] ``).  No parser knows ``File "..."`` after such a prefix.
 
 Conservative on purpose: a wrapper is removed only when at least ``SHARE`` of the non-blank
 lines carry the same one (a terminal-wrapped line or a blank may lack it), line numbers only when
-they count up one by one, and ``parse_text`` keeps the unwrapped lines only when a format scores
-them higher than the lines as they came (a plain log with timestamps keeps its timestamps).
+they count up one by one (and only the numberer's blank), and ``parse_text`` keeps, of the layers
+taken off one inside another (``unwrap_layers``), the one a format scores best: the lines as they
+came when none reads better and a record's own prefix would go (``KEPT``: a plain log with
+timestamps keeps its timestamps; a macOS crash report keeps its frame numbers).
 Quotes (``> ``) are ``common``'s and taken off here again when they sit inside another wrapper;
 indentation, fences and launcher prefixes (``[rank3]:``) are ``common``'s.
 Every expression is anchored and linear.
