@@ -37,7 +37,7 @@ def snapshot_of(text: str) -> Snapshot:
     try:
         return parse_text(text)
     except InputError as e:
-        if "could not recognise" not in str(e):
+        if "could not recognise" not in str(e) and "is a log with no stack frame" not in str(e):
             raise
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         return Snapshot(processes=[Process(source="text", messages=lines)])

@@ -51,10 +51,10 @@ from hanganalyze_gdbext.model import Process, PythonFacts, Snapshot
 
 from . import log as _log
 from . import traceback as _traceback
-from .common import Segment, cap_messages, clean_lines, split_processes, split_ranks, unwrap_terminal
+from .common import Segment, cap_messages, clean_and_join, split_processes, split_ranks, strip_wrappers, unwrap_terminal
 from .detect import FORMAT_NAMES, LOG_WITHOUT_KNOWN_LINE, UNRECOGNISED, detect, parser_for, parses_a_frame, scores
 from .formats import FORMATS, PARSERS, TextParser, format_of
-from .unwrap import looks_like_log, unwrap
+from .unwrap import looks_like_log, unwrap_layers
 
 __all__ = ["parse_text", "FORMAT_NAMES", "PARSERS"]
 
@@ -165,21 +165,61 @@ def _has_tasks(proc: Process) -> bool:
 def _unwrapped(lines: List[str], forced: Optional[TextParser]) -> List[str]:
     """The lines without a wrapper every line of the paste shares (``unwrap``: backticks, line
     numbers, log record prefixes), when that makes them read better as a dump: the best (or the
-    forced) format scores them higher than the lines as they came.  A plain log keeps its prefixes."""
-    bare = unwrap(lines)
-    if bare is lines:
-        return lines
-    if forced is not None:
-        return bare if forced.score(bare) > forced.score(lines) else lines
-    return bare if scores(bare)[0][0] > scores(lines)[0][0] else lines
+    forced) format scores them higher than the lines as they came, or as high when no wrapper
+    removed is a log record's own (``unwrap.KEPT``: a time, glog's thread id; backticks, quotes,
+    line numbers, a launcher's tag say nothing) or a dump is read either way (its frames' times
+    are no evidence; their indentation is); of several wrappers one inside another, as many as
+    make the best score.  A plain log keeps its timestamps."""
+    best, best_score = lines, forced.score(lines) if forced is not None else scores(lines)[0][0]
+    for bare, kept in unwrap_layers(lines):
+        after = forced.score(bare) if forced is not None else scores(bare)[0][0]
+        if after > best_score or (after == best_score and (not kept or after > 0)):
+            best, best_score = bare, after
+    return best
 
 
 def _parse_all(lines: List[str], forced: Optional[TextParser]) -> List[Process]:
     processes: List[Process] = []
     for ranked in split_ranks(lines):
+        if ranked.label is not None:  # a rank's lines may carry a wrapper inside the launcher's prefix
+            ranked.lines = _unwrapped(unwrap_terminal(strip_wrappers(ranked.lines)), forced)
         for seg in split_processes(ranked):
             processes.extend(_parse_segment(seg, forced))
     return processes
+
+
+def _join_broken(messages: List[str]) -> List[str]:
+    """``log.join_broken``, also where every line carries a prefix the messages keep (a log
+    collector's timestamp on each line, the second half of a message too): the halves are judged
+    without it, and joined under the first one's."""
+    joined = _log.join_broken(messages)
+    layers = unwrap_layers(messages) if len(messages) > 1 else []
+    if not layers or len(layers[-1][0]) != len(messages):
+        return joined
+    bare = layers[-1][0]
+    out: List[str] = []
+    i = 0
+    while i < len(messages):
+        cur_bare, cur = bare[i].strip(), messages[i].strip()
+        j = i + 1
+        while j < len(messages) and j - i <= _log.MAX_JOIN and cur_bare and bare[j].strip():
+            two = _log.join_broken([cur_bare, bare[j]])
+            if len(two) != 1:
+                break
+            cur, cur_bare = cur + two[0][len(cur_bare):], two[0]
+            j += 1
+        out.append(cur)
+        i = j
+    return out if len(out) < len(joined) else joined
+
+
+def _holds_known_line(messages: List[str]) -> bool:
+    """A line a hang leaves is among the messages, as they are or without a wrapper they all
+    share (a known line anchored at its start under a timestamp or a launcher's prefix)."""
+    if _log.known_lines(messages) or data_known_lines(messages):
+        return True
+    layers = unwrap_layers(messages)
+    return bool(layers) and bool(_log.known_lines(layers[-1][0]) or data_known_lines(layers[-1][0]))
 
 
 def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
@@ -191,22 +231,27 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     forced = parser_for(input_format)
     if not isinstance(text, str):
         raise InputError("text input must be a string")
-    lines = _unwrapped(unwrap_terminal(clean_lines(text)), forced)
+    lines = _unwrapped(clean_and_join(text), forced)
     if not _has_text(lines):
         raise InputError(UNRECOGNISED if text.strip() else "the text is empty")
     processes = _parse_all(lines, forced)
     if forced is None and not any(p.threads or _has_tasks(p) for p in processes):
-        framed = parses_a_frame(lines)  # a frame line too weak for any score is still read
-        if framed is not None:
-            processes = _parse_all(lines, framed)
+        # a frame line too weak for any score is still read, under a log's prefixes or a rank's too
+        # (a rank's lines are parsed as ranks again: ``_parse_all`` splits them)
+        cands = [(bare, bare) for bare, _ in [(lines, False)] + unwrap_layers(lines)]
+        cands += [(seg.lines, lines) for seg in split_ranks(lines) if seg.label is not None]
+        for cand, whole in cands:
+            framed = parses_a_frame(cand)
+            if framed is not None:
+                processes = _parse_all(whole, framed)
+                break
     for proc in processes:
         _infer_python(proc)
-        proc.messages = _log.join_broken(proc.messages)  # a message a terminal or a paste broke
+        proc.messages = _join_broken(proc.messages)  # a message a terminal or a paste broke
     if not any(p.threads or _has_tasks(p) for p in processes):
         # a log with no frame is an input too when it holds lines a hang leaves (log.KNOWN_LINES)
         if any(p.messages for p in processes) and (
-                forced is _log or (forced is None and any(_log.known_lines(p.messages) or data_known_lines(p.messages)
-                                                          for p in processes))):
+                forced is _log or (forced is None and any(_holds_known_line(p.messages) for p in processes))):
             return Snapshot(processes=processes)
         if forced is not None:
             raise InputError("found no threads or frames in the text as %s" % forced.NAME)

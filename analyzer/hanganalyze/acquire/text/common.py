@@ -40,20 +40,47 @@ MAX_LINE = 20000
 _ZERO_WIDTH = re.compile(r"[\u200b\u200c\u200d\u2060\ufeff]|&#8203;|&#x200[bB];")
 
 
+#: The HTML entities a copy of a rendered page's source leaves in a dump (``&lt;module&gt;``,
+#: ``File &quot;x.py&quot;``), decoded in one pass (``&amp;lt;`` gives ``&lt;``, as a browser shows it).
+_ENTITY = re.compile(r"&(?:lt|gt|amp|quot|apos|nbsp|#39|#x27|#34|#60|#62);")
+_ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&apos;": "'", "&nbsp;": " ",
+             "&#39;": "'", "&#x27;": "'", "&#34;": '"', "&#60;": "<", "&#62;": ">"}
+#: Spaces a web page or a word processor puts for plain ones (no-break, figure, narrow no-break):
+#: an indentation of them is indentation, which py-spy's and traceback's layouts read.
+_ODD_SPACES = str.maketrans({"\u00a0": " ", "\u2007": " ", "\u202f": " "})
+
+
 def clean_lines(text: str) -> List[str]:
     """Text -> lines without ANSI escapes, carriage returns, control characters, zero-width
-    characters, a terminal multiplexer's scroll position or trailing blanks, and without the
-    wrapping a chat or an issue added (see ``strip_wrappers``)."""
+    characters, HTML entities, no-break spaces, a terminal multiplexer's scroll position or
+    trailing blanks, and without the wrapping a chat or an issue added (see ``strip_wrappers``)."""
+    return _clean(text)[0]
+
+
+def clean_and_join(text: str) -> List[str]:
+    """``clean_lines``, then the lines a terminal cut at its width joined again (``unwrap_terminal``),
+    judged on the lines as they came: a cut piece ending in a blank is still the width long."""
+    lines, shape = _clean(text)
+    return unwrap_terminal(lines, shape)
+
+
+def _clean(text: str) -> Tuple[List[str], Optional[List[Tuple[int, str]]]]:
+    """``clean_lines``'s lines, and each one's (length, trailing blanks) as it came, when the
+    lines are still one for one (no pager prompt joined two)."""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", text)
     if "&#" in text or any(c in text for c in "\u200b\u200c\u200d\u2060\ufeff"):
         text = _ZERO_WIDTH.sub("", text)
-    lines = strip_wrappers([_strip_scroll_marker(line[:MAX_LINE].rstrip()) for line in text.split("\n")])
+    if "&" in text:
+        text = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
+    text = text.translate(_ODD_SPACES)
+    raw = text.split("\n")
+    lines = strip_wrappers([strip_scroll_marker(line[:MAX_LINE].rstrip()) for line in raw])
     if "--Type <RET> for more" in text:
-        lines = _join_pager_prompts(lines)
-    return lines
+        return _join_pager_prompts(lines), None
+    return lines, [(len(x), x[len(x.rstrip()):]) for x in raw]
 
 
 _PAGER = "--Type <RET> for more, q to quit, c to continue without paging--"
@@ -82,7 +109,7 @@ def _join_pager_prompts(lines: List[str]) -> List[str]:
     return out
 
 
-def _strip_scroll_marker(line: str) -> str:
+def strip_scroll_marker(line: str) -> str:
     """tmux's / screen's copy-mode position (``   [390/7275]``) copied at the right edge of a line."""
     if not line.endswith("]"):
         return line
@@ -134,16 +161,35 @@ def strip_wrappers(lines: List[str]) -> List[str]:
     nonblank = [line for line in lines if line.strip()]
     if not nonblank:
         return lines
-    quoted = sum(1 for line in nonblank if line.lstrip(" ")[:1] == ">")
-    if quoted * 2 >= len(nonblank):
-        out = []
-        for line in lines:
-            m = _QUOTE.match(line)
-            out.append(line[m.end():] if m else line)
-        lines = out
+    lines = strip_quotes(lines) or lines
     if any(("```" in line or "~~~" in line or "<" in line) for line in nonblank):
         lines = [_unwrap_line(line) if ("`" in line or "~" in line or "<" in line) else line for line in lines]
     return dedent(lines)
+
+
+def strip_quotes(lines: List[str]) -> Optional[List[str]]:
+    """The lines without their ``> `` quote markers when at least half of the non-blank lines
+    carry one (pytest's few ``>`` source lines do not qualify); None when they do not.  As many
+    levels go as every quoted line has: a ``>`` the dump printed itself (gdb's ``py-list`` marks
+    the current line ``>339``) stays under the quote's own."""
+    nonblank = [line for line in lines if line.strip()]
+    quoted = sum(1 for line in nonblank if line.lstrip(" ")[:1] == ">")
+    if not nonblank or quoted * 2 < len(nonblank):
+        return None
+    found = [_QUOTE.match(line) for line in lines]
+    depth = min(m.group(0).count(">") for m in found if m)
+    out = []
+    for line, m in zip(lines, found):
+        if m is None:
+            out.append(line)
+            continue
+        end = m.start()
+        for _ in range(depth):
+            end = line.index(">", end) + 1
+            if line[end:end + 1] == " ":
+                end += 1
+        out.append(line[end:])
+    return out
 
 
 def dedent(lines: List[str]) -> List[str]:
@@ -389,10 +435,13 @@ def terminal_width(lines: List[str]) -> Optional[int]:
     A copy from a terminal cuts every long line at exactly the window width W: no line is longer,
     and several are exactly W characters long.
     """
+    return _width([len(line) for line in lines])
+
+
+def _width(lengths: List[int]) -> Optional[int]:
     longest = 0
     count = 0
-    for line in lines:
-        n = len(line)
+    for n in lengths:
         if n > longest:
             longest, count = n, 1
         elif n == longest:
@@ -402,21 +451,80 @@ def terminal_width(lines: List[str]) -> Optional[int]:
     return longest
 
 
-def unwrap_terminal(lines: List[str]) -> List[str]:
+#: The characters a per-line wrapper ends with (``0: ``, ``worker-1 | ``, ``INFO:root:``, ``(pid=1) ``).
+_WRAPPER_END = frozenset(":|]>)`")
+
+
+_DIGITS = str.maketrans("123456789", "000000000")
+_NUMBERED = re.compile(r"^ *0+ ")
+
+
+def _same_wrapper(record: str, line: str) -> bool:
+    """Whether ``line`` starts as ``record`` does (digits aside: ``12 `` and ``13 ``), up to and past
+    a wrapper's end character or a line number's blank (``0: `` on both): a new record under a
+    prefix every line carries, not the rest of the one above.  A terminal's cut falls anywhere, so
+    a piece beginning like its record's first characters is rare."""
+    a, b = record[:200].translate(_DIGITS), line[:200].translate(_DIGITS)
+    n = 0
+    limit = min(len(a), len(b))
+    while n < limit and a[n] == b[n]:
+        n += 1
+    head = a[:n]
+    if head == "`":  # each line in backticks
+        return True
+    if n == len(b) and not b.strip(" 0"):  # a numbered blank line ("18") under "17 text"
+        return n >= 1
+    return n >= 2 and bool(head.strip()) and (any(c in _WRAPPER_END for c in head) or bool(_NUMBERED.match(head)))
+
+
+#: The widths terminals are opened at: a text whose longest lines are one of them may be cut there
+#: even when only one or two lines were long enough to be cut.
+_USUAL_WIDTHS = frozenset((80, 100, 120, 132, 160, 200))
+
+
+def _mid_word(line: str, glue: str, piece: str) -> bool:
+    """Whether the cut between ``line`` and ``piece`` falls inside a word or a path (``<_io.Buffer``
+    + ``edWriter``, ``name='<stdout`` + ``>'>``), or right after a blank the terminal kept (``at
+    interpreter `` + ``shutdown``): a program's own word wrap at the same width cuts between words
+    and keeps no blank, and a line of its own starts with a capital (``Python v3.11.7``) where a
+    cut word seldom goes on with one."""
+    if not line or not piece or piece[0].isupper() or piece[0] in " \t":
+        return False
+    if glue:
+        return piece[0].islower()
+    return _wordish(line[-1]) and (_wordish(piece[0]) or piece[0] in ">)]}'\",;:")
+
+
+def _wordish(c: str) -> bool:
+    return c.isalnum() or c in "_./-"
+
+
+def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = None) -> List[str]:
     """Join the pieces of lines that a terminal cut at its width (copy-paste from a narrow window).
 
     Pieces are joined as they were cut (mid-word), so ``../sysdeps/np`` + ``tl/futex.h:146``
     gives back the path.  A piece that starts a new record (``#3``, ``Thread ...``) is never joined.
+    ``shape``: each line's length and trailing blanks as it came (``clean_and_join``), so that a
+    piece cut after a blank counts as full and keeps its blank.  With fewer than three full lines,
+    at a usual terminal width only, a piece is joined only when the cut falls inside a word (an
+    indented line, or a program's own word wrap at that width, is a line of its own).
     """
-    width = terminal_width(lines)
+    if shape is None or len(shape) != len(lines):
+        shape = [(len(x), "") for x in lines]
+    width = _width([n for n, _ in shape])
+    weak = False
     if width is None:
-        return lines
+        longest = max((n for n, _ in shape), default=0)
+        if longest not in _USUAL_WIDTHS:
+            return lines
+        width, weak = longest, True
     out: List[str] = []
-    joining = False
-    for line in lines:
-        if joining and line.strip() and not _RECORD_START.match(line) and len(out[-1]) < MAX_LINE:
-            out[-1] += line
+    glue: Optional[str] = None  # the blanks the line above ended with, when it was cut at the width
+    for line, (n, trail) in zip(lines, shape):
+        if (glue is not None and line.strip() and not _RECORD_START.match(line) and len(out[-1]) < MAX_LINE
+                and not _same_wrapper(out[-1], line) and not (weak and not _mid_word(out[-1], glue, line))):
+            out[-1] += glue + line
         else:
             out.append(line)
-        joining = len(line) == width
+        glue = trail if n == width else None
     return out

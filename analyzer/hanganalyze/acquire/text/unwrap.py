@@ -1,16 +1,21 @@
-"""Undo a wrapper that a paste put on every line, before detection, so every format benefits.
+"""Undo the wrappers that a paste put on every line, before detection, so every format benefits.
 
 People paste dumps the way their tool showed them: each line in backticks (a chat's inline code),
-numbered (an editor, a gist, ``cat -n``), or prefixed by a log record (``2024-01-01 12:00:00,123
-INFO``, GitHub Actions' ``2024-01-01T12:00:00.1234567Z``, journald's ``Jun 06 19:49:06 host
-prog[123]:``, glog's ``I1128 12:00:00.123456 123 file.cc:12]``, Ray's ``(pid=123)``, vLLM's
-``INFO 08-02 18:15:15 file.py:226]``).  No parser knows ``File "..."`` after such a prefix.
+numbered (an editor, a gist, ``cat -n``), quoted inside another wrapper, ending in a shell's
+`` \\``, or prefixed by a log record (``2024-01-01 12:00:00,123 INFO``, GitHub Actions'
+``2024-01-01T12:00:00.1234567Z``, journald's ``Jun 06 19:49:06 host prog[123]:``, glog's ``I1128
+12:00:00.123456 123 file.cc:12]``, Ray's ``(pid=123)``, vLLM's ``INFO 08-02 18:15:15 file.py:226]``,
+Python logging's ``INFO:root:``) or a collector's tag (srun's ``0: ``, docker compose's
+``worker-1 | ``, kubectl's ``[pod/x/c] ``).  No parser knows ``File "..."`` after such a prefix.
 
 Conservative on purpose: a wrapper is removed only when at least ``SHARE`` of the non-blank
 lines carry the same one (a terminal-wrapped line or a blank may lack it), line numbers only when
-they count up one by one, and ``parse_text`` keeps the unwrapped lines only when a format scores
-them higher than the lines as they came (a plain log with timestamps keeps its timestamps).
-Quotes (``> ``), indentation, fences and launcher prefixes (``[rank3]:``) are ``common``'s.
+they count up one by one (and only the numberer's blank), and ``parse_text`` keeps, of the layers
+taken off one inside another (``unwrap_layers``), the one a format scores best: the lines as they
+came when none reads better and a record's own prefix would go (``KEPT``: a plain log with
+timestamps keeps its timestamps; a macOS crash report keeps its frame numbers).
+Quotes (``> ``) are ``common``'s and taken off here again when they sit inside another wrapper;
+indentation, fences and launcher prefixes (``[rank3]:``) are ``common``'s.
 Every expression is anchored and linear.
 """
 
@@ -19,18 +24,24 @@ from __future__ import annotations
 import re
 from typing import Callable, List, Optional, Pattern, Tuple
 
-from .common import dedent
+from .common import dedent, strip_quotes, strip_scroll_marker
 
 #: The share of non-blank lines that must carry a wrapper for it to be removed.
 SHARE = 0.8
+#: Wrappers removed one inside another at most (a quote around a timestamp around backticks).
+MAX_LAYERS = 5
 
 _LEVEL = r"(?:\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|TRACE|NOTICE)\]?)"
+
+#: An ISO date and time (a bracket around it is taken with it only when it closes right after it:
+#: ``[2025-03-09 00:57:15 TP4]`` is sglang's record, no wrapper).
+_STAMP = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
 
 #: Record prefixes, each up to the start of the message (one space after it at most).
 PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     # 2024-01-01 12:00:00,123 INFO / [2024-01-01T12:00:00.1234567Z] / 2024-01-01 12:00:00 - name - ERROR -
     ("timestamp", re.compile(
-        r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?"
+        r"^(?:\[" + _STAMP + r"\]|" + _STAMP + r")"
         r"(?:(?: -| \|)? " + _LEVEL + r"(?: -| \||:)?)?(?: |$)")),
     # Jun 06 19:49:06 host prog[123]:  (journald in another locale too: "déc. 19 02:07:16 host bash[1]:")
     ("syslog", re.compile(
@@ -47,7 +58,15 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     # (pid=123) / (RayWorker pid=123, ip=10.0.0.1) / vLLM v1's (VllmWorker rank=2 pid=808339)
     ("ray", re.compile(r"^\((?:[\w:.=\-]{1,80} ){0,3}pid=\d{1,10}(?:, ip=[\w.:\-]{1,60})?\)(?: |$)")),
     # [12:00:00] / 12:00:00.123
-    ("time", re.compile(r"^\[?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]?(?: |$)")),
+    ("time", re.compile(r"^(?:\[\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)(?: |$)")),
+    # INFO:root:  (Python logging's default format: level, then the logger's name)
+    ("logging", re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.\-]{0,100}:")),
+    # 0:   (srun --label: the task's number)
+    ("srun", re.compile(r"^ {0,4}\d{1,5}:(?: |$)")),
+    # worker-1  |   (docker compose: the service's name, padded, and a bar)
+    ("compose", re.compile(r"^[\w.\-]{1,100} {0,40}\|(?: |$)")),
+    # [pod/trainer-0/main]  (kubectl logs --prefix) / pod/trainer-0
+    ("kubectl", re.compile(r"^\[pod/[\w.\-/]{1,200}\](?: |$)|^pod/[\w.\-]{1,200} ")),
 )
 
 #: Prefixes no prose line starts with: removed from as few as ``WRAPPED_SHARE`` of the lines, the
@@ -55,7 +74,7 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
 DISTINCT = ("vllm", "ray", "glog")
 WRAPPED_SHARE = 0.4
 
-_NUMBER = re.compile(r"^ {0,6}(\d{1,6})(?: {0,2}[:|.)\]] ?| +|\t)")
+_NUMBER = re.compile(r"^ {0,6}(\d{1,6})(?: {0,2}[:|.)\]] ?| +|\t|$)")
 
 
 def _share(lines: List[str], test: Callable[[str], bool]) -> bool:
@@ -84,7 +103,9 @@ def _strip_backticks(lines: List[str]) -> Optional[List[str]]:
 
 
 def _strip_numbers(lines: List[str]) -> Optional[List[str]]:
-    """``12: text`` / ``12 | text`` / ``  12  text``: removed when the numbers count up by one."""
+    """``12: text`` / ``12 | text`` / ``  12  text``: removed when the numbers count up by one.
+    After a number and spaces only, as many spaces go as every numbered line has: the rest is
+    the line's own indentation (py-spy's and a traceback's layout)."""
     numbered = [(_NUMBER.match(x), x) for x in lines]
     if not _share(lines, lambda x: _NUMBER.match(x) is not None):
         return None
@@ -92,28 +113,56 @@ def _strip_numbers(lines: List[str]) -> Optional[List[str]]:
     steps = sum(1 for a, b in zip(nums, nums[1:]) if b == a + 1)
     if len(nums) < 3 or steps < SHARE * (len(nums) - 1):
         return None
-    return [x[m.end():] if m else x for m, x in numbered]
+    gap = min((len(m.group(0)) - m.end(1) for m, x in numbered
+               if m and m.group(0)[-1] == " " and not m.group(0)[m.end(1):].strip() and x[m.end():].strip()),
+              default=0)
+    out = []
+    for m, x in numbered:
+        if m is None:
+            out.append(x)
+        elif gap and m.group(0)[-1] == " " and not m.group(0)[m.end(1):].strip():
+            out.append(x[m.end(1) + gap:])
+        else:
+            out.append(x[m.end():])
+    return out
 
 
-def _strip_prefix(lines: List[str]) -> Optional[List[str]]:
+def _strip_continuation(lines: List[str]) -> Optional[List[str]]:
+    """`` \\`` at the end of most lines (a shell's continuation, a chat that kept one): removed."""
+    if not _share(lines, lambda x: x.endswith("\\")):
+        return None
+    return [x[:-1].rstrip() if x.endswith("\\") else x for x in lines]
+
+
+#: Record prefixes that carry a time or a record's own fields (glog's time and thread id: gRPC's
+#: fork wait is one thread's records over time; vLLM's file:line; journald's program): a log keeps
+#: them unless a dump format reads the lines better without them (``parse_text``); a report shows
+#: the log's lines as they were.  The other wrappers (backticks, quotes, line numbers, a launcher's
+#: or a collector's tag) say nothing.
+KEPT = ("timestamp", "syslog", "dated", "colab", "glog", "vllm", "time", "ray")
+
+
+def _strip_prefix(lines: List[str], kinds: List[str]) -> Optional[List[str]]:
     best: Optional[Pattern[str]] = None
     best_n = 0
     share = SHARE
+    best_name = ""
     for name, rx in PREFIXES:
         n = sum(1 for x in lines if x.strip() and rx.match(x))
         if n > best_n:
-            best, best_n, share = rx, n, (WRAPPED_SHARE if name in DISTINCT else SHARE)
+            best, best_n, share, best_name = rx, n, (WRAPPED_SHARE if name in DISTINCT else SHARE), name
     if best is None or best_n < share * sum(1 for x in lines if x.strip()) or best_n < 2:
         return None
     out = []
     for x in lines:
         m = best.match(x)
         out.append(x[m.end():] if m else x)
+    kinds.append(best_name)
     return out
 
 
 _FILE_LINE = re.compile(r'^File "(.*)", line (\d{1,9}),? in (.+)$')
-_FILE_PIECE = re.compile(r'^File(?: "[^"]*"?,?)?$')
+_FILE_PIECE = re.compile(r'^File(?: "[^"]*"?,?)?$|^File "[^"]*", line \d{1,9},?$')
 
 
 def join_file_pieces(lines: List[str]) -> Optional[List[str]]:
@@ -152,15 +201,32 @@ def looks_like_log(lines: List[str]) -> bool:
 
 
 def unwrap(lines: List[str]) -> List[str]:
-    """The lines without the wrappers (at most one of each kind, nested ones too: a timestamp
+    """The lines without the wrappers (up to ``MAX_LAYERS``, nested ones too: a timestamp
     inside backticks) that most lines share; the lines themselves when none."""
-    changed = False
-    for _ in range(3):
-        step = _strip_backticks(lines) or _strip_prefix(lines) or _strip_numbers(lines)
+    layers = unwrap_layers(lines)
+    return layers[-1][0] if layers else lines
+
+
+def unwrap_layers(lines: List[str]) -> List[Tuple[List[str], bool]]:
+    """The lines after each wrapper taken off, outermost first (each with a traceback's cut
+    ``File`` lines joined), and whether a prefix whose fields a rule reads (``KEPT``) was among the
+    wrappers removed so far: without one, the lines lost nothing a log's reader needs.  Empty
+    when there is nothing to undo.  The caller picks the layer a format reads best: a wrapper's
+    look-alike inside the dump (a macOS crash report's frame numbers) is no wrapper."""
+    kinds: List[str] = []
+    layers: List[Tuple[List[str], bool]] = []
+    for _ in range(MAX_LAYERS):
+        step = (_strip_backticks(lines) or strip_quotes(lines) or _strip_prefix(lines, kinds)
+                or _strip_numbers(lines) or _strip_continuation(lines))
         if step is None:
             break
-        lines, changed = step, True
-    joined = join_file_pieces(lines)
-    if joined is not None:
-        lines, changed = joined, True
-    return dedent(lines) if changed else lines
+        lines = dedent([strip_scroll_marker(x) for x in step])  # tmux's [390/7275] inside the wrapper
+        layers.append((lines, any(k in KEPT for k in kinds)))
+    if not layers:
+        joined = join_file_pieces(lines)
+        return [(dedent(joined), False)] if joined is not None else []
+    out = []
+    for bare, kept in layers:
+        joined = join_file_pieces(bare)
+        out.append((dedent(joined) if joined is not None else bare, kept))
+    return out
