@@ -113,7 +113,7 @@ def _strip_prefix(lines: List[str]) -> Optional[List[str]]:
 
 
 _FILE_LINE = re.compile(r'^File "(.*)", line (\d{1,9}),? in (.+)$')
-_FILE_PIECE = re.compile(r'^File(?: "[^"]*"?,?)?$')
+_FILE_PIECE = re.compile(r'^File(?: "[^"]*"?,?(?: line \d{1,9},?)?)?$')
 
 
 def join_file_pieces(lines: List[str]) -> Optional[List[str]]:
