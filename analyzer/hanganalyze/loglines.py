@@ -31,7 +31,8 @@ KNOWN_PATTERNS = [
     r"terminate called (without an active exception|after throwing)",
     r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
     r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) (is killed by signal|exited unexpectedly)",  # torch's DataLoader
-    r"Unexpected bus error encountered in worker",
+    # torch's DataLoader worker's own signal handler, for the same deaths
+    r"Unexpected (bus error|segmentation fault|floating-point exception) encountered in worker",
     r"DEADLINE_EXCEEDED|Deadline Exceeded",
     r"torch\.distributed\.\S+ ?(Error|Exception|Timeout)",
     r"^Process \d+: .+$",  # py-spy's header (its dump may have failed: "failed to get os threadid")
