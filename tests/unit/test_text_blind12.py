@@ -6,23 +6,19 @@ and a traceback ``File`` line that a terminal cut after ``line N,``."""
 from __future__ import annotations
 
 import pytest
-from helpers import REPO
+from helpers import real_text
 
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.acquire.text.unwrap import join_file_pieces
 from hanganalyze.errors import InputError
 
-REAL = REPO / "tests" / "data" / "realworld"
-
-
 @pytest.fixture(scope="module")
 def db():
     return pipeline.load_signature_db()
 
 
-def real(path: str) -> str:
-    return (REAL / path).read_text()
+real = real_text
 
 
 def analyzed(text: str, db):
