@@ -13,6 +13,7 @@ from hanganalyze.acquire.text import parse_text
 from hanganalyze.acquire.text.unwrap import join_file_pieces
 from hanganalyze.errors import InputError
 
+
 @pytest.fixture(scope="module")
 def db():
     return pipeline.load_signature_db()
