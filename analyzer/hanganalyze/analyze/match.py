@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from hanganalyze import rxcache
+from hanganalyze.analyze import absence
 from hanganalyze.analyze.conditions import check_conditions, known_libraries
 from hanganalyze.analyze.findings import from_signature
 from hanganalyze.analyze.sigmodel import (
@@ -427,6 +428,8 @@ class _Matcher:
                 hits = [h for h in self.rule_hits(r) if h[0] not in used]
                 if len(hits) > r.max or len(hits) < r.min:
                     return None
+                if r.max == 0 and absence.unseen(self.process):
+                    conf = min(conf, absence.CAP)
                 for _ti, ev, _c in hits[:3]:
                     evidence.extend(ev)
         tids: List[int] = []
@@ -451,6 +454,8 @@ class _Matcher:
                         tids.append(t.tid)
                     parts.append(self._describe(r, [(ti, ev, _c)]))
                     break
+        if conf <= absence.CAP and absence.unseen(self.process) and any(r.max == 0 for r in clause.threads):
+            parts.append(absence.NOTE)
         for mr in clause.messages:
             hit = conflicting_lines(mr, self.process.messages) if mr.conflict else next(
                 ([mi] for mi, line in enumerate(self.process.messages) if mr.regex.search(line)), None)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from hanganalyze.acquire.ranks import rank_from_name
+from hanganalyze.acquire.text.gutter import strip_gutter
 from hanganalyze.cnames import last_group_start
 from hanganalyze_gdbext.model import Frame
 
@@ -152,6 +153,7 @@ def strip_wrappers(lines: List[str]) -> List[str]:
 
     * ``> `` quote prefixes, when at least half of the non-blank lines carry one (an email or
       GitHub quote of the dump; pytest's few ``>`` source lines do not qualify);
+    * a `` : `` / `` | `` margin every non-blank line carries (gutter.py);
     * Markdown fences and ``<details>`` / ``<summary>`` / ``<p>`` / ``<pre>`` lines;
     * an indentation shared by every non-blank line (a Markdown code block indented by 4 spaces,
       a chat client's indent), so that each format sees its own indentation again.
@@ -161,7 +163,7 @@ def strip_wrappers(lines: List[str]) -> List[str]:
     nonblank = [line for line in lines if line.strip()]
     if not nonblank:
         return lines
-    lines = strip_quotes(lines) or lines
+    lines = strip_quotes(lines) or strip_gutter(lines) or lines
     if any(("```" in line or "~~~" in line or "<" in line) for line in nonblank):
         lines = [_unwrap_line(line) if ("`" in line or "~" in line or "<" in line) else line for line in lines]
     return dedent(lines)

@@ -330,12 +330,25 @@ class _Reader:
         t.current = bool(m.group(1))
         if t.current:
             self.current_num = m.group(2)
-        t.frames.append(parse_frame_body(m.group(4)))
+        body = self._joined_row(m.group(4))
+        t.frames.append(parse_frame_body(body))
+        _gil_wait(t, body)
         t.notes.append("info threads: its innermost frame only")
         self.threads.append(t)
         self.by_num[m.group(2)] = t
         self.info_rows.add(id(t))
         return True
+
+    def _joined_row(self, body: str) -> str:
+        """An ``info threads`` row the terminal wrapped: its indented continuation lines, up to the
+        balanced parenthesis (never the next row, which is indented too)."""
+        lines, n, joined = self.lines, len(self.lines), 0
+        while (self.i < n and joined < 20 and not balanced(body) and lines[self.i].startswith(" ")
+               and not _INFO_THREAD.match(lines[self.i].strip())):
+            body += " " + lines[self.i].strip()
+            self.i += 1
+            joined += 1
+        return body
 
     def _pybt_start(self, s: str) -> bool:
         """py-bt's header, or its first frame line when the paste starts at it (py-bt-full and

@@ -88,6 +88,12 @@ def _exception_line(s: str) -> bool:
 #: The note of a stack a logger printed between two records (no exception line: not a traceback, so
 #: the triage reads its innermost frame as where the thread stood).
 LOGGED_STACK = "Python stack printed in a log (no exception: frames as printed, outermost first)"
+_HEADLESS = ("Python traceback (its header is not in the text: the paste starts inside it; "
+             "frames taken as printed outermost first)")
+#: The note of a headerless listing the text ends on (no exception line after its frames): read as a
+#: stack dump (format_stack, a thread dumper), whose innermost printed frame is where the thread stood.
+CUT_STACK = ("Python stack (neither a traceback header nor an exception line in the text: "
+             "frames as printed, outermost first)")
 
 
 def parse(lines: List[str], proc: Process) -> None:
@@ -124,9 +130,7 @@ def parse(lines: List[str], proc: Process) -> None:
                 # frames before any header: the paste starts inside a traceback, or a log record
                 # ending in a colon ("Stacktrace of <Transport>:") heads a stack a logger printed
                 cur = Thread(name=pending_name, python_name=pending_name)
-                cur.notes.append(LOGGED_STACK if heading else
-                                 "Python traceback (its header is not in the text: the paste starts inside it; "
-                                 "frames taken as printed outermost first)")
+                cur.notes.append(LOGGED_STACK if heading else _HEADLESS)
                 blocks.append(cur)
                 pending_name = None
                 state = "frames"
@@ -196,6 +200,10 @@ def parse(lines: List[str], proc: Process) -> None:
         if s:
             messages.append(s)
             heading = s.endswith(":") and _looks_like_log(raw.strip())
+    if state == "frames" and cur is not None and cur.notes[:1] == [_HEADLESS]:
+        # no header and the text ends on frames: neither end says an exception, so the listing reads
+        # as a stack dump (format_stack, a thread dumper): its innermost printed frame is where it stood
+        cur.notes[0] = CUT_STACK
     for t in blocks:
         t.frames.reverse()  # innermost first, as every other source
         t.merge = "python-only"
