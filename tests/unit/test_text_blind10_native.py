@@ -93,6 +93,21 @@ def test_windows_loader_lock_wait_is_the_loader_lock(db):
     assert wait == "loader-lock"
 
 
+def test_windows_10s_parallel_loader_waiting_for_its_work_queue_is_the_loader_lock(db):
+    text = _k(["ntdll!NtWaitForSingleObject+0x14", "ntdll!LdrpDrainWorkQueue+0x15e", "ntdll!LdrpLoadDllInternal+0xc2",
+               "ntdll!LdrpLoadDll+0xa8", "ntdll!LdrLoadDll+0xe4", "KERNELBASE!LoadLibraryExW+0x161",
+               "app!LoadPlugin+0x2a"])
+    assert analyzed(text, db)[1] == "loader-lock"
+
+
+def test_near_miss_a_dllmain_waiting_for_an_event_is_no_loader_lock_wait(db):
+    # the thread holds the loader lock (inside DllMain) and waits for something else
+    text = _k(["ntdll!NtWaitForSingleObject+0x14", "KERNELBASE!WaitForSingleObjectEx+0x8f", "plugin!Init+0x20",
+               "plugin!DllMain+0x41", "ntdll!LdrpCallInitRoutine+0x61", "ntdll!LdrpInitializeNode+0x1d3",
+               "ntdll!LdrpLoadDllInternal+0x19a", "ntdll!LdrpLoadDll+0xa8", "ntdll!LdrLoadDll+0xe4"])
+    assert analyzed(text, db)[1] != "loader-lock"
+
+
 def test_near_miss_a_critical_section_of_the_program_is_a_plain_lock(db):
     text = _k(_CS_WAIT + ["ntdll!RtlEnterCriticalSection+0x2c", "app!Cache::Lookup+0x3c4", "app!main+0x28a"])
     assert analyzed(text, db)[1] == "lock"
