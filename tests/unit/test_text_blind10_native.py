@@ -132,6 +132,22 @@ def test_near_miss_cs_of_a_program_lock_is_no_loader_deadlock(db):
     assert "dynamic-loader-lock-deadlock" not in found(snap)
 
 
+_LOCKS = ("CritSec %s+0 at 77e8c0e0\nWaiterWoken        No\nLockCount          1\nRecursionCount     1\n"
+          "OwningThread       1c44\nEntryCount         0\nContentionCount    1\n*** Locked\n\n")
+_OWNER_K = ("   1  Id: 1a2c.1c44 Suspend: 1 Teb: 00000000`00a1f000 Unfrozen\n"
+            + _k(_CS_WAIT + ["ntdll!RtlEnterCriticalSection+0x3e", "plugin!Registry::Add+0x20", "plugin!DllMain+0x41"]))
+
+
+def test_locks_shows_the_loader_lock_held_by_a_thread_waiting_for_a_program_lock(db):
+    snap, wait = analyzed(_LOCKS % "ntdll!LdrpLoaderLock" + _OWNER_K, db)
+    assert wait == "lock" and "dynamic-loader-lock-deadlock" in found(snap)
+
+
+def test_near_miss_locks_shows_only_a_program_lock_held(db):
+    snap, wait = analyzed(_LOCKS % "app!g_registryLock" + _OWNER_K, db)
+    assert wait == "lock" and "dynamic-loader-lock-deadlock" not in found(snap)
+
+
 def _two_threads(other: list) -> str:
     dllmain = _CS_WAIT + ["ntdll!RtlEnterCriticalSection+0x3e", "plugin!Registry::Add+0x20", "plugin!DllMain+0x41",
                           "plugin!dllmain_dispatch+0x8f", "ntdll!LdrpCallInitRoutine+0x61",
