@@ -6,7 +6,9 @@ thread got it (``CRASH_FRAMES`` in its first frames).  With no signal in the inp
 innermost frames are ``abort`` (or ``terminate`` -> ``abort``, ``raise``/``pthread_kill`` under
 ``abort``) is being killed by SIGABRT, whatever the paste left out (``aborting``).  Sealed round 9
 had such a WinDbg ``k`` (``ucrtbase!abort`` <- ``terminate`` <- an uncaught C++ exception) read as
-"runs".
+"runs".  Likewise a thread stopped in faulthandler's traceback dumper outside its write() faulted in
+its unlocked walk of the other threads' frames (``dumper_faulted``; open round 10's gdb ``bt`` of
+faulthandler's watchdog thread read as "runs").
 
 ``proven``: positive evidence that the process crashed, strong enough to outrank any wait its
 frames show (issue 32: a UCX crash handler's stack read as the loader lock it takes to print a
@@ -56,6 +58,18 @@ _FATAL_LINES = rxcache.compile(r"^Fatal Python error: |"
                                r"^Exception Type:\s+EXC_(?:BAD_ACCESS|CRASH|BAD_INSTRUCTION|ARITHMETIC)\b")
 #: How deep abort may be (below the raising frames) and still be this thread's innermost call.
 ABORT_DEPTH = 4
+#: CPython's traceback dumpers (faulthandler's): they walk every thread's frames without a lock, to
+#: stay async-signal-safe, and print each line with write(); the walk reads memory other threads
+#: change (a frame freed as its thread exits: gh-116008, gh-128421).
+_DUMPERS = rxcache.compile(r"^(dump_frame|dump_traceback|_Py_DumpTraceback|_Py_DumpTracebackThreads|"
+                           r"_Py_DumpASCII|_Py_DumpHexadecimal|_Py_DumpDecimal|dump_code\w*)$")
+#: ... called from faulthandler (its fatal handler, its watchdog thread, its user signal) or CPython's
+#: fatal error path: the frame that makes a ``dump_frame`` CPython's.
+_DUMPER_ROOTS = rxcache.compile(r"^(_Py_DumpTracebackThreads|_Py_DumpTraceback|faulthandler_\w+|"
+                                r"_Py_FatalError\w*|fatal_error\w*)$")
+#: Where a dumper stands still while it works: the write() of each line (or a wait).
+_DUMPER_STILL = rxcache.compile(r"^(write|writev|__write\w*|_Py_write\w*|syscall|_?_?futex\w*|pthread_\w+|"
+                                r"sem_\w+|nanosleep|clock_nanosleep\w*|poll|select|read)$")
 
 
 def aborting(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> bool:
@@ -72,6 +86,19 @@ def aborting(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> bool:
     return False
 
 
+def dumper_faulted(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> bool:
+    """A thread stopped inside CPython's traceback dumper (``_DUMPERS`` within its innermost
+    frames, under faulthandler or the fatal error path) but not in the write() of a line: the
+    dumper's unlocked walk of another thread's frames faulted (a debugger stops a thread there only
+    at its SIGSEGV; a dump that goes on sits in write(), and it cannot loop: its depth is bounded)."""
+    inner = [f for f in frames if not f.marker]
+    names = [name_of(f) if f.kind != "python" else "" for f in inner]
+    at = next((i for i, n in enumerate(names[:ABORT_DEPTH]) if _DUMPERS.match(n)), None)
+    if at is None or not any(_DUMPER_ROOTS.match(n) for n in names[at:]):
+        return False
+    return not any(_DUMPER_STILL.match(n) or _DUMPER_STILL.match(n.split("__libc_", 1)[-1]) for n in names[:at])
+
+
 def fatal_handler_at(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> Optional[int]:
     """The innermost frame of a handler that only a fatal signal or a fatal error runs, anywhere on
     the stack (UCX's handler walks the stack to print it: its innermost frames are the loader)."""
@@ -82,7 +109,8 @@ def fatal_handler_at(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -
 def crash_on_stack(t: Thread, name_of: Callable[[Frame], str], no_signal: bool) -> bool:
     """The thread's own stack proves it crashed: ``abort`` on top (where the input names no signal:
     a named one already says which thread got it) or a fatal handler anywhere on it."""
-    return (no_signal and aborting(t.frames, name_of)) or fatal_handler_at(t.all_frames(), name_of) is not None
+    return ((no_signal and (aborting(t.frames, name_of) or dumper_faulted(t.frames, name_of)))
+            or fatal_handler_at(t.all_frames(), name_of) is not None)
 
 
 def fatal_line(messages: Sequence[str]) -> bool:

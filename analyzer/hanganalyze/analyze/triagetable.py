@@ -51,6 +51,10 @@ class Category:
     #: ``worker_loops``: "file:function" pairs of a worker's loop between tasks: the frames inside
     #: one that only read the next task are this wait (``Table.vetoed``).
     worker_loops: Tuple[Tuple[str, str], ...] = ()
+    #: ``unless_inside``: a frame of this category does not count when a frame inside it (nearer the
+    #: top) matches this: a thread inside the GPU driver that waits there for a mutex or rwlock waits
+    #: for the host thread that holds it (``Table.vetoed``), not for the device.
+    unless_inside: Optional[re.Pattern] = None
     #: What to capture or set next: advice entries, each a string (for every program) or a mapping
     #: ``{text, kinds, not_kinds, inputs}`` (``analyze/programkind.py``'s ``advice_fits``).
     next: List[Any] = field(default_factory=list)
@@ -94,7 +98,7 @@ class Table:
         """Frame ``i``'s match does not make ``cat`` the thread's wait: a semaphore inside a device
         driver's own frames (``Category.in_driver``), or a frame inside a worker loop's read of its
         next task (that loop's category, ``worker_loops``, is the wait: an idle worker)."""
-        if cat.in_driver(frames, i, self.skip_libraries):
+        if cat.in_driver(frames, i, self.skip_libraries) or _inside(cat.unless_inside, frames[:i]):
             return True
         if cat.worker_loops:
             return False
@@ -125,6 +129,19 @@ class Table:
         short = wait_name(name)
         return bool(self.skip_functions.search(name) or self.skip_functions.search(short) or any(
             c.native is not None and (c.native.search(name) or c.native.search(short)) for c in self.categories))
+
+
+def _inside(rx: Optional[re.Pattern], frames: Sequence[Frame]) -> bool:
+    """A native frame of ``frames`` whose name (or its wait name) ``rx`` matches."""
+    if rx is None:
+        return False
+    for f in frames:
+        if f.marker or f.kind == "python" or not f.function or f.function == "??":
+            continue
+        name = normalize_native_name(f.function)
+        if rx.search(name) or rx.search(wait_name(name)):
+            return True
+    return False
 
 
 def _rx(items: Any, where: str, lazy: bool = False) -> Optional[re.Pattern]:
@@ -164,6 +181,7 @@ def _category(d: Dict[str, Any], where: str, lazy: bool = False) -> Category:
                     python_path=_rx(d.get("python_path"), where, lazy), messages=_rx(d.get("messages"), where, lazy),
                     needs_lock_wait=bool(d.get("needs_lock_wait")), only_above=_rx(d.get("only_above"), where, lazy),
                     driver_semaphore=_driver(d.get("driver_semaphore"), where),
+                    unless_inside=_rx(d.get("unless_inside"), where),
                     next=_advice(d.get("next"), where), cause=_advice(d.get("cause"), where))
 
 

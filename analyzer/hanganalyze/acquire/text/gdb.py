@@ -64,6 +64,7 @@ _INFO_THREAD = re.compile(r"^(\*\s+)?(\d{1,9})\s+((?:Thread 0x[0-9a-fA-F]{1,16} 
 _INFO_THREADS_HEADER = re.compile(r"^Id\s+Target Id\s+Frame\s*$")
 _CUDA_FOCUS = re.compile(r"^\[(?:Switching focus to|Current focus set to) (CUDA kernel .{1,300})\]$")
 _BACKTRACE_STOPPED = "Backtrace stopped:"
+_ATTACHING = re.compile(r"^Attaching to (?:program: .{1,4000}, )?process (\d{1,10})\b")
 _SOLIB = re.compile(r"^\S+\.so(?:\.[0-9.]+)?$")
 #: A Python frame printed by gdbext's frame filter: optional eval-frame pc, ``[py]`` (placed) or
 #: ``[py?]`` (not placed), the qualified name, ``()`` (no arguments), ``at file:line``.
@@ -235,6 +236,7 @@ def parse(lines: List[str], proc: Process) -> None:
         r.by_num[r.current_num].current = True
     elif len(threads) == 1 and not r.by_num:
         threads[0].current = True  # a single ``bt`` shows the selected thread
+    _attach_stop(r, threads)
     for t in threads:
         _set_merge(t)
     proc.threads.extend(threads)
@@ -261,6 +263,8 @@ class _Reader:
         self.old_num = -1  # the last "#N" of a Python 2 py-bt listing
         self.info_rows: Set[int] = set()  # threads known only from an ``info threads`` row (by id)
         self.i = 0  # the next line
+        self.attached: Optional[int] = None  # "Attaching to process N"
+        self.stop: Optional[str] = None  # gdb's echo of where it stopped, before any thread's frames
 
     def read(self) -> None:
         n = len(self.lines)
@@ -481,6 +485,9 @@ class _Reader:
         if m:
             proc.pid = proc.pid or to_int(m.group(1))
             return True
+        m = _ATTACHING.match(s) if s.startswith("Attaching") else None
+        if m:
+            self.attached = to_int(m.group(1))  # the line stays a message
         return False
 
     def _skipped(self, raw: str, s: str) -> bool:
@@ -492,7 +499,11 @@ class _Reader:
             return True
         if self.owners.line(s):
             return True
-        if is_noise(s) or is_stop_echo(s):
+        if is_stop_echo(s):
+            if self.stop is None and not self.threads and not self.headless:
+                self.stop = s
+            return True
+        if is_noise(s):
             return True
         # a ``bt full`` local (or a continuation of one)
         return raw.startswith(_LOCALS_INDENT) and self.cur is not None and bool(self.cur.frames)
@@ -519,6 +530,18 @@ def _without_echoes(threads: List[Thread], headless: List[Thread], signalled: bo
         headless = [t for t in headless
                     if not (len(t.frames) == 1 and (t.frames[0].function, t.frames[0].address) in tops)]
     return headless + threads if not threads else threads + headless
+
+
+def _attach_stop(r: _Reader, threads: List[Thread]) -> None:
+    """gdb's echo of where the process stopped when it attached (``0x.. in f (...) at file:line``)
+    is frame #0 of the thread it selected, the one whose LWP is the pid: where a paste of ``thread
+    apply all bt`` cut that thread's frames, the echo is still its innermost frame."""
+    if r.stop is None or r.attached is None:
+        return
+    t = next((t for t in threads if t.tid == r.attached and not t.frames and not t.python_frames), None)
+    if t is not None:
+        t.frames.append(parse_frame_body(r.stop))
+        t.notes.append("frame #0 from gdb's stop line when it attached (the thread's own frames are not in the text)")
 
 
 def _set_merge(t: Thread) -> None:

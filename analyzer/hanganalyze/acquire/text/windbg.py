@@ -46,6 +46,10 @@ _KB_ROW = re.compile(r"^(?:[0-9a-fA-F]{8}`?(?:[0-9a-fA-F]{8})? ){2,6}[\w.\-]{1,2
 #: A line that heads one thread's rows in a paste of several ("Callstack:").
 _STACK_HEADINGS = ("callstack", "call stack", "stack", "stack trace", "backtrace")
 _ADDRESS_ONLY = re.compile(r"^[0-9a-fA-F]{6,16}\(\)$")
+#: x86 ``kv`` / ``!cs -o`` annotations after the call site: `` (FPO: [3,0,0])``, `` (CONV: stdcall)``.
+_ANNOTATIONS = re.compile(r"(?:\s+\((?:FPO|CONV|TrapFrame|ChildEBP)\b[^()]{0,80}\))+$")
+#: ``!cs -o``: ``OwningThread = 0x00002878``, then ``OwningThread Stack =`` and that thread's ``k`` table.
+_OWNER = re.compile(r"^OwningThread\s*=\s*(?:0x)?([0-9a-fA-F]{1,8})\s*$")
 
 
 def _symbol(site: str) -> Frame:
@@ -69,6 +73,8 @@ def _windbg_frame(s: str, numbered: bool = False) -> Optional[Frame]:
     one a paste without the table's header must show to be read as WinDbg's."""
     if not s[:1].isalnum() or "!" not in s and "+0x" not in s:
         return None
+    if s.endswith(")") and ("(FPO" in s or "(CONV" in s):
+        s = _ANNOTATIONS.sub("", s)
     m = _FRAME.match(s)
     if numbered and m and m.group(1) is None:
         return None
@@ -120,10 +126,14 @@ def parse(lines: List[str], proc: Process) -> None:
     messages: List[str] = []
     threads: List[Thread] = []
     cur: Optional[Thread] = None
+    owner: Optional[int] = None  # ``!cs -o``: the owning thread whose stack the next table is
     for line in lines:
         s = line.strip()
         if not s:
             continue
+        m = _OWNER.match(s) if s.startswith("OwningThread") else None
+        if m or s.startswith("-----"):  # each critical section's entry starts with a line of dashes
+            owner = (to_int(m.group(1), 16) or None) if m else None  # 0: nobody owns it
         if " Id: " in s:
             m = _THREAD.match(s)
             if m:
@@ -135,6 +145,14 @@ def parse(lines: List[str], proc: Process) -> None:
                 threads.append(cur)
                 continue
         if "RetAddr" in s and _TABLE.match(s):
+            if owner is not None:
+                cur = next((t for t in threads if t.tid == owner and not t.frames), None)
+                if cur is None:
+                    cur = Thread(tid=owner)
+                    threads.append(cur)
+                cur.notes.append("WinDbg !cs: the owning thread's stack")
+                owner = None
+                continue
             if cur is None or cur.frames:
                 cur = Thread()
                 cur.notes.append("WinDbg call stack")
