@@ -125,6 +125,15 @@ def test_pythons_join_over_its_tstate_lock_is_a_join(db):
     assert analyzed(tb, db)[1] == "join"
 
 
+@pytest.mark.parametrize("join", ["_Thrd_join", "std::thread::JoinHandle<T>::join",
+                                  "std::sys::pal::unix::thread::Thread::join"])
+def test_other_runtimes_joins_are_joins(join, db):
+    """MSVC's std::thread::join and Rust's JoinHandle::join wait in a futex or an OS wait below."""
+    text = ("#0  0x00007f in syscall () from /lib64/libc.so.6\n#1  0x0000 in %s ()\n"
+            "#2  0x0000 in app::shutdown () at app.cpp:9\n#3  0x0000 in main ()\n" % join)
+    assert analyzed(text, db)[1] == "join"
+
+
 def test_a_condition_in_the_programs_own_code_is_no_join(db):
     assert analyzed(pyspy("wait (threading.py:320)", "get (app.py:20)", "main (app.py:30)"), db)[1] == "condition"
     tb = ('Traceback (most recent call last):\n  File "/home/u/app.py", line 20, in main\n'
@@ -159,6 +168,18 @@ def test_the_elastic_agents_monitoring_loop_waits_for_its_workers(db):
                  "run (torch/distributed/elastic/agent/server/api.py:696)",
                  "launch_agent (torch/distributed/launcher/api.py:254)", "main (torch/distributed/run.py:879)")
     assert analyzed(text, db)[1] == "child"
+
+
+def test_torch_spawns_join_waits_for_its_children_not_a_queue(db):
+    """ProcessContext.join waits on the children's sentinels with multiprocessing.connection.wait;
+    the same wait under a program's own function stays the pipe's."""
+    text = pyspy("select (selectors.py:415)", "wait (multiprocessing/connection.py:947)",
+                 "join (torch/multiprocessing/spawn.py:118)", "start_processes (torch/multiprocessing/spawn.py:197)",
+                 "main (train.py:40)")
+    assert analyzed(text, db)[1] == "child"
+    text = pyspy("select (selectors.py:415)", "wait (multiprocessing/connection.py:947)",
+                 "next_result (app.py:12)", "main (app.py:40)")
+    assert analyzed(text, db)[1] == "queue"
 
 
 def test_a_torchrun_stack_cut_above_the_agent_is_no_child_wait(db):
