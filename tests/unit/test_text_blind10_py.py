@@ -134,6 +134,22 @@ def test_other_runtimes_joins_are_joins(join, db):
     assert analyzed(text, db)[1] == "join"
 
 
+def test_cpython_313s_join_over_its_event_is_a_join(db):
+    """Python 3.13+: Thread.join waits on the handle's event (the parking lot's semaphore, a futex)
+    under ThreadHandle_join; native frames only (no Python frames merged) still say join, and the
+    same semaphore under no join stays a lock."""
+    inner = ("#0  0x00007f in syscall () from /lib64/libc.so.6\n"
+             "#1  0x0000 in _PySemaphore_PlatformWait () from /usr/lib/libpython3.13.so.1.0\n"
+             "#2  0x0000 in _PySemaphore_Wait () from /usr/lib/libpython3.13.so.1.0\n"
+             "#3  0x0000 in _PyParkingLot_Park () from /usr/lib/libpython3.13.so.1.0\n"
+             "#4  0x0000 in PyEvent_WaitTimed () from /usr/lib/libpython3.13.so.1.0\n")
+    outer = "#6  0x0000 in _PyEval_EvalFrameDefault () from /usr/lib/libpython3.13.so.1.0\n"
+    assert analyzed(inner + "#5  0x0000 in ThreadHandle_join () from /usr/lib/libpython3.13.so.1.0\n" + outer,
+                    db)[1] == "join"
+    assert analyzed(inner + "#5  0x0000 in PyMutex_Lock () from /usr/lib/libpython3.13.so.1.0\n" + outer,
+                    db)[1] == "lock"
+
+
 def test_a_condition_in_the_programs_own_code_is_no_join(db):
     assert analyzed(pyspy("wait (threading.py:320)", "get (app.py:20)", "main (app.py:30)"), db)[1] == "condition"
     tb = ('Traceback (most recent call last):\n  File "/home/u/app.py", line 20, in main\n'
