@@ -30,7 +30,8 @@ _ABI_TAG = rxcache.compile(r"\[abi:[^\]]*\]")
 _CLONE_SUFFIX = rxcache.compile(r"(?:\.(?:isra|constprop|part|cold|lto_priv|localalias|clone)(?:\.\d+)?)+$")
 _CLONE_SUFFIX_TAIL = 256  # longest suffix chain looked at (real ones are a few dozen characters)
 _SYMVER = rxcache.compile(r"@{1,2}[A-Za-z0-9_.]+$")
-_TRAILING_QUALS = rxcache.compile(r"(?<!\s)(?:\s*(?:const|volatile|noexcept|&&|&))+$")
+#: (a qualifier is a word of its own: ``join_noexcept`` and ``is_const`` keep their names)
+_TRAILING_QUALS = rxcache.compile(r"(?<!\s)(?:\s*(?:(?<!\w)(?:const|volatile|noexcept)|&&|&))+$")
 
 
 def _strip_clone_suffix(n: str) -> str:

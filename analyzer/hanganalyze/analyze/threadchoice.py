@@ -12,6 +12,7 @@ library, not site-packages) or the main thread is preferred by rule.
 from __future__ import annotations
 
 import re
+from typing import Dict, Optional, Sequence, Tuple
 
 from hanganalyze.analyze.framelists import pattern
 from hanganalyze.names import basename, library_base, normalize_native_name
@@ -86,3 +87,45 @@ def main_missing(proc: Process) -> bool:
                                or (proc.pid is not None and t.tid == proc.pid) for t in proc.threads):
         return False
     return _threading_started(proc.threads[0])
+
+
+#: The C runtime's entry into the program: only the main thread has these frames.
+_MAIN_ENTRY = ("main", "__libc_start_main", "__libc_start_call_main")
+
+
+def main_first(t: Thread, index: int, proc: Process) -> int:
+    """0 for the thread most likely the program's own (main / the signalled one, or the one that
+    runs ``main()``: gdb lists the main thread last), else 1."""
+    if t.current or (t.name or "").lower() in ("mainthread", "main") or (proc.pid is not None and t.tid == proc.pid):
+        return 0
+    if any(x.current for x in proc.threads):
+        return 1
+    if _runs_main(t):
+        return 0
+    return 0 if index == 0 and not any(_runs_main(x) for x in proc.threads) else 1
+
+
+def _runs_main(t: Thread) -> bool:
+    return any(f.kind == "native" and f.function in _MAIN_ENTRY for f in t.frames[-3:])
+
+
+#: Waits of threads that hold no lock another thread waits for here: idle pool workers and a
+#: runtime's helpers between their pieces of work (waits.yaml's rank 6 and above).
+_HOLDS_NOTHING = 6
+
+
+def join_holds_lock(rows: Sequence[Tuple[str, Optional[int]]], rank: Dict[str, int]) -> bool:
+    """``rows``: (wait category, owner) per thread.  Some thread joins, others wait for a lock
+    whose owner no memory recorded, and every thread waits in a join, that lock or idly: the lock's
+    holder is a thread in view that is not waiting for it, and only a joiner is left, so the
+    joiner took the lock and then joins the thread that waits for it (a shutdown that joins its
+    workers under the lock they need: the join-vs-lock deadlock).  The join is then the hang's
+    entry, as much as the lock: it ranks with it (the main thread first, as in any tie).  A thread
+    that runs, sleeps or does I/O could hold the lock itself, and a recorded owner names the
+    holder: the lock keeps its rank there."""
+    cats = [c for c, _owner in rows]
+    if "join" not in cats or "lock" not in cats:
+        return False
+    if any(owner is not None for c, owner in rows if c == "lock"):
+        return False
+    return all(c in ("join", "lock") or rank.get(c, 0) >= _HOLDS_NOTHING for c in cats)

@@ -26,7 +26,7 @@ from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.ruledecl import rule
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze.analyze.sourcewait import source_wait
-from hanganalyze.analyze.threadchoice import helper_order, main_missing
+from hanganalyze.analyze.threadchoice import helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.loglines import CURRENT_NOTE, known_lines
@@ -294,13 +294,6 @@ def blame_frame(frames: Sequence[Frame], start: int = 0) -> Optional[int]:
 # --------------------------------------------------------------------------------------------
 
 
-def _main_first(t: Thread, index: int, proc: Process) -> int:
-    """0 for the thread most likely the program's own (main / the signalled one), else 1."""
-    if t.current or (t.name or "").lower() in ("mainthread", "main") or (proc.pid is not None and t.tid == proc.pid):
-        return 0
-    return 0 if index == 0 and not any(x.current for x in proc.threads) else 1
-
-
 def subject(proc: Process, rows: List[ThreadTriage]) -> List[ThreadTriage]:
     """The threads the hang is about: the most telling category (crash, lock, GIL, collective...),
     the main thread first within it, then threads sharing its wait and blame frame, then the
@@ -310,6 +303,8 @@ def subject(proc: Process, rows: List[ThreadTriage]) -> List[ThreadTriage]:
     tab = table()
     rank = {c.id: c.rank for c in tab.categories}
     rank.update({tab.crashed.id: 0, tab.runs.id: 5})
+    if join_holds_lock([(r.category.id, r.owner) for r in rows], rank):
+        rank["join"] = rank.get("lock", rank.get("join", 5))  # the join-vs-lock deadlock: threadchoice.py
     # a runtime's helper thread (threadchoice.py) comes after the program's threads that wait in
     # something, whatever its own wait (cuda-gdb's helper on a futex is not the GPU hang's thread),
     # and after the main thread or one in the program's code even where that one runs
@@ -319,7 +314,7 @@ def subject(proc: Process, rows: List[ThreadTriage]) -> List[ThreadTriage]:
     order = sorted(range(len(rows)), key=lambda i: (waiting and helper[i] == 2 and rows[i].category is not tab.crashed,
                                                     rank.get(rows[i].category.id, 5),
                                                     helper[i] if len(rows) > 1 else 0,
-                                                    _main_first(rows[i].thread, i, proc), i))
+                                                    main_first(rows[i].thread, i, proc), i))
     first = rows[order[0]]
     key = (first.category.id, _blame_key(first))
     about = [first] + [r for r in (rows[i] for i in order[1:]) if (r.category.id, _blame_key(r)) == key]

@@ -145,6 +145,8 @@ def parse_frame_body(body: str) -> Frame:
         if m:  # "#0 0x50b1e7 in main /tmp/use-after-free.c:6:10" (with symbols)
             f.function, f.file, f.line = unknown_function(m.group(1)), m.group(2), to_int(m.group(3))
             return f
+    elif body.startswith("in ") and body[3:4].strip():
+        body = body[3:]  # "#0  in func () from lib": a paste with the addresses taken out keeps gdb's "in"
     i = body.rfind(" from ")
     if i >= 0 and " " not in body[i + 6:].strip():
         f.library = body[i + 6:].strip() or None
