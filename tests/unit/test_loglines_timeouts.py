@@ -206,3 +206,13 @@ def test_the_store_barrier_line_alone_is_the_rendezvous(db):
     except InputError:
         return  # no known line at all: refused, which is no wait either
     assert triage(snap).triage.wait != "collective"
+
+
+def test_the_node_summary_says_the_same_wait(db):
+    """``--format node`` triages each process itself (``analyze/nodecapture.py``): the timeout line
+    of the paste reaches it as it reaches the flat report."""
+    text, _expect, wait = read("c10d_socket_timeout_grpo_trl_3157.txt")
+    snap = pipeline.analyze(parse_text(text), db, node_summary=True)
+    assert snap.node_summary is not None
+    assert wait in {g.finding.triage.wait for g in snap.node_summary.triage}
+    assert "runs" not in {g.finding.triage.wait for g in snap.node_summary.triage}
