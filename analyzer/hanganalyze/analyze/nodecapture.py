@@ -15,6 +15,7 @@ import os
 from typing import Dict, List, Sequence, Tuple
 
 from hanganalyze.analyze.job import world_size
+from hanganalyze.analyze.logwait import paste_timeouts
 from hanganalyze.analyze.rankjoin import source_kind
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.rankstate import rank_state
@@ -71,8 +72,10 @@ def capture(snapshot: Snapshot, step_of: Dict[int, int], db=None) -> None:
     # names, and whether the process is alone
     crashes = {j for f in snapshot.findings if f.severity == "crash"
                for j in (f.processes or ([f.process] if f.process is not None else []))}
+    timeouts = paste_timeouts(procs)  # a timeout line of the paste (logwait.py)
     for i, p in enumerate(procs):
-        f = triage_process(i, p, known_crash=i in crashes, memo=tmemo, alone=len(procs) <= 1)
+        f = triage_process(i, p, known_crash=i in crashes, memo=tmemo, alone=len(procs) <= 1,
+                           paste=timeouts.get(id(p)))
         if f is None:
             continue
         key = (f.triage.wait, f.triage.blame)  # type: ignore[union-attr]

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, proven
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
+from hanganalyze.analyze.logwait import crash_from_timeout, paste_timeouts, timed_out
 from hanganalyze.analyze.programkind import advice_fits, advice_text, input_kind, program_kinds
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.ruledecl import rule
@@ -330,16 +331,6 @@ def _blame_key(r: ThreadTriage) -> str:
     return frame_text(frames[r.blame], FrameStyle.TRIAGE) if r.blame is not None else ""
 
 
-def _consequence(proc: Process) -> Optional[Category]:
-    """The wait whose timeout the log says took the process down (``crashed.consequence_of``)."""
-    tab = table()
-    for cid, rx in tab.consequence_of.items():
-        cat = next((c for c in tab.categories if c.id == cid), None)
-        if cat is not None and any(rx.search(m) for m in proc.messages[:20000]):
-            return cat
-    return None
-
-
 def _message_category(proc: Process, cats: Optional[List[Category]] = None
                       ) -> Tuple[Optional[Category], Optional[int]]:
     """The first category (crash first) whose log pattern a message of the process matches."""
@@ -392,17 +383,20 @@ def _confidence(first: ThreadTriage, frames_seen: bool) -> float:
     return round(min(conf, 0.8), 2)
 
 
-def triage_process(index: int, proc: Process, known_crash: bool = False,
-                   memo: Optional[Dict[tuple, tuple]] = None, alone: bool = True) -> Optional[Finding]:
+def triage_process(index: int, proc: Process, known_crash: bool = False, memo: Optional[Dict[tuple, tuple]] = None,
+                   alone: bool = True, paste: Optional[Category] = None) -> Optional[Finding]:
     """The triage finding of one process; None when it has neither threads nor a log line that
     names a wait or a hang.
     ``known_crash``: a known bug of severity crash matched the process (its signal line may be
     cut from the paste): the current (else the first) thread crashed unless it waits.
-    ``memo``: see ``classify``.  ``alone``: the only process of the snapshot (the advice differs)."""
+    ``memo``: see ``classify``.  ``alone``: the only process of the snapshot (the advice differs).
+    ``paste``: the wait a timeout line of its paste names (``logwait.py``), for frames that name none."""
     tab = table()
     threads = [t for t in proc.threads if any(not f.marker for f in t.all_frames())]
     if not threads:
         cat, msg = _message_category(proc)
+        if cat is None:
+            cat, msg = timed_out(proc.messages)
         if cat is None:
             if not known_lines(proc.messages):
                 return None  # a healthy log: nothing to say
@@ -419,7 +413,9 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
     if known_crash and not crashed:
         crashed = [next((t for t in threads if t.current), threads[0])]
     rows = [classify(proc, t, memo=memo) for t in threads]
-    consequence = _consequence(proc) if crashed else None
+    consequence = timed_out(proc.messages)[0] if crashed else None
+    if crashed and consequence is None and crash_from_timeout(proc, crashed[0], _raised(crashed[0])):
+        consequence = paste  # the crash is a traceback's with no exception of its own: the timeout's
     for i, r in enumerate(rows):
         # a crash known from the log only: unless the thread's frames tell a stronger story (a
         # collective's watchdog that aborted the process after a timeout is the collective's)
@@ -433,6 +429,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False,
     first = about[0]
     if first.category is tab.runs:  # the frames name no wait: a log line may (py-bt's "Waiting for the GIL")
         said, _msg = _message_category(proc, [c for c in tab.categories if c.messages is not None])
+        said = said or paste  # or a timeout line of the paste (logwait.py)
         if said is not None:
             first.category, first.how = said, "log"
     cat = first.category
@@ -544,12 +541,13 @@ def _triage_groups(snapshot: Snapshot) -> List[Finding]:
     # group without a finding of its own: a job repeats the same few processes
     group_of: Dict[tuple, Optional[tuple]] = {}
     many = len(snapshot.processes) > 1
+    timeouts = paste_timeouts(snapshot.processes)
     for i, proc in enumerate(snapshot.processes):
-        known_crash = i in crashes
-        pkey = _process_key(proc, known_crash) if many else None
+        known_crash, paste = i in crashes, timeouts.get(id(proc))
+        pkey = (_process_key(proc, known_crash), paste and paste.id) if many else None
         key = group_of.get(pkey, False) if pkey is not None else False
         if key is False:
-            f = triage_process(i, proc, known_crash=known_crash, memo=memo, alone=not many)
+            f = triage_process(i, proc, known_crash=known_crash, memo=memo, alone=not many, paste=paste)
             if f is None:
                 key = None
             elif f.triage.from_ == "log" and f.triage.wait == "runs":  # type: ignore[union-attr]

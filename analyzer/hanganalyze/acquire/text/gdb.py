@@ -150,6 +150,11 @@ def parse_frame_body(body: str) -> Frame:
     i = body.rfind(" from ")
     if i >= 0 and " " not in body[i + 6:].strip():
         f.library = body[i + 6:].strip() or None
+        m = AT.match(f.library or "")
+        if m and m.group(1).endswith(".py"):
+            # torch's CapturedTraceback (ProcessGroupNCCL's "Stack trace of the failed collective:"),
+            # "#0 all_gather_into_tensor from /x/distributed_c10d.py:4186": a Python frame, not a library
+            f.kind, f.library, f.file, f.line = "python", None, m.group(1), to_int(m.group(2))
         body = body[:i]
     else:
         i = body.rfind(" at ")
