@@ -435,18 +435,19 @@ def terminal_width(lines: List[str]) -> Optional[int]:
     A copy from a terminal cuts every long line at exactly the window width W: no line is longer,
     and several are exactly W characters long.
     """
-    return _width([len(line) for line in lines])
+    return _width([len(line) for line in lines], lines)
 
 
-def _width(lengths: List[int]) -> Optional[int]:
-    longest = 0
-    count = 0
-    for n in lengths:
-        if n > longest:
-            longest, count = n, 1
-        elif n == longest:
-            count += 1
-    if longest < 60 or count < 3:
+def _width(lengths: List[int], lines: List[str]) -> Optional[int]:
+    """The longest length when at least three lines have it: three different lines, or any three
+    at a usual terminal width.  The same line printed again (one frame in several processes'
+    interleaved tracebacks) is one line, not three cuts, at an odd width; at 80 or 120 the cuts of
+    lines that share a start (one long path) are alike and still the terminal's."""
+    longest = max(lengths, default=0)
+    if longest < 60:
+        return None
+    full = [line for n, line in zip(lengths, lines) if n == longest]
+    if len(full) < 3 or (longest not in _USUAL_WIDTHS and len(set(full)) < 3):
         return None
     return longest
 
@@ -511,7 +512,7 @@ def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = N
     """
     if shape is None or len(shape) != len(lines):
         shape = [(len(x), "") for x in lines]
-    width = _width([n for n, _ in shape])
+    width = _width([n for n, _ in shape], lines)
     weak = False
     if width is None:
         longest = max((n for n, _ in shape), default=0)
