@@ -78,3 +78,59 @@ def test_alike_cuts_at_a_usual_width_are_still_joined(db):
     cut = [x for x in mangled.split("\n") if len(x) == 80]
     assert len(cut) >= 3 and len(set(cut)) < 3
     assert "python-api-without-gil" in sweep.analyze_text(mangled, ".txt", None, db)["sigs"]
+
+
+# ---- a terminal's cut at 80/120 columns -------------------------------------------------------------
+
+
+def test_a_cut_right_before_a_blank_is_joined(db):
+    """crazyflie-lib-python-351 at 120 columns: the only long line is cut right before the blank
+    between two words (``at interpreter`` + `` shutdown, possibly due to daemon threads``): one
+    line again, so the fatal error's message is whole and its rule fires."""
+    text = real_text("crazyflie/crazyflie-lib-python-351-1.txt")
+    mangled = sweep.MANGLINGS["wrap120"](text)
+    assert any(len(x) == 120 and x.endswith("interpreter") for x in mangled.split("\n"))
+    assert "daemon-thread-stdio-at-shutdown" in sweep.analyze_text(mangled, ".txt", None, db)["sigs"]
+
+
+def test_an_indented_line_under_a_full_line_stays_its_own():
+    """Near miss: one line exactly 120 wide, then a line indented by two blanks: a line of its own
+    (no terminal leaves two blanks at the start of a cut piece), and one that starts with a capital."""
+    head = "Fatal Python error: _enter_buffered_busy: could not acquire lock for stdout at shutdown, " + "x" * 31
+    assert len(head) == 120
+    assert clean_and_join(head + "\n  during the finalization of the interpreter\n")[0] == head
+    assert clean_and_join(head + "\n Python runtime state: finalizing\n")[0] == head
+
+
+def test_a_cut_inside_brackets_the_piece_closes_is_joined(db):
+    """nccl-863 at 120 columns: gdb's frame cut inside its argument list (``block=<`` + ``optimized
+    out>) at pthread_join_common.c:89``): joined, so the frame keeps its file and line and the
+    NCCL abort's join is recognised."""
+    text = real_text("nccl/nccl-863-1.txt")
+    mangled = sweep.MANGLINGS["wrap120"](text)
+    assert any(len(x) == 120 and x.endswith("block=<") for x in mangled.split("\n"))
+    assert _frames(mangled) == _frames(text)
+    assert _frames(mangled)[0][0][1:] == ("pthread_join_common.c", 89)
+    assert "nccl-abort-join-hang" in sweep.analyze_text(mangled, ".txt", None, db)["sigs"]
+
+
+def test_a_piece_that_opens_its_own_bracket_first_is_not_joined():
+    """Near miss: a 120-wide line leaves a parenthesis open, and the next line (a capital, its own
+    bracket opened before any closes) is a line of its own."""
+    head = "Waiting for the workers to exit (timeout 600 s, then " + "y" * 67
+    assert len(head) == 120
+    nxt = "Main thread (pid 3) exited)"
+    assert clean_and_join(head + "\n" + nxt + "\n")[:2] == [head, nxt]
+
+
+def test_a_windbg_row_exactly_80_wide_is_no_cut(db):
+    """pywin32-649 at 80 columns: ``... ntdll!RtlEnterCriticalSection+0x150`` is a ``kb`` row exactly
+    80 wide; the row under it starts a new frame (ChildEBP, RetAddr, arguments) and is not its
+    tail.  The rows cut inside their symbol (``pywintypes25!PyWin_AcquireGlobalLoc`` + ``k+0xb``)
+    are joined: the same frames, the same wait."""
+    text = real_text("pywin32/pywin32-649-1.txt")
+    assert any(len(x) == 80 for x in text.split("\n"))
+    mangled = sweep.MANGLINGS["wrap80"](text)
+    assert _frames(mangled) == _frames(text)
+    assert _frames(text)[0][0][0] == "RtlEnterCriticalSection"
+    assert sweep.analyze_text(mangled, ".txt", None, db)["wait"] == "lock"

@@ -420,6 +420,8 @@ _RECORD_START = re.compile(
     r"^(?:#\d|Thread |Current thread |Traceback |Process |\[(?:rank|default)\d|\s*File \"|\s*\((?:Python|C)\) "
     r"|\s*(?:\* )?(?:frame|thread) #|\s*frame_#_|\s*@ |~~~|Stack (?:dump for|of) |Exception raised from "
     r"|\d{1,10} +0x[0-9a-fA-F]{1,16} "  # a ``python -m asyncio ps`` row (tid, task id)
+    # a WinDbg ``k`` row (frame number, Child-SP / ChildEBP, RetAddr, ``kb``'s arguments, the call site)
+    r"|(?:[0-9a-fA-F]{2,4} )?(?:[0-9a-fA-F]{8}`?(?:[0-9a-fA-F]{8})? ){2,6}[\w.\-]{1,200}!"
     r"|\[(?:Current thread is|New Thread|New LWP|Thread 0x|Inferior )|\(gdb\) "  # gdb's own remarks, its prompt
     # a timestamped log record (glog / abseil "E0118 11:40:08.99", ISO "2024-02-27 15:56:22"): records
     # of one fixed format and message are all one length, which is no terminal's wrap
@@ -485,11 +487,19 @@ _USUAL_WIDTHS = frozenset((80, 100, 120, 132, 160, 200))
 
 def _mid_word(line: str, glue: str, piece: str) -> bool:
     """Whether the cut between ``line`` and ``piece`` falls inside a word or a path (``<_io.Buffer``
-    + ``edWriter``, ``name='<stdout`` + ``>'>``), or right after a blank the terminal kept (``at
-    interpreter `` + ``shutdown``): a program's own word wrap at the same width cuts between words
-    and keeps no blank, and a line of its own starts with a capital (``Python v3.11.7``) where a
-    cut word seldom goes on with one."""
-    if not line or not piece or piece[0].isupper() or piece[0] in " \t":
+    + ``edWriter``, ``name='<stdout`` + ``>'>``), right after a blank the terminal kept (``at
+    interpreter `` + ``shutdown``) or right before it (``at interpreter`` + `` shutdown``), or
+    inside brackets the piece closes (``block=<`` + ``optimized out>) at x.c:89``): a program's own
+    word wrap at the same width cuts between words and keeps no blank, a line of its own starts
+    with a capital (``Python v3.11.7``) where a cut word seldom goes on with one, and an indented
+    line of its own with more than one blank."""
+    if not line or not piece:
+        return False
+    if _closes(line, piece):
+        return True
+    if piece[:1] == " " and piece[1:2].islower() and not glue:
+        return _wordish(line[-1])
+    if piece[0].isupper() or piece[0] in " \t":
         return False
     if glue:
         return piece[0].islower()
@@ -498,6 +508,19 @@ def _mid_word(line: str, glue: str, piece: str) -> bool:
 
 def _wordish(c: str) -> bool:
     return c.isalnum() or c in "_./-"
+
+
+_PAIRS = (("(", ")"), ("<", ">"), ("[", "]"), ("{", "}"))
+
+
+def _closes(line: str, piece: str) -> bool:
+    """Whether ``line`` leaves a bracket open and the first bracket of ``piece`` closes it."""
+    for o, c in _PAIRS:
+        if line.count(o) > line.count(c):
+            i, j = piece.find(c), piece.find(o)
+            if i >= 0 and (j < 0 or i < j):
+                return True
+    return False
 
 
 def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = None) -> List[str]:
