@@ -125,7 +125,9 @@ def parse(lines: List[str], proc: Process) -> None:
                 # frames before any header: the paste starts inside a traceback, or a log record
                 # ending in a colon ("Stacktrace of <Transport>:") heads a stack a logger printed
                 cur = Thread(name=pending_name, python_name=pending_name)
-                cur.notes.append(LOGGED_STACK if heading else HEADERLESS)
+                cur.notes.append(LOGGED_STACK if heading else
+                                 "Python traceback (its header is not in the text: the paste starts inside it; "
+                                 "frames taken as printed outermost first)")
                 blocks.append(cur)
                 pending_name = None
                 state = "frames"
@@ -202,17 +204,13 @@ def parse(lines: List[str], proc: Process) -> None:
     proc.messages.extend(cap_messages(messages, proc.notes))
 
 
-#: The note of frames with no ``Traceback`` header above them.
-HEADERLESS = ("Python traceback (its header is not in the text: the paste starts inside it; "
-              "frames taken as printed outermost first)")
-
-
 def _headerless_done(block: Thread) -> bool:
     """Whether ``block`` had no header and has ended in its exception line: the next ``File`` line
     opens another block.  Several processes interrupted at once (Ctrl-C over a pool's workers)
     print their tracebacks into one terminal, line by line in turn, so a paste of the middle holds
     one headerless block after another, each ending in its own ``KeyboardInterrupt``."""
-    return bool(block.notes) and block.notes[0] == HEADERLESS and any(n.startswith("exception: ") for n in block.notes)
+    return (bool(block.notes) and block.notes[0].startswith("Python traceback (its header is not in the text")
+            and any(n.startswith("exception: ") for n in block.notes))
 
 
 _CODE_CHARS = re.compile(r"[(),=\[]")
