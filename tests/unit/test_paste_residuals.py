@@ -134,3 +134,84 @@ def test_a_windbg_row_exactly_80_wide_is_no_cut(db):
     assert _frames(mangled) == _frames(text)
     assert _frames(text)[0][0][0] == "RtlEnterCriticalSection"
     assert sweep.analyze_text(mangled, ".txt", None, db)["wait"] == "lock"
+
+
+# ---- waits under a collector's timestamp and a trailing backslash -----------------------------------
+
+
+def test_a_collectors_time_around_a_vllm_record_leaves_it_whole(db):
+    """llm-scaler-77: vLLM's ``ERROR 09-06 04:14:11 [core.py:640]`` records under a collector's
+    time: the level after the time is the vLLM record's (a date follows it), so the time goes alone
+    and vLLM's prefix is taken off next: the same traceback, the same wait."""
+    text = real_text("intel-llm-scaler/llm-scaler-77-1.txt")
+    frames = _frames(text)
+    assert frames and frames[0]
+    for name in ("timestamp", "iso", "srun+timestamp"):
+        assert _frames(sweep.MANGLINGS[name](text)) == frames, name
+        assert sweep.analyze_text(sweep.MANGLINGS[name](text), ".txt", None, db)["wait"] == "queue", name
+
+
+def test_a_level_of_the_collectors_record_still_goes_with_its_time():
+    """Near miss: ``2025-01-03 12:00:00,123 ERROR Traceback ...``: the level is the record's own (no
+    vLLM date after it) and goes with the time."""
+    from hanganalyze.acquire.text.unwrap import unwrap
+
+    lines = ["2025-01-03 12:00:00,123 ERROR Traceback (most recent call last):",
+             '2025-01-03 12:00:00,124 ERROR   File "/app/x.py", line 3, in f',
+             "2025-01-03 12:00:00,125 ERROR ValueError: 09-06 12:00:00 is no date"]
+    assert unwrap(lines) == ["Traceback (most recent call last):", '  File "/app/x.py", line 3, in f',
+                             "ValueError: 09-06 12:00:00 is no date"]
+
+
+def test_a_known_line_at_a_lines_start_is_read_under_a_collectors_time(db):
+    """ray-30566 (``ray stack``'s py-spy failing: ``Process 830:``, ``Error: failed to get os
+    threadid``) under a collector's time: those known lines are read at a line's start, so the
+    lines go without the time (as the log was), the process splits at its header as before and
+    the triage speaks as for the clean text."""
+    text = real_text("ray/ray-30566-1.txt")
+    clean = parse_text(text)
+    assert [p.pid for p in clean.processes] == [None, 830]
+    for name in ("timestamp", "iso", "time_brackets", "ray"):
+        mangled = sweep.MANGLINGS[name](text)
+        assert [p.pid for p in parse_text(mangled).processes] == [None, 830], name
+        assert sweep.analyze_text(mangled, ".txt", None, db)["wait"] == "runs", name
+
+
+def test_a_log_whose_known_lines_need_no_start_keeps_its_times():
+    """Near miss: the known lines are found anywhere in a line (a fatal error, NCCL's watchdog):
+    the timestamps are no obstacle and the log keeps them."""
+    text = ("2025-01-03 12:00:01,123 Fatal Python error: Aborted\n"
+            "2025-01-03 12:00:01,124 Current thread 0x00007f (most recent call first):\n"
+            "2025-01-03 12:00:02,001 the job was restarted\n")
+    msgs = [m for p in parse_text(text).processes for m in p.messages]
+    assert msgs and all(m.startswith("2025-01-03 12:00:0") for m in msgs)
+
+
+def test_a_trailing_backslash_goes_before_a_reports_frame_numbers(db):
+    """bleak-1266 (a macOS crash report) with `` \\`` after every line: the backslash is taken off
+    alone first, so the report's own frame numbers (0, 1, 2... counting up like line numbers) stay
+    and the frames are the clean text's."""
+    text = real_text("bleak/bleak-1266-1.txt")
+    mangled = sweep.MANGLINGS["continuation"](text)
+    assert _frames(mangled) == _frames(text)
+    assert sweep.analyze_text(mangled, ".txt", None, db)["wait"] == sweep.analyze_text(text, ".txt", None, db)["wait"]
+
+
+def test_padded_lines_each_ending_in_a_backslash_are_not_joined(db):
+    """microprofile-19: gdb's lines padded with blanks to the terminal's width, then `` \\`` on each:
+    every line ends in the same blank and backslash, so none is a cut piece of the one above."""
+    text = real_text("microprofile/microprofile-19-1.txt")
+    mangled = sweep.MANGLINGS["continuation"](text)
+    assert not any(" \\ " in x for x in clean_and_join(mangled))
+    assert sweep.analyze_text(mangled, ".txt", None, db)["wait"] == sweep.analyze_text(text, ".txt", None, db)["wait"]
+
+
+def test_a_windows_path_cut_after_its_backslash_is_still_joined():
+    """Near miss: a line cut at 80 columns right after a Windows path's ``\\`` (no blank before it)
+    is a cut piece: joined with the rest of the path."""
+    line = ('  File "C:\\Users\\some\\AppData\\Local\\Programs\\Python\\Python311\\Lib\\site-packages\\torch'
+            '\\x.py", line 3, in f')
+    cut = [line[i:i + 80] for i in range(0, len(line), 80)]
+    assert cut[0].endswith("\\")
+    other = ["y" * 79 + "z", "tail one", "w" * 79 + "q", "tail two"]
+    assert clean_and_join("\n".join(cut + other) + "\n")[0] == line

@@ -169,11 +169,17 @@ def _unwrapped(lines: List[str], forced: Optional[TextParser]) -> List[str]:
     removed is a log record's own (``unwrap.KEPT``: a time, glog's thread id; backticks, quotes,
     line numbers, a launcher's tag say nothing) or a dump is read either way (its frames' times
     are no evidence; their indentation is); of several wrappers one inside another, as many as
-    make the best score.  A plain log keeps its timestamps."""
+    make the best score.  A plain log keeps its timestamps, unless without them it holds more
+    known lines (``log.known_lines``: py-spy's ``Process 830:`` header, its ``Error: failed to``,
+    read at a line's start), as the log did before a collector prefixed it."""
     best, best_score = lines, forced.score(lines) if forced is not None else scores(lines)[0][0]
+    known: Optional[int] = None
     for bare, kept in unwrap_layers(lines):
         after = forced.score(bare) if forced is not None else scores(bare)[0][0]
-        if after > best_score or (after == best_score and (not kept or after > 0)):
+        if after == best_score == 0 and kept and known is None:
+            known = _log.known_lines(lines)
+        if after > best_score or (after == best_score and (
+                not kept or after > 0 or (known is not None and _log.known_lines(bare) > known))):
             best, best_score = bare, after
     return best
 

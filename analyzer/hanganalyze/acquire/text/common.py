@@ -529,7 +529,9 @@ def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = N
     Pieces are joined as they were cut (mid-word), so ``../sysdeps/np`` + ``tl/futex.h:146``
     gives back the path.  A piece that starts a new record (``#3``, ``Thread ...``) is never joined.
     ``shape``: each line's length and trailing blanks as it came (``clean_and_join``), so that a
-    piece cut after a blank counts as full and keeps its blank.  With fewer than three full lines,
+    piece cut after a blank counts as full and keeps its blank.  A line and a piece that both end
+    in `` \\`` carry a shell's continuation on every line: each is a line of its own (a cut piece
+    ends where the width falls, seldom in a blank and a backslash).  With fewer than three full lines,
     at a usual terminal width only, a piece is joined only when the cut falls inside a word (an
     indented line, or a program's own word wrap at that width, is a line of its own).
     """
@@ -546,7 +548,8 @@ def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = N
     glue: Optional[str] = None  # the blanks the line above ended with, when it was cut at the width
     for line, (n, trail) in zip(lines, shape):
         if (glue is not None and line.strip() and not _RECORD_START.match(line) and len(out[-1]) < MAX_LINE
-                and not _same_wrapper(out[-1], line) and not (weak and not _mid_word(out[-1], glue, line))):
+                and not _same_wrapper(out[-1], line) and not (out[-1].endswith(" \\") and line.endswith(" \\"))
+                and not (weak and not _mid_word(out[-1], glue, line))):
             out[-1] += glue + line
         else:
             out.append(line)

@@ -40,9 +40,11 @@ _STAMP = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)
 #: Record prefixes, each up to the start of the message (one space after it at most).
 PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     # 2024-01-01 12:00:00,123 INFO / [2024-01-01T12:00:00.1234567Z] / 2024-01-01 12:00:00 - name - ERROR -
+    # (not a level a vLLM record's date follows: "2024-01-01 12:00:00 ERROR 09-06 04:14:11 [core.py:640]"
+    # is a collector's time around vLLM's record, whose level stays with it)
     ("timestamp", re.compile(
         r"^(?:\[" + _STAMP + r"\]|" + _STAMP + r")"
-        r"(?:(?: -| \|)? " + _LEVEL + r"(?: -| \||:)?)?(?: |$)")),
+        r"(?:(?: -| \|)? " + _LEVEL + r"(?: -| \||:)?(?! \d\d-\d\d \d\d:))?(?: |$)")),
     # Jun 06 19:49:06 host prog[123]:  (journald in another locale too: "déc. 19 02:07:16 host bash[1]:")
     ("syslog", re.compile(
         r"^[^\W\d_]{3,5}\.? [ \d]\d \d\d:\d\d:\d\d [\w.\-]{1,100} [\w.\-/@]{1,100}(?:\[\d{1,10}\])?:(?: |$)")),
@@ -216,8 +218,10 @@ def unwrap_layers(lines: List[str]) -> List[Tuple[List[str], bool]]:
     kinds: List[str] = []
     layers: List[Tuple[List[str], bool]] = []
     for _ in range(MAX_LAYERS):
+        # a trailing "\\" before line numbers: both are taken off in turn, and the layer without the
+        # "\\" alone keeps a format's own first column that counts up (a macOS report's frame numbers)
         step = (_strip_backticks(lines) or strip_quotes(lines) or _strip_prefix(lines, kinds)
-                or _strip_numbers(lines) or _strip_continuation(lines))
+                or _strip_continuation(lines) or _strip_numbers(lines))
         if step is None:
             break
         lines = dedent([strip_scroll_marker(x) for x in step])  # tmux's [390/7275] inside the wrapper
