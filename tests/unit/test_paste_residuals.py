@@ -215,3 +215,130 @@ def test_a_windows_path_cut_after_its_backslash_is_still_joined():
     assert cut[0].endswith("\\")
     other = ["y" * 79 + "z", "tail one", "w" * 79 + "q", "tail two"]
     assert clean_and_join("\n".join(cut + other) + "\n")[0] == line
+
+
+# ---- the whole sweep's further residuals ------------------------------------------------------------
+
+
+def test_the_same_ranks_tag_twice_goes_twice(db):
+    """vllm-5484: a log whose traceback already carries torchrun's ``[rank0]: `` tagged again on
+    every line (a launcher's log under another launcher or a collector, a time between the two too):
+    the rank's lines are the log's own and the traceback is read as in the clean text."""
+    text = real_text("vllm/vllm-5484-1.txt")
+    frames = _frames(text)
+    assert frames and frames[0]
+    for name in ("rank0", "default0", "mpirun", "rank0+timestamp"):
+        assert _frames(sweep.MANGLINGS[name](text)) == frames, name
+        assert sweep.analyze_text(sweep.MANGLINGS[name](text), ".txt", None, db)["wait"] == "runs", name
+
+
+def test_another_ranks_tag_inside_stays():
+    """Near miss: rank 1's tag inside rank 0's is no repeat: it stays on the line."""
+    from hanganalyze.acquire.text.common import split_ranks
+
+    segs = split_ranks(["[rank0]: [rank1]: hello", "[rank0]: [rank0]: there"])
+    assert [(s.label, s.lines) for s in segs] == [("rank0", ["[rank1]: hello", "there"])]
+
+
+def test_lines_in_two_pairs_of_backticks_are_unwrapped(db):
+    """openblas-1456 and py-spy-565 are pasted with each line in backticks; in backticks again, one
+    pair goes per layer and the gdb frames are the clean text's."""
+    for name in ("openblas/openblas-1456-1.txt", "py-spy/py-spy-565-1.txt"):
+        text = real_text(name)
+        for m in ("backticks", "quote+backticks"):
+            mangled = sweep.MANGLINGS[m](text)
+            assert "``" in mangled
+            assert _frames(mangled) == _frames(text), (name, m)
+
+
+def test_a_fence_is_no_pair_of_backticks():
+    """Near miss: a fence's three backticks around each line are no inline code to take off."""
+    from hanganalyze.acquire.text.unwrap import unwrap_layers
+
+    assert unwrap_layers(["```#0  0x1 in f () at x.c:1```", "```#1  0x2 in g () at y.c:2```"]) == []
+
+
+def test_a_pager_prompt_under_a_prefix_is_a_line_of_its_own(db):
+    """pytorch-60158 (gdb with its pager prompt on a line of its own) tagged ``[rank0]: `` and cut at
+    80 columns: the prompt under the tag goes alone and the next frame is not glued to the tag, so
+    the cut lines are the terminal's width again and the frames are the clean text's."""
+    text = real_text("pytorch/pytorch-60158-1.txt")
+    mangled = sweep.MANGLINGS["rank0+wrap80"](text)
+    assert "[rank0]: --Type <RET> for more" in mangled
+    assert _frames(mangled) == _frames(text)
+
+
+def test_a_pager_prompt_inside_a_line_still_joins_its_halves():
+    """Near miss: gdb's prompt in the middle of a frame (``private=--Type <RET>...``): the line goes
+    on below the prompt and the halves are one line again."""
+    text = ("#1  0x1 in f (a=1, private=--Type <RET> for more, q to quit, c to continue without paging--\n"
+            "private@entry=0) at x.c:139\n#2  0x2 in main () at x.c:200\n")
+    assert clean_and_join(text)[0] == "#1  0x1 in f (a=1, private=private@entry=0) at x.c:139"
+
+
+def test_a_bracketed_token_after_blanks_at_the_width_goes_on(db):
+    """offlineimap-633 (a macOS sample) at 120 columns: the one long line is cut after its blanks and
+    the piece is its ``[0x7fff5ffe8866]`` address alone: joined, the wait in ``__psynch_cvwait`` kept."""
+    text = real_text("offlineimap/offlineimap-633-1.txt")
+    mangled = sweep.MANGLINGS["wrap120"](text)
+    assert "[0x7fff5ffe8866]" in mangled.split("\n")
+    assert _frames(mangled) == _frames(text)
+    assert sweep.analyze_text(mangled, ".txt", None, db)["wait"] == "condition"
+
+
+def test_a_bracketed_line_of_its_own_after_one_blank_stays():
+    """Near miss: a 120-wide line ending in one blank, then a bracketed line with blanks inside
+    (a program's own remark): a line of its own."""
+    head = "Thread 1 (Thread 0x7f4ae2bc4740 (LWP 21048)) stopped in the middle of its work, waiting for "
+    head += "x" * 27 + " "
+    assert len(head) == 120
+    assert clean_and_join(head + "\n[the job was restarted at step 3]\n")[:2] == [
+        head.rstrip(), "[the job was restarted at step 3]"]
+
+
+def test_pieces_tagged_after_the_cut_are_joined_under_their_rank(db):
+    """tribler-2842, xpra-148, nccl-147: cut at 80 columns and then tagged ``[rank0]: `` line by line
+    (each piece under the tag too): a full line and the same rank's next piece are joined where the
+    blanks at the cut are still known, as an untagged cut is."""
+    for name in ("tribler/tribler-2842-1.txt", "xpra/xpra-148-1.txt", "nccl/nccl-147-1.txt"):
+        text = real_text(name)
+        mangled = sweep.MANGLINGS["wrap80+rank0"](text)
+        got = sweep.analyze_text(mangled, ".txt", None, db)
+        clean = sweep.analyze_text(text, ".txt", None, db)
+        assert not got["refused"] and got["wait"] == clean["wait"], name
+        assert set(clean["sigs"]) <= set(got["sigs"]), name
+
+
+def test_another_ranks_piece_is_not_joined():
+    """Near miss: a full-width line of rank 0, then rank 1's line: two ranks, two lines."""
+    rows = ["[rank0]: " + "a" * 70 + "%d" % i for i in range(3)]
+    lines = clean_and_join("\n".join([rows[0], "[rank1]: tail of its own", rows[1], "[rank0]: cut", rows[2]]) + "\n")
+    assert lines[:2] == [rows[0], "[rank1]: tail of its own"]
+    assert lines[2] == rows[1] + "cut"
+
+
+def test_a_weak_frame_under_a_time_inside_a_ranks_tag_is_read(db):
+    """libjuju-295 (a pytest report whose one frame line is too weak for a score) under a time inside
+    torchrun's tag: the rank's lines without the time are looked at too, so it is not refused."""
+    text = real_text("libjuju/python-libjuju-295-1.txt")
+    mangled = sweep.MANGLINGS["rank0+timestamp"](text)
+    got = sweep.analyze_text(mangled, ".txt", None, db)
+    assert not got["refused"]
+    assert got["wait"] == sweep.analyze_text(text, ".txt", None, db)["wait"]
+
+
+def test_a_cut_inside_a_run_of_blanks_joins_the_next_column(db):
+    """grpc-32163 (glog records padded with blanks) tagged and cut at 80: the cut falls inside the
+    padding, and the message (``Waiting for thread pool...``, a capital) is that record's next column."""
+    text = real_text("grpc/grpc-32163-1.txt")
+    mangled = sweep.MANGLINGS["rank0+wrap80"](text)
+    assert "grpc-fork-handler-thread-pool-wait" in sweep.analyze_text(mangled, ".txt", None, db)["sigs"]
+
+
+def test_a_capital_after_one_blank_at_the_width_is_its_own_line():
+    """Near miss: one blank at a usual width's end, then a capital: a line of its own (a program's
+    line ending in a blank, then its next line)."""
+    head = "Loading the checkpoint shards from the local cache directory, this may take a " + "while" + " "
+    head = head + "x" * (120 - len(head) - 1) + " "
+    assert len(head) == 120
+    assert clean_and_join(head + "\nLoaded 4 shards\n")[:2] == [head.rstrip(), "Loaded 4 shards"]

@@ -87,8 +87,10 @@ def _share(lines: List[str], test: Callable[[str], bool]) -> bool:
 
 
 def _backticked(s: str) -> bool:
+    """One line in backticks; in two as well (a paste already in backticks, put in them again: one
+    pair goes per layer), never a fence's three."""
     t = s.strip()
-    return len(t) >= 3 and t[0] == "`" and t[-1] == "`" and not t.startswith("``")
+    return len(t) >= 3 and t[0] == "`" and t[-1] == "`" and not t.startswith("```") and not t.endswith("```")
 
 
 def _strip_backticks(lines: List[str]) -> Optional[List[str]]:
