@@ -3,8 +3,9 @@
 Every open corpus text (``tests/data/realworld/manifest-*.yaml``; never the sealed rounds) is
 analyzed as it is and then mangled the ways people's pastes arrive in issue threads (each line in
 backticks, ``> `` quotes, line numbers, timestamps, launcher and log prefixes, CRLF, tabs as
-spaces, a trailing ``\\``, HTML entities, non-breaking spaces, a terminal's hard wrap at 80/120
-columns, and a few realistic combinations).  Each mangled text is analyzed the way
+spaces, a trailing ``\\``, HTML entities, non-breaking spaces, a Markdown code block's indent, a
+terminal's hard wrap at 80/100/120 columns, and a few realistic combinations: a terminal's cut
+inside a collector's tag and outside it).  Each mangled text is analyzed the way
 ``scripts/corpus_score.py`` does (acquire + pipeline.analyze) and compared with the clean result:
 
 * refused: the clean text is answered, the mangled one refused;
@@ -130,6 +131,15 @@ MANGLINGS: Dict[str, Callable[[str], str]] = {
     "entities+crlf": _combo(_entities, lambda t: t.replace("\n", "\r\n")),
     "wrap80+rank0": _combo(_wrap(80), _per_line(lambda i: "[rank0]: ")),
     "rank0+wrap80": _combo(_per_line(lambda i: "[rank0]: "), _wrap(80)),
+    # a terminal at 100 columns; a Markdown code block (each line indented by 4); a launcher's or a
+    # collector's lines in a narrow terminal; output a program cut at 120 (rich's console writing to a
+    # pipe) that srun then tagged, each piece too
+    "wrap100": _wrap(100),
+    "indent4": _per_line(lambda i: "    "),
+    "srun+wrap80": _combo(_per_line(lambda i: "0: "), _wrap(80)),
+    "ray+wrap120": _combo(_per_line(lambda i: "(RayWorker pid=123) "), _wrap(120)),
+    "timestamp+wrap120": _combo(_per_line(_ts), _wrap(120)),
+    "wrap120+srun": _combo(_wrap(120), _per_line(lambda i: "0: ")),
 }
 
 
@@ -260,11 +270,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     answered = [r for r in rows if not r["clean"].get("refused")]
     print("%d texts, %d answered clean (%d refused clean)" % (len(rows), len(answered), len(rows) - len(answered)))
     print("%-18s %5s %8s %6s %7s %7s" % ("mangling", "N", "refused", "wait", "expect", "added"))
+    total = [0, 0, 0, 0]
     for name in names:
         d = [r["results"][name]["diff"] for r in answered]
-        print("%-18s %5d %8d %6d %7d %7d" % (
-            name, len(d), sum(1 for x in d if x["refused"]), sum(1 for x in d if x["wait"]),
-            sum(1 for x in d if x["expect"]), sum(1 for x in d if x["added"])))
+        row = [sum(1 for x in d if x["refused"]), sum(1 for x in d if x["wait"]),
+               sum(1 for x in d if x["expect"]), sum(1 for x in d if x["added"])]
+        total = [a + b for a, b in zip(total, row)]
+        print("%-18s %5d %8d %6d %7d %7d" % (name, len(d), *row))
+    print("%-18s %5s %8d %6d %7d %7d" % ("total", "", *total))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -342,3 +342,42 @@ def test_a_capital_after_one_blank_at_the_width_is_its_own_line():
     head = head + "x" * (120 - len(head) - 1) + " "
     assert len(head) == 120
     assert clean_and_join(head + "\nLoaded 4 shards\n")[:2] == [head.rstrip(), "Loaded 4 shards"]
+
+
+# ---- the manglings added to the sweep: a code block's indent, a cut inside a collector's tag ------
+
+
+def test_quote_markers_under_a_code_blocks_indent_are_no_error():
+    """xpra-148 (every line quoted ``> ``) indented by four blanks (a Markdown code block): the
+    markers sit deeper than a quote's three blanks; the indent goes, then the quotes, and the
+    frames are the clean text's (it raised ValueError before)."""
+    text = real_text("xpra/xpra-148-1.txt")
+    assert _frames(sweep.MANGLINGS["indent4"](text)) == _frames(text)
+
+
+def test_a_quote_under_three_blanks_still_goes():
+    """Near miss: ``   > `` (three blanks, then the marker) is a quote and is taken off."""
+    from hanganalyze.acquire.text.common import strip_quotes
+
+    assert strip_quotes(["   > #0  0x1 in f ()", "   > #1  0x2 in g ()"]) == ["#0  0x1 in f ()", "#1  0x2 in g ()"]
+
+
+def test_a_cut_then_tagged_by_srun_is_joined_inside_the_tag(db):
+    """A program's output cut at 120 columns (rich's console writing to a pipe) and then tagged
+    ``0: `` by srun, each piece too: the width is read inside the tag (123 = 120 and the tag), and
+    the pieces are judged without it, so the labelled bug is found as in the clean text."""
+    for name, expect in (("crazyflie/crazyflie-lib-python-351-1.txt", "daemon-thread-stdio-at-shutdown"),
+                         ("nccl/nccl-863-1.txt", "nccl-abort-join-hang"),
+                         ("pytorch/pytorch-130610-1.txt", "fork-child-inherited-lock")):
+        mangled = sweep.MANGLINGS["wrap120+srun"](real_text(name))
+        assert expect in sweep.analyze_text(mangled, ".txt", None, db)["sigs"], name
+
+
+def test_a_tagged_full_line_before_a_new_tagged_frame_stays(db):
+    """Near miss: py-spy-565 (each line in backticks) tagged ``0: `` and cut at 80: the frame line
+    ``0: `#1 ... waitpid.c:6``` is exactly 80 wide and the next tagged line starts a new backticked
+    frame (the same wrapper inside the same tag): no cut, the frames are the clean text's."""
+    text = real_text("py-spy/py-spy-565-1.txt")
+    mangled = sweep.MANGLINGS["srun+wrap80"](text)
+    assert any(len(x) == 80 and x.endswith("waitpid.c:6`") for x in mangled.split("\n"))
+    assert _frames(mangled) == _frames(text)

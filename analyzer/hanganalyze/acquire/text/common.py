@@ -180,6 +180,8 @@ def strip_quotes(lines: List[str]) -> Optional[List[str]]:
     if not nonblank or quoted * 2 < len(nonblank):
         return None
     found = [_QUOTE.match(line) for line in lines]
+    if not any(found):
+        return None  # the markers sit under an indentation deeper than a quote's (a code block's)
     depth = min(m.group(0).count(">") for m in found if m)
     out = []
     for line, m in zip(lines, found):

@@ -15,6 +15,14 @@ MAX_LINE = 20000
 #: Launcher prefixes that tag each line with its rank.  torchrun: ``[rank3]:`` (and
 #: ``[default3]:`` with ``--tee``); Open MPI ``--tag-output``: ``[1,3]<stderr>:``.
 RANK_PREFIX = re.compile(r"^\[(rank|default)(\d{1,6})\]:\s?|^\[\d{1,6},(\d{1,6})\]<std(?:out|err)>:\s?")
+#: Tags a collector puts on every line it passes on (``unwrap.PREFIXES`` takes them off): Ray's worker
+#: ``(pid=123)`` / ``(RayWorker pid=123, ip=10.0.0.1)`` / vLLM v1's ``(VllmWorker rank=2 pid=808339)``,
+#: srun's task ``0: ``, docker compose's service ``worker-1  | ``, kubectl's ``[pod/trainer-0/main] ``.
+RAY_TAG = re.compile(r"^\((?:[\w:.=\-]{1,80} ){0,3}pid=\d{1,10}(?:, ip=[\w.:\-]{1,60})?\)(?: |$)")
+SRUN_TAG = re.compile(r"^ {0,4}\d{1,5}:(?: |$)")
+COMPOSE_TAG = re.compile(r"^[\w.\-]{1,100} {0,40}\|(?: |$)")
+KUBECTL_TAG = re.compile(r"^\[pod/[\w.\-/]{1,200}\](?: |$)|^pod/[\w.\-]{1,200} ")
+_TAGS = (RANK_PREFIX, RAY_TAG, SRUN_TAG, COMPOSE_TAG, KUBECTL_TAG)
 
 
 #: A line that starts one of these is a new record, never the tail of a wrapped line.
@@ -147,18 +155,18 @@ def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = N
     weak = False
     if width is None:
         longest = max((n for n, _ in shape), default=0)
-        if longest not in _USUAL_WIDTHS:
+        if longest not in _USUAL_WIDTHS and longest - _tag_len(lines, shape, longest) not in _USUAL_WIDTHS:
             return lines
         width, weak = longest, True
     out: List[str] = []
     glue: Optional[str] = None  # the blanks the line above ended with, when it was cut at the width
     for line, (n, trail) in zip(lines, shape):
-        rest = _same_rank_rest(out[-1], line) if glue is not None else None
-        piece = line if rest is None else rest
+        tagged = _same_tag(out[-1], line) if glue is not None else None
+        above, piece = (out[-1] if out else "", line) if tagged is None else (out[-1][tagged[0]:], line[tagged[1]:])
         if (glue is not None and piece.strip() and not _RECORD_START.match(piece) and len(out[-1]) < MAX_LINE
-                and (rest is not None or not _same_wrapper(out[-1], line))
+                and not _same_wrapper(above, piece)
                 and not (out[-1].endswith(" \\") and line.endswith(" \\"))
-                and not (weak and not _mid_word(out[-1], glue, piece))):
+                and not (weak and not _mid_word(above, glue, piece))):
             out[-1] += glue + piece
         else:
             out.append(line)
@@ -166,12 +174,25 @@ def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = N
     return out
 
 
-def _same_rank_rest(line: str, piece: str) -> Optional[str]:
-    """``piece`` without its launcher's tag when ``line`` carries the same rank's (``[rank0]: ``):
-    a log cut at the terminal's width and then tagged line by line (each cut piece under the tag
-    too) is joined here, where each line's trailing blanks are still known, as an untagged one is."""
-    a = RANK_PREFIX.match(line) if line[:1] == "[" else None
-    b = RANK_PREFIX.match(piece) if a and piece[:1] == "[" else None
-    if a and b and a.group(0).rstrip() == b.group(0).rstrip():
-        return piece[b.end():]
+def _tag_len(lines: List[str], shape: List[Tuple[int, str]], longest: int) -> int:
+    """The length of the tag (``_TAGS``) on the first line ``longest`` long, 0 when none: a line cut
+    at a usual width and then tagged is that width and its tag long."""
+    for line, (n, _) in zip(lines, shape):
+        if n == longest:
+            m = next((m for m in (rx.match(line) for rx in _TAGS) if m), None)
+            return m.end() if m else 0
+    return 0
+
+
+def _same_tag(line: str, piece: str) -> Optional[Tuple[int, int]]:
+    """The lengths of the tag ``line`` and ``piece`` both start with (``[rank0]: ``, srun's ``0: ``,
+    ``worker-1  | ``...), else None: output cut at a width and then tagged line by line (rich's
+    console wraps at 80 columns when it writes to a pipe, and the launcher tags each piece) is
+    judged here without its tags, where each line's trailing blanks are still known, as an
+    untagged cut is (a wrapper inside the tag, each line in backticks, still says a new line)."""
+    for rx in _TAGS:
+        a = rx.match(line)
+        if a:
+            b = rx.match(piece)
+            return (a.end(), b.end()) if b and a.group(0).rstrip() == b.group(0).rstrip() else None
     return None

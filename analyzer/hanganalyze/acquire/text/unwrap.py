@@ -25,6 +25,7 @@ import re
 from typing import Callable, List, Optional, Pattern, Tuple
 
 from .common import dedent, strip_quotes, strip_scroll_marker
+from .terminal import COMPOSE_TAG, KUBECTL_TAG, RAY_TAG, SRUN_TAG
 
 #: The share of non-blank lines that must carry a wrapper for it to be removed.
 SHARE = 0.8
@@ -58,17 +59,17 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     # ... and since 2025 with the location in brackets: ERROR 08-03 13:35:33 [multiproc_executor.py:912]
     ("vllm", re.compile(r"^" + _LEVEL + r" \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./\-]{1,200}:\d{1,6}\](?: |$)")),
     # (pid=123) / (RayWorker pid=123, ip=10.0.0.1) / vLLM v1's (VllmWorker rank=2 pid=808339)
-    ("ray", re.compile(r"^\((?:[\w:.=\-]{1,80} ){0,3}pid=\d{1,10}(?:, ip=[\w.:\-]{1,60})?\)(?: |$)")),
+    ("ray", RAY_TAG),
     # [12:00:00] / 12:00:00.123
     ("time", re.compile(r"^(?:\[\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)(?: |$)")),
     # INFO:root:  (Python logging's default format: level, then the logger's name)
     ("logging", re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.\-]{0,100}:")),
     # 0:   (srun --label: the task's number)
-    ("srun", re.compile(r"^ {0,4}\d{1,5}:(?: |$)")),
+    ("srun", SRUN_TAG),
     # worker-1  |   (docker compose: the service's name, padded, and a bar)
-    ("compose", re.compile(r"^[\w.\-]{1,100} {0,40}\|(?: |$)")),
+    ("compose", COMPOSE_TAG),
     # [pod/trainer-0/main]  (kubectl logs --prefix) / pod/trainer-0
-    ("kubectl", re.compile(r"^\[pod/[\w.\-/]{1,200}\](?: |$)|^pod/[\w.\-]{1,200} ")),
+    ("kubectl", KUBECTL_TAG),
 )
 
 #: Prefixes no prose line starts with: removed from as few as ``WRAPPED_SHARE`` of the lines, the
