@@ -381,3 +381,66 @@ def test_a_tagged_full_line_before_a_new_tagged_frame_stays(db):
     mangled = sweep.MANGLINGS["srun+wrap80"](text)
     assert any(len(x) == 80 and x.endswith("waitpid.c:6`") for x in mangled.split("\n"))
     assert _frames(mangled) == _frames(text)
+
+
+def test_a_lone_closing_backtick_and_a_cut_after_a_colon_are_tails(db):
+    """openblas-1456 (each line in backticks) at 100 columns: two lines cut, one right before its
+    closing backtick (the piece is a lone "`"), one after ``team.c:`` (the piece is ``122```): both
+    tails, so the gdb frames are the clean text's."""
+    text = real_text("openblas/openblas-1456-1.txt")
+    mangled = sweep.MANGLINGS["wrap100"](text)
+    assert "`" in mangled.split("\n") and "122`" in mangled.split("\n")
+    assert _frames(mangled) == _frames(text)
+
+
+def test_a_new_backticked_line_and_an_address_after_a_colon_stay():
+    """Near misses: a line of 100 in backticks, then another backticked line; a line of 100 ending
+    in a colon, then an address (``0x7f...``: a value of its own, no line number)."""
+    a = "`" + "a" * 98 + "`"
+    assert clean_and_join(a + "\n`next line`\n")[:2] == [a, "`next line`"]
+    b = "Thread 1 waits on the lock at address:" + " " + "z" * 60 + ":"
+    assert len(b) == 100
+    assert clean_and_join(b + "\n0x7f4ae24f76b0 is held by thread 2\n")[:2] == [b, "0x7f4ae24f76b0 is held by thread 2"]
+
+
+def test_a_pager_prompt_under_a_time_is_a_line_of_its_own(db):
+    """pytorch-60158 timestamped line by line and cut at 120: the pager prompt's line carries its own
+    time (digits differ from the next line's): still a line of its own, no frame glued to a time."""
+    text = real_text("pytorch/pytorch-60158-1.txt")
+    mangled = sweep.MANGLINGS["timestamp+wrap120"](text)
+    assert not sweep.analyze_text(mangled, ".txt", None, db)["refused"]
+    assert not any(x.count("2025-01-03") > 1 for x in clean_and_join(mangled))
+
+
+def test_a_boxs_right_edge_alone_is_a_cut_tail(db):
+    """deepdewedge-20 (rich's box-drawn traceback) tagged ``0: `` and cut at 80: the pieces are the
+    box's right edge (``  │``): tails of their box lines, so the traceback is read and the
+    rendezvous hang is found as in the clean text."""
+    text = real_text("deepdewedge/deepdewedge-20-1.txt")
+    mangled = sweep.MANGLINGS["srun+wrap80"](text)
+    assert "  │" in mangled.split("\n")
+    assert "c10d-store-rendezvous-hang" in sweep.analyze_text(mangled, ".txt", None, db)["sigs"]
+
+
+def test_a_whole_box_line_after_a_full_line_stays():
+    """Near miss: a box line with its content (``│ x │``) under a full-width line is a line of the box."""
+    rows = ["│ " + "%d" % i * 76 + " │" for i in range(3)]
+    assert clean_and_join("\n".join(rows) + "\n")[:3] == rows
+
+
+def test_a_cut_before_the_blank_after_a_closing_quote_is_joined(db):
+    """jax-22740 (an XLA log line) tagged by Ray and cut at 120: the second cut falls right before the
+    blank after a closing backtick (``run_id=724296073``` + `` for 10 seconds and may be stuck``):
+    joined, the rendezvous line whole and its wait read."""
+    text = real_text("jax/jax-22740-1.txt")
+    mangled = sweep.MANGLINGS["ray+wrap120"](text)
+    assert any(x.startswith(" for 10 seconds") for x in mangled.split("\n"))
+    assert sweep.analyze_text(mangled, ".txt", None, db)["wait"] == "collective"
+
+
+def test_a_capital_after_a_closing_quote_at_the_width_stays():
+    """Near miss: after a closing quote at 120, a blank and a capital: a sentence of its own."""
+    head = "The worker printed 'done' and exited with the status the launcher gave it, which then waited for `"
+    head += "x" * (119 - len(head)) + "`"
+    assert len(head) == 120
+    assert clean_and_join(head + "\n The next worker started\n")[:2] == [head, " The next worker started"]

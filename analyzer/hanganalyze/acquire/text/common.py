@@ -83,6 +83,7 @@ def _clean(text: str) -> Tuple[List[str], Optional[List[Tuple[int, str]]]]:
 
 
 _PAGER = "--Type <RET> for more, q to quit, c to continue without paging--"
+_ZEROS = str.maketrans("123456789", "000000000")  # a prefix's digits aside (a time, a line number)
 
 
 def _join_pager_prompts(lines: List[str]) -> List[str]:
@@ -93,8 +94,8 @@ def _join_pager_prompts(lines: List[str]) -> List[str]:
     join: Optional[str] = None  # the indentation of the line the prompt cut, when the next line continues it
     before = ""  # what stood before that prompt
     for line in lines:
-        if join is not None and before.strip() and line.startswith(before):
-            out[-1] = line  # the prompt was a line of its own under a prefix every line has ("[rank0]: ")
+        if join is not None and before.strip() and line.translate(_ZEROS).startswith(before.translate(_ZEROS)):
+            out[-1] = line  # the prompt was a line of its own under a prefix every line has ("[rank0]: ", a time)
             join = None
         elif join is not None:
             if join and line.startswith(join):  # an indent the whole paste carries (prose kept it)

@@ -37,7 +37,8 @@ _RECORD_START = re.compile(
     # of one fixed format and message are all one length, which is no terminal's wrap
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[ T]\d\d:\d\d"
     # a line of a box (rich's traceback panels): every line of a box is the box's width by design
-    r"|\s*[│╭╰])"
+    # (a box's right edge alone is the tail of a box line a terminal cut)
+    r"|\s*[│╭╰](?!\s*$))"
 )
 
 
@@ -83,8 +84,8 @@ def _same_wrapper(record: str, line: str) -> bool:
     while n < limit and a[n] == b[n]:
         n += 1
     head = a[:n]
-    if head == "`":  # each line in backticks
-        return True
+    if head == "`":  # each line in backticks (a lone "`" is the closing one of the line above)
+        return b.strip() != "`"
     if n == len(b) and not b.strip(" 0"):  # a numbered blank line ("18") under "17 text"
         return n >= 1
     return n >= 2 and bool(head.strip()) and (any(c in _WRAPPER_END for c in head) or bool(_NUMBERED.match(head)))
@@ -110,14 +111,16 @@ def _mid_word(line: str, glue: str, piece: str) -> bool:
     if _closes(line, piece):
         return True
     if piece[:1] == " " and piece[1:2].islower() and not glue:
-        return _wordish(line[-1])
+        return _wordish(line[-1]) or line[-1] in ")]}>'\"`"  # after a word, or a closing bracket or quote
     if len(glue) >= 2 and piece[0] not in " \t":
         return True  # cut inside a run of blanks (a column's padding, glog's): the next column goes on
     if piece[0].isupper() or piece[0] in " \t":
         return False
     if glue:  # the line was filled with blanks to the width: a lower-case word or one bracketed token goes on
         return piece[0].islower() or (piece[0] in "[(<" and " " not in piece)
-    return _wordish(line[-1]) and (_wordish(piece[0]) or piece[0] in ">)]}'\",;:")
+    if line[-1] == ":" and piece[0].isdigit() and piece[:2] != "0x":
+        return True  # a file:line cut after its colon ("team.c:" + "122")
+    return _wordish(line[-1]) and (_wordish(piece[0]) or piece[0] in ">)]}'\",;:`")
 
 
 def _wordish(c: str) -> bool:
