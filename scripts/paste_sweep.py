@@ -9,7 +9,7 @@ inside a collector's tag and outside it).  Each mangled text is analyzed the way
 ``scripts/corpus_score.py`` does (acquire + pipeline.analyze) and compared with the clean result:
 
 * refused: the clean text is answered, the mangled one refused;
-* wait changed: the triage's wait differs;
+* wait changed: the triage's waits differ (every process's, in no order);
 * expect lost: the labelled ``expect`` is found in the clean text and not in the mangled one;
 * confident added: a hang/crash finding with confidence >= 0.8 the clean text does not have (a
   mangling must never add a confident accusation).
@@ -181,14 +181,15 @@ def analyze_text(text: str, suffix: str, input_format: Optional[str], db) -> dic
             raise
         except Exception as exc:  # noqa: BLE001 - a refusal is a result here
             return {"refused": "%s: %s" % (type(exc).__name__, str(exc)[:120])}
-    wait = None
+    waits = []
     for f in snap.findings:
         if f.signature == "triage" and f.triage is not None:
             t = f.triage
-            wait = t.get("wait") if isinstance(t, dict) else t.wait
+            waits.append(t.get("wait") if isinstance(t, dict) else t.wait)
     return {
         "refused": None,
-        "wait": wait,
+        "wait": waits[-1] if waits else None,  # corpus_score's: the last triage finding's
+        "waits": sorted(w or "" for w in waits),  # every process's, in no order (a rank's tag reorders them)
         "sigs": sorted({f.signature for f in snap.findings}),
         "confident": sorted({f.signature for f in snap.findings
                              if f.signature != "triage" and (f.confidence or 0) >= CONFIDENT
@@ -205,7 +206,7 @@ def compare(clean: dict, mangled: dict, expect: Optional[str]) -> Dict[str, obje
                 "expect": bool(expect and expect in clean["sigs"]), "added": []}
     return {
         "refused": False,
-        "wait": mangled["wait"] != clean["wait"],
+        "wait": mangled.get("waits", [mangled["wait"]]) != clean.get("waits", [clean["wait"]]),
         "expect": bool(expect and expect in clean["sigs"] and expect not in mangled["sigs"]),
         "added": sorted(set(mangled["confident"]) - set(clean["confident"])),
     }

@@ -444,3 +444,13 @@ def test_a_capital_after_a_closing_quote_at_the_width_stays():
     head += "x" * (119 - len(head)) + "`"
     assert len(head) == 120
     assert clean_and_join(head + "\n The next worker started\n")[:2] == [head, " The next worker started"]
+
+
+def test_the_sweep_compares_every_processs_wait_in_no_order():
+    """Two processes (``ray stack``'s two workers) read in another order under a rank's tag: the same
+    waits, no change; one wait another: a change (``corpus_score``'s last wait alone would say
+    either)."""
+    clean = {"refused": None, "wait": "runs", "waits": ["io", "runs"], "sigs": ["triage"], "confident": []}
+    reordered = dict(clean, wait="io")
+    assert sweep.compare(clean, reordered, None)["wait"] is False
+    assert sweep.compare(clean, dict(clean, waits=["io", "lock"]), None)["wait"] is True
