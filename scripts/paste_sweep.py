@@ -9,7 +9,7 @@ inside a collector's tag and outside it).  Each mangled text is analyzed the way
 ``scripts/corpus_score.py`` does (acquire + pipeline.analyze) and compared with the clean result:
 
 * refused: the clean text is answered, the mangled one refused;
-* wait changed: the triage's waits differ (every process's, in no order);
+* wait changed: the answer's wait (the last triage finding's) is not among the other's waits;
 * expect lost: the labelled ``expect`` is found in the clean text and not in the mangled one;
 * confident added: a hang/crash finding with confidence >= 0.8 the clean text does not have (a
   mangling must never add a confident accusation).
@@ -189,7 +189,7 @@ def analyze_text(text: str, suffix: str, input_format: Optional[str], db) -> dic
     return {
         "refused": None,
         "wait": waits[-1] if waits else None,  # corpus_score's: the last triage finding's
-        "waits": sorted(w or "" for w in waits),  # every process's, in no order (a rank's tag reorders them)
+        "waits": sorted({w or "" for w in waits}),  # every process's (``_wait_changed``)
         "sigs": sorted({f.signature for f in snap.findings}),
         "confident": sorted({f.signature for f in snap.findings
                              if f.signature != "triage" and (f.confidence or 0) >= CONFIDENT
@@ -206,10 +206,18 @@ def compare(clean: dict, mangled: dict, expect: Optional[str]) -> Dict[str, obje
                 "expect": bool(expect and expect in clean["sigs"]), "added": []}
     return {
         "refused": False,
-        "wait": mangled.get("waits", [mangled["wait"]]) != clean.get("waits", [clean["wait"]]),
+        "wait": _wait_changed(clean, mangled),
         "expect": bool(expect and expect in clean["sigs"] and expect not in mangled["sigs"]),
         "added": sorted(set(mangled["confident"]) - set(clean["confident"])),
     }
+
+
+def _wait_changed(clean: dict, mangled: dict) -> bool:
+    """The answer's wait (the last triage finding's, ``corpus_score``'s) is not among the other's
+    waits, either way: processes read in another order (a rank's tag sorts them) change nothing,
+    a process's wait lost or a new one as the answer does."""
+    a, b = clean.get("waits", [clean["wait"] or ""]), mangled.get("waits", [mangled["wait"] or ""])
+    return (clean["wait"] or "") not in b or (mangled["wait"] or "") not in a
 
 
 _DB = None

@@ -446,11 +446,11 @@ def test_a_capital_after_a_closing_quote_at_the_width_stays():
     assert clean_and_join(head + "\n The next worker started\n")[:2] == [head, " The next worker started"]
 
 
-def test_the_sweep_compares_every_processs_wait_in_no_order():
-    """Two processes (``ray stack``'s two workers) read in another order under a rank's tag: the same
-    waits, no change; one wait another: a change (``corpus_score``'s last wait alone would say
-    either)."""
+def test_the_sweep_compares_the_answers_wait_with_every_processs():
+    """Two processes (``ray stack``'s two workers) read in another order under a rank's tag: the last
+    triage finding is the other one, the same waits: no change.  The answer's wait lost (the
+    process that waited so is gone) or another wait as the answer: a change."""
     clean = {"refused": None, "wait": "runs", "waits": ["io", "runs"], "sigs": ["triage"], "confident": []}
-    reordered = dict(clean, wait="io")
-    assert sweep.compare(clean, reordered, None)["wait"] is False
-    assert sweep.compare(clean, dict(clean, waits=["io", "lock"]), None)["wait"] is True
+    assert sweep.compare(clean, dict(clean, wait="io"), None)["wait"] is False
+    assert sweep.compare(clean, dict(clean, wait="io", waits=["io"]), None)["wait"] is True
+    assert sweep.compare(clean, dict(clean, wait="lock", waits=["io", "lock", "runs"]), None)["wait"] is True
