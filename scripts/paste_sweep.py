@@ -3,12 +3,13 @@
 Every open corpus text (``tests/data/realworld/manifest-*.yaml``; never the sealed rounds) is
 analyzed as it is and then mangled the ways people's pastes arrive in issue threads (each line in
 backticks, ``> `` quotes, line numbers, timestamps, launcher and log prefixes, CRLF, tabs as
-spaces, a trailing ``\\``, HTML entities, non-breaking spaces, a terminal's hard wrap at 80/120
-columns, and a few realistic combinations).  Each mangled text is analyzed the way
+spaces, a trailing ``\\``, HTML entities, non-breaking spaces, a Markdown code block's indent, a
+terminal's hard wrap at 80/100/120 columns, and a few realistic combinations: a terminal's cut
+inside a collector's tag and outside it).  Each mangled text is analyzed the way
 ``scripts/corpus_score.py`` does (acquire + pipeline.analyze) and compared with the clean result:
 
 * refused: the clean text is answered, the mangled one refused;
-* wait changed: the triage's wait differs;
+* wait changed: the answer's wait (the last triage finding's) is not among the other's waits;
 * expect lost: the labelled ``expect`` is found in the clean text and not in the mangled one;
 * confident added: a hang/crash finding with confidence >= 0.8 the clean text does not have (a
   mangling must never add a confident accusation).
@@ -130,6 +131,15 @@ MANGLINGS: Dict[str, Callable[[str], str]] = {
     "entities+crlf": _combo(_entities, lambda t: t.replace("\n", "\r\n")),
     "wrap80+rank0": _combo(_wrap(80), _per_line(lambda i: "[rank0]: ")),
     "rank0+wrap80": _combo(_per_line(lambda i: "[rank0]: "), _wrap(80)),
+    # a terminal at 100 columns; a Markdown code block (each line indented by 4); a launcher's or a
+    # collector's lines in a narrow terminal; output a program cut at 120 (rich's console writing to a
+    # pipe) that srun then tagged, each piece too
+    "wrap100": _wrap(100),
+    "indent4": _per_line(lambda i: "    "),
+    "srun+wrap80": _combo(_per_line(lambda i: "0: "), _wrap(80)),
+    "ray+wrap120": _combo(_per_line(lambda i: "(RayWorker pid=123) "), _wrap(120)),
+    "timestamp+wrap120": _combo(_per_line(_ts), _wrap(120)),
+    "wrap120+srun": _combo(_wrap(120), _per_line(lambda i: "0: ")),
 }
 
 
@@ -171,14 +181,15 @@ def analyze_text(text: str, suffix: str, input_format: Optional[str], db) -> dic
             raise
         except Exception as exc:  # noqa: BLE001 - a refusal is a result here
             return {"refused": "%s: %s" % (type(exc).__name__, str(exc)[:120])}
-    wait = None
+    waits = []
     for f in snap.findings:
         if f.signature == "triage" and f.triage is not None:
             t = f.triage
-            wait = t.get("wait") if isinstance(t, dict) else t.wait
+            waits.append(t.get("wait") if isinstance(t, dict) else t.wait)
     return {
         "refused": None,
-        "wait": wait,
+        "wait": waits[-1] if waits else None,  # corpus_score's: the last triage finding's
+        "waits": sorted({w or "" for w in waits}),  # every process's (``_wait_changed``)
         "sigs": sorted({f.signature for f in snap.findings}),
         "confident": sorted({f.signature for f in snap.findings
                              if f.signature != "triage" and (f.confidence or 0) >= CONFIDENT
@@ -195,10 +206,18 @@ def compare(clean: dict, mangled: dict, expect: Optional[str]) -> Dict[str, obje
                 "expect": bool(expect and expect in clean["sigs"]), "added": []}
     return {
         "refused": False,
-        "wait": mangled["wait"] != clean["wait"],
+        "wait": _wait_changed(clean, mangled),
         "expect": bool(expect and expect in clean["sigs"] and expect not in mangled["sigs"]),
         "added": sorted(set(mangled["confident"]) - set(clean["confident"])),
     }
+
+
+def _wait_changed(clean: dict, mangled: dict) -> bool:
+    """The answer's wait (the last triage finding's, ``corpus_score``'s) is not among the other's
+    waits, either way: processes read in another order (a rank's tag sorts them) change nothing,
+    a process's wait lost or a new one as the answer does."""
+    a, b = clean.get("waits", [clean["wait"] or ""]), mangled.get("waits", [mangled["wait"] or ""])
+    return (clean["wait"] or "") not in b or (mangled["wait"] or "") not in a
 
 
 _DB = None
@@ -260,11 +279,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     answered = [r for r in rows if not r["clean"].get("refused")]
     print("%d texts, %d answered clean (%d refused clean)" % (len(rows), len(answered), len(rows) - len(answered)))
     print("%-18s %5s %8s %6s %7s %7s" % ("mangling", "N", "refused", "wait", "expect", "added"))
+    total = [0, 0, 0, 0]
     for name in names:
         d = [r["results"][name]["diff"] for r in answered]
-        print("%-18s %5d %8d %6d %7d %7d" % (
-            name, len(d), sum(1 for x in d if x["refused"]), sum(1 for x in d if x["wait"]),
-            sum(1 for x in d if x["expect"]), sum(1 for x in d if x["added"])))
+        row = [sum(1 for x in d if x["refused"]), sum(1 for x in d if x["wait"]),
+               sum(1 for x in d if x["expect"]), sum(1 for x in d if x["added"])]
+        total = [a + b for a, b in zip(total, row)]
+        print("%-18s %5d %8d %6d %7d %7d" % (name, len(d), *row))
+    print("%-18s %5s %8d %6d %7d %7d" % ("total", "", *total))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

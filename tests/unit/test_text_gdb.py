@@ -182,7 +182,8 @@ def test_unwrap_leaves_unwrapped_text_alone():
     lines = load("gdb_joinable_abort_bt.txt").splitlines()
     assert terminal_width(lines) is None
     assert unwrap_terminal(lines) is lines
-    cut = ["#0  0x1 in f (a=1, b=2) at x.c:1" + "y" * 40, "2", "#1  0x2 in g () at y.c:3" + " " * 0] * 3
+    cut = [x for i in range(3)  # three different lines at the width: one line repeated is no cut
+           for x in ("#0  0x1 in f (a=1, b=2) at x%d.c:1" % i + "y" * 40, "2", "#1  0x2 in g () at y.c:3")]
     width = len(cut[0])
     assert terminal_width(cut) == width
     assert unwrap_terminal(cut)[:2] == [cut[0] + "2", cut[2]]

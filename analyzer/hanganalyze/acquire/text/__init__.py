@@ -43,7 +43,7 @@ Decisions (the same for every format, so signatures need not care where a stack 
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import Iterator, List, Optional, Tuple
 
 from hanganalyze.errors import InputError
 from hanganalyze.loglines import data_known_lines
@@ -51,7 +51,16 @@ from hanganalyze_gdbext.model import Process, PythonFacts, Snapshot
 
 from . import log as _log
 from . import traceback as _traceback
-from .common import Segment, cap_messages, clean_and_join, split_processes, split_ranks, strip_wrappers, unwrap_terminal
+from .common import (
+    Segment,
+    cap_messages,
+    clean_and_join,
+    split_processes,
+    split_ranks,
+    strip_wrappers,
+    unwrap_terminal,
+    without_rank_tag,
+)
 from .detect import FORMAT_NAMES, LOG_WITHOUT_KNOWN_LINE, UNRECOGNISED, detect, parser_for, parses_a_frame, scores
 from .formats import FORMATS, PARSERS, TextParser, format_of
 from .unwrap import looks_like_log, unwrap_layers
@@ -169,20 +178,29 @@ def _unwrapped(lines: List[str], forced: Optional[TextParser]) -> List[str]:
     removed is a log record's own (``unwrap.KEPT``: a time, glog's thread id; backticks, quotes,
     line numbers, a launcher's tag say nothing) or a dump is read either way (its frames' times
     are no evidence; their indentation is); of several wrappers one inside another, as many as
-    make the best score.  A plain log keeps its timestamps."""
+    make the best score.  A plain log keeps its timestamps, unless without them it holds more
+    known lines (``log.known_lines``: py-spy's ``Process 830:`` header, its ``Error: failed to``,
+    read at a line's start), as the log did before a collector prefixed it."""
     best, best_score = lines, forced.score(lines) if forced is not None else scores(lines)[0][0]
+    known: Optional[int] = None
     for bare, kept in unwrap_layers(lines):
         after = forced.score(bare) if forced is not None else scores(bare)[0][0]
-        if after > best_score or (after == best_score and (not kept or after > 0)):
+        if after == best_score == 0 and kept and known is None:
+            known = _log.known_lines(lines)
+        if after > best_score or (after == best_score and (
+                not kept or after > 0 or (known is not None and _log.known_lines(bare) > known))):
             best, best_score = bare, after
     return best
 
 
-def _parse_all(lines: List[str], forced: Optional[TextParser]) -> List[Process]:
+def _parse_all(lines: List[str], forced: Optional[TextParser], ranks: Optional[List[Segment]] = None
+               ) -> List[Process]:
+    """Every process of the lines (``ranks``: their split by rank, when the caller made it)."""
     processes: List[Process] = []
-    for ranked in split_ranks(lines):
+    for ranked in ranks if ranks is not None else split_ranks(lines):
         if ranked.label is not None:  # a rank's lines may carry a wrapper inside the launcher's prefix
             ranked.lines = _unwrapped(unwrap_terminal(strip_wrappers(ranked.lines)), forced)
+            ranked.lines = [without_rank_tag(x, ranked.label) for x in ranked.lines]
         for seg in split_processes(ranked):
             processes.extend(_parse_segment(seg, forced))
     return processes
@@ -222,6 +240,19 @@ def _holds_known_line(messages: List[str]) -> bool:
     return bool(layers) and bool(_log.known_lines(layers[-1][0]) or data_known_lines(layers[-1][0]))
 
 
+def _frame_candidates(lines: List[str]) -> Iterator[Tuple[List[str], List[str], Optional[List[Segment]]]]:
+    """Where a frame too weak for any score may be: (the lines to look in, the lines to parse, their
+    split by rank): the lines and each of their unwrap layers, then each rank's lines and each of
+    theirs (a time inside the launcher's tag: the rank's lines without it are parsed)."""
+    for bare, _ in [(lines, False)] + unwrap_layers(lines):
+        yield bare, bare, None
+    segs = split_ranks(lines)
+    for i, seg in enumerate(segs):
+        if seg.label is not None:
+            for bare in [seg.lines] + [b for b, _ in unwrap_layers(seg.lines)]:
+                yield bare, lines, segs[:i] + [Segment(lines=bare, label=seg.label)] + segs[i + 1:]
+
+
 def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     """Parse a pasted dump into a Snapshot (``Process.source == "text"``).
 
@@ -236,14 +267,12 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
         raise InputError(UNRECOGNISED if text.strip() else "the text is empty")
     processes = _parse_all(lines, forced)
     if forced is None and not any(p.threads or _has_tasks(p) for p in processes):
-        # a frame line too weak for any score is still read, under a log's prefixes or a rank's too
-        # (a rank's lines are parsed as ranks again: ``_parse_all`` splits them)
-        cands = [(bare, bare) for bare, _ in [(lines, False)] + unwrap_layers(lines)]
-        cands += [(seg.lines, lines) for seg in split_ranks(lines) if seg.label is not None]
-        for cand, whole in cands:
+        # a frame line too weak for any score is still read, under a log's prefixes or a rank's too,
+        # or both (a rank's lines are parsed as ranks again: ``_parse_all`` splits them)
+        for cand, whole, ranks in _frame_candidates(lines):
             framed = parses_a_frame(cand)
             if framed is not None:
-                processes = _parse_all(whole, framed)
+                processes = _parse_all(whole, framed, ranks)
                 break
     for proc in processes:
         _infer_python(proc)

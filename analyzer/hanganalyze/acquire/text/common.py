@@ -20,21 +20,20 @@ from hanganalyze.acquire.text.gutter import strip_gutter
 from hanganalyze.cnames import last_group_start
 from hanganalyze_gdbext.model import Frame
 
+from .terminal import MAX_LINE, RANK_PREFIX, terminal_width, unwrap_terminal
+
+__all__ = ["MAX_LINE", "terminal_width", "unwrap_terminal"]  # read from here by other modules and tests
+
 #: CSI sequences (colours, cursor moves) and OSC sequences (terminal titles, hyperlinks).
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 #: Control characters other than tab and newline (NUL from binary junk, backspaces, bells).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
-#: Launcher prefixes that tag each line with its rank.  torchrun: ``[rank3]:`` (and
-#: ``[default3]:`` with ``--tee``); Open MPI ``--tag-output``: ``[1,3]<stderr>:``.
-_RANK_PREFIX = re.compile(r"^\[(rank|default)(\d{1,6})\]:\s?|^\[\d{1,6},(\d{1,6})\]<std(?:out|err)>:\s?")
+#: Launcher prefixes that tag each line with its rank (``terminal.RANK_PREFIX``).
+_RANK_PREFIX = RANK_PREFIX
 #: A rank's line glued to the end of a progress bar: tqdm redraws its bar with a carriage return
 #: and no newline, so the next line another rank writes lands on the bar's line.
 _GLUED_RANK = re.compile(r"(?<=it/s\]|s/it\])\[(?:rank|default)\d{1,6}\]:")
-
-#: Lines longer than this are cut: nothing meaningful in a dump is this long, and it bounds work.
-MAX_LINE = 20000
-
 
 #: Zero-width characters (and GitHub's ``&#8203;``, which it puts after a ``#`` so that ``#3`` is no
 #: issue link) that a copy from a web page leaves inside ``frame #3``.
@@ -85,6 +84,7 @@ def _clean(text: str) -> Tuple[List[str], Optional[List[Tuple[int, str]]]]:
 
 
 _PAGER = "--Type <RET> for more, q to quit, c to continue without paging--"
+_ZEROS = str.maketrans("123456789", "000000000")  # a prefix's digits aside (a time, a line number)
 
 
 def _join_pager_prompts(lines: List[str]) -> List[str]:
@@ -93,8 +93,12 @@ def _join_pager_prompts(lines: List[str]) -> List[str]:
     prompt, so the prompt goes and the two pieces are one line again."""
     out: List[str] = []
     join: Optional[str] = None  # the indentation of the line the prompt cut, when the next line continues it
+    before = ""  # what stood before that prompt
     for line in lines:
-        if join is not None:
+        if join is not None and before.strip() and line.translate(_ZEROS).startswith(before.translate(_ZEROS)):
+            out[-1] = line  # the prompt was a line of its own under a prefix every line has ("[rank0]: ", a time)
+            join = None
+        elif join is not None:
             if join and line.startswith(join):  # an indent the whole paste carries (prose kept it)
                 line = line[len(join):]
             out[-1] += line if len(out[-1]) < MAX_LINE else ""
@@ -104,7 +108,7 @@ def _join_pager_prompts(lines: List[str]) -> List[str]:
         i = out[-1].find(_PAGER)
         if i >= 0:
             rest = out[-1][i + len(_PAGER):]
-            out[-1] = out[-1][:i] + rest
+            before, out[-1] = out[-1][:i], out[-1][:i] + rest
             if i > 0 and not rest.strip():
                 join = out[-1][: len(out[-1]) - len(out[-1].lstrip(" \t"))]
     return out
@@ -179,6 +183,8 @@ def strip_quotes(lines: List[str]) -> Optional[List[str]]:
     if not nonblank or quoted * 2 < len(nonblank):
         return None
     found = [_QUOTE.match(line) for line in lines]
+    if not any(found):
+        return None  # the markers sit under an indentation deeper than a quote's (a code block's)
     depth = min(m.group(0).count(">") for m in found if m)
     out = []
     for line, m in zip(lines, found):
@@ -250,13 +256,23 @@ def split_ranks(lines: List[str]) -> List[Segment]:
         seg = by_label.get(label)
         if seg is None:
             seg = by_label[label] = Segment(label=label)
-        seg.lines.append(line[m.end():])
+        seg.lines.append(without_rank_tag(line[m.end():], label))
     if not by_label:
         return [untagged]
     ranked = sorted(by_label.values(), key=lambda s: int(s.label[4:]))  # type: ignore[index]
     if any(line.strip() for line in untagged.lines):
         return [untagged] + ranked
     return ranked
+
+
+def without_rank_tag(line: str, label: str) -> str:
+    """``line`` without a launcher's tag of rank ``label`` at its start: a launcher's log that a
+    launcher or a collector tagged again (``[rank0]: [rank0]: Traceback``, under a time between the
+    two too) is the rank's log, its lines as the inner launcher wrote them."""
+    m = _RANK_PREFIX.match(line) if line[:1] == "[" else None
+    if m and "rank%s" % (m.group(2) if m.group(2) is not None else m.group(3)) == label:
+        return line[m.end():]
+    return line
 
 
 #: ``Process 1234: python train.py`` (py-spy), ``Process 1234:`` (hand-written separators),
@@ -415,118 +431,3 @@ def cap_messages(messages: List[str], notes: List[str]) -> List[str]:
     half = MAX_MESSAGES // 2
     notes.append("%d log lines in the middle of the text were left out" % (len(messages) - 2 * half))
     return messages[:half] + messages[-half:]
-
-
-#: A line that starts one of these is a new record, never the tail of a wrapped line.
-_RECORD_START = re.compile(
-    r"^(?:#\d|Thread |Current thread |Traceback |Process |\[(?:rank|default)\d|\s*File \"|\s*\((?:Python|C)\) "
-    r"|\s*(?:\* )?(?:frame|thread) #|\s*frame_#_|\s*@ |~~~|Stack (?:dump for|of) |Exception raised from "
-    r"|\d{1,10} +0x[0-9a-fA-F]{1,16} "  # a ``python -m asyncio ps`` row (tid, task id)
-    r"|\[(?:Current thread is|New Thread|New LWP|Thread 0x|Inferior )|\(gdb\) "  # gdb's own remarks, its prompt
-    # a timestamped log record (glog / abseil "E0118 11:40:08.99", ISO "2024-02-27 15:56:22"): records
-    # of one fixed format and message are all one length, which is no terminal's wrap
-    r"|[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[ T]\d\d:\d\d"
-    # a line of a box (rich's traceback panels): every line of a box is the box's width by design
-    r"|\s*[│╭╰])"
-)
-
-
-def terminal_width(lines: List[str]) -> Optional[int]:
-    """The width a terminal hard-wrapped this text at, or None when it does not look wrapped.
-
-    A copy from a terminal cuts every long line at exactly the window width W: no line is longer,
-    and several are exactly W characters long.
-    """
-    return _width([len(line) for line in lines])
-
-
-def _width(lengths: List[int]) -> Optional[int]:
-    longest = 0
-    count = 0
-    for n in lengths:
-        if n > longest:
-            longest, count = n, 1
-        elif n == longest:
-            count += 1
-    if longest < 60 or count < 3:
-        return None
-    return longest
-
-
-#: The characters a per-line wrapper ends with (``0: ``, ``worker-1 | ``, ``INFO:root:``, ``(pid=1) ``).
-_WRAPPER_END = frozenset(":|]>)`")
-
-
-_DIGITS = str.maketrans("123456789", "000000000")
-_NUMBERED = re.compile(r"^ *0+ ")
-
-
-def _same_wrapper(record: str, line: str) -> bool:
-    """Whether ``line`` starts as ``record`` does (digits aside: ``12 `` and ``13 ``), up to and past
-    a wrapper's end character or a line number's blank (``0: `` on both): a new record under a
-    prefix every line carries, not the rest of the one above.  A terminal's cut falls anywhere, so
-    a piece beginning like its record's first characters is rare."""
-    a, b = record[:200].translate(_DIGITS), line[:200].translate(_DIGITS)
-    n = 0
-    limit = min(len(a), len(b))
-    while n < limit and a[n] == b[n]:
-        n += 1
-    head = a[:n]
-    if head == "`":  # each line in backticks
-        return True
-    if n == len(b) and not b.strip(" 0"):  # a numbered blank line ("18") under "17 text"
-        return n >= 1
-    return n >= 2 and bool(head.strip()) and (any(c in _WRAPPER_END for c in head) or bool(_NUMBERED.match(head)))
-
-
-#: The widths terminals are opened at: a text whose longest lines are one of them may be cut there
-#: even when only one or two lines were long enough to be cut.
-_USUAL_WIDTHS = frozenset((80, 100, 120, 132, 160, 200))
-
-
-def _mid_word(line: str, glue: str, piece: str) -> bool:
-    """Whether the cut between ``line`` and ``piece`` falls inside a word or a path (``<_io.Buffer``
-    + ``edWriter``, ``name='<stdout`` + ``>'>``), or right after a blank the terminal kept (``at
-    interpreter `` + ``shutdown``): a program's own word wrap at the same width cuts between words
-    and keeps no blank, and a line of its own starts with a capital (``Python v3.11.7``) where a
-    cut word seldom goes on with one."""
-    if not line or not piece or piece[0].isupper() or piece[0] in " \t":
-        return False
-    if glue:
-        return piece[0].islower()
-    return _wordish(line[-1]) and (_wordish(piece[0]) or piece[0] in ">)]}'\",;:")
-
-
-def _wordish(c: str) -> bool:
-    return c.isalnum() or c in "_./-"
-
-
-def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = None) -> List[str]:
-    """Join the pieces of lines that a terminal cut at its width (copy-paste from a narrow window).
-
-    Pieces are joined as they were cut (mid-word), so ``../sysdeps/np`` + ``tl/futex.h:146``
-    gives back the path.  A piece that starts a new record (``#3``, ``Thread ...``) is never joined.
-    ``shape``: each line's length and trailing blanks as it came (``clean_and_join``), so that a
-    piece cut after a blank counts as full and keeps its blank.  With fewer than three full lines,
-    at a usual terminal width only, a piece is joined only when the cut falls inside a word (an
-    indented line, or a program's own word wrap at that width, is a line of its own).
-    """
-    if shape is None or len(shape) != len(lines):
-        shape = [(len(x), "") for x in lines]
-    width = _width([n for n, _ in shape])
-    weak = False
-    if width is None:
-        longest = max((n for n, _ in shape), default=0)
-        if longest not in _USUAL_WIDTHS:
-            return lines
-        width, weak = longest, True
-    out: List[str] = []
-    glue: Optional[str] = None  # the blanks the line above ended with, when it was cut at the width
-    for line, (n, trail) in zip(lines, shape):
-        if (glue is not None and line.strip() and not _RECORD_START.match(line) and len(out[-1]) < MAX_LINE
-                and not _same_wrapper(out[-1], line) and not (weak and not _mid_word(out[-1], glue, line))):
-            out[-1] += glue + line
-        else:
-            out.append(line)
-        glue = trail if n == width else None
-    return out

@@ -124,7 +124,8 @@ def parse(lines: List[str], proc: Process) -> None:
             state = "frames"
             frames_indent = -1
             continue
-        if state == "log" and (not blocks or heading) and s.startswith("File ") and ", in " in s:
+        if state == "log" and (not blocks or heading or _headerless_done(blocks[-1])) and s.startswith("File ") \
+                and ", in " in s:
             parsed = parse_py_file_line(s)
             if parsed is not None and parsed[1]:
                 # frames before any header: the paste starts inside a traceback, or a log record
@@ -209,6 +210,15 @@ def parse(lines: List[str], proc: Process) -> None:
         t.merge = "python-only"
     proc.threads.extend(blocks)
     proc.messages.extend(cap_messages(messages, proc.notes))
+
+
+def _headerless_done(block: Thread) -> bool:
+    """Whether ``block`` had no header and has ended in its exception line: the next ``File`` line
+    opens another block.  Several processes interrupted at once (Ctrl-C over a pool's workers)
+    print their tracebacks into one terminal, line by line in turn, so a paste of the middle holds
+    one headerless block after another, each ending in its own ``KeyboardInterrupt``."""
+    return (bool(block.notes) and block.notes[0].startswith("Python traceback (its header is not in the text")
+            and any(n.startswith("exception: ") for n in block.notes))
 
 
 _CODE_CHARS = re.compile(r"[(),=\[]")

@@ -25,6 +25,7 @@ import re
 from typing import Callable, List, Optional, Pattern, Tuple
 
 from .common import dedent, strip_quotes, strip_scroll_marker
+from .terminal import COMPOSE_TAG, KUBECTL_TAG, RAY_TAG, SRUN_TAG
 
 #: The share of non-blank lines that must carry a wrapper for it to be removed.
 SHARE = 0.8
@@ -40,9 +41,11 @@ _STAMP = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)
 #: Record prefixes, each up to the start of the message (one space after it at most).
 PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     # 2024-01-01 12:00:00,123 INFO / [2024-01-01T12:00:00.1234567Z] / 2024-01-01 12:00:00 - name - ERROR -
+    # (not a level a vLLM record's date follows: "2024-01-01 12:00:00 ERROR 09-06 04:14:11 [core.py:640]"
+    # is a collector's time around vLLM's record, whose level stays with it)
     ("timestamp", re.compile(
         r"^(?:\[" + _STAMP + r"\]|" + _STAMP + r")"
-        r"(?:(?: -| \|)? " + _LEVEL + r"(?: -| \||:)?)?(?: |$)")),
+        r"(?:(?: -| \|)? " + _LEVEL + r"(?: -| \||:)?(?! \d\d-\d\d \d\d:))?(?: |$)")),
     # Jun 06 19:49:06 host prog[123]:  (journald in another locale too: "déc. 19 02:07:16 host bash[1]:")
     ("syslog", re.compile(
         r"^[^\W\d_]{3,5}\.? [ \d]\d \d\d:\d\d:\d\d [\w.\-]{1,100} [\w.\-/@]{1,100}(?:\[\d{1,10}\])?:(?: |$)")),
@@ -56,17 +59,17 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     # ... and since 2025 with the location in brackets: ERROR 08-03 13:35:33 [multiproc_executor.py:912]
     ("vllm", re.compile(r"^" + _LEVEL + r" \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./\-]{1,200}:\d{1,6}\](?: |$)")),
     # (pid=123) / (RayWorker pid=123, ip=10.0.0.1) / vLLM v1's (VllmWorker rank=2 pid=808339)
-    ("ray", re.compile(r"^\((?:[\w:.=\-]{1,80} ){0,3}pid=\d{1,10}(?:, ip=[\w.:\-]{1,60})?\)(?: |$)")),
+    ("ray", RAY_TAG),
     # [12:00:00] / 12:00:00.123
     ("time", re.compile(r"^(?:\[\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)(?: |$)")),
     # INFO:root:  (Python logging's default format: level, then the logger's name)
     ("logging", re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.\-]{0,100}:")),
     # 0:   (srun --label: the task's number)
-    ("srun", re.compile(r"^ {0,4}\d{1,5}:(?: |$)")),
+    ("srun", SRUN_TAG),
     # worker-1  |   (docker compose: the service's name, padded, and a bar)
-    ("compose", re.compile(r"^[\w.\-]{1,100} {0,40}\|(?: |$)")),
+    ("compose", COMPOSE_TAG),
     # [pod/trainer-0/main]  (kubectl logs --prefix) / pod/trainer-0
-    ("kubectl", re.compile(r"^\[pod/[\w.\-/]{1,200}\](?: |$)|^pod/[\w.\-]{1,200} ")),
+    ("kubectl", KUBECTL_TAG),
 )
 
 #: Prefixes no prose line starts with: removed from as few as ``WRAPPED_SHARE`` of the lines, the
@@ -85,8 +88,10 @@ def _share(lines: List[str], test: Callable[[str], bool]) -> bool:
 
 
 def _backticked(s: str) -> bool:
+    """One line in backticks; in two as well (a paste already in backticks, put in them again: one
+    pair goes per layer), never a fence's three."""
     t = s.strip()
-    return len(t) >= 3 and t[0] == "`" and t[-1] == "`" and not t.startswith("``")
+    return len(t) >= 3 and t[0] == "`" and t[-1] == "`" and not t.startswith("```") and not t.endswith("```")
 
 
 def _strip_backticks(lines: List[str]) -> Optional[List[str]]:
@@ -216,8 +221,10 @@ def unwrap_layers(lines: List[str]) -> List[Tuple[List[str], bool]]:
     kinds: List[str] = []
     layers: List[Tuple[List[str], bool]] = []
     for _ in range(MAX_LAYERS):
+        # a trailing "\\" before line numbers: both are taken off in turn, and the layer without the
+        # "\\" alone keeps a format's own first column that counts up (a macOS report's frame numbers)
         step = (_strip_backticks(lines) or strip_quotes(lines) or _strip_prefix(lines, kinds)
-                or _strip_numbers(lines) or _strip_continuation(lines))
+                or _strip_continuation(lines) or _strip_numbers(lines))
         if step is None:
             break
         lines = dedent([strip_scroll_marker(x) for x in step])  # tmux's [390/7275] inside the wrapper
