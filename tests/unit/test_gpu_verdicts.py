@@ -125,8 +125,8 @@ def check_slow(snap: Dict, nproc: int) -> None:
     assert f["ranks"] == [1], f
 
 
-CHECKS = {"healthy": check_healthy, "slow": check_slow, "uneven": check_uneven, "straggler": check_straggler, "mismatch": check_mismatch,
-          "killed": check_killed, "seed": check_seed, "checkpoint": check_checkpoint,
+CHECKS = {"healthy": check_healthy, "slow": check_slow, "uneven": check_uneven, "straggler": check_straggler,
+          "mismatch": check_mismatch, "killed": check_killed, "seed": check_seed, "checkpoint": check_checkpoint,
           "healthy_async": check_healthy}
 
 
