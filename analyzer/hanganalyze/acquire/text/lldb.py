@@ -48,6 +48,10 @@ _EXC_SIGNAL = {
     "EXC_BAD_ACCESS": "SIGSEGV", "EXC_BAD_INSTRUCTION": "SIGILL", "EXC_ARITHMETIC": "SIGFPE",
     "EXC_BREAKPOINT": "SIGTRAP", "EXC_CRASH": "SIGABRT",
 }
+#: Linux lldb's stop reason for a crash signal (SIGSEGV, SIGBUS, SIGFPE or SIGILL) whose si_code it
+#: cannot describe - one the process sent itself, as faulthandler re-raises after its dump: a crash
+#: all the same, recorded as SIGSEGV (the process note says which signals it may have been).
+_UNKNOWN_CRASH = "unknown crash reason"
 
 
 def score(lines: List[str]) -> float:
@@ -99,8 +103,11 @@ def _stop_signal(t: Thread) -> Optional[str]:
         if n.startswith("stop reason: "):
             reason = n[13:]
             if reason.startswith("signal SIG"):
-                sig = reason[7:].split()[0].rstrip(",")
+                # "signal SIGSEGV: address not mapped to object (fault address: 0x40)" on Linux
+                sig = reason[7:].split()[0].rstrip(",:")
                 return None if sig == "SIGSTOP" else sig  # SIGSTOP: lldb attached, nothing happened
+            if reason.startswith(_UNKNOWN_CRASH):
+                return "SIGSEGV"  # see _UNKNOWN_CRASH
             return _EXC_SIGNAL.get(reason.split()[0]) if reason else None
     return None
 
@@ -221,5 +228,7 @@ def parse(lines: List[str], proc: Process) -> None:
             t.notes.append("no frames printed")
         if t.current and not proc.signal:
             proc.signal = _stop_signal(t)
+            if proc.signal and "stop reason: " + _UNKNOWN_CRASH in t.notes:
+                proc.notes.append("lldb: 'unknown crash reason' (SIGSEGV, SIGBUS, SIGFPE or SIGILL)")
     proc.threads.extend(kept)
     proc.messages.extend(cap_messages(messages, proc.notes))

@@ -15,7 +15,11 @@ py-spy before 0.3 (``py-spy --dump``) printed no ``Process``/``Python`` lines, n
 and indented frames by a tab (``Thread 0x7F41B8301700 (active)`` / ``\t run (threading.py:864)``).
 ``ray stack`` runs py-spy on every worker and prints ``Stack dump for <ps aux line>`` above each
 (``common.split_processes`` cuts there): its pid and command are the process's.  Frames above
-the first thread header (a paste cut at the top) form a thread of their own.
+the first thread header (a paste cut at the top) form a thread of their own; when such frames
+start flush left (a stack copied as a list: ``poll (/usr/lib/libc-2.32.so:0)``, then its callers),
+the flush-left lines that follow are its frames while no sentence could look like them (a Python
+file's line, a shared object, a C source's line).  ``library:0`` is a native frame without line
+information: a library, not a source file.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ _THREAD = re.compile(r'^Thread (0x[0-9a-fA-F]{1,16}|\d{1,10}) \(([\w+ ]{0,40})\)
 _FRAME = re.compile(r"^(\S.*?) \(([^()]*)\)$")
 _WHERE_LINE = re.compile(r"^(.*):(\d{1,9})$")
 _PY_SUFFIXES = (".py", ".pyx", ".pyi", ".pyw")
+#: A shared object's path: ``libpq.so.5.13``, ``libc-2.32.so``, ``x.dylib``, ``x.dll``, ``x.pyd``.
+_SHARED_OBJECT = re.compile(r"\.so(\.\d+)*$|\.(dylib|dll|pyd)$")
+_C_SOURCE = (".c", ".cc", ".cpp", ".cxx", ".h", ".hpp")
 
 
 def score(lines: List[str]) -> float:
@@ -69,6 +76,8 @@ def _strong(f: Optional[Frame]) -> bool:
     if f.kind == "python":
         return bool(f.file and f.file.endswith(_PY_SUFFIXES) and f.line is not None)
     lib = f.library or ""
+    if f.file and f.line and f.file.endswith(_C_SOURCE):
+        return True  # ``f (pqpath.c:829)``: a native frame with its source line
     return ".so" in lib or lib.endswith((".dylib", ".dll", ".pyd"))
 
 
@@ -87,8 +96,10 @@ def _frame(s: str) -> Optional[Frame]:
         f.address = to_int(func, 16)
     else:
         f.function = unknown_function(func)
-    if lm:
+    if lm and not (lm.group(2) == "0" and _SHARED_OBJECT.search(lm.group(1))):
         f.file, f.line = lm.group(1), to_int(lm.group(2))
+    elif lm:
+        f.library = lm.group(1)  # ``libpq.so.5.13:0``: no line information, the library
     else:
         f.library = where or None
     return f
@@ -151,6 +162,11 @@ def parse(lines: List[str], proc: Process) -> None:
                 proc.threads.append(cur)
                 frame_indent = len(line) - len(line.lstrip())
                 cur.frames.append(f)
+                continue
+        if frame_indent == 0 and line[:1] not in (" ", "\t") and s.endswith(")"):
+            f = _frame(s)
+            if f is not None and _strong(f):
+                cur.frames.append(f)  # the next frame of a headerless stack copied flush left
                 continue
         if cur is not None and line[:1] in (" ", "\t"):
             ind = len(line) - len(line.lstrip())
