@@ -48,6 +48,8 @@ KNOWN_PATTERNS = [
     # vLLM's executor when a worker does not answer
     r"[Ww]atchdog timeout \(self\.watchdog_timeout=\d+|Received sigquit from a child proces",
     r"RPC call to \w+ timed out",
+    # vLLM's V0 engine client, each time its poll for the engine process's output times out empty
+    r"Waiting for output from MQLLMEngine",
     # a launcher's line for a rank killed by a signal: DeepSpeed's, torchrun's, vLLM's
     r"sigkill_handler\].{0,4000} exits with return code = -\d+|\(exitcode: -\d+\) local_rank: \d+",
     r"exitcode\s*: -\d+ \(pid: \d+\)|Worker proc \S+ died unexpectedly|WorkerProc failed to start",

@@ -17,6 +17,15 @@ Windows faulthandler dump's ``Exception Code: 0xC0000005`` read as an asyncio fu
 handlers that run for a fatal signal or a fatal error count: a profiler's SIGPROF handler, Python's
 own SIGINT handler or c10's SIGUSR2 stack dumper over ``<signal handler called>`` interrupt a wait
 the process is still in, and a Ctrl-C's ``0xC000013A`` is no fault.
+
+Open round 15: torch's DataLoader worker handlers (``handler_SIGSEGV``) re-raise the fault they
+caught, so they are fatal handlers, and the frame under their signal frame is where the thread
+faulted, not a wait it stood in (a worker's core read as the pthread join it faulted in); c10's
+fatal-signal report (``SIGABRT(6), PID: p, Thread t:`` over ``c10::FatalSignalHandler::*``) shows
+which threads took part, a CUDA check raising its error (``c10_cuda_check_implementation`` as the
+innermost frame of a c10 exception's frames) is a thread throwing, not waiting (a watchdog's event
+query read as the collective it polls), and UCX's ``==== backtrace (tid:N) ====`` is printed by its
+error handler only (its frames seen without the ``Caught signal`` line).
 """
 
 from __future__ import annotations
@@ -31,7 +40,8 @@ CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore
                                r"__pthread_kill\w*|faulthandler_\w+|__GI_abort|std::terminate|__gnu_cxx::"
                                r"__verbose_terminate_handler|__cxxabiv1::__terminate|c10::detail::torchCheckFail\w*|"
                                r"ucs_handle_error|ucs_error_signal_handler|ucs_debug_\w+|\w*[Ss]ignal_?[Hh]andler\w*|"
-                               r"__sigaction|google::\w*FailureSignalHandler\w*|absl::\w*FailureSignalHandler\w*)$")
+                               r"__sigaction|google::\w*FailureSignalHandler\w*|absl::\w*FailureSignalHandler\w*|"
+                               r"c10::FatalSignalHandler::\w+)$")
 #: abort itself (glibc, the MSVC runtime's ucrtbase!abort, macOS's libsystem_c abort).
 _ABORT = rxcache.compile(r"^(abort|__GI_abort|__libc_abort)$")
 #: What may sit above abort on the way down to the kernel: the signal being raised.
@@ -42,7 +52,14 @@ _RAISING = rxcache.compile(r"^(raise|gsignal|__GI_raise|pthread_kill\w*|__pthrea
 _FATAL_HANDLERS = rxcache.compile(r"^(ucs_error_signal_handler|ucs_debug_handle_error_signal|faulthandler_fatal_error|"
                                   r"faulthandler_exc_handler|Py_FatalError|_Py_FatalError\w*|fatal_error_exit|"
                                   r"google::.*FailureSignalHandler\w*|absl::.*FailureSignalHandler\w*|"
-                                  r"c10::FatalSignalHandler::fatalSignalHandler|__sanitizer::Die)$")
+                                  r"c10::FatalSignalHandler::fatalSignalHandler|__sanitizer::Die|handler_SIG(?:SEGV|BUS|FPE|ILL))$")
+#: Of those, handlers a synchronous fault runs (torch's DataLoader worker's, which re-raise it): the
+#: frame under their signal frame faulted, so a wait there is where the thread crashed.
+_FAULT_HANDLERS = rxcache.compile(r"^handler_SIG(?:SEGV|BUS|FPE|ILL)$")
+#: c10's check of a CUDA call's status, the innermost frame of the exception it raises (under
+#: ``c10::Error::Error`` and ``torchCheckFail``, which a paste may leave out).
+_CUDA_CHECK = rxcache.compile(r"^(c10::Error::Error|c10::detail::torchCheckFail\w*|"
+                              r"c10::cuda::c10_cuda_check_implementation)$")
 #: Log lines that say the process itself died of a fault or a fatal error (not a signal sent to it
 #: from outside, not another process's death): CPython's and Windows' fatal error lines, the shell's
 #: core-dump lines, UCX / abseil / gdb / sanitizer / macOS crash lines.  Windows' faulthandler logs
@@ -55,7 +72,8 @@ _FATAL_LINES = rxcache.compile(r"^Fatal Python error: |"
                                r"\*\*\* (?:SIGSEGV|SIGABRT|SIGBUS|SIGFPE|SIGILL) |"
                                r"Caught signal (?:4|6|7|8|11) \(|received signal SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b|"
                                r"==\d+==\s?ERROR: \w+Sanitizer|"
-                               r"^Exception Type:\s+EXC_(?:BAD_ACCESS|CRASH|BAD_INSTRUCTION|ARITHMETIC)\b")
+                               r"^Exception Type:\s+EXC_(?:BAD_ACCESS|CRASH|BAD_INSTRUCTION|ARITHMETIC)\b|"
+                               r"^==== backtrace \(tid:\s*\d+\) ====$")
 #: How deep abort may be (below the raising frames) and still be this thread's innermost call.
 ABORT_DEPTH = 4
 #: CPython's traceback dumpers (faulthandler's): they walk every thread's frames without a lock, to
@@ -99,6 +117,21 @@ def dumper_faulted(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> 
     return not any(_DUMPER_STILL.match(n) or _DUMPER_STILL.match(n.split("__libc_", 1)[-1]) for n in names[:at])
 
 
+def raising_cuda_error(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> bool:
+    """The innermost frames are c10 raising a CUDA call's error (``c10_cuda_check_implementation``,
+    under the exception's constructor or frames without a name): the thread throws, whatever its
+    callers were doing (a watchdog's event query is no collective wait once it raises)."""
+    for f in frames[:ABORT_DEPTH]:
+        if f.marker or f.kind == "python":
+            return False
+        name = name_of(f)
+        if name == "c10::cuda::c10_cuda_check_implementation":
+            return True
+        if name and not _CUDA_CHECK.match(name):
+            return False
+    return False
+
+
 def fatal_handler_at(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> Optional[int]:
     """The innermost frame of a handler that only a fatal signal or a fatal error runs, anywhere on
     the stack (UCX's handler walks the stack to print it: its innermost frames are the loader)."""
@@ -109,7 +142,8 @@ def fatal_handler_at(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -
 def crash_on_stack(t: Thread, name_of: Callable[[Frame], str], no_signal: bool) -> bool:
     """The thread's own stack proves it crashed: ``abort`` on top (where the input names no signal:
     a named one already says which thread got it) or a fatal handler anywhere on it."""
-    return ((no_signal and (aborting(t.frames, name_of) or dumper_faulted(t.frames, name_of)))
+    return ((no_signal and (aborting(t.frames, name_of) or dumper_faulted(t.frames, name_of)
+                            or raising_cuda_error(t.frames, name_of)))
             or fatal_handler_at(t.all_frames(), name_of) is not None)
 
 
@@ -122,9 +156,10 @@ def proven(messages: Sequence[str], frames: Sequence[Frame], name_of: Callable[[
            wait_at: Optional[int]) -> bool:
     """Positive evidence that a thread crashed, over the wait its frames show (at ``wait_at``): a
     fatal log line, or a fatal handler outside that wait (the wait is the handler's own doing: a
-    backtrace that takes the loader lock).  A wait outside the handler or below ``abort`` (a
-    watchdog that aborts after its timeout) is the cause, the crash its consequence: not proof."""
-    if fatal_line(messages):
+    backtrace that takes the loader lock), or c10 raising a CUDA error.  A wait outside the handler
+    or below ``abort`` (a watchdog that aborts after its timeout) is the cause, the crash its
+    consequence: not proof; below a fault's own handler it is the frame that faulted: proof."""
+    if fatal_line(messages) or raising_cuda_error(frames, name_of):
         return True
     h = fatal_handler_at(frames, name_of)
-    return h is not None and (wait_at is None or wait_at < h)
+    return h is not None and (wait_at is None or wait_at < h or _FAULT_HANDLERS.match(name_of(frames[h])) is not None)

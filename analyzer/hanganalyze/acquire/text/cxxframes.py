@@ -14,7 +14,10 @@ watchdog, ``c10::FatalSignalHandler``) and ``backtrace_symbols()`` lines (glibc,
      frame #0: c10::FatalSignalHandler::stacktraceSignalHandler(bool) + 0x8b (0x7f.. in /x/libc10.so)
 
 UCX (``[host:pid] Caught signal 11 (Segmentation fault: ...)``, ``==== backtrace (tid:  74387) ====``,
-`` 0  /usr/lib/libucs.so.0(ucs_handle_error+0x10c) [0x7eced5f1a08c]``) -> signal, tid, frames.
+`` 0  /usr/lib/libucs.so.0(ucs_handle_error+0x10c) [0x7eced5f1a08c]``) -> signal, tid, frames; with
+debug info UCX prints `` 5 0x0000000000001403 gpuAssert.constprop.0()  main.c:0`` (number, address,
+function, file:line; ``???:0`` unknown), read under its header only.  The header is kept as a line
+too: only UCX's error handler prints it (``analyze/crashframes.py``).
 
 ``frame #0`` is the innermost frame: kept in that order.  Each ``Exception raised from`` or
 ``SIGxxx(n), PID: p, Thread t:`` header, and each ``frame #0`` after other frames, starts a new
@@ -79,12 +82,30 @@ def symbols_body(s: str) -> Optional[tuple]:
 
 
 _UCX_HEAD = "==== backtrace"
+#: UCX's frame with debug info: "%2d 0x%016lx %s()  %s:%u" (the function, then two spaces).
+_UCX_NUM = re.compile(r"^\d{1,4} 0x[0-9a-fA-F]{1,16} \S")
+
+
+def ucx_frame(s: str) -> Optional[Frame]:
+    """A UCX ``N 0xADDR function()  file:line`` line (stripped) as a frame; else None."""
+    if not _UCX_NUM.match(s):
+        return None
+    _num, addr, rest = s.split(" ", 2)
+    k = rest.rfind("()  ")
+    if k <= 0:
+        return None
+    file, _sep, line = rest[k + 4:].strip().rpartition(":")
+    f = Frame(kind="native", function=unknown_function(rest[:k].strip() or None), address=to_int(addr, 16))
+    if file and file != "???":
+        f.file, f.line = file, (to_int(line) or None)
+    return f
 _CAUGHT = re.compile(r"^Caught signal (\d{1,2}) \(")
 _SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV"}
 
 
 def score(lines: List[str]) -> float:
     frames = headers = 0
+    ucx = False
     for line in lines:
         if "frame" in line and frame_body(line) is not None:
             frames += 1
@@ -92,8 +113,11 @@ def score(lines: List[str]) -> float:
         s = line.strip()
         if s.endswith("]") and symbols_body(s) is not None:
             frames += 1
+        elif ucx and ucx_frame(s) is not None:
+            frames += 1
         elif s.startswith(_EXC_HEAD) or s.startswith(_UCX_HEAD) or (s.startswith("SIG") and _SIGNAL_HEAD.match(s)):
             headers += 1
+            ucx = ucx or s.startswith(_UCX_HEAD)
     if frames == 0:
         return 0.0
     return 2.0 * frames + 5.0 * headers
@@ -160,6 +184,11 @@ def parse(lines: List[str], proc: Process) -> None:
                     pending = None
                 cur.frames.append(parse_frame(sb[1]))
                 continue
+        if fb is None and cur is not None and "UCX backtrace" in cur.notes:
+            uf = ucx_frame(s)
+            if uf is not None:
+                cur.frames.append(uf)
+                continue
         if fb is not None:
             num, body = fb
             joined = 0
@@ -197,6 +226,7 @@ def parse(lines: List[str], proc: Process) -> None:
             cur.notes.append("UCX backtrace")
             threads.append(cur)
             pending = None
+            messages.append(s)
             continue
         elif "Caught signal " in s:
             m = _CAUGHT.match(s[s.find("Caught signal "):])

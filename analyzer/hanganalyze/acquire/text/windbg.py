@@ -1,4 +1,5 @@
-"""Windows call stacks: WinDbg / cdb ``k`` tables and Visual Studio's Call Stack window.
+"""Windows call stacks: WinDbg / cdb ``k`` tables and Visual Studio's Call Stack window (and VS
+Code's, whose copy on Linux reads ``libc.so.6!__GI___poll(...) (/build/.../poll.c:29)``).
 
 ::
 
@@ -87,9 +88,33 @@ def _windbg_frame(s: str, numbered: bool = False) -> Optional[Frame]:
     return _symbol(site)
 
 
+#: VS Code's module of a Linux frame: ``libpthread.so.0``, ``_C.cpython-38-x86_64-linux-gnu.so``.
+_SO_MODULE = re.compile(r"^[\w.\-+]{1,200}\.so(?:\.\d{1,6}){0,4}$")
+
+
+def _vscode_frame(s: str) -> Optional[Frame]:
+    """VS Code's Call Stack copy: ``module.so!function(args) (file:line)`` (``Unknown Source:0``
+    where the module has no line table); string operations only."""
+    s = s.strip()
+    if not s.endswith(")") or "!" not in s:
+        return None
+    k = s.rfind(" (")
+    file, _sep, line = s[k + 2:-1].rpartition(":") if k > 0 else ("", "", "")
+    module, bang, func = s[:k].partition("!")
+    if not (bang and file and line.isdigit() and _SO_MODULE.match(module)):
+        return None
+    name, _args = split_call(func)
+    known = file != "Unknown Source"
+    return Frame(kind="native", function=name or None, library=module, file=file if known else None,
+                 line=to_int(line) if known else None)
+
+
 def _vs_frame(s: str) -> Optional[Frame]:
     if "!" not in s or not (s[:1] in "> \t" or s[:1].isalnum()):
         return None
+    code = _vscode_frame(s) if ".so" in s else None
+    if code is not None:
+        return code
     m = _VS.match(s)
     if not m:
         return None
@@ -115,6 +140,8 @@ def score(lines: List[str]) -> float:
             frames += 1
             kb += 1 if _KB_ROW.match(s) else 0
         elif "\t" in line and _vs_frame(line) is not None:
+            vs += 1
+        elif ".so" in s and _vscode_frame(s) is not None:
             vs += 1
     if tables == 0 and threads == 0 and vs < 2:
         # a ``kb`` table pasted without its header: rows of 2+ hex columns then ``module!function``
