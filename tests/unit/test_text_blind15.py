@@ -78,9 +78,15 @@ def test_vs_codes_call_stack_copy_of_a_linux_thread_is_read():
 
 
 def test_bang_lines_that_name_no_shared_object_are_not_vs_code_frames():
+    """(Another reader may still take such a line as a ``function (file:line)`` frame, py-spy's
+    flush-left form, since round 16: never split at the ``!`` as a VS Code module.)"""
     text = real_text("jorldy/jorldy-28-1.txt").replace("libpthread.so.0!", "libpthread!")
-    with pytest.raises(InputError):
-        parse_text(text)
+    try:
+        snap = parse_text(text)
+    except InputError:
+        return
+    frames = [f for p in snap.processes for t in p.threads for f in t.frames]
+    assert frames and all(f.function.startswith("libpthread!") and not f.library for f in frames), frames
 
 
 # --- vLLM's V0 client polling its engine ------------------------------------------------------------
