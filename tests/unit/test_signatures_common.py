@@ -1,7 +1,8 @@
 """Frequent ML and Python failure classes the database lacked (signatures/common_failures.yaml): the
 DataLoader / torch.multiprocessing open-file limit, NCCL's /dev/shm segment, HDF5's file lock, a gloo
 peer that closed its connection, spawned pool workers that cannot find a __main__ function, GPU
-out-of-memory errors, cuBLAS handle creation failing, and a data loader's worker timeout.  Each class
+out-of-memory errors, cuBLAS handle creation failing, a data loader's worker timeout, a full /dev/shm under
+torch's tensor sharing, DDP's unused parameters, and host out-of-memory errors.  Each class
 matches its real pastes (tests/data/commonclass/, the thread URL in each header) and stays silent on
 near misses: the same paste without the line the class needs, and the paste with the line of a
 neighbouring cause swapped in (that cause's class wins where there is one)."""
@@ -26,7 +27,8 @@ SERIOUS = {"crash", "deadlock", "hang", "error"}
 #: Signatures this module tests with a real paste and a near miss (test_signature_coverage).
 COVERED = ["torch-mp-fd-sharing-limit", "nccl-shm-segment-create-failed", "hdf5-file-lock-refused",
            "gloo-peer-connection-closed", "spawn-child-lacks-main-function", "gpu-out-of-memory",
-           "cublas-handle-init-failed", "dataloader-worker-timeout"]
+           "cublas-handle-init-failed", "dataloader-worker-timeout", "torch-shm-no-space", "ddp-unused-parameters",
+           "host-out-of-memory"]
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +83,13 @@ CASES = [
     ("cublas_init_minigpt4_89.txt", r"CUBLAS_STATUS"),
     ("dl_timeout_pytorch_68643.txt", r"timed out after"),
     ("dl_timeout_mxnet_18224.txt", r"timed out after"),
+    ("shm_write_nnunet_294.txt", r"unable to write to file"),
+    ("shm_write_nnunet_2162.txt", r"unable to write to file"),
+    ("ddp_unused_promptir_30.txt", r"finished reduction"),
+    ("ddp_unused_mmagic_419.txt", r"finished reduction"),
+    ("ddp_unused_ddcap_35.txt", r"finished reduction"),
+    ("host_oom_realesrgan_272.txt", r"DefaultCPUAllocator"),
+    ("host_oom_windows_fooocus_237.txt", r"DefaultCPUAllocator"),
 ]
 
 #: real pastes of a neighbouring situation: no class of this module, nothing serious at all
@@ -160,6 +169,20 @@ SWAPS = [
     # the worker died instead of stalling: the dead-worker class
     ("dl_timeout_pytorch_68643.txt", "RuntimeError: DataLoader timed out after 5 seconds",
      "RuntimeError: DataLoader worker (pid(s) 18360) exited unexpectedly", "dataloader-worker-killed-by-signal"),
+    # the shared-memory object could not be opened for want of descriptors: the open-file limit, not space
+    ("shm_write_nnunet_294.txt", "RuntimeError: unable to write to file </torch_15769_1517813162>",
+     "RuntimeError: unable to open shared memory object </torch_15769_1517813162> in read-write mode: "
+     "Too many open files (24)", "torch-mp-fd-sharing-limit"),
+    # another DDP error (a parameter marked ready twice: reentrant checkpointing, shared weights), not unused ones
+    ("ddp_unused_promptir_30.txt",
+     "Expected to have finished reduction in the prior iteration before starting a new one",
+     "Expected to mark a variable ready only once", None),
+    # the device ran out, not the host: the GPU class
+    ("host_oom_realesrgan_272.txt",
+     "Error [enforce fail at CPUAllocator.cpp:67] . DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+     "264896512 bytes. Error code 12 (Cannot allocate memory)",
+     "RuntimeError: CUDA out of memory. Tried to allocate 254.00 MiB (GPU 0; 14.76 GiB total capacity; 13.19 GiB "
+     "already allocated; 81.75 MiB free; 13.52 GiB reserved in total by PyTorch)", "gpu-out-of-memory"),
 ]
 
 
