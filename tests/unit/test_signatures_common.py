@@ -2,7 +2,7 @@
 DataLoader / torch.multiprocessing open-file limit, NCCL's /dev/shm segment, HDF5's file lock, a gloo
 peer that closed its connection, spawned pool workers that cannot find a __main__ function, GPU
 out-of-memory errors, cuBLAS handle creation failing, a data loader's worker timeout, a full /dev/shm under
-torch's tensor sharing, DDP's unused parameters, and host out-of-memory errors.  Each class
+torch's tensor sharing, DDP's unused parameters, host out-of-memory errors, and the thread limit.  Each class
 matches its real pastes (tests/data/commonclass/, the thread URL in each header) and stays silent on
 near misses: the same paste without the line the class needs, and the paste with the line of a
 neighbouring cause swapped in (that cause's class wins where there is one)."""
@@ -28,7 +28,7 @@ SERIOUS = {"crash", "deadlock", "hang", "error"}
 COVERED = ["torch-mp-fd-sharing-limit", "nccl-shm-segment-create-failed", "hdf5-file-lock-refused",
            "gloo-peer-connection-closed", "spawn-child-lacks-main-function", "gpu-out-of-memory",
            "cublas-handle-init-failed", "dataloader-worker-timeout", "torch-shm-no-space", "ddp-unused-parameters",
-           "host-out-of-memory"]
+           "host-out-of-memory", "thread-limit-reached"]
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +90,8 @@ CASES = [
     ("ddp_unused_ddcap_35.txt", r"finished reduction"),
     ("host_oom_realesrgan_272.txt", r"DefaultCPUAllocator"),
     ("host_oom_windows_fooocus_237.txt", r"DefaultCPUAllocator"),
+    ("thread_limit_pytorch_132145.txt", r"start new thread"),
+    ("thread_limit_openblas_nnunet_1343.txt", r"pthread_create failed"),
 ]
 
 #: real pastes of a neighbouring situation: no class of this module, nothing serious at all
@@ -183,6 +185,9 @@ SWAPS = [
      "264896512 bytes. Error code 12 (Cannot allocate memory)",
      "RuntimeError: CUDA out of memory. Tried to allocate 254.00 MiB (GPU 0; 14.76 GiB total capacity; 13.19 GiB "
      "already allocated; 81.75 MiB free; 13.52 GiB reserved in total by PyTorch)", "gpu-out-of-memory"),
+    # Python 3.12 refusing a thread started while the interpreter finalizes: no limit was hit
+    ("thread_limit_pytorch_132145.txt", "RuntimeError: can't start new thread",
+     "RuntimeError: can't create new thread at interpreter shutdown", None),
 ]
 
 
