@@ -1,11 +1,11 @@
 """Frequent ML and Python failure classes the database lacked (signatures/common_failures.yaml): the
 DataLoader / torch.multiprocessing open-file limit, NCCL's /dev/shm segment, HDF5's file lock, a gloo
 peer that closed its connection, spawned pool workers that cannot find a __main__ function, GPU
-out-of-memory errors, cuBLAS handle creation failing, a data loader's worker timeout, a full /dev/shm under
-torch's tensor sharing, DDP's unused parameters, host out-of-memory errors, and the thread limit.  Each class
-matches its real pastes (tests/data/commonclass/, the thread URL in each header) and stays silent on
-near misses: the same paste without the line the class needs, and the paste with the line of a
-neighbouring cause swapped in (that cause's class wins where there is one)."""
+out-of-memory errors, cuBLAS handle creation failing, a data loader's worker timeout, a full /dev/shm
+under torch's tensor sharing, DDP's unused parameters, host out-of-memory errors, the thread limit, and
+Ray's full object store.  Each class matches its real pastes (tests/data/commonclass/, the thread URL in
+each header) and stays silent on near misses: the same paste without the line the class needs, and the
+paste with the line of a neighbouring cause swapped in (that cause's class wins where there is one)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ SERIOUS = {"crash", "deadlock", "hang", "error"}
 COVERED = ["torch-mp-fd-sharing-limit", "nccl-shm-segment-create-failed", "hdf5-file-lock-refused",
            "gloo-peer-connection-closed", "spawn-child-lacks-main-function", "gpu-out-of-memory",
            "cublas-handle-init-failed", "dataloader-worker-timeout", "torch-shm-no-space", "ddp-unused-parameters",
-           "host-out-of-memory", "thread-limit-reached"]
+           "host-out-of-memory", "thread-limit-reached", "ray-object-store-full"]
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +92,8 @@ CASES = [
     ("host_oom_windows_fooocus_237.txt", r"DefaultCPUAllocator"),
     ("thread_limit_pytorch_132145.txt", r"start new thread"),
     ("thread_limit_openblas_nnunet_1343.txt", r"pthread_create failed"),
+    ("ray_store_full_13443.txt", r"object store because it is full"),
+    ("ray_store_full_22176.txt", r"object store because it is full"),
 ]
 
 #: real pastes of a neighbouring situation: no class of this module, nothing serious at all
@@ -188,6 +190,12 @@ SWAPS = [
     # Python 3.12 refusing a thread started while the interpreter finalizes: no limit was hit
     ("thread_limit_pytorch_132145.txt", "RuntimeError: can't start new thread",
      "RuntimeError: can't create new thread at interpreter shutdown", None),
+    # the node's RAM ran out and Ray's memory monitor killed a worker: host memory, not the object store
+    ("ray_store_full_13443.txt",
+     "ray.exceptions.ObjectStoreFullError: Failed to put object "
+     "ffffffffffffffffffffffffffffffffffffffff0f00000003000000 in object store because it is full. "
+     "Object size is 516884584 bytes.",
+     "Task was killed due to the node running low on memory.", "ray-memory-monitor-killed-worker"),
 ]
 
 
