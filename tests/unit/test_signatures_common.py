@@ -3,7 +3,8 @@ DataLoader / torch.multiprocessing open-file limit, NCCL's /dev/shm segment, HDF
 peer that closed its connection, spawned pool workers that cannot find a __main__ function, GPU
 out-of-memory errors, cuBLAS handle creation failing, a data loader's worker timeout, a full /dev/shm
 under torch's tensor sharing, DDP's unused parameters, host out-of-memory errors, the thread limit, and
-Ray's full object store.  Each class matches its real pastes (tests/data/commonclass/, the thread URL in
+Ray's full object store; and the fork class widened to CUDA's initialization error in a DataLoader
+worker.  Each class matches its real pastes (tests/data/commonclass/, the thread URL in
 each header) and stays silent on near misses: the same paste without the line the class needs, and the
 paste with the line of a neighbouring cause swapped in (that cause's class wins where there is one)."""
 
@@ -28,7 +29,9 @@ SERIOUS = {"crash", "deadlock", "hang", "error"}
 COVERED = ["torch-mp-fd-sharing-limit", "nccl-shm-segment-create-failed", "hdf5-file-lock-refused",
            "gloo-peer-connection-closed", "spawn-child-lacks-main-function", "gpu-out-of-memory",
            "cublas-handle-init-failed", "dataloader-worker-timeout", "torch-shm-no-space", "ddp-unused-parameters",
-           "host-out-of-memory", "thread-limit-reached", "ray-object-store-full"]
+           "host-out-of-memory", "thread-limit-reached", "ray-object-store-full",
+           # widened: CUDA's initialization error raised in a DataLoader worker (forked after CUDA init)
+           "cuda-init-before-fork"]
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +97,8 @@ CASES = [
     ("thread_limit_openblas_nnunet_1343.txt", r"pthread_create failed"),
     ("ray_store_full_13443.txt", r"object store because it is full"),
     ("ray_store_full_22176.txt", r"object store because it is full"),
+    ("cuda_init_error_worker_i3d_7.txt", r"initialization error"),
+    ("cuda_init_error_worker_pytorch_2517.txt", r"initialization error"),
 ]
 
 #: real pastes of a neighbouring situation: no class of this module, nothing serious at all
@@ -247,3 +252,13 @@ def test_confidence_follows_what_the_text_proves(db):
                       ("dl_timeout_pytorch_68643.txt", "dataloader-worker-timeout"),
                       ("dl_timeout_mxnet_18224.txt", "dataloader-worker-timeout")):
         assert finding(sample(name)[0], db, sig).confidence < 0.8, name
+
+
+@pytest.mark.parametrize("name", ["cuda_init_error_worker_i3d_7.txt", "cuda_init_error_worker_pytorch_2517.txt"])
+def test_cuda_initialization_error_outside_a_worker_is_not_the_fork(db, name):
+    """The same error with the worker's frames cut away is what a broken driver, a container without
+    the GPU or a driver / library mismatch prints in the main process: no fork involved."""
+    text, _ = sample(name)
+    main_only = "\n".join(line for line in text.splitlines() if "_worker_loop" not in line) + "\n"
+    assert "initialization error" in main_only and main_only != text
+    assert "cuda-init-before-fork" not in ids(main_only, db)
