@@ -1,12 +1,12 @@
 """Frequent ML and Python failure classes the database lacked (signatures/common_failures.yaml): the
 DataLoader / torch.multiprocessing open-file limit, NCCL's /dev/shm segment, HDF5's file lock, a gloo
 peer that closed its connection, spawned pool workers that cannot find a __main__ function, GPU
-out-of-memory errors, cuBLAS handle creation failing, a data loader's worker timeout, a full /dev/shm
-under torch's tensor sharing, DDP's unused parameters, host out-of-memory errors, the thread limit, and
-Ray's full object store; and the fork class widened to CUDA's initialization error in a DataLoader
-worker.  Each class matches its real pastes (tests/data/commonclass/, the thread URL in
-each header) and stays silent on near misses: the same paste without the line the class needs, and the
-paste with the line of a neighbouring cause swapped in (that cause's class wins where there is one)."""
+out-of-memory errors, cuBLAS and cuDNN handle creation failing, a data loader's worker timeout, a full
+/dev/shm under torch's tensor sharing, DDP's unused parameters, host out-of-memory errors, the thread
+limit, and Ray's full object store; and the fork class widened to CUDA's initialization error in a
+DataLoader worker.  Each class matches its real pastes (tests/data/commonclass/, the thread URL in each
+header) and stays silent on near misses: the same paste without the line the class needs, and the paste
+with the line of a neighbouring cause swapped in (that cause's class wins where there is one)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ SERIOUS = {"crash", "deadlock", "hang", "error"}
 COVERED = ["torch-mp-fd-sharing-limit", "nccl-shm-segment-create-failed", "hdf5-file-lock-refused",
            "gloo-peer-connection-closed", "spawn-child-lacks-main-function", "gpu-out-of-memory",
            "cublas-handle-init-failed", "dataloader-worker-timeout", "torch-shm-no-space", "ddp-unused-parameters",
-           "host-out-of-memory", "thread-limit-reached", "ray-object-store-full",
+           "host-out-of-memory", "thread-limit-reached", "ray-object-store-full", "cudnn-handle-init-failed",
            # widened: CUDA's initialization error raised in a DataLoader worker (forked after CUDA init)
            "cuda-init-before-fork"]
 
@@ -99,6 +99,8 @@ CASES = [
     ("ray_store_full_22176.txt", r"object store because it is full"),
     ("cuda_init_error_worker_i3d_7.txt", r"initialization error"),
     ("cuda_init_error_worker_pytorch_2517.txt", r"initialization error"),
+    ("cudnn_init_tfmodels_7088.txt", r"cudnn handle"),
+    ("cudnn_init_retinanet_1164.txt", r"cudnn handle"),
 ]
 
 #: real pastes of a neighbouring situation: no class of this module, nothing serious at all
@@ -201,6 +203,10 @@ SWAPS = [
      "ffffffffffffffffffffffffffffffffffffffff0f00000003000000 in object store because it is full. "
      "Object size is 516884584 bytes.",
      "Task was killed due to the node running low on memory.", "ray-memory-monitor-killed-worker"),
+    # TensorFlow's own allocator failing (its OOM report): the GPU memory class, no cuDNN handle involved
+    ("cudnn_init_retinanet_1164.txt", "Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR",
+     "OOM when allocating tensor with shape[8,256,64,64] and type float on "
+     "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc", "gpu-out-of-memory"),
 ]
 
 
@@ -250,7 +256,8 @@ def test_confidence_follows_what_the_text_proves(db):
     # several causes print the same line: leads, not verdicts
     for name, sig in (("cublas_init_minigpt4_89.txt", "cublas-handle-init-failed"),
                       ("dl_timeout_pytorch_68643.txt", "dataloader-worker-timeout"),
-                      ("dl_timeout_mxnet_18224.txt", "dataloader-worker-timeout")):
+                      ("dl_timeout_mxnet_18224.txt", "dataloader-worker-timeout"),
+                      ("cudnn_init_tfmodels_7088.txt", "cudnn-handle-init-failed")):
         assert finding(sample(name)[0], db, sig).confidence < 0.8, name
 
 
