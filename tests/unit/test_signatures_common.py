@@ -3,11 +3,11 @@ DataLoader / torch.multiprocessing open-file limit, NCCL's /dev/shm segment, HDF
 peer that closed its connection, spawned pool workers that cannot find a __main__ function, GPU
 out-of-memory errors, cuBLAS and cuDNN handle creation failing, a data loader's worker timeout, a full
 /dev/shm under torch's tensor sharing, DDP's unused parameters, host out-of-memory errors, the thread
-limit, Ray's full object store, and two OpenMP runtimes in one process; and the fork class widened to
-CUDA's initialization error in a DataLoader worker.  Each class matches its real pastes
-(tests/data/commonclass/, the thread URL in each header) and stays silent on near misses: the same
-paste without the line the class needs, and the paste with the line of a neighbouring cause swapped in
-(that cause's class wins where there is one)."""
+limit, Ray's full object store, two OpenMP runtimes in one process, and a GPU the build has no code for;
+and the fork class widened to CUDA's initialization error in a DataLoader worker.  Each class matches
+its real pastes (tests/data/commonclass/, the thread URL in each header) and stays silent on near
+misses: the same paste without the line the class needs, and the paste with the line of a neighbouring
+cause swapped in (that cause's class wins where there is one)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ COVERED = ["torch-mp-fd-sharing-limit", "nccl-shm-segment-create-failed", "hdf5-
            "gloo-peer-connection-closed", "spawn-child-lacks-main-function", "gpu-out-of-memory",
            "cublas-handle-init-failed", "dataloader-worker-timeout", "torch-shm-no-space", "ddp-unused-parameters",
            "host-out-of-memory", "thread-limit-reached", "ray-object-store-full", "cudnn-handle-init-failed",
-           "openmp-runtime-duplicate",
+           "openmp-runtime-duplicate", "gpu-arch-not-in-build",
            # widened: CUDA's initialization error raised in a DataLoader worker (forked after CUDA init)
            "cuda-init-before-fork"]
 
@@ -105,6 +105,8 @@ CASES = [
     ("cudnn_init_retinanet_1164.txt", r"cudnn handle"),
     ("omp_duplicate_msagent_175.txt", r"Error #15"),
     ("omp_duplicate_stit_22.txt", r"Error #15"),
+    ("gpu_arch_goae_16.txt", r"not compatible with the current PyTorch"),
+    ("gpu_arch_nailseg_8.txt", r"no kernel image"),
 ]
 
 #: real pastes of a neighbouring situation: no class of this module, nothing serious at all
@@ -215,6 +217,9 @@ SWAPS = [
     ("omp_duplicate_stit_22.txt",
      "OMP: Error #15: Initializing libiomp5md.dll, but found libiomp5md.dll already initialized.",
      "OMP: Error #13: Assertion failure at z_Linux_util.cpp(2361).", None),
+    # a kernel that ran and faulted: the build had code for the GPU
+    ("gpu_arch_nailseg_8.txt", "no kernel image is available for execution on the device",
+     "an illegal memory access was encountered", "cuda-illegal-memory-access"),
 ]
 
 
