@@ -243,6 +243,15 @@ def test_pickle_error_without_a_spawned_worker_is_not_the_pool_class(db):
     assert "spawn-child-lacks-main-function" not in ids(alone, db)
 
 
+def test_executor_worker_with_the_same_error_is_not_the_pool_hang(db):
+    """A ProcessPoolExecutor's spawned worker (SpawnProcess-N) failing the same way breaks the pool:
+    the caller gets BrokenProcessPool, it does not wait - not this hang."""
+    text, _ = sample("spawn_main_attr_ipython_10894.txt")
+    executor = text.replace("SpawnPoolWorker", "SpawnProcess").replace("multiprocessing\\pool.py", "x.py")
+    assert "SpawnPoolWorker" not in executor and "pool.py" not in executor
+    assert "spawn-child-lacks-main-function" not in ids(executor, db)
+
+
 def test_errno_24_without_torch_sharing_is_not_the_class(db):
     """An open-file limit hit by any program (here the resource sharer's dup alone) does not name
     torch's descriptor sharing: only the shared-memory object line or torch's own message does."""
