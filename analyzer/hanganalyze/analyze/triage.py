@@ -106,7 +106,7 @@ def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = 
     "<no Python frame>", does not hide the one that has them)."""
     threads = threads or proc.threads
     if proc.signal not in FATAL_SIGNALS:
-        if crash_on_stack(t, lambda f: _names(f)[0], proc.signal is None):
+        if crash_on_stack(t, lambda f: _names(f)[0], proc.signal is None, len(threads) == 1):
             return True  # abort on top of its stack (SIGABRT, whatever the paste left out), a fatal handler on it
         if not (t.current or first):
             return False

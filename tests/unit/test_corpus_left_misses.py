@@ -1,0 +1,107 @@
+"""The corpus's remaining wait misses that a mechanism answers, each on its real paste and on near
+misses that change the one thing the mechanism reads:
+
+- a lone WinDbg / cdb ``k`` table (its header in the text, so its first row is frame 00) whose top
+  frame is outside ntdll / win32u / kernelbase / kernel32 is the faulting thread of a crash: a
+  Windows thread that waits or sleeps stands in a system call stub there (``crashframes.py``,
+  ``windows_faulted``; blind 7's azure-cli-30792, an access violation in ``PyObject_LookupAttr``);
+- a line that says a thread takes a lock it already holds (lock recursion) names the lock wait of a
+  stack whose frames name none (``waits.yaml``: the lock's ``messages``; blind 9's vorta-2367).
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import real_text
+
+from hanganalyze import pipeline
+from hanganalyze.acquire.text import parse_text
+
+
+@pytest.fixture(scope="module")
+def db():
+    return pipeline.load_signature_db()
+
+
+def analyzed(text: str, db):
+    snap = pipeline.analyze(parse_text(text), db)
+    tri = [f for f in snap.findings if f.signature == "triage"]
+    return snap, (tri[0].triage.wait if tri else None)
+
+
+# --- a lone WinDbg k stopped in the program's code -----------------------------------------------
+
+_HEADER = "Child-SP          RetAddr               Call Site"
+
+
+def _k(rows, header: bool = True) -> str:
+    out = [" # " + _HEADER] if header else []
+    for i, site in enumerate(rows):
+        row = "00000000`005e%04x 00007ffd`4b1b%04x %s" % (0xab00 + 0x30 * i, 0xd3e7 + i, site)
+        out.append("%02x %s" % (i, row) if header else row)  # a headerless paste: ``kb`` rows
+    return "\n".join(out) + "\n"
+
+
+_APP = ["python312!PyObject_LookupAttr+0x20", "_ctypes+0x17bd", "python312!PyObject_MakeTpCall+0xa2",
+        "python312!PyEval_EvalFrameDefault+0x88b", "python312!PyEval_EvalCode+0xad"]
+
+
+def test_a_lone_windbg_k_stopped_in_the_programs_code_crashed(db):
+    snap, wait = analyzed(real_text("azure-cli/azure-cli-30792-1.txt"), db)
+    assert wait == "crashed"
+    tri = next(f for f in snap.findings if f.signature == "triage")
+    assert "crashed" in tri.summary and "_ctypes" in (tri.triage.blame or "")
+
+
+def test_the_same_rows_built_here_crash_too(db):
+    assert analyzed(_k(_APP), db)[1] == "crashed"
+
+
+@pytest.mark.parametrize("top", [["ntdll!NtWaitForSingleObject+0x14", "KERNELBASE!WaitForSingleObjectEx+0x8e"],
+                                 ["ntdll!NtDelayExecution+0x14", "KERNELBASE!SleepEx+0x9e"],
+                                 ["win32u!NtUserGetMessage+0x14", "USER32!GetMessageW+0x2e"],
+                                 ["ntdll!DbgBreakPoint"]])
+def test_near_miss_a_thread_in_a_system_call_stub_did_not_crash(top, db):
+    # a wait, a sleep, a message loop, the debugger's break-in: where a hung (or attached) thread stands
+    assert analyzed(_k(top + _APP), db)[1] != "crashed"
+
+
+def test_near_miss_a_table_without_its_header_may_be_cut_above_its_top(db):
+    assert analyzed(_k(_APP, header=False), db)[1] == "runs"
+
+
+def test_near_miss_one_of_several_threads_in_the_programs_code_runs(db):
+    # two k tables (two threads of a hang dump): a thread running the program's code is no fault
+    text = _k(["ntdll!NtWaitForSingleObject+0x14", "KERNELBASE!WaitForSingleObjectEx+0x8e", "app!Worker+0x20"])
+    assert analyzed(text + "\n" + _k(_APP), db)[1] != "crashed"
+
+
+# --- a lock taken again by its holder (lock recursion) -------------------------------------------
+
+def test_a_line_saying_lock_recursion_names_the_lock_wait(db):
+    snap, wait = analyzed(real_text("vorta/vorta-2367-1.txt"), db)
+    assert wait == "lock"
+
+
+def test_near_miss_the_same_trace_without_the_recursion_line_runs(db):
+    text = real_text("vorta/vorta-2367-1.txt").replace(" !!! LOCK RECURSION !!!", "")
+    assert analyzed(text, db)[1] == "runs"
+
+
+_PY_SPY = ("Thread 4242 (idle): \"MainThread\"\n"
+           "    set_timer (app/scheduler.py:221)\n"
+           "    on_change (app/views.py:81)\n"
+           "    main (app/__main__.py:12)\n")
+
+
+@pytest.mark.parametrize("line", ["WARNING: Scheduler.lock: lock recursion detected in set_timer",
+                                  "debug: thread MainThread acquiring the lock recursively",
+                                  "error: recursive acquire of a non-reentrant mutex"])
+def test_other_words_for_a_lock_taken_again_name_it(line, db):
+    assert analyzed(line + "\n" + _PY_SPY, db)[1] == "lock"
+
+
+@pytest.mark.parametrize("line", ["RecursionError: maximum recursion depth exceeded",
+                                  "info: lock file written in 0.2 s; recursive copy done"])
+def test_near_miss_recursion_without_a_lock_taken_again_is_no_lock(line, db):
+    assert analyzed(line + "\n" + _PY_SPY, db)[1] != "lock"
