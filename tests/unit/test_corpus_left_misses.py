@@ -145,3 +145,64 @@ def test_near_miss_the_top_of_the_address_space_as_a_constant_is_no_sign(db):
     text = ("#0  0x00007f3a2c91086a in PyObject_Call (func=0x7f3a2ced3fc8, mask=0x7fffffffffff) at Objects/abstract.c:2261\n"
             "#1  0x00007f3a2c986f11 in slot_tp_call (self=0x7f3a954dd400) at Objects/typeobject.c:6194\n")
     assert analyzed(text, db)[1] == "runs"
+
+
+# --- a JIT extension build that never got past its lock file (ragatouille-245's class) ------------
+# torch.utils.cpp_extension prints the extensions root, then takes the build directory's lock file;
+# the builder prints its ninja steps, every process the load.  ragatouille-245's chunk holds neither
+# (a known miss: one frame calling load(...)); the class's log-only pastes end at the root line
+# (OpenRLHF#208, nvdiffrec#39: a lock left by a killed build), built here in torch's own words.
+
+_ROOT = "Using /home/u/.cache/torch_extensions/py310_cu121 as PyTorch extensions root...\n"
+_START = "[2024-02-06 10:00:01,120] [INFO] [real_accelerator.py:161:get_accelerator] Setting ds_accelerator to cuda\n"
+_BUILT = ("Emitting ninja build file /home/u/.cache/torch_extensions/py310_cu121/fused_adam/build.ninja...\n"
+          "Building extension module fused_adam...\nninja: no work to do.\nLoading extension module fused_adam...\n"
+          "Time to load fused_adam op: 0.41 seconds\n")
+
+
+def _findings(snap) -> dict:
+    return {f.signature: f.confidence for f in snap.findings}
+
+
+def test_a_log_that_stops_at_the_extensions_root_waits_for_the_build_lock(db):
+    snap, wait = analyzed(_START + _ROOT * 4, db)
+    assert wait == "file-lock"
+    assert _findings(snap).get("stale-file-lock") == 0.5
+
+
+def test_the_second_op_stopping_at_its_root_after_the_first_loaded_waits_too(db):
+    # the order decides: the first op built and loaded, the next one never got its lock
+    snap, wait = analyzed(_START + _ROOT + _BUILT + _ROOT, db)
+    assert wait == "file-lock"
+
+
+@pytest.mark.parametrize("after", [_BUILT, "Loading extension module fused_adam...\n",
+                                   "Emitting ninja build file /home/u/build.ninja...\nBuilding extension module x...\n"])
+def test_near_miss_a_build_or_load_after_the_root_is_past_the_lock(after, db):
+    snap, wait = analyzed(_START + _ROOT + after, db)
+    assert wait != "file-lock"
+    assert "stale-file-lock" not in _findings(snap)
+
+
+def test_a_plugin_loaders_lock_file_warning_names_the_lock_file(db):
+    text = ("Encoder output: 32 dims\nWarning: Lock file exists in build directory: "
+            "'/home/u/.cache/torch_extensions/py39_cu113/renderutils_plugin/lock'\n" + _ROOT)
+    assert analyzed(text, db)[1] == "file-lock"
+
+
+def test_a_cut_traceback_beside_the_root_line_waits_for_the_lock(db):
+    # the frames name no wait (the program's own call into load): the log's order names it
+    text = (_ROOT + 'Traceback (most recent call last):\n  File "/app/model.py", line 118, in load_ops\n'
+            '    ops = load(name="ops", sources=["ops.cpp", "ops.cu"])\nKeyboardInterrupt\n')
+    assert analyzed(text, db)[1] == "file-lock"
+
+
+def test_near_miss_frames_that_name_a_wait_keep_it_over_the_root_line(db):
+    text = (_ROOT + 'Traceback (most recent call last):\n  File "/app/train.py", line 40, in main\n'
+            '    dist.barrier()\n  File "/usr/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", '
+            'line 3696, in barrier\n    work.wait()\nKeyboardInterrupt\n')
+    assert analyzed(text, db)[1] == "collective"
+
+
+def test_near_miss_a_crash_line_beside_the_root_line_is_the_crash(db):
+    assert analyzed(_ROOT + "Segmentation fault (core dumped)\n", db)[1] == "crashed"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, proven
+from hanganalyze.analyze.extbuild import build_lock_wait
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
 from hanganalyze.analyze.logwait import crash_from_timeout, paste_timeouts, timed_out
@@ -397,6 +398,8 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
         cat, msg = _message_category(proc)
         if cat is None:
             cat, msg = timed_out(proc.messages)
+        if cat is None:  # a JIT extension build stopped before its build: its lock file (extbuild.py)
+            cat, msg = build_lock_wait(proc.messages)
         if cat is None:
             if not known_lines(proc.messages):
                 return None  # a healthy log: nothing to say
@@ -429,7 +432,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
     first = about[0]
     if first.category is tab.runs:  # the frames name no wait: a log line may (py-bt's "Waiting for the GIL")
         said, _msg = _message_category(proc, [c for c in tab.categories if c.messages is not None])
-        said = said or paste  # or a timeout line of the paste (logwait.py)
+        said = said or paste or build_lock_wait(proc.messages)[0]  # a timeout line (logwait.py), a build's lock
         if said is not None:
             first.category, first.how = said, "log"
         elif GDB_RUN_NOTE in proc.notes and proc.signal is None:  # gdb ran it and caught a fault (gdbrun.py)
