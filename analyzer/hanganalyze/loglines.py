@@ -30,6 +30,10 @@ KNOWN_PATTERNS = [
     r"Fatal Python error: ",
     r"terminate called (without an active exception|after throwing)",
     r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
+    # the shells' lines for the other fatal signals, glibc's fatal heap checks and assert() (both abort)
+    r"\b(?:Illegal instruction|Floating point exception|Trace/breakpoint trap)\s*\(core dumped\)",
+    r"^zsh: segmentation fault|\b(?:double free or corruption|free\(\): invalid pointer|malloc\(\): corrupted)",
+    r"Fatal glibc error: |: Assertion `.{1,400}' failed\.$",
     r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) (is killed by signal|exited unexpectedly)",  # torch's DataLoader
     # torch's DataLoader worker's own signal handler, for the same deaths
     r"Unexpected (bus error|segmentation fault|floating-point exception) encountered in worker",

@@ -6,7 +6,13 @@ misses that change the one thing the mechanism reads:
   Windows thread that waits or sleeps stands in a system call stub there (``crashframes.py``,
   ``windows_faulted``; blind 7's azure-cli-30792, an access violation in ``PyObject_LookupAttr``);
 - a line that says a thread takes a lock it already holds (lock recursion) names the lock wait of a
-  stack whose frames name none (``waits.yaml``: the lock's ``messages``; blind 9's vorta-2367).
+  stack whose frames name none (``waits.yaml``: the lock's ``messages``; blind 9's vorta-2367);
+- a gdb paste of a program gdb started (randomisation off) stopped where no frame waits is the fault
+  gdb caught (``acquire/text/gdbrun.py``; blind 9's 3dgrut-2 and maskrcnn-benchmark-21);
+- a log whose JIT extension build stops at its extensions root waits for the build's lock file
+  (``analyze/extbuild.py``; ragatouille-245's class);
+- the lines other fatal signals, glibc's heap checks, lldb, Visual Studio and IDEs write beside a
+  stack that looks like it runs say it crashed (``waits.yaml``: ``crashed.messages``).
 """
 
 from __future__ import annotations
@@ -206,3 +212,42 @@ def test_near_miss_frames_that_name_a_wait_keep_it_over_the_root_line(db):
 
 def test_near_miss_a_crash_line_beside_the_root_line_is_the_crash(db):
     assert analyzed(_ROOT + "Segmentation fault (core dumped)\n", db)[1] == "crashed"
+
+
+# --- the other lines a crash leaves beside a stack that looks like it runs -------------------------
+
+_RUNS_BT = "#0  0x00007f3a2c91086a in compute (x=1) at ops.c:10\n#1  0x00007f3a2c986f11 in main () at ops.c:20\n"
+
+
+@pytest.mark.parametrize("line", [
+    "Illegal instruction (core dumped)", "Floating point exception (core dumped)",
+    "./run.sh: line 3: 4242 Trace/breakpoint trap   (core dumped) python x.py",
+    "zsh: segmentation fault  python train.py", "[1]    4242 abort (core dumped)  python x.py",
+    "*** Error in `python': double free or corruption (!prev): 0x0000000001e4b2c0 ***", "free(): invalid pointer",
+    "malloc(): corrupted top size", "Fatal glibc error: malloc assertion failure in sysmalloc",
+    "python3: ../nptl/pthread_mutex_lock.c:81: __pthread_mutex_lock: Assertion `mutex->__data.__owner == 0' failed.",
+    "* thread #1, queue = 'com.apple.main-thread', stop reason = EXC_BAD_ACCESS (code=1, address=0x0)",
+    "Windows fatal exception: code 0xc0000374", "Windows fatal exception: page error",
+    "Unhandled exception at 0x00007FFE10C417BD (_ctypes.pyd) in python.exe: 0xC0000005: Access violation reading "
+    "location 0x0000000000000008.",
+    "Process finished with exit code -1073741819 (0xC0000005)"])
+def test_a_fatal_line_beside_a_stack_that_runs_is_a_crash(line, db):
+    assert analyzed(_RUNS_BT, db)[1] == "runs"
+    assert analyzed(line + "\n" + _RUNS_BT, db)[1] == "crashed"
+
+
+@pytest.mark.parametrize("line", [
+    "Quit (core dumped)",  # SIGQUIT: how a hung process is made to dump a core
+    "Exception thrown at 0x00007FFE10C417BD (_ctypes.pyd) in python.exe: 0xC0000005: Access violation reading "
+    "location 0x0000000000000008.",  # first chance: a handler may take it (ctypes does)
+    "Windows fatal exception: code 0xe06d7363",  # a C++ exception, first chance
+    "Process finished with exit code -1073741510 (0xC000013A: interrupted by Ctrl+C)",
+    "AssertionError: expected 3 items", "malloc(): using 4 arenas"])
+def test_near_miss_lines_of_no_fault_leave_the_stack_running(line, db):
+    assert analyzed(line + "\n" + _RUNS_BT, db)[1] == "runs"
+
+
+def test_a_log_of_one_fatal_line_is_read_and_crashed(db):
+    # no frame at all: the line is a known one, so the log is read (not refused) and says the crash
+    assert analyzed("Illegal instruction (core dumped)\n", db)[1] == "crashed"
+    assert analyzed("free(): invalid pointer\nAborted\n", db)[1] == "crashed"
