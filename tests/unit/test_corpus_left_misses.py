@@ -127,7 +127,8 @@ def test_a_stack_gdb_ran_and_stopped_where_no_frame_waits_crashed(path, db):
 
 def _randomised(text: str) -> str:
     # the same frames at the addresses of a process with randomisation on (an attached one)
-    return text.replace("0x7fffffff", "0x7ffd4a3b").replace("0x00007ffff7", "0x00007f3a2c").replace("0x7ffff7", "0x7f3a2c")
+    text = text.replace("0x7fffffff", "0x7ffd4a3b").replace("0x00007ffff7", "0x00007f3a2c")
+    return text.replace("0x7ffff7", "0x7f3a2c")
 
 
 @pytest.mark.parametrize("path", ["3dgrut/3dgrut-2-1.txt", "maskrcnn-benchmark/maskrcnn-benchmark-21-1.txt"])
@@ -148,7 +149,7 @@ def test_near_miss_a_ctrl_c_under_gdb_is_no_crash(db):
 
 
 def test_near_miss_the_top_of_the_address_space_as_a_constant_is_no_sign(db):
-    text = ("#0  0x00007f3a2c91086a in PyObject_Call (func=0x7f3a2ced3fc8, mask=0x7fffffffffff) at Objects/abstract.c:2261\n"
+    text = ("#0  0x00007f3a2c91086a in PyObject_Call (func=0x7f3a2ced3fc8, mask=0x7fffffffffff) at abstract.c:2261\n"
             "#1  0x00007f3a2c986f11 in slot_tp_call (self=0x7f3a954dd400) at Objects/typeobject.c:6194\n")
     assert analyzed(text, db)[1] == "runs"
 
@@ -183,7 +184,7 @@ def test_the_second_op_stopping_at_its_root_after_the_first_loaded_waits_too(db)
 
 
 @pytest.mark.parametrize("after", [_BUILT, "Loading extension module fused_adam...\n",
-                                   "Emitting ninja build file /home/u/build.ninja...\nBuilding extension module x...\n"])
+                                   "Emitting ninja build file /home/u/b.ninja...\nBuilding extension module x...\n"])
 def test_near_miss_a_build_or_load_after_the_root_is_past_the_lock(after, db):
     snap, wait = analyzed(_START + _ROOT + after, db)
     assert wait != "file-lock"
