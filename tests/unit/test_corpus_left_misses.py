@@ -12,7 +12,9 @@ misses that change the one thing the mechanism reads:
 - a log whose JIT extension build stops at its extensions root waits for the build's lock file
   (``analyze/extbuild.py``; ragatouille-245's class);
 - the lines other fatal signals, glibc's heap checks, lldb, Visual Studio and IDEs write beside a
-  stack that looks like it runs say it crashed (``waits.yaml``: ``crashed.messages``).
+  stack that looks like it runs say it crashed (``waits.yaml``: ``crashed.messages``);
+- Windows' and macOS' own names of a sleep, a condition, a join, I/O and an idle wait (CPython's
+  pysleep on a Windows timer, a completion port, a run loop, kqueue) name those waits, not "runs".
 """
 
 from __future__ import annotations
@@ -252,3 +254,64 @@ def test_a_log_of_one_fatal_line_is_read_and_crashed(db):
     # no frame at all: the line is a known one, so the log is read (not refused) and says the crash
     assert analyzed("Illegal instruction (core dumped)\n", db)[1] == "crashed"
     assert analyzed("free(): invalid pointer\nAborted\n", db)[1] == "crashed"
+
+
+# --- Windows' and macOS' waits by their own names -------------------------------------------------
+
+_WIN = {
+    "sleep": [["ntdll!NtDelayExecution+0x14", "KERNELBASE!SleepEx+0x9e", "python39!pysleep+0x8f",
+               "python39!time_sleep+0x2a"],
+              # 3.11+: time.sleep on a waitable timer: CPython's own sleep names it
+              ["ntdll!NtWaitForMultipleObjects+0x14", "KERNELBASE!WaitForMultipleObjectsEx+0xf0",
+               "python311!pysleep+0xc3", "python311!time_sleep+0x2a"]],
+    "condition": [["ntdll!NtWaitForAlertByThreadId+0x14", "ntdll!RtlSleepConditionVariableSRW+0x131",
+                   "KERNELBASE!SleepConditionVariableSRW+0x29", "msvcp140!_Cnd_wait+0x3d", "app!Queue::pop+0x30"]],
+    "join": [["ntdll!NtWaitForSingleObject+0x14", "KERNELBASE!WaitForSingleObjectEx+0x8e", "ucrtbase!thrd_join+0x1a",
+              "app!main+0x10"]],
+    "io": [["ntdll!NtReadFile+0x14", "KERNELBASE!ReadFile+0x73", "python311!_Py_read+0x6e", "python311!os_read+0x55"]],
+    "idle": [["ntdll!NtRemoveIoCompletionEx+0x14", "KERNELBASE!GetQueuedCompletionStatusEx+0xe0",
+              "_overlapped!Overlapped_GetQueuedCompletionStatus+0x4c"],
+             ["win32u!NtUserGetMessage+0x14", "USER32!GetMessageW+0x2e", "app!WinMain+0x80"]],
+}
+
+
+@pytest.mark.parametrize("wait,rows", [(w, r) for w, stacks in _WIN.items() for r in stacks])
+def test_windows_waits_by_their_names(wait, rows, db):
+    assert analyzed(_k(rows), db)[1] == wait
+
+
+@pytest.mark.parametrize("rows", [
+    # an event of the program's own: what it waits for is not in the frames
+    ["KERNELBASE!WaitForSingleObjectEx+0x8e", "app!Worker::waitForJob+0x20"],
+    # names that only hold the words
+    ["app!SleepHelper+0x14", "app!main+0x10"], ["app!ReadFileCache+0x14", "app!main+0x10"],
+    ["app!GetMessageCount+0x14", "app!main+0x10"]])
+def test_near_miss_windows_frames_that_name_no_wait_run(rows, db):
+    # under a system call stub of their own (so the lone k is no crash either)
+    assert analyzed(_k(["ntdll!NtWaitForSingleObject+0x14"] + rows), db)[1] == "runs"
+
+
+def _lldb(rows) -> str:
+    out = ["* thread #1, queue = 'com.apple.main-thread', stop reason = signal SIGSTOP"]
+    for i, (lib, fn) in enumerate(rows):
+        mark = "* " if i == 0 else "  "
+        out.append("  %sframe #%d: 0x00000001%08x %s`%s + %d" % (mark, i, 0x1000 + i, lib, fn, 10 + i))
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("rows", [
+    [("libsystem_kernel.dylib", "kevent"), ("select.cpython-311-darwin.so", "select_kqueue_control")],
+    [("libsystem_kernel.dylib", "__workq_kernreturn"), ("libsystem_pthread.dylib", "_pthread_wqthread")],
+    [("libsystem_kernel.dylib", "mach_msg2_trap"), ("libsystem_kernel.dylib", "mach_msg2_internal"),
+     ("libsystem_kernel.dylib", "mach_msg"), ("CoreFoundation", "__CFRunLoopServiceMachPort"),
+     ("CoreFoundation", "__CFRunLoopRun"), ("app", "main")]])
+def test_macos_idle_waits_by_their_names(rows, db):
+    assert analyzed(_lldb(rows), db)[1] == "idle"
+
+
+def test_near_miss_a_mach_message_outside_a_run_loop_is_no_idle_wait(db):
+    # a synchronous XPC call waits in mach_msg for another process's reply: not the run loop's idle wait
+    rows = [("libsystem_kernel.dylib", "mach_msg2_trap"), ("libsystem_kernel.dylib", "mach_msg2_internal"),
+            ("libsystem_kernel.dylib", "mach_msg"), ("libxpc.dylib", "xpc_connection_send_message_with_reply_sync"),
+            ("app", "main")]
+    assert analyzed(_lldb(rows), db)[1] != "idle"
