@@ -68,7 +68,10 @@ def test_the_same_rows_built_here_crash_too(db):
 @pytest.mark.parametrize("top", [["ntdll!NtWaitForSingleObject+0x14", "KERNELBASE!WaitForSingleObjectEx+0x8e"],
                                  ["ntdll!NtDelayExecution+0x14", "KERNELBASE!SleepEx+0x9e"],
                                  ["win32u!NtUserGetMessage+0x14", "USER32!GetMessageW+0x2e"],
-                                 ["ntdll!DbgBreakPoint"]])
+                                 ["ntdll!DbgBreakPoint"],
+                                 # WOW64: the 32-bit ntdll named with its base; Windows 7's message loop
+                                 ["ntdll_77ab0000!NtWaitForSingleObject+0x15", "KERNELBASE!WaitForSingleObjectEx+0x98"],
+                                 ["USER32!NtUserGetMessage+0x15", "USER32!GetMessageW+0x2e"]])
 def test_near_miss_a_thread_in_a_system_call_stub_did_not_crash(top, db):
     # a wait, a sleep, a message loop, the debugger's break-in: where a hung (or attached) thread stands
     assert analyzed(_k(top + _APP), db)[1] != "crashed"

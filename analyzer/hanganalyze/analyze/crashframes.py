@@ -90,9 +90,10 @@ def aborting(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> bool:
 
 
 #: Windows: where a thread that waits, sleeps or was broken into stands: ntdll's and win32u's system
-#: call stubs (NtWaitForSingleObject, NtDelayExecution, NtUserGetMessage, NtRemoveIoCompletion), the
-#: kernelbase / kernel32 wrappers over them, the debugger's break-in (DbgBreakPoint), WOW64's thunks.
-_WINDOWS_STILL = rxcache.compile(r"(?i)^(ntdll|win32u|kernelbase|kernel32|wow64\w*)(\.dll)?$")
+#: call stubs (NtWaitForSingleObject, NtDelayExecution, NtUserGetMessage, NtRemoveIoCompletion; user32's
+#: before Windows 10), the kernelbase / kernel32 wrappers over them, the debugger's break-in
+#: (DbgBreakPoint), WOW64's thunks; WinDbg names a module loaded twice with its base (ntdll_77ab0000).
+_WINDOWS_STILL = rxcache.compile(r"(?i)^(ntdll|win32u|user32|kernelbase|kernel32|wow64\w*)(_[0-9a-f]{8,16})?(\.dll)?$")
 
 
 def windows_faulted(t: Thread) -> bool:
