@@ -102,7 +102,8 @@ def windows_faulted(t: Thread) -> bool:
     program's own code.  A Windows thread that waits or sleeps stands in a system call stub of
     ntdll / win32u, and a live break-in on DbgBreakPoint; a lone ``k`` whose top is elsewhere is a
     crash dump's (or an exception's) faulting thread, the one the debugger shows first.  Not a
-    ``~*k`` listing (a hang dump's threads, some of them running) nor a table cut before its top."""
+    ``~*k`` listing (a hang dump's threads, some of them running: the caller asks this of the input's
+    only thread) nor a table cut before its top."""
     if "WinDbg call stack" not in t.notes:
         return False
     top = next((f for f in t.frames if not f.marker), None)
@@ -129,12 +130,10 @@ def fatal_handler_at(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -
                  if not f.marker and f.kind != "python" and _FATAL_HANDLERS.match(name_of(f))), None)
 
 
-def crash_on_stack(t: Thread, name_of: Callable[[Frame], str], no_signal: bool, alone: bool = False) -> bool:
+def crash_on_stack(t: Thread, name_of: Callable[[Frame], str], no_signal: bool) -> bool:
     """The thread's own stack proves it crashed: ``abort`` on top (where the input names no signal:
-    a named one already says which thread got it), a lone WinDbg ``k`` stopped in the program's
-    code (``alone``: the only thread of the input), or a fatal handler anywhere on it."""
-    return ((no_signal and (aborting(t.frames, name_of) or dumper_faulted(t.frames, name_of)
-                           or (alone and windows_faulted(t))))
+    a named one already says which thread got it) or a fatal handler anywhere on it."""
+    return ((no_signal and (aborting(t.frames, name_of) or dumper_faulted(t.frames, name_of)))
             or fatal_handler_at(t.all_frames(), name_of) is not None)
 
 

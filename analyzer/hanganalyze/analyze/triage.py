@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, proven
+from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, proven, windows_faulted
 from hanganalyze.analyze.extbuild import build_lock_wait
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
@@ -107,7 +107,8 @@ def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = 
     "<no Python frame>", does not hide the one that has them)."""
     threads = threads or proc.threads
     if proc.signal not in FATAL_SIGNALS:
-        if crash_on_stack(t, lambda f: _names(f)[0], proc.signal is None, len(threads) == 1):
+        if crash_on_stack(t, lambda f: _names(f)[0], proc.signal is None) or (
+                proc.signal is None and len(threads) == 1 and windows_faulted(t)):  # a lone WinDbg k (crashframes.py)
             return True  # abort on top of its stack (SIGABRT, whatever the paste left out), a fatal handler on it
         if not (t.current or first):
             return False
