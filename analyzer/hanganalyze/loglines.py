@@ -30,6 +30,10 @@ KNOWN_PATTERNS = [
     r"Fatal Python error: ",
     r"terminate called (without an active exception|after throwing)",
     r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
+    # the shells' lines for the other fatal signals, glibc's fatal heap checks and assert() (both abort)
+    r"\b(?:Illegal instruction|Floating point exception|Trace/breakpoint trap)\s*\(core dumped\)",
+    r"^zsh: segmentation fault|\b(?:double free or corruption|free\(\): invalid pointer|malloc\(\): corrupted)",
+    r"Fatal glibc error: |: Assertion `.{1,400}' failed\.$",
     r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) (is killed by signal|exited unexpectedly)",  # torch's DataLoader
     # torch's DataLoader worker's own signal handler, for the same deaths
     r"Unexpected (bus error|segmentation fault|floating-point exception) encountered in worker",
@@ -97,6 +101,10 @@ def __getattr__(name: str) -> Any:
 #: The note faulthandler's parser leaves when a dump marks a current thread (a fatal error or an
 #: explicit dump_traceback): triage reads it to tell a crash from a hang.
 CURRENT_NOTE = "faulthandler marked a current thread (written on a fatal error, or by faulthandler.dump_traceback())"
+#: The note the text reader leaves on a gdb paste whose addresses show a program gdb started itself
+#: (``acquire/text/gdbrun.py``): triage reads a stop where no frame waits as the fault gdb caught.
+GDB_RUN_NOTE = ("the addresses show address-space randomisation off: a program gdb started (run) and stopped at a "
+                "signal, a fault unless the paste left out an interrupt (Ctrl-C)")
 #: How the note on a live process read alone (``--pid``) that has child processes starts
 #: (``acquire/many.py``): the report shows it among the process's facts, and the triage's advice
 #: for a parent (``analyze/programkind.py``'s ``parent`` kind) reads it.

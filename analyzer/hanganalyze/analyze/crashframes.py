@@ -8,7 +8,9 @@ innermost frames are ``abort`` (or ``terminate`` -> ``abort``, ``raise``/``pthre
 had such a WinDbg ``k`` (``ucrtbase!abort`` <- ``terminate`` <- an uncaught C++ exception) read as
 "runs".  Likewise a thread stopped in faulthandler's traceback dumper outside its write() faulted in
 its unlocked walk of the other threads' frames (``dumper_faulted``; open round 10's gdb ``bt`` of
-faulthandler's watchdog thread read as "runs").
+faulthandler's watchdog thread read as "runs").  And a WinDbg / cdb ``k`` table of one thread
+whose first row (frame 00, the table's header in the text) is outside ntdll, win32u, kernelbase and
+kernel32 (``windows_faulted``): open round 7's access violation in ``python312!PyObject_LookupAttr``.
 
 ``proven``: positive evidence that the process crashed, strong enough to outrank any wait its
 frames show (issue 32: a UCX crash handler's stack read as the loader lock it takes to print a
@@ -33,6 +35,7 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence
 
 from hanganalyze import rxcache
+from hanganalyze.names import basename
 from hanganalyze_gdbext.model import Frame, Thread
 
 #: Frames of a crashed thread that show the signal (a handler, abort) near the top.
@@ -102,6 +105,27 @@ def aborting(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> bool:
         if not _RAISING.match(name):
             return False
     return False
+
+
+#: Windows: where a thread that waits, sleeps or was broken into stands: ntdll's and win32u's system
+#: call stubs (NtWaitForSingleObject, NtDelayExecution, NtUserGetMessage, NtRemoveIoCompletion; user32's
+#: before Windows 10), the kernelbase / kernel32 wrappers over them, the debugger's break-in
+#: (DbgBreakPoint), WOW64's thunks; WinDbg names a module loaded twice with its base (ntdll_77ab0000).
+_WINDOWS_STILL = rxcache.compile(r"(?i)^(ntdll|win32u|user32|kernelbase|kernel32|wow64\w*)(_[0-9a-f]{8,16})?(\.dll)?$")
+
+
+def windows_faulted(t: Thread) -> bool:
+    """A lone WinDbg / cdb ``k`` table, its header in the text (so its first row is frame 00), whose
+    innermost frame is outside ``_WINDOWS_STILL``: the debugger's current thread stopped in the
+    program's own code.  A Windows thread that waits or sleeps stands in a system call stub of
+    ntdll / win32u, and a live break-in on DbgBreakPoint; a lone ``k`` whose top is elsewhere is a
+    crash dump's (or an exception's) faulting thread, the one the debugger shows first.  Not a
+    ``~*k`` listing (a hang dump's threads, some of them running: the caller asks this of the input's
+    only thread) nor a table cut before its top."""
+    if "WinDbg call stack" not in t.notes:
+        return False
+    top = next((f for f in t.frames if not f.marker), None)
+    return top is not None and top.kind == "native" and not _WINDOWS_STILL.match(basename(top.library) or "")
 
 
 def dumper_faulted(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> bool:

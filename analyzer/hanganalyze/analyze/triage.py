@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, proven
+from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, proven, windows_faulted
+from hanganalyze.analyze.extbuild import build_lock_wait
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
 from hanganalyze.analyze.logwait import crash_from_timeout, paste_timeouts, timed_out
@@ -30,7 +31,7 @@ from hanganalyze.analyze.sourcewait import source_wait
 from hanganalyze.analyze.threadchoice import helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
-from hanganalyze.loglines import CURRENT_NOTE, known_lines
+from hanganalyze.loglines import CURRENT_NOTE, GDB_RUN_NOTE, known_lines
 from hanganalyze.names import basename, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Triage, TriageThread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
@@ -106,7 +107,8 @@ def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = 
     "<no Python frame>", does not hide the one that has them)."""
     threads = threads or proc.threads
     if proc.signal not in FATAL_SIGNALS:
-        if crash_on_stack(t, lambda f: _names(f)[0], proc.signal is None):
+        if crash_on_stack(t, lambda f: _names(f)[0], proc.signal is None) or (
+                proc.signal is None and len(threads) == 1 and windows_faulted(t)):  # a lone WinDbg k (crashframes.py)
             return True  # abort on top of its stack (SIGABRT, whatever the paste left out), a fatal handler on it
         if not (t.current or first):
             return False
@@ -397,6 +399,8 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
         cat, msg = _message_category(proc)
         if cat is None:
             cat, msg = timed_out(proc.messages)
+        if cat is None:  # a JIT extension build stopped before its build: its lock file (extbuild.py)
+            cat, msg = build_lock_wait(proc.messages)
         if cat is None:
             if not known_lines(proc.messages):
                 return None  # a healthy log: nothing to say
@@ -429,9 +433,11 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
     first = about[0]
     if first.category is tab.runs:  # the frames name no wait: a log line may (py-bt's "Waiting for the GIL")
         said, _msg = _message_category(proc, [c for c in tab.categories if c.messages is not None])
-        said = said or paste  # or a timeout line of the paste (logwait.py)
+        said = said or paste or build_lock_wait(proc.messages)[0]  # a timeout line (logwait.py), a build's lock
         if said is not None:
             first.category, first.how = said, "log"
+        elif GDB_RUN_NOTE in proc.notes and proc.signal is None:  # gdb ran it and caught a fault (gdbrun.py)
+            first.category, first.how = tab.crashed, "gdb run"
     cat = first.category
     blame = _blame_key(first) or None
     lead = thread_label(first.thread, ThreadStyle.TRIAGE)
@@ -506,7 +512,8 @@ def _process_key(proc: Process, known_crash: bool) -> tuple:
                         t.state.gil if t.state is not None else None,
                         t.progress.state if t.progress is not None else None,
                         t.current, t.name, proc.pid is not None and t.tid == proc.pid))
-    return (known_crash, proc.signal, tuple(proc.messages), CURRENT_NOTE in proc.notes, tuple(threads))
+    return (known_crash, proc.signal, tuple(proc.messages), CURRENT_NOTE in proc.notes, GDB_RUN_NOTE in proc.notes,
+            tuple(threads))
 
 
 @rule("triage", stage="report", reads="every thread's frames, waits and log (signatures/triage/waits.yaml)")
