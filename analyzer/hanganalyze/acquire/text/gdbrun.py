@@ -11,10 +11,6 @@ loader (``0x7ffff7xxxxxx``) and a PIE executable at ``0x555555554000``.  With ra
 of these places is hit by chance about once in 10^5 processes (16 GiB of stack positions, 1 TiB of
 mmap bases).  Only the triage reads the note, and only where no frame names a wait and no signal
 line names another stop (a Ctrl-C's SIGINT): a wait shown under gdb is still the wait.
-
-What it cannot tell: a hang interrupted under gdb whose SIGINT line and waiting frames the paste
-left out (open rounds: grpc-17986 and pytorch-136951, unlabelled hangs of the same shape as the two
-crashes) reads as crashed too, at confidence 0.5 and ``from: gdb run``, with this note beside it.
 """
 
 from __future__ import annotations
