@@ -101,9 +101,6 @@ def __getattr__(name: str) -> Any:
 #: The note faulthandler's parser leaves when a dump marks a current thread (a fatal error or an
 #: explicit dump_traceback): triage reads it to tell a crash from a hang.
 CURRENT_NOTE = "faulthandler marked a current thread (written on a fatal error, or by faulthandler.dump_traceback())"
-#: The note the text reader leaves on a gdb paste whose addresses show a program gdb started itself
-#: (``acquire/text/gdbrun.py``): triage reads a stop where no frame waits as the fault gdb caught.
-GDB_RUN_NOTE = "the addresses show address-space randomisation off: a program gdb started (run), stopped by a signal"
 #: How the note on a live process read alone (``--pid``) that has child processes starts
 #: (``acquire/many.py``): the report shows it among the process's facts, and the triage's advice
 #: for a parent (``analyze/programkind.py``'s ``parent`` kind) reads it.

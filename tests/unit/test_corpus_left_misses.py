@@ -7,8 +7,6 @@ misses that change the one thing the mechanism reads:
   ``windows_faulted``; blind 7's azure-cli-30792, an access violation in ``PyObject_LookupAttr``);
 - a line that says a thread takes a lock it already holds (lock recursion) names the lock wait of a
   stack whose frames name none (``waits.yaml``: the lock's ``messages``; blind 9's vorta-2367);
-- a gdb paste of a program gdb started (randomisation off) stopped where no frame waits is the fault
-  gdb caught (``acquire/text/gdbrun.py``; blind 9's 3dgrut-2 and maskrcnn-benchmark-21);
 - a log whose JIT extension build stops at its extensions root waits for the build's lock file
   (``analyze/extbuild.py``; ragatouille-245's class);
 - the lines other fatal signals, glibc's heap checks, lldb, Visual Studio and IDEs write beside a
@@ -116,47 +114,6 @@ def test_other_words_for_a_lock_taken_again_name_it(line, db):
                                   "info: lock file written in 0.2 s; recursive copy done"])
 def test_near_miss_recursion_without_a_lock_taken_again_is_no_lock(line, db):
     assert analyzed(line + "\n" + _PY_SPY, db)[1] != "lock"
-
-
-# --- a program gdb started itself (address-space randomisation off) -------------------------------
-
-@pytest.mark.parametrize("path", ["3dgrut/3dgrut-2-1.txt", "maskrcnn-benchmark/maskrcnn-benchmark-21-1.txt"])
-def test_a_stack_gdb_ran_and_stopped_where_no_frame_waits_crashed(path, db):
-    # the middle of a crashing stack (interpreter frames only, no signal line): gdb's addresses
-    # (the stack under 0x7ffffffff000, libpython at 0x7ffff7...) say gdb started the program
-    snap, wait = analyzed(real_text(path), db)
-    assert wait == "crashed"
-    tri = next(f for f in snap.findings if f.signature == "triage")
-    assert tri.triage.from_ == "gdb run"
-
-
-def _randomised(text: str) -> str:
-    # the same frames at the addresses of a process with randomisation on (an attached one)
-    text = text.replace("0x7fffffff", "0x7ffd4a3b").replace("0x00007ffff7", "0x00007f3a2c")
-    return text.replace("0x7ffff7", "0x7f3a2c")
-
-
-@pytest.mark.parametrize("path", ["3dgrut/3dgrut-2-1.txt", "maskrcnn-benchmark/maskrcnn-benchmark-21-1.txt"])
-def test_near_miss_the_same_frames_with_randomised_addresses_run(path, db):
-    assert analyzed(_randomised(real_text(path)), db)[1] == "runs"
-
-
-@pytest.mark.parametrize("path", ["gperftools/gperftools-741-1.txt", "memray/memray-669-1.txt"])
-def test_near_miss_a_wait_shown_under_gdb_is_still_the_wait(path, db):
-    # gdb started these too (a fork under tcmalloc's lock, memray's hook lock): the lock is the answer
-    assert analyzed(real_text(path), db)[1] == "lock"
-
-
-def test_near_miss_a_ctrl_c_under_gdb_is_no_crash(db):
-    text = ('\nThread 1 "python" received signal SIGINT, Interrupt.\n'
-            + real_text("maskrcnn-benchmark/maskrcnn-benchmark-21-1.txt"))
-    assert analyzed(text, db)[1] != "crashed"
-
-
-def test_near_miss_the_top_of_the_address_space_as_a_constant_is_no_sign(db):
-    text = ("#0  0x00007f3a2c91086a in PyObject_Call (func=0x7f3a2ced3fc8, mask=0x7fffffffffff) at abstract.c:2261\n"
-            "#1  0x00007f3a2c986f11 in slot_tp_call (self=0x7f3a954dd400) at Objects/typeobject.c:6194\n")
-    assert analyzed(text, db)[1] == "runs"
 
 
 # --- a JIT extension build that never got past its lock file (ragatouille-245's class) ------------

@@ -31,7 +31,7 @@ from hanganalyze.analyze.sourcewait import source_wait
 from hanganalyze.analyze.threadchoice import helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
-from hanganalyze.loglines import CURRENT_NOTE, GDB_RUN_NOTE, known_lines
+from hanganalyze.loglines import CURRENT_NOTE, known_lines
 from hanganalyze.names import basename, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Triage, TriageThread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
@@ -436,8 +436,6 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
         said = said or paste or build_lock_wait(proc.messages)[0]  # a timeout line (logwait.py), a build's lock
         if said is not None:
             first.category, first.how = said, "log"
-        elif GDB_RUN_NOTE in proc.notes and proc.signal is None:  # gdb ran it and caught a fault (gdbrun.py)
-            first.category, first.how = tab.crashed, "gdb run"
     cat = first.category
     blame = _blame_key(first) or None
     lead = thread_label(first.thread, ThreadStyle.TRIAGE)
@@ -512,8 +510,7 @@ def _process_key(proc: Process, known_crash: bool) -> tuple:
                         t.state.gil if t.state is not None else None,
                         t.progress.state if t.progress is not None else None,
                         t.current, t.name, proc.pid is not None and t.tid == proc.pid))
-    return (known_crash, proc.signal, tuple(proc.messages), CURRENT_NOTE in proc.notes, GDB_RUN_NOTE in proc.notes,
-            tuple(threads))
+    return (known_crash, proc.signal, tuple(proc.messages), CURRENT_NOTE in proc.notes, tuple(threads))
 
 
 @rule("triage", stage="report", reads="every thread's frames, waits and log (signatures/triage/waits.yaml)")

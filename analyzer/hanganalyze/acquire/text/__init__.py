@@ -63,7 +63,6 @@ from .common import (
 )
 from .detect import FORMAT_NAMES, LOG_WITHOUT_KNOWN_LINE, UNRECOGNISED, detect, parser_for, parses_a_frame, scores
 from .formats import FORMATS, PARSERS, TextParser, format_of
-from .gdbrun import note_gdb_run
 from .unwrap import looks_like_log, unwrap_layers
 
 __all__ = ["parse_text", "FORMAT_NAMES", "PARSERS"]
@@ -149,8 +148,6 @@ def _parse_segment(seg: Segment, forced: Optional[TextParser]) -> List[Process]:
             mod = None
     procs = format_of(mod).parse_processes(seg.lines, seg.label) if mod is not None else None
     if procs is not None:
-        if mod.NAME == "gdb":  # type: ignore[union-attr] - procs: a parser was found
-            note_gdb_run(seg.lines, procs)  # a program gdb started (gdbrun.py)
         # py-spy --json (pids are in the data), gdb (several sessions pasted one after another)
         for p in procs:
             p.pid = p.pid or seg.pid
