@@ -163,11 +163,30 @@ def fatal_handler_at(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -
                  if not f.marker and f.kind != "python" and _FATAL_HANDLERS.match(name_of(f))), None)
 
 
+#: The first page of the address space: nothing is mapped there, so a lock or condition variable
+#: whose address gdb printed below this is no object a thread can wait on.
+NULL_PAGE = 0x1000
+
+
+def null_page_wait(t: Thread) -> bool:
+    """The thread's wait object, as gdb printed the primitive's argument (``mutex=0x2a``), lies in the
+    null page: the primitive faulted on its first touch of it (a freed or never set object, open
+    round 17's MXNet engine variable at ``0xa``), so the thread crashed there; it does not wait."""
+    w = t.waits
+    if w is None or not w.resource or not w.resource.startswith("0x"):
+        return False
+    try:
+        return int(w.resource, 16) < NULL_PAGE
+    except ValueError:
+        return False
+
+
 def crash_on_stack(t: Thread, name_of: Callable[[Frame], str], no_signal: bool) -> bool:
     """The thread's own stack proves it crashed: ``abort`` on top (where the input names no signal:
-    a named one already says which thread got it) or a fatal handler anywhere on it."""
+    a named one already says which thread got it), a wait on an object in the null page, or a fatal
+    handler anywhere on it."""
     return ((no_signal and (aborting(t.frames, name_of) or dumper_faulted(t.frames, name_of)
-                            or raising_cuda_error(t.frames, name_of)))
+                            or raising_cuda_error(t.frames, name_of) or null_page_wait(t)))
             or fatal_handler_at(t.all_frames(), name_of) is not None)
 
 

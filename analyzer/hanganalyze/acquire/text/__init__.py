@@ -246,11 +246,27 @@ def _frame_candidates(lines: List[str]) -> Iterator[Tuple[List[str], List[str], 
     theirs (a time inside the launcher's tag: the rank's lines without it are parsed)."""
     for bare, _ in [(lines, False)] + unwrap_layers(lines):
         yield bare, bare, None
+    unquoted = _without_quote_pair(lines)
+    if unquoted is not None:
+        yield unquoted, unquoted, None
     segs = split_ranks(lines)
     for i, seg in enumerate(segs):
         if seg.label is not None:
             for bare in [seg.lines] + [b for b, _ in unwrap_layers(seg.lines)]:
                 yield bare, lines, segs[:i] + [Segment(lines=bare, label=seg.label)] + segs[i + 1:]
+
+
+def _without_quote_pair(lines: List[str]) -> Optional[List[str]]:
+    """The lines without the pair of double quotes a writer put around the whole paste (a frame
+    line quoted in a sentence: ``"0x.. in f () from lib"``), when the first line opens one and the
+    last closes it; None otherwise.  Read on the refusal path only, so no dump loses a quote of its own."""
+    full = [i for i, x in enumerate(lines) if x.strip()]
+    if not full or not (lines[full[0]].lstrip().startswith('"') and lines[full[-1]].rstrip().endswith('"')):
+        return None
+    out = list(lines)
+    out[full[0]] = out[full[0]].lstrip()[1:]
+    out[full[-1]] = out[full[-1]].rstrip()[:-1]
+    return out if out[full[0]].strip() and out[full[-1]].strip() else None
 
 
 def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:

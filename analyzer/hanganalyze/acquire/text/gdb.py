@@ -543,6 +543,8 @@ def _attach_stop(r: _Reader, threads: List[Thread]) -> None:
     """gdb's echo of where the process stopped when it attached (``0x.. in f (...) at file:line``)
     is frame #0 of the thread it selected, the one whose LWP is the pid: where a paste of ``thread
     apply all bt`` cut that thread's frames, the echo is still its innermost frame."""
+    if r.stop is not None and not threads:  # the stop line alone (a quoted first look): its thread's frame #0
+        threads.append(Thread(frames=[parse_frame_body(r.stop)], notes=["frame #0 from gdb's stop line alone"]))
     if r.stop is None or r.attached is None:
         return
     t = next((t for t in threads if t.tid == r.attached and not t.frames and not t.python_frames), None)
