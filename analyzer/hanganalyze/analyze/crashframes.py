@@ -76,6 +76,7 @@ _FATAL_LINES = rxcache.compile(r"^Fatal Python error: |"
                                r"Caught signal (?:4|6|7|8|11) \(|received signal SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b|"
                                r"==\d+==\s?ERROR: \w+Sanitizer|"
                                r"^Exception Type:\s+EXC_(?:BAD_ACCESS|CRASH|BAD_INSTRUCTION|ARITHMETIC)\b|"
+                               r"^Thread \d{1,6} Crashed::|"  # ReportCrash's thread that took the exception
                                r"^==== backtrace \(tid:\s*\d+\) ====$")
 #: How deep abort may be (below the raising frames) and still be this thread's innermost call.
 ABORT_DEPTH = 4

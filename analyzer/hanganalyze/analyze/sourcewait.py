@@ -162,8 +162,10 @@ def source_wait(frames: Sequence[Frame], through_lock: bool = False) -> Optional
                 through = True
                 continue
             return None
-        if through and _listed(f):
-            return None  # threading.py's wait over the lock: its frame list tells the wait
+        if (through or not seen) and _listed(f):
+            # threading.py's wait over the lock, or innermost (its line is the primitive's own
+            # ``waiter.acquire``): its frame list, with its callers (a queue's get), tells the wait
+            return None
         if not f.file and f.note and f.note.startswith("built-in"):
             continue
         text = source_line(f)

@@ -43,6 +43,9 @@ _THREAD = re.compile(r"^Thread (\d{1,6})( Crashed)?:{1,2}\s*(.{0,200})$")
 _ADDRESS = re.compile(r"\s(0x[0-9a-fA-F]{6,16})\s+")
 _AT = re.compile(r"^([^():]{1,500}):(\d{1,9})\)$")
 _OFFSET = re.compile(r" \+ \d{1,12}$")
+#: Frame lines numbered 0, 1, 2, ... with no thread header: execinfo's backtrace_symbols() output.
+_BARE_RUN = 3
+_BARE = "backtrace_symbols() frames (no thread header)"
 
 
 def _frame_parts(s: str) -> Optional[Tuple[str, str, str, Optional[str], Optional[str]]]:
@@ -69,7 +72,7 @@ def _frame_parts(s: str) -> Optional[Tuple[str, str, str, Optional[str], Optiona
 
 
 def score(lines: List[str]) -> float:
-    header = frames = threads = 0
+    header = frames = threads = run = 0
     for line in lines:
         s = line.strip()
         if _HEADER.match(s) or _PROCESS.match(s):
@@ -78,8 +81,11 @@ def score(lines: List[str]) -> float:
             threads += 1
         elif s[:1].isdigit() and _frame_parts(s) is not None:
             frames += 1
+            run = run + 1 if s.split(" ", 1)[0] == str(run) else 0
     if header < 2 and threads == 0:
-        return 0.0
+        # backtrace_symbols() printed by the program itself (a hang detector, a crash handler): the
+        # report's frame lines, numbered from 0, with no report around them
+        return 1.5 * run if run >= _BARE_RUN else 0.0
     if header < 2 and frames < 2:
         return 0.0
     return 3.0 * header + 4.0 * threads + (1.5 * frames if threads or header >= 2 else 0.0)
@@ -107,7 +113,13 @@ def parse(lines: List[str], proc: Process) -> None:
                 cur.name = rest
             cur.notes.append("macOS crash report thread %s" % m.group(1))
             threads.append(cur)
+            if m.group(2):  # only ReportCrash marks a thread so: the one that took the fatal exception
+                messages.append(s)
             continue
+        if cur is None and not threads and s.startswith("0 ") and _frame_parts(s) is not None:
+            cur = Thread(current=True)  # backtrace_symbols() lines: the thread that printed them
+            cur.notes.append(_BARE)
+            threads.append(cur)
         fp = _frame_parts(s) if cur is not None and s[:1].isdigit() else None
         if fp is not None and cur is not None:
             cur.frames.append(_frame(*fp))
@@ -122,5 +134,7 @@ def parse(lines: List[str], proc: Process) -> None:
             proc.signal = proc.signal or sm.group(1)
         cur = None  # a thread's frames end at the first other line
         messages.append(s)
+    if threads and threads[0].notes == [_BARE] and any(t.current for t in threads[1:]):
+        threads[0].current = False  # a cut report's first frames, not the printing thread
     proc.threads.extend(t for t in threads if t.frames)
     proc.messages.extend(cap_messages(messages, proc.notes))

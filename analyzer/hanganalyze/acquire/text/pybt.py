@@ -24,6 +24,8 @@ from hanganalyze_gdbext.model import Frame, Process, Thread
 
 from .common import cap_messages, parse_py_file_line, python_frame, to_int
 from .gdblines import CORE_BY, CURRENT, FRAME, INFERIOR, THREAD, is_noise, is_stop_echo, thread_from_header
+from .py2gil import NOTE as PY2_NOTE
+from .py2gil import lock_not_gil
 
 NAME = "pybt"
 
@@ -198,6 +200,10 @@ def parse(lines: List[str], proc: Process) -> None:
         if is_noise(s) or is_stop_echo(s):
             continue
         messages.append(s)
+    for t in threads:
+        if t.state.gil == "waiting" and lock_not_gil(t.frames):
+            t.state.gil = None
+            t.notes.append(PY2_NOTE)
     if current_num in by_num:
         by_num[current_num].current = True
     elif len(threads) == 1 and not by_num:

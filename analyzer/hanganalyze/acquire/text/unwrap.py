@@ -49,8 +49,9 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     # Jun 06 19:49:06 host prog[123]:  (journald in another locale too: "déc. 19 02:07:16 host bash[1]:")
     ("syslog", re.compile(
         r"^[^\W\d_]{3,5}\.? [ \d]\d \d\d:\d\d:\d\d [\w.\-]{1,100} [\w.\-/@]{1,100}(?:\[\d{1,10}\])?:(?: |$)")),
-    # 28-Jun-2016 08:44:47  (a service's log: a date with the month's name, then the message)
-    ("dated", re.compile(r"^\d\d?-[^\W\d_]{3,5}-\d{4} \d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?: |$)")),
+    # 28-Jun-2016 08:44:47  (a service's log: a date with the month's name, then the message; Bamboo's
+    # build log puts a tab, not a space, between the two)
+    ("dated", re.compile(r"^\d\d?-[^\W\d_]{3,5}-\d{4} \d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:[ \t]|$)")),
     # Aug 20, 2023, 5:54:14 PM | WARNING |  (Colab's runtime log view: its own time, then the level)
     ("colab", re.compile(r"^[A-Z][a-z]{2} \d{1,2}, \d{4}, \d{1,2}:\d\d:\d\d [AP]M \| [A-Z]{3,8} \|(?: |$)")),
     # I1128 12:00:00.123456 123 file.cc:12]
