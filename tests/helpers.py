@@ -423,3 +423,14 @@ def reanalyzed_json(path: Path, out_dir: Path) -> Dict:
     res = run_hanganalyze([str(path), "--format", "json", "-o", str(out)], timeout=120)
     assert res.returncode in (0, 3), res.stderr.decode("utf-8", "replace")[-2000:]
     return json.loads(out.read_text())
+
+
+def text_verdict(text: str, db) -> Tuple[object, Optional[str]]:
+    """(snapshot, triage wait) of a pasted text as the command analyzes it: the one way the unit
+    tests of the corpus rounds read a paste (the wait is the first triage finding's, None without)."""
+    from hanganalyze import pipeline
+    from hanganalyze.acquire.text import parse_text
+
+    snap = pipeline.analyze(parse_text(text), db)
+    tri = [f for f in snap.findings if f.signature == "triage"]
+    return snap, (tri[0].triage.wait if tri else None)

@@ -7,7 +7,7 @@ loop whose cause one stack cannot tell (a stale lock, a live holder, a file syst
 from __future__ import annotations
 
 import pytest
-from helpers import real_text
+from helpers import real_text, text_verdict
 
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
@@ -25,9 +25,7 @@ real = real_text
 
 
 def analyzed(text: str, db):
-    snap = pipeline.analyze(parse_text(text), db)
-    tri = [f for f in snap.findings if f.signature == "triage"]
-    return snap, (tri[0].triage.wait if tri else None)
+    return text_verdict(text, db)
 
 
 def found(snap) -> dict:

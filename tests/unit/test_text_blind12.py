@@ -6,7 +6,7 @@ and a traceback ``File`` line that a terminal cut after ``line N,``."""
 from __future__ import annotations
 
 import pytest
-from helpers import real_text
+from helpers import real_text, text_verdict
 
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
@@ -23,9 +23,7 @@ real = real_text
 
 
 def analyzed(text: str, db):
-    snap = pipeline.analyze(parse_text(text), db)
-    tri = [f for f in snap.findings if f.signature == "triage"]
-    return snap, (tri[0].triage.wait if tri else None)
+    return text_verdict(text, db)
 
 
 def found(snap) -> dict:

@@ -7,10 +7,9 @@ call whose MPI_ entry point is not on the stack (Horovod's background thread).""
 from __future__ import annotations
 
 import pytest
-from helpers import real_text
+from helpers import real_text, text_verdict
 
 from hanganalyze import pipeline
-from hanganalyze.acquire.text import parse_text
 
 STORE = "c10d-store-rendezvous-hang"
 
@@ -21,9 +20,8 @@ def db():
 
 
 def analyzed(text: str, db):
-    snap = pipeline.analyze(parse_text(text), db)
-    tri = [f for f in snap.findings if f.signature == "triage"]
-    return {f.signature: f.confidence for f in snap.findings}, (tri[0].triage.wait if tri else None)
+    snap, wait = text_verdict(text, db)
+    return {f.signature: f.confidence for f in snap.findings}, wait
 
 
 # --- a store get that timed out, every wording ----------------------------------------------------

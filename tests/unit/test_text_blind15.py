@@ -10,7 +10,7 @@ log line)."""
 from __future__ import annotations
 
 import pytest
-from helpers import real_text
+from helpers import real_text, text_verdict
 
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
@@ -26,9 +26,8 @@ def db():
 
 
 def analyzed(text: str, db):
-    snap = pipeline.analyze(parse_text(text), db)
-    tri = [f for f in snap.findings if f.signature == "triage"]
-    return {f.signature: f.confidence for f in snap.findings}, (tri[0].triage.wait if tri else None)
+    snap, wait = text_verdict(text, db)
+    return {f.signature: f.confidence for f in snap.findings}, wait
 
 
 def functions(text: str):

@@ -8,7 +8,7 @@ thread-state check ("the function must be called with the GIL held")."""
 from __future__ import annotations
 
 import pytest
-from helpers import REPO
+from helpers import REPO, text_verdict
 
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import lldbgui, parse_text
@@ -28,9 +28,7 @@ def real(path: str) -> str:
 
 
 def analyzed(text: str, db):
-    snap = pipeline.analyze(parse_text(text), db)
-    tri = [f for f in snap.findings if f.signature == "triage"]
-    return snap, (tri[0].triage.wait if tri else None)
+    return text_verdict(text, db)
 
 
 def sigs(snap):

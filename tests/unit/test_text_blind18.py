@@ -9,7 +9,7 @@ lock with its stack cut at ``Process.run``."""
 from __future__ import annotations
 
 import pytest
-from helpers import REPO
+from helpers import REPO, text_verdict
 
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
@@ -29,9 +29,7 @@ def real(path: str) -> str:
 
 
 def analyzed(text: str, db):
-    snap = pipeline.analyze(parse_text(text), db)
-    tri = [f for f in snap.findings if f.signature == "triage"]
-    return snap, (tri[0].triage.wait if tri else None)
+    return text_verdict(text, db)
 
 
 def sigs(snap):

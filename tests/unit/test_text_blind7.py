@@ -8,7 +8,7 @@ multiprocessing pool results, and a Python stack stopped in the rendezvous."""
 from __future__ import annotations
 
 import pytest
-from helpers import REPO
+from helpers import REPO, text_verdict
 
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text, rich
@@ -29,9 +29,7 @@ def real(path: str) -> str:
 
 
 def analyzed(text: str, db):
-    snap = pipeline.analyze(parse_text(text), db)
-    tri = [f for f in snap.findings if f.signature == "triage"]
-    return snap, (tri[0].triage.wait if tri else None)
+    return text_verdict(text, db)
 
 
 def funcs(t):
