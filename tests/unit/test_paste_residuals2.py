@@ -120,3 +120,81 @@ def test_pieces_tagged_one_by_one_are_still_joined():
     assert ("[rank0]:   File \"/opt/conda/lib/python3.6/threading.py\", line 1072, in _wait_for_tstate_lock"
             in lines)
     assert _frames(sweep.MANGLINGS["wrap80+rank0"](text)) == _frames(text)
+
+
+# ---- manglings added after round 16: chats, Jira, journald, docker, Windows, Jupyter -----------------
+
+
+@pytest.mark.parametrize("path,name", [("jupyter/vscode-jupyter-17105-1.txt", "jupyter_ansi"),
+                                       ("threadpoolctl/threadpoolctl-239-1.txt", "jupyter_ansi"),
+                                       ("openblas/openblas-1456-1.txt", "jupyter_ansi")])
+def test_colour_codes_without_their_esc_byte_go(db, path, name):
+    """A Jupyter traceback copied from a rendered page keeps its colours as ``[0;31m`` text (the ESC
+    byte gone): refused before (no line started as its format's); the same frames and answer now."""
+    text = real_text(path)
+    mangled = sweep.MANGLINGS[name](text)
+    assert "[0;32m" in mangled and "\x1b" not in mangled
+    assert _frames(mangled) == _frames(text)
+    clean, got = sweep.analyze_text(text, ".txt", None, db), sweep.analyze_text(mangled, ".txt", None, db)
+    assert got["wait"] == clean["wait"] and got["sigs"] == clean["sigs"]
+
+
+def test_a_bracketed_duration_without_a_reset_stays():
+    """Near miss: ``[10m]`` (ten minutes) in a log with one ``[0m`` at most is no colour code."""
+    from hanganalyze.acquire.text.common import clean_lines
+
+    assert clean_lines("waited [10m] for rank 3\nretry [0m] left") == ["waited [10m] for rank 3", "retry [0m] left"]
+    assert clean_lines("\u2190[0;31mwaited[0m 10m\n[1mdone[0m") == ["waited 10m", "done"]  # Windows' ESC too
+
+
+@pytest.mark.parametrize("path", ["openblas/openblas-1456-1.txt", "threadpoolctl/threadpoolctl-239-1.txt",
+                                  "kafka-python/kafka-python-2077-1.txt"])
+def test_a_chat_fence_glued_to_the_last_line_goes(db, path):
+    """Slack / Discord: the block opened with ```` ```python ```` on its own line and closed by a fence
+    glued to the last line (``...clone.S:109````` ````): the last line is the dump's again (a gdb
+    thread header, each line in backticks: the last one was no longer in a pair), the same answer."""
+    text = real_text(path)
+    mangled = sweep.MANGLINGS["chat_fence"](text)
+    assert mangled.rstrip().endswith("```") and not mangled.rstrip().endswith("\n```")
+    assert _frames(mangled) == _frames(text)
+    clean, got = sweep.analyze_text(text, ".txt", None, db), sweep.analyze_text(mangled, ".txt", None, db)
+    assert got["wait"] == clean["wait"] and got["sigs"] == clean["sigs"]
+
+
+def test_a_fence_glued_to_the_first_line_goes_and_an_unpaired_one_stays():
+    """The opening fence glued to the first line pairs with a closing one: both go.  Near miss: a
+    line that only starts with three backticks (no block closes it) keeps them."""
+    from hanganalyze.acquire.text.common import clean_lines
+
+    assert clean_lines("```Traceback (most recent call last):\n  File \"a.py\", line 1, in f\nKeyboardInterrupt```") \
+        == ["Traceback (most recent call last):", '  File "a.py", line 1, in f', "KeyboardInterrupt"]
+    assert clean_lines("```x = 1\nnothing closes it")[0] == "```x = 1"
+
+
+@pytest.mark.parametrize("path", ["kafka-python/kafka-python-2077-1.txt", "openblas/openblas-1456-1.txt"])
+def test_jira_code_markup_goes(db, path):
+    """``{code:python}`` ... ``{code}`` lines around a paste are Jira's markup: a margin inside them is
+    every line's again (kafka-python-2077 was refused), the same answer."""
+    text = real_text(path)
+    mangled = sweep.MANGLINGS["jira"](text)
+    assert _frames(mangled) == _frames(text)
+    assert sweep.analyze_text(mangled, ".txt", None, db)["wait"] == sweep.analyze_text(text, ".txt", None, db)["wait"]
+
+
+def test_a_brace_line_of_a_dump_stays():
+    """Near miss: a dump's own brace lines (a JSON document's ``{``, a dict's ``{code: 1}``) stay."""
+    from hanganalyze.acquire.text.common import clean_lines
+
+    assert clean_lines("{\n  \"pid\": 1\n}\n{code: 1}") == ["{", '  "pid": 1', "}", "{code: 1}"]
+
+
+@pytest.mark.parametrize("name", ["journal", "docker_ts", "wrap100+crlf"])
+def test_journald_docker_and_windows_console_keep_the_answer(db, name):
+    """journalctl's ``Nov 28 12:00:00 host python3[4711]:``, docker logs --timestamps' nanoseconds,
+    a Windows console's CRLF at 100 columns: the same frames and answer (a rule already held)."""
+    for path in ("ibpythonic/ibpythonic-1-1.txt", "threadpoolctl/threadpoolctl-239-1.txt"):
+        text = real_text(path)
+        mangled = sweep.MANGLINGS[name](text)
+        assert _frames(mangled) == _frames(text), path
+        got, clean = sweep.analyze_text(mangled, ".txt", None, db), sweep.analyze_text(text, ".txt", None, db)
+        assert got["sigs"] == clean["sigs"], path
