@@ -5,8 +5,10 @@ analyzed as it is and then mangled the ways people's pastes arrive in issue thre
 backticks, ``> `` quotes, line numbers, timestamps, launcher and log prefixes, CRLF, tabs as
 spaces, a trailing ``\\``, HTML entities, non-breaking spaces, a Markdown code block's indent, a
 terminal's hard wrap at 80/100/120 columns, and a few realistic combinations: a terminal's cut
-inside a collector's tag and outside it).  Each mangled text is analyzed the way
-``scripts/corpus_score.py`` does (acquire + pipeline.analyze) and compared with the clean result:
+inside a collector's tag and outside it; a chat's fence with a language tag, Jira's ``{code}``,
+journalctl's and docker's prefixes, Jupyter's colour codes without their ESC bytes).  Each mangled
+text is analyzed the way ``scripts/corpus_score.py`` does (acquire + pipeline.analyze) and compared
+with the clean result:
 
 * refused: the clean text is answered, the mangled one refused;
 * wait changed: the answer's wait (the last triage finding's) is not among the other's waits;
@@ -87,6 +89,30 @@ def _wrap(width: int) -> Callable[[str], str]:
     return mangle
 
 
+def _chat_fence(text: str) -> str:
+    """A chat's code block typed around a paste (Slack, Discord): the opening fence with a language
+    tag on a line of its own, the closing one glued to the last line."""
+    return "```python\n" + text.rstrip("\n") + "```\n"
+
+
+def _jira(text: str) -> str:
+    """Jira's wiki markup around a paste: ``{noformat}`` lines, or ``{code:python}`` ... ``{code}``."""
+    return "{code:python}\n" + text.rstrip("\n") + "\n{code}\n"
+
+
+def _bare_ansi(text: str) -> str:
+    """Jupyter's (IPython's) colours copied out of a rendered page: the ESC bytes gone, each colour
+    code left as ``[0;31m`` text around the line and its first word."""
+    out = []
+    for line in text.split("\n"):
+        if line.strip():
+            n = len(line) - len(line.lstrip())
+            word, sep, rest = line[n:].partition(" ")
+            line = "[0;31m" + line[:n] + "[0;32m" + word + "[0m" + sep + rest + "[0m"
+        out.append(line)
+    return "\n".join(out)
+
+
 def _ts(i: int) -> str:
     return "2025-01-03 12:%02d:%02d,%03d " % (i // 3600 % 60, i // 60 % 60, i % 1000)
 
@@ -140,6 +166,15 @@ MANGLINGS: Dict[str, Callable[[str], str]] = {
     "ray+wrap120": _combo(_per_line(lambda i: "(RayWorker pid=123) "), _wrap(120)),
     "timestamp+wrap120": _combo(_per_line(_ts), _wrap(120)),
     "wrap120+srun": _combo(_wrap(120), _per_line(lambda i: "0: ")),
+    # what else people paste through: a chat's fenced block with a language tag (Slack, Discord),
+    # Jira's markup, Windows' console (CRLF) at 100 columns, journalctl's record prefix, docker
+    # logs --timestamps (nanoseconds), Jupyter's colour codes without their ESC bytes
+    "chat_fence": _chat_fence,
+    "jira": _jira,
+    "wrap100+crlf": _combo(_wrap(100), lambda t: t.replace("\n", "\r\n")),
+    "journal": _per_line(lambda i: "Nov 28 12:%02d:%02d host python3[4711]: " % (i // 60 % 60, i % 60)),
+    "docker_ts": _per_line(lambda i: "2025-01-03T12:00:%02d.%09dZ " % (i % 60, 123456789 + i)),
+    "jupyter_ansi": _bare_ansi,
 }
 
 

@@ -58,10 +58,20 @@ def _richness(p: Process) -> Tuple[int, int, int]:
 
 
 def _conflicts(a: Process, b: Process) -> bool:
+    if _two_dumps(a, b):
+        return True
     if a.dist is None or b.dist is None:
         return False
     return any(getattr(a.dist, k) is not None and getattr(b.dist, k) is not None
                and getattr(a.dist, k) != getattr(b.dist, k) for k in _DISTINCT)
+
+
+def _two_dumps(a: Process, b: Process) -> bool:
+    """Two stacks of one input under two pids (``ray stack``'s or py-spy's ``Process N:`` sections
+    that a launcher's ``[rank0]:`` tag put under one rank): two processes whose output went through
+    that rank, never one rank seen twice (a second text of a rank's stacks is another input)."""
+    return (bool(a.threads) and bool(b.threads) and a.input_file is not None and a.input_file == b.input_file
+            and a.pid is not None and b.pid is not None and a.pid != b.pid)
 
 
 def _coll_rank(p: Process) -> int:

@@ -26,6 +26,10 @@ __all__ = ["MAX_LINE", "terminal_width", "unwrap_terminal"]  # read from here by
 
 #: CSI sequences (colours, cursor moves) and OSC sequences (terminal titles, hyperlinks).
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+#: Colour codes a copy kept without their ESC byte (a Jupyter traceback copied from a rendered page;
+#: Windows' console shows the ESC as ``←``): ``[0;31m``, ``[1m``; read only where the reset ``[0m``
+#: is there at least twice, as no dump prints it.
+_BARE_SGR = re.compile(r"←?\[\d{1,3}(?:;\d{1,3}){0,4}m")
 #: Control characters other than tab and newline (NUL from binary junk, backspaces, bells).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -69,6 +73,8 @@ def _clean(text: str) -> Tuple[List[str], Optional[List[Tuple[int, str]]]]:
     lines are still one for one (no pager prompt joined two)."""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
+    if text.count("[0m") >= 2:
+        text = _BARE_SGR.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", text)
     if "&#" in text or any(c in text for c in "\u200b\u200c\u200d\u2060\ufeff"):
@@ -135,13 +141,15 @@ _HTML_TAG = re.compile(
 )
 _HTML_LINE_START = ("<details", "</details", "<summary", "</summary", "<p>", "</p>", "<p ", "<pre>", "<pre ",
                     "</pre>", "<code>", "</code>", "<br", "<blockquote", "</blockquote")
+#: Jira's wiki markup around a paste: ``{code:python}`` ... ``{code}``, ``{noformat}``, ``{quote}``.
+_JIRA = re.compile(r"^\{(?:code|noformat|quote|panel)(?::[^{}\s][^{}]{0,100})?\}$")
 #: ``> `` quote markers, nested ones too (``> > ``), after at most 3 spaces.
 _QUOTE = re.compile(r"^ {0,3}(?:> ?){1,20}")
 
 
 def _unwrap_line(line: str) -> str:
     s = line.strip()
-    if s.startswith(("```", "~~~")) and _FENCE.match(s):
+    if (s.startswith(("```", "~~~")) and _FENCE.match(s)) or (s.startswith("{") and _JIRA.match(s)):
         return ""
     if s.startswith("<") and s.lower().startswith(_HTML_LINE_START):
         low = s.lower()
@@ -157,8 +165,9 @@ def strip_wrappers(lines: List[str]) -> List[str]:
 
     * ``> `` quote prefixes, when at least half of the non-blank lines carry one (an email or
       GitHub quote of the dump; pytest's few ``>`` source lines do not qualify);
-    * a `` : `` / `` | `` margin every non-blank line carries (gutter.py);
-    * Markdown fences and ``<details>`` / ``<summary>`` / ``<p>`` / ``<pre>`` lines;
+    * Markdown fences (a chat's too, glued to the first or last line), Jira's ``{code}`` lines and
+      ``<details>`` / ``<summary>`` / ``<p>`` / ``<pre>`` lines;
+    * a `` : `` / `` | `` margin every non-blank line carries (gutter.py), inside those;
     * an indentation shared by every non-blank line (a Markdown code block indented by 4 spaces,
       a chat client's indent), so that each format sees its own indentation again.
 
@@ -167,10 +176,39 @@ def strip_wrappers(lines: List[str]) -> List[str]:
     nonblank = [line for line in lines if line.strip()]
     if not nonblank:
         return lines
-    lines = strip_quotes(lines) or strip_gutter(lines) or lines
-    if any(("```" in line or "~~~" in line or "<" in line) for line in nonblank):
-        lines = [_unwrap_line(line) if ("`" in line or "~" in line or "<" in line) else line for line in lines]
-    return dedent(lines)
+    lines = strip_quotes(lines) or lines
+    if any(("```" in line or "~~~" in line or "<" in line or line.lstrip()[:1] == "{") for line in nonblank):
+        if any("```" in line for line in nonblank):
+            lines = _glued_fences(lines)
+        lines = [_unwrap_line(line) if ("`" in line or "~" in line or "<" in line or "{" in line) else line
+                 for line in lines]
+    return dedent(strip_gutter(lines) or lines)
+
+
+def _glued_fences(lines: List[str]) -> List[str]:
+    """A chat's code block typed around a paste (Slack, Discord): a fence glued to the paste's first
+    line (`````Traceback``) or to its last (``KeyboardInterrupt`````), which no Markdown renderer
+    takes as one, goes when it pairs with the fence that closes or opens the same block (a fence on
+    its own line goes in ``_unwrap_line``)."""
+    out = list(lines)
+    opened: Optional[Tuple[int, bool]] = None  # the line that opened a block, and whether glued
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if "```" not in s:
+            continue
+        alone = bool(_FENCE.match(s))
+        if opened is None:
+            if alone or (s.startswith("```") and not s.endswith("```")):
+                opened = (i, not alone)
+            continue
+        if not alone and not (s.endswith("```") and not s.startswith("```")):
+            continue
+        if opened[1]:
+            out[opened[0]] = out[opened[0]].replace("```", "", 1)
+        if not alone:
+            out[i] = out[i][: out[i].rstrip().rfind("```")]
+        opened = None
+    return out
 
 
 def strip_quotes(lines: List[str]) -> Optional[List[str]]:

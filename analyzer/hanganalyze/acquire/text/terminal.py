@@ -163,10 +163,12 @@ def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = N
         width, weak = longest, True
     out: List[str] = []
     glue: Optional[str] = None  # the blanks the line above ended with, when it was cut at the width
+    tags_cut = _tags_cut(lines, shape, width)
     for line, (n, trail) in zip(lines, shape):
         tagged = _same_tag(out[-1], line) if glue is not None else None
         above, piece = (out[-1] if out else "", line) if tagged is None else (out[-1][tagged[0]:], line[tagged[1]:])
         if (glue is not None and piece.strip() and not _RECORD_START.match(piece) and len(out[-1]) < MAX_LINE
+                and not (tagged is not None and tags_cut)
                 and not _same_wrapper(above, piece)
                 and not (out[-1].endswith(" \\") and line.endswith(" \\"))
                 and not (weak and not _mid_word(above, glue, piece))):
@@ -175,6 +177,23 @@ def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = N
             out.append(line)
         glue = trail if n == width else None
     return out
+
+
+def _tags_cut(lines: List[str], shape: List[Tuple[int, str]], width: int) -> bool:
+    """Whether the terminal cut lines a collector had already tagged (``srun``'s output in a narrow
+    window: the pieces carry no tag), not pieces it tagged one by one: more full tagged lines go on
+    on a line without a tag than on one with the same tag.  Then a line under the same tag is the
+    collector's next line, never a piece (a tagged line exactly the width long and the next one)."""
+    untagged = same = 0
+    for i in range(len(lines) - 1):
+        nxt = lines[i + 1]
+        if shape[i][0] != width or not nxt.strip() or not any(rx.match(lines[i]) for rx in _TAGS):
+            continue
+        if _same_tag(lines[i], nxt) is not None:
+            same += 1
+        elif not any(rx.match(nxt) for rx in _TAGS):
+            untagged += 1
+    return untagged > same
 
 
 def _tag_len(lines: List[str], shape: List[Tuple[int, str]], longest: int) -> int:

@@ -14,7 +14,8 @@ they count up one by one (and only the numberer's blank), and ``parse_text`` kee
 taken off one inside another (``unwrap_layers``), the one a format scores best: the lines as they
 came when none reads better and a record's own prefix would go (``KEPT``: a plain log with
 timestamps keeps its timestamps; a macOS crash report keeps its frame numbers).
-Quotes (``> ``) are ``common``'s and taken off here again when they sit inside another wrapper;
+Quotes (``> ``) and a stack printer's `` : `` margin (``gutter``) are ``common``'s and taken off
+here again when they sit inside another wrapper (a margin under a timestamp or in backticks);
 indentation, fences and launcher prefixes (``[rank3]:``) are ``common``'s.
 Every expression is anchored and linear.
 """
@@ -25,6 +26,7 @@ import re
 from typing import Callable, List, Optional, Pattern, Tuple
 
 from .common import dedent, strip_quotes, strip_scroll_marker
+from .gutter import strip_gutter
 from .terminal import COMPOSE_TAG, KUBECTL_TAG, RAY_TAG, SRUN_TAG
 
 #: The share of non-blank lines that must carry a wrapper for it to be removed.
@@ -224,7 +226,7 @@ def unwrap_layers(lines: List[str]) -> List[Tuple[List[str], bool]]:
     for _ in range(MAX_LAYERS):
         # a trailing "\\" before line numbers: both are taken off in turn, and the layer without the
         # "\\" alone keeps a format's own first column that counts up (a macOS report's frame numbers)
-        step = (_strip_backticks(lines) or strip_quotes(lines) or _strip_prefix(lines, kinds)
+        step = (_strip_backticks(lines) or strip_quotes(lines) or strip_gutter(lines) or _strip_prefix(lines, kinds)
                 or _strip_continuation(lines) or _strip_numbers(lines))
         if step is None:
             break
