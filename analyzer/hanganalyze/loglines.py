@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import Any, List
 
 from hanganalyze import datapaths
+from hanganalyze.linememo import by_content
 
 #: Lines that only a hang or crash report writes (searched anywhere in a line).
 KNOWN_PATTERNS = [
@@ -153,12 +154,14 @@ def _data_patterns() -> List[re.Pattern[str]]:
     return out
 
 
+@by_content
 def data_known_lines(lines: List[str]) -> int:
     """How many lines a signature's log pattern finds (``_data_patterns``)."""
     pats = _data_patterns() if lines else []
     return sum(1 for line in lines if any(p.search(line) for p in pats))
 
 
+@by_content
 def known_lines(lines: List[str]) -> int:
     """How many known log lines the text holds."""
     if not lines:

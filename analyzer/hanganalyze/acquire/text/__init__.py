@@ -45,6 +45,7 @@ from __future__ import annotations
 import re
 from typing import Iterator, List, Optional, Tuple
 
+from hanganalyze import linememo
 from hanganalyze.errors import InputError
 from hanganalyze.loglines import data_known_lines
 from hanganalyze_gdbext.model import Process, PythonFacts, Snapshot
@@ -186,11 +187,22 @@ def _unwrapped(lines: List[str], forced: Optional[TextParser]) -> List[str]:
     for bare, kept in unwrap_layers(lines):
         after = forced.score(bare) if forced is not None else scores(bare)[0][0]
         if after == best_score == 0 and kept and known is None:
-            known = _log.known_lines(lines)
+            known = _log.known_lines(_ends(lines))
         if after > best_score or (after == best_score and (
-                not kept or after > 0 or (known is not None and _log.known_lines(bare) > known))):
+                not kept or after > 0 or (known is not None and _log.known_lines(_ends(bare)) > known))):
             best, best_score = bare, after
     return best
+
+
+#: lines of a log's head and of its tail that decide whether its records keep their prefixes
+ENDS = 10000
+
+
+def _ends(lines: List[str]) -> List[str]:
+    """A huge log's first and last ``ENDS`` lines (all of a shorter one): the lines a hang's record
+    stands in (its start, its watchdog's last words), and a bound on counting known lines twice
+    per wrapper over a 50 MB log (seconds each)."""
+    return lines if len(lines) <= 2 * ENDS else lines[:ENDS] + lines[-ENDS:]
 
 
 def _parse_all(lines: List[str], forced: Optional[TextParser], ranks: Optional[List[Segment]] = None
@@ -275,6 +287,13 @@ def parse_text(text: str, input_format: Optional[str] = None) -> Snapshot:
     ``input_format`` is one of FORMAT_NAMES (None or "auto" detects).  Raises InputError, with
     one line naming the formats understood, when the text is no known dump.
     """
+    try:
+        return _parse_text(text, input_format)
+    finally:
+        linememo.forget()  # the text is read: its lines need not stay in memory
+
+
+def _parse_text(text: str, input_format: Optional[str]) -> Snapshot:
     forced = parser_for(input_format)
     if not isinstance(text, str):
         raise InputError("text input must be a string")

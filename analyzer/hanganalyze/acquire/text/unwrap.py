@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from typing import Callable, List, Optional, Pattern, Tuple
 
+from hanganalyze.linememo import by_content
+
 from .common import dedent, strip_quotes, strip_scroll_marker
 from .gutter import strip_gutter
 from .terminal import COMPOSE_TAG, KUBECTL_TAG, RAY_TAG, SRUN_TAG
@@ -216,6 +218,14 @@ def unwrap(lines: List[str]) -> List[str]:
 
 
 def unwrap_layers(lines: List[str]) -> List[Tuple[List[str], bool]]:
+    """``_layers`` of the lines, each layer a copy the caller may change (a long text's layers are
+    found once, ``linememo``: parse_text asks for them from its unwrap, its refusal path and its
+    message joiner)."""
+    return [(list(bare), kept) for bare, kept in _layers(lines)]
+
+
+@by_content
+def _layers(lines: List[str]) -> List[Tuple[List[str], bool]]:
     """The lines after each wrapper taken off, outermost first (each with a traceback's cut
     ``File`` lines joined), and whether a prefix whose fields a rule reads (``KEPT``) was among the
     wrappers removed so far: without one, the lines lost nothing a log's reader needs.  Empty
