@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from hanganalyze import linememo
-from hanganalyze.acquire.text import parse_text
-from hanganalyze.acquire.text import _ends
+from hanganalyze.acquire.text import _ends, parse_text
 from hanganalyze.errors import InputError
 
 
