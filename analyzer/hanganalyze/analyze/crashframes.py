@@ -182,12 +182,31 @@ def null_page_wait(t: Thread) -> bool:
         return False
 
 
+#: The note of a c10 exception raised by ProcessGroupNCCL's check of its communicators for an NCCL
+#: error (``checkForNCCLErrors*``: a peer that exited, a network or internal error), not a timeout.
+_NCCL_ERROR_RAISED = rxcache.compile(r"^c10 exception: Exception raised from checkForNCCLErrors\w* at ")
+
+
+def raising_nccl_error(t: Thread, name_of: Callable[[Frame], str]) -> bool:
+    """The thread's c10 exception was raised by ProcessGroupNCCL's NCCL-error check and its innermost
+    frames are that exception's own (its constructor, the check): the thread throws the error that
+    ends the process (open round 19: a survivor's ncclRemoteError read as the collective it left)."""
+    if not any(_NCCL_ERROR_RAISED.match(n) for n in t.notes):
+        return False
+    for f in t.frames[:ABORT_DEPTH]:
+        name = name_of(f)
+        if f.marker or f.kind == "python" or (name and not (_CUDA_CHECK.match(name) or "checkForNCCLErrors" in name)):
+            return False
+    return bool(t.frames)
+
+
 def crash_on_stack(t: Thread, name_of: Callable[[Frame], str], no_signal: bool) -> bool:
     """The thread's own stack proves it crashed: ``abort`` on top (where the input names no signal:
     a named one already says which thread got it), a wait on an object in the null page, or a fatal
     handler anywhere on it."""
     return ((no_signal and (aborting(t.frames, name_of) or dumper_faulted(t.frames, name_of)
-                            or raising_cuda_error(t.frames, name_of) or null_page_wait(t)))
+                            or raising_cuda_error(t.frames, name_of) or raising_nccl_error(t, name_of)
+                            or null_page_wait(t)))
             or fatal_handler_at(t.all_frames(), name_of) is not None)
 
 
