@@ -25,6 +25,15 @@ def hung():
         h.kill()
 
 
+@pytest.fixture(scope="session")
+def db():
+    """The signature database as the command loads it, once for the run (a test file that needs
+    another one defines its own ``db``)."""
+    from hanganalyze import pipeline
+
+    return pipeline.load_signature_db()
+
+
 def pytest_terminal_summary(terminalreporter):
     """The real-world corpus score (tests/integration/test_realworld_corpus.py), when it ran."""
     mod = sys.modules.get("test_realworld_corpus") or sys.modules.get("tests.integration.test_realworld_corpus")

@@ -20,13 +20,6 @@ from __future__ import annotations
 import pytest
 from helpers import real_text, text_verdict
 
-from hanganalyze import pipeline
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
 
 def analyzed(text: str, db):
     return text_verdict(text, db)

@@ -30,11 +30,6 @@ STRAGGLER = 37
 
 
 @pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
-
-@pytest.fixture(scope="module")
 def ranks():
     procs = {r: parse_text((DATA / ("fstrag.rank%d.pyspy.txt" % r)).read_text()).processes[0] for r in (0, 1)}
     out = []

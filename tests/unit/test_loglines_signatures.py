@@ -48,11 +48,6 @@ COVERED = sorted({"nccl-ib-completion-error", "nccl-no-socket-interface", "nccl-
 SERIOUS = {"crash", "deadlock", "hang", "error"}
 
 
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
-
 def read(name: str) -> Tuple[str, Optional[str]]:
     """(body, expected signature or None): header lines start with '# '."""
     return sample_with_header(DATA / name)

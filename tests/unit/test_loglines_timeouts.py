@@ -28,11 +28,6 @@ REALWORLD = Path(__file__).resolve().parents[1] / "data" / "realworld"
 CONFIDENT = 0.8
 
 
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
-
 def header(name: str, key: str) -> List[str]:
     """The first word of each ``# key:`` header line."""
     return [line.split(":", 1)[1].split()[0] for line in (DATA / name).read_text().splitlines()

@@ -22,11 +22,6 @@ from hanganalyze_gdbext.model import Frame
 TEXT = Path(__file__).resolve().parents[1] / "data" / "text"
 
 
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
-
 def _wait(text: str, db) -> str:
     snap = pipeline.analyze(parse_text(text), db)
     return next(f for f in snap.findings if f.signature == "triage").triage.wait

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import List
 
-import pytest
 from helpers import REPO
 
 from hanganalyze import pipeline
@@ -20,11 +19,6 @@ CORPUS = REPO / "tests" / "data" / "realworld"
 
 #: Signatures this module tests with a real paste and a near miss (test_signature_coverage).
 COVERED = ["condvar-destroyed-while-waited-on", "nccl-peer-connection-closed", "dataloader-worker-shm-exhausted"]
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
 
 
 def analyze(text: str, db) -> List[Finding]:

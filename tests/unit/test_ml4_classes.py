@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import List
 
-import pytest
 from helpers import REPO
 
 from hanganalyze import pipeline
@@ -21,11 +20,6 @@ CORPUS = REPO / "tests" / "data" / "realworld"
 
 #: Signatures this module tests with a real paste and a near miss (test_signature_coverage).
 COVERED = ["grpc-fork-handler-thread-pool-wait", "stale-file-lock"]
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
 
 
 def log_lines(text: str) -> List[str]:

@@ -15,7 +15,6 @@ from typing import Dict
 import pytest
 from helpers import REPO
 
-from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.acquire.text.common import clean_and_join
 
@@ -37,11 +36,6 @@ TEXTS: Dict[str, str] = {
     "ray/ray-31729-1.txt": "grpc-fork-handler-thread-pool-wait",  # glog log: its timestamps are the evidence
     "llamafactory/llamafactory-6269-1.txt": "pgnccl-collective-timeout",  # torchrun log, [rankN]: prefixes
 }
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
 
 
 @pytest.fixture(scope="module")

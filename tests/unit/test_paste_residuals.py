@@ -6,21 +6,14 @@ from __future__ import annotations
 
 import importlib.util
 
-import pytest
 from helpers import REPO, real_text
 
-from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.acquire.text.common import clean_and_join
 
 _spec = importlib.util.spec_from_file_location("paste_sweep", REPO / "scripts" / "paste_sweep.py")
 sweep = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sweep)  # type: ignore[union-attr]
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
 
 
 def _frames(text: str):

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 from typing import List, Optional, Tuple
 
-import pytest
-
 from hanganalyze import pipeline
 from hanganalyze.acquire.children import attach_children, child_role
 from hanganalyze.acquire.jobtree import MAX_CHILDREN, _rank_children
@@ -139,11 +137,6 @@ def test_user_code_inside_the_loader_wait_is_where_the_rank_is():
     frames = [("my_collate", "/home/u/collate.py", 7)] + LOADER_WAIT[5:]
     st = rank_state(1, _proc(200, frames, rank=1))
     assert st.where == "my_collate (collate.py:7)" and st.waits_for is None
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
 
 
 def test_job_names_the_rank_with_the_workers_frame_and_counts_no_worker_as_a_rank(db):

@@ -28,11 +28,6 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "progress_jobs"
 HANGS = ("hang", "deadlock")
 
 
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
-
 def _snapshot(name: str) -> Snapshot:
     with gzip.open(DATA / ("gloo3-module-loop-%s.json.gz" % name), "rt", encoding="utf-8") as f:
         snap = Snapshot.from_dict(json.load(f))

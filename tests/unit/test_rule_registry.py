@@ -28,11 +28,6 @@ STRAGGLER = Path(__file__).resolve().parents[1] / "data" / "gpu_job" / "straggle
 ANALYZER = Path(__file__).resolve().parents[2] / "analyzer" / "hanganalyze"
 
 
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
-
 def _snapshot() -> Snapshot:
     snap = Snapshot.from_dict(json.loads(STRAGGLER.read_text(encoding="utf-8")))
     snap.findings = []

@@ -22,11 +22,6 @@ CLASSTEXT = DATA / "classtext"
 REALWORLD = DATA / "realworld"
 
 
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
-
 def _body(path: Path) -> Tuple[str, List[str]]:
     lines = path.read_text().splitlines()
     expect = [w for line in lines if line.startswith("# expect:") for w in line.split(":", 1)[1].split()]

@@ -36,11 +36,6 @@ COVERED = ["torch-mp-fd-sharing-limit", "nccl-shm-segment-create-failed", "hdf5-
            "cuda-init-before-fork"]
 
 
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
-
 def sample(name: str) -> Tuple[str, Optional[str]]:
     """(body, expected signature or None for ``# expect: nothing``); header lines start with '# '."""
     lines = (COMMON / name).read_text().splitlines()

@@ -29,11 +29,6 @@ COVERED = ["deepspeed-zero3-param-fetch-divergence", "network-read-no-timeout",
            "popen-child-stuck-before-exec"]
 
 
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
-
 def ids(text: str, db) -> List[str]:
     return [f.signature for f in pipeline.analyze(parse_text(text), db).findings]
 

@@ -16,13 +16,7 @@ from __future__ import annotations
 import pytest
 from helpers import real_text, text_verdict
 
-from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
 
 
 def analyzed(text: str, db):

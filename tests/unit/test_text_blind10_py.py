@@ -9,17 +9,10 @@ from __future__ import annotations
 import pytest
 from helpers import real_text, text_verdict
 
-from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.analyze.sourcewait import line_category
 from hanganalyze.analyze.threadchoice import join_holds_lock
 from hanganalyze.names import normalize_function
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
 
 real = real_text
 

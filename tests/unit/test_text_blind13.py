@@ -9,14 +9,7 @@ from __future__ import annotations
 import pytest
 from helpers import real_text, text_verdict
 
-from hanganalyze import pipeline
-
 STORE = "c10d-store-rendezvous-hang"
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
 
 
 def analyzed(text: str, db):

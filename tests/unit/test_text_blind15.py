@@ -12,17 +12,11 @@ from __future__ import annotations
 import pytest
 from helpers import real_text, text_verdict
 
-from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.acquire.text.cxxframes import ucx_frame
 from hanganalyze.errors import InputError
 
 STICKY = "pgnccl-watchdog-sticky-cuda-error"
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
 
 
 def analyzed(text: str, db):

@@ -10,17 +10,11 @@ from __future__ import annotations
 import pytest
 from helpers import REPO, text_verdict
 
-from hanganalyze import pipeline
 from hanganalyze.acquire.text import lldbgui, parse_text
 from hanganalyze.acquire.text.detect import UNRECOGNISED
 from hanganalyze.errors import InputError
 
 REAL = REPO / "tests" / "data" / "realworld"
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
 
 
 def real(path: str) -> str:

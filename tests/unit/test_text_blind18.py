@@ -11,17 +11,11 @@ from __future__ import annotations
 import pytest
 from helpers import REPO, text_verdict
 
-from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.acquire.text.py2gil import NOTE as PY2_NOTE
 from hanganalyze.errors import InputError
 
 REAL = REPO / "tests" / "data" / "realworld"
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
 
 
 def real(path: str) -> str:

@@ -7,10 +7,7 @@ its DEADLINE_EXCEEDED line, read as "runs")."""
 
 from __future__ import annotations
 
-import pytest
 from helpers import real_text, text_verdict
-
-from hanganalyze import pipeline
 
 RAISED = "pgnccl-remote-error-raised"
 PEER = "nccl-peer-connection-closed"
@@ -19,11 +16,6 @@ NCCL_REMOTE = "pytorch/pytorch-150916-1.txt"
 LEVANTER = "levanter/levanter-1138-1.txt"
 #: Signatures this module tests with a real text and a near miss (test_signature_coverage).
 COVERED = [RAISED]
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
 
 
 def analyzed(text: str, db):

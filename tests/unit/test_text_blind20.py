@@ -8,13 +8,6 @@ from __future__ import annotations
 import pytest
 from helpers import real_text, text_verdict
 
-from hanganalyze import pipeline
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
 
 def test_gilectomy_gc_lock_is_a_lock_wait(db):
     snap, wait = text_verdict(real_text("gilectomy/gilectomy-11-1.txt"), db)

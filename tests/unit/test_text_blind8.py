@@ -20,11 +20,6 @@ from hanganalyze.errors import InputError
 REAL = REPO / "tests" / "data" / "realworld"
 
 
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
-
 def real(path: str) -> str:
     return (REAL / path).read_text()
 

@@ -11,16 +11,9 @@ from __future__ import annotations
 import pytest
 from helpers import real_text, text_verdict
 
-from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.acquire.text.gutter import strip_gutter
 from hanganalyze.errors import InputError
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
 
 real = real_text
 

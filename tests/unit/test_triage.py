@@ -9,11 +9,6 @@ from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
 
 
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
-
 def triage_of(text: str, db):
     snap = pipeline.analyze(parse_text(text), db)
     return snap, [f for f in snap.findings if f.signature == "triage"]

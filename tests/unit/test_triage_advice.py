@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from hanganalyze import pipeline
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.analyze.programkind import advice_fits, advice_text, program_kinds
@@ -15,11 +13,6 @@ from hanganalyze.analyze.triagetable import table
 from hanganalyze_gdbext.model import Frame, Library, Process, Snapshot, Thread, Wait
 
 ML_WORDS = re.compile(r"DataLoader|num_workers|ray stack|TORCH_|NCCL|huggingface|torchrun", re.I)
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
 
 
 def _py(function: str, file: str) -> Frame:

@@ -5,7 +5,6 @@ Each rule has its real paste and a near miss."""
 
 from __future__ import annotations
 
-import pytest
 from helpers import REPO
 
 from hanganalyze import pipeline
@@ -14,11 +13,6 @@ from hanganalyze.errors import InputError
 from hanganalyze_gdbext.model import Process, Snapshot
 
 CORPUS = REPO / "tests" / "data" / "realworld"
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
 
 
 def wait_of(text: str, db):

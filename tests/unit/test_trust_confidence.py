@@ -8,15 +8,8 @@ from __future__ import annotations
 import pytest
 from helpers import REPO, real_text, sample_with_header, text_verdict
 
-from hanganalyze import pipeline
-
 HEARTBEAT = "pgnccl-heartbeat-watchdog-stuck"
 GLOO = "gloo-recv-timeout"
-
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
 
 
 def confidences(text: str, db) -> dict:

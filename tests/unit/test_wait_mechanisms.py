@@ -29,11 +29,6 @@ DATA = REPO / "tests" / "data" / "text" / "mechanisms"
 CORPUS = REPO / "tests" / "data" / "realworld"
 
 
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
-
 def analyze(text: str, db):
     return pipeline.analyze(parse_text(text), db)
 

@@ -24,12 +24,6 @@ from hanganalyze.analyze.sourcewait import source_wait
 from hanganalyze.analyze.threadchoice import main_missing
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
-
-@pytest.fixture(scope="module")
-def db():
-    return pipeline.load_signature_db()
-
-
 real = real_text
 
 
