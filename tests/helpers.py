@@ -434,3 +434,20 @@ def text_verdict(text: str, db) -> Tuple[object, Optional[str]]:
     snap = pipeline.analyze(parse_text(text), db)
     tri = [f for f in snap.findings if f.signature == "triage"]
     return snap, (tri[0].triage.wait if tri else None)
+
+
+def text_or_log_findings(text: str, db) -> list:
+    """The pipeline's findings on a pasted text; a text the reader refuses is analyzed as the log
+    lines it is (the way a signature's log-only sample is read)."""
+    from hanganalyze import pipeline
+    from hanganalyze.acquire.text import parse_text
+    from hanganalyze.acquire.text.log import join_broken
+    from hanganalyze.errors import InputError
+    from hanganalyze_gdbext.model import Process, Snapshot
+
+    try:
+        snap = parse_text(text)
+    except InputError:
+        snap = Snapshot(processes=[Process(source="text", messages=join_broken(
+            [line for line in text.splitlines() if line.strip()]))])
+    return pipeline.analyze(snap, db).findings

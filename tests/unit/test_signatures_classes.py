@@ -10,12 +10,9 @@ from pathlib import Path
 from typing import List, Tuple
 
 import pytest
+from helpers import text_or_log_findings
 
-from hanganalyze import pipeline
-from hanganalyze.acquire.text import parse_text
-from hanganalyze.acquire.text.log import join_broken
-from hanganalyze.errors import InputError
-from hanganalyze_gdbext.model import Finding, Process, Snapshot
+from hanganalyze_gdbext.model import Finding
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CLASSTEXT = DATA / "classtext"
@@ -29,12 +26,7 @@ def _body(path: Path) -> Tuple[str, List[str]]:
 
 
 def findings(text: str, db) -> List[Finding]:
-    try:
-        snap = parse_text(text)
-    except InputError:
-        snap = Snapshot(processes=[Process(source="text", messages=join_broken(
-            [line for line in text.splitlines() if line.strip()]))])
-    return pipeline.analyze(snap, db).findings
+    return text_or_log_findings(text, db)
 
 
 def ids(text: str, db) -> List[str]:

@@ -16,12 +16,9 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 import pytest
+from helpers import text_or_log_findings
 
-from hanganalyze import pipeline
-from hanganalyze.acquire.text import parse_text
-from hanganalyze.acquire.text.log import join_broken
-from hanganalyze.errors import InputError
-from hanganalyze_gdbext.model import Finding, Process, Snapshot
+from hanganalyze_gdbext.model import Finding
 
 COMMON = Path(__file__).resolve().parents[1] / "data" / "commonclass"
 SERIOUS = {"crash", "deadlock", "hang", "error"}
@@ -44,13 +41,7 @@ def sample(name: str) -> Tuple[str, Optional[str]]:
 
 
 def findings(text: str, db) -> List[Finding]:
-    """The pipeline's findings; a text the reader refuses is analyzed as the log lines it is."""
-    try:
-        snap = parse_text(text)
-    except InputError:
-        snap = Snapshot(processes=[Process(source="text", messages=join_broken(
-            [line for line in text.splitlines() if line.strip()]))])
-    return pipeline.analyze(snap, db).findings
+    return text_or_log_findings(text, db)
 
 
 def ids(text: str, db) -> List[str]:

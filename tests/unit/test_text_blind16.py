@@ -8,7 +8,7 @@ thread-state check ("the function must be called with the GIL held")."""
 from __future__ import annotations
 
 import pytest
-from helpers import REPO, text_verdict
+from helpers import REPO, real_text, text_verdict
 
 from hanganalyze.acquire.text import lldbgui, parse_text
 from hanganalyze.acquire.text.detect import UNRECOGNISED
@@ -17,8 +17,7 @@ from hanganalyze.errors import InputError
 REAL = REPO / "tests" / "data" / "realworld"
 
 
-def real(path: str) -> str:
-    return (REAL / path).read_text()
+real = real_text
 
 
 def analyzed(text: str, db):

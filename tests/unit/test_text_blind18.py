@@ -9,7 +9,7 @@ lock with its stack cut at ``Process.run``."""
 from __future__ import annotations
 
 import pytest
-from helpers import REPO, text_verdict
+from helpers import REPO, real_text, text_verdict
 
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.acquire.text.py2gil import NOTE as PY2_NOTE
@@ -18,8 +18,7 @@ from hanganalyze.errors import InputError
 REAL = REPO / "tests" / "data" / "realworld"
 
 
-def real(path: str) -> str:
-    return (REAL / path).read_text()
+real = real_text
 
 
 def analyzed(text: str, db):
