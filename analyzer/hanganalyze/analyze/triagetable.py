@@ -55,6 +55,10 @@ class Category:
     #: top) matches this: a thread inside the GPU driver that waits there for a mutex or rwlock waits
     #: for the host thread that holds it (``Table.vetoed``), not for the device.
     unless_inside: Optional[re.Pattern] = None
+    #: ``unless_inside_python``: "file:function" pairs: likewise for a Python frame inside it (a
+    #: network library's frame over threading's Condition.wait waits for the thread that does its
+    #: I/O to signal, not for the network itself).
+    unless_inside_py: Tuple[Tuple[str, str], ...] = ()
     #: What to capture or set next: advice entries, each a string (for every program) or a mapping
     #: ``{text, kinds, not_kinds, inputs}`` (``analyze/programkind.py``'s ``advice_fits``).
     next: List[Any] = field(default_factory=list)
@@ -100,6 +104,9 @@ class Table:
         next task (that loop's category, ``worker_loops``, is the wait: an idle worker)."""
         if cat.in_driver(frames, i, self.skip_libraries) or _inside(cat.unless_inside, frames[:i]):
             return True
+        if cat.unless_inside_py and any(f.kind == "python" and not f.marker and _pair_match(f, cat.unless_inside_py)
+                                        for f in frames[:i]):
+            return True
         if cat.worker_loops:
             return False
         loop = next((c for c in self.categories if c.worker_loops), None)
@@ -129,6 +136,12 @@ class Table:
         short = wait_name(name)
         return bool(self.skip_functions.search(name) or self.skip_functions.search(short) or any(
             c.native is not None and (c.native.search(name) or c.native.search(short)) for c in self.categories))
+
+
+def _pair_match(f: Frame, pairs: Sequence[Tuple[str, str]]) -> bool:
+    """A Python frame whose file's basename and function's last name part match a pair's globs."""
+    file, func = basename(f.file), (f.function or "").split(" ", 1)[0].rsplit(".", 1)[-1]
+    return any(glob_match(file, pf) and glob_match(func, pn) for pf, pn in pairs)
 
 
 def _inside(rx: Optional[re.Pattern], frames: Sequence[Frame]) -> bool:
@@ -169,8 +182,9 @@ def glob_match(name: str, pattern: str) -> bool:
 def _category(d: Dict[str, Any], where: str, lazy: bool = False) -> Category:
     if not isinstance(d, dict) or not d.get("id") or not d.get("label"):
         raise SignatureError("%s: each category needs an id and a label" % where)
-    py, entered, loops = [], [], []
-    for key, out in (("python", py), ("entered_at", entered), ("worker_loops", loops)):
+    py, entered, loops, unless_py = [], [], [], []
+    for key, out in (("python", py), ("entered_at", entered), ("worker_loops", loops),
+                     ("unless_inside_python", unless_py)):
         for item in d.get(key) or []:
             file, _, func = str(item).rpartition(":")
             out.append((file or "*", func or "*"))
@@ -181,7 +195,7 @@ def _category(d: Dict[str, Any], where: str, lazy: bool = False) -> Category:
                     python_path=_rx(d.get("python_path"), where, lazy), messages=_rx(d.get("messages"), where, lazy),
                     needs_lock_wait=bool(d.get("needs_lock_wait")), only_above=_rx(d.get("only_above"), where, lazy),
                     driver_semaphore=_driver(d.get("driver_semaphore"), where),
-                    unless_inside=_rx(d.get("unless_inside"), where),
+                    unless_inside=_rx(d.get("unless_inside"), where), unless_inside_py=tuple(unless_py),
                     next=_advice(d.get("next"), where), cause=_advice(d.get("cause"), where))
 
 
