@@ -28,6 +28,10 @@ class Category:
     rank: int = 5
     within: int = 12
     native: Optional[re.Pattern] = None
+    #: ``context``: names matched as ``native`` are, for the thread's wait, but of a library's own
+    #: code that waits in something else (NCCL's host functions): a debugger's lone stack stopped
+    #: in one is running that code, not standing in a wait (``stands_still``).
+    context: Optional[re.Pattern] = None
     unnamed: Tuple[str, ...] = ()
     #: Libraries (globs) only a host thread passes through on its way into the ``unnamed`` ones (the
     #: CUDA runtime into the driver): a frame of one above them is the program entering them.
@@ -128,6 +132,11 @@ class Table:
                 return False
         return False
 
+    def stands_still(self, f: Frame) -> bool:
+        """A native frame where a thread stands without running the program's own code: the C
+        runtime's and the interpreter's (by name or library), a wait primitive of any category."""
+        return self._runtime(f) or bool(self.skip_libraries.search(basename(f.library) or "-"))
+
     def _runtime(self, f: Frame) -> bool:
         """A native frame of the C runtime, the interpreter or a wait primitive (no program code)."""
         name = normalize_native_name(f.function) if f.function and f.function != "??" else ""
@@ -190,6 +199,7 @@ def _category(d: Dict[str, Any], where: str, lazy: bool = False) -> Category:
             out.append((file or "*", func or "*"))
     return Category(id=str(d["id"]), label=str(d["label"]), rank=int(d.get("rank", 5)),
                     within=int(d.get("within", 12)), native=_rx(d.get("native"), where),
+                    context=_rx(d.get("context"), where),
                     unnamed=tuple(d.get("unnamed") or ()), entered_from=tuple(d.get("entered_from") or ()),
                     python=tuple(py), entered=tuple(entered), worker_loops=tuple(loops),
                     python_path=_rx(d.get("python_path"), where, lazy), messages=_rx(d.get("messages"), where, lazy),
