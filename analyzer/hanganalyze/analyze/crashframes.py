@@ -153,6 +153,8 @@ def lone_stop(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:
     torch.dll's static initializer; both read as a collective and as "runs")."""
     if proc.signal is not None or len(threads) != 1:
         return False
+    if any(not f.marker and f.function and CRASH_FRAMES.match(f.function) for f in t.frames):
+        return False  # a signal's or abort's own frames: the rules above decide (a timeout's abort is no fault)
     if windows_faulted(t):
         return True
     if _GDB in proc.notes and t.current and t.tid is None and t.name is None and not t.notes:
