@@ -35,8 +35,9 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence
 
 from hanganalyze import rxcache
+from hanganalyze.analyze.triagetable import table
 from hanganalyze.names import basename
-from hanganalyze_gdbext.model import Frame, Thread
+from hanganalyze_gdbext.model import Frame, Process, Thread
 
 #: Frames of a crashed thread that show the signal (a handler, abort) near the top.
 CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore_rt|<signal handler called>|"
@@ -127,6 +128,45 @@ def windows_faulted(t: Thread) -> bool:
         return False
     top = next((f for f in t.frames if not f.marker), None)
     return top is not None and top.kind == "native" and not _WINDOWS_STILL.match(basename(top.library) or "")
+
+
+#: Notes of a lone stack whose first frame is where the debugger stopped: Visual Studio's Call Stack
+#: window (the thread it broke in, innermost first), gdb's echo of its stop (``0x.. in f () at ..``).
+_STOP_TOPS = ("Visual Studio call stack", "frame #0 from gdb's stop line alone")
+#: The ``parsed as`` note of gdb's text: a lone ``bt`` is the selected thread's.
+_GDB = "parsed as gdb backtrace"
+#: The C library's own frames where gdb names no library: its system call stubs (glibc 2.41's
+#: cancellable syscall, musl's ``sccp``) and any frame of its source tree.
+_LIBC_STILL = rxcache.compile(r"^(__syscall_cancel\w*|__internal_syscall_cancel|sccp|__syscall_cp\w*|syscall)$")
+_LIBC_SOURCE = rxcache.compile(r"(^|/)(sysdeps|nptl|src_musl|musl[\w.-]*/src)/")
+
+
+def lone_stop(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:
+    """The input is one debugger stack of the thread it stopped in, its top in the text, with no
+    signal named, and that top is the program's own code: a crash (the debugger shows the faulting
+    thread, as it stopped at the fault).  A thread that waits, sleeps or is broken into stands in
+    the C runtime, the interpreter or a wait (``Table.stands_still``: a lock class's spin, a
+    driver's wait included); a user's Ctrl-C names its SIGINT.  A WinDbg ``k`` table: its first row
+    outside the system DLLs (``windows_faulted``).  gdb's lone ``bt`` (the selected thread, no
+    header, printed from frame #0: a cut top carries a note) and Visual Studio's Call Stack likewise
+    (open round 11: NCCL's ncclGroupCommJoin in a collective's enqueue, THRandom_manualSeed in
+    torch.dll's static initializer; both read as a collective and as "runs")."""
+    if proc.signal is not None or len(threads) != 1:
+        return False
+    if any(not f.marker and f.function and CRASH_FRAMES.match(f.function) for f in t.frames):
+        return False  # a signal's or abort's own frames: the rules above decide (a timeout's abort is no fault)
+    if windows_faulted(t):
+        return True
+    if _GDB in proc.notes and t.current and t.tid is None and t.name is None and not t.notes:
+        pass  # gdb's lone ``bt`` from its frame #0
+    elif not any(n in _STOP_TOPS for n in t.notes):
+        return False
+    top = next((f for f in t.frames if not f.marker), None)
+    if top is None or top.kind != "native" or not top.function or top.function == "??":
+        return False
+    if not (top.library or top.file) or _LIBC_STILL.match(top.function) or _LIBC_SOURCE.search(top.file or ""):
+        return False  # a frame of no known code (a stripped driver's hashed name), or the C library's
+    return not (_WINDOWS_STILL.match(basename(top.library) or "") or table().stands_still(top))
 
 
 def dumper_faulted(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> bool:

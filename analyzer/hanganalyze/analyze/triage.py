@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, proven, raising_nccl_error, windows_faulted
+from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, lone_stop, proven, raising_nccl_error
 from hanganalyze.analyze.extbuild import build_lock_wait
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
@@ -65,7 +65,7 @@ def _frame_matches(cat: Category, f: Frame) -> bool:
     if not norm:
         lib = basename(f.library)
         return bool(lib) and any(glob_match(lib, g) for g in cat.unnamed)
-    return cat.native is not None and bool(cat.native.search(norm) or cat.native.search(short))
+    return any(rx is not None and bool(rx.search(norm) or rx.search(short)) for rx in (cat.native, cat.context))
 
 
 def _entering(cat: Category, f: Frame) -> bool:
@@ -107,8 +107,7 @@ def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = 
     "<no Python frame>", does not hide the one that has them)."""
     threads = threads or proc.threads
     if proc.signal not in FATAL_SIGNALS:
-        if crash_on_stack(t, lambda f: _names(f)[0], proc.signal is None) or (
-                proc.signal is None and len(threads) == 1 and windows_faulted(t)):  # a lone WinDbg k (crashframes.py)
+        if crash_on_stack(t, lambda f: _names(f)[0], proc.signal is None) or lone_stop(proc, t, threads):
             return True  # abort on top of its stack (SIGABRT, whatever the paste left out), a fatal handler on it
         if not (t.current or first):
             return False
@@ -427,6 +426,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
             if r.category.rank >= 3:  # the log says which wait the abort ended
                 rows[i] = ThreadTriage(r.thread, consequence, None, r.blame, r.owner, "log")
         elif r.thread in crashed and (proc.signal in FATAL_SIGNALS or r.category.rank >= 3 or _raised(r.thread)
+                                      or lone_stop(proc, r.thread, threads)
                                       or raising_nccl_error(r.thread, lambda f: _names(f)[0])
                                       or proven(proc.messages, r.thread.all_frames(), lambda f: _names(f)[0], r.frame)):
             rows[i] = classify(proc, r.thread, crashed=True, memo=memo)

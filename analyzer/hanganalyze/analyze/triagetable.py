@@ -28,6 +28,10 @@ class Category:
     rank: int = 5
     within: int = 12
     native: Optional[re.Pattern] = None
+    #: ``context``: names matched as ``native`` are, for the thread's wait, but of a library's own
+    #: code that waits in something else (NCCL's host functions): a debugger's lone stack stopped
+    #: in one is running that code, not standing in a wait (``stands_still``).
+    context: Optional[re.Pattern] = None
     unnamed: Tuple[str, ...] = ()
     #: Libraries (globs) only a host thread passes through on its way into the ``unnamed`` ones (the
     #: CUDA runtime into the driver): a frame of one above them is the program entering them.
@@ -55,6 +59,10 @@ class Category:
     #: top) matches this: a thread inside the GPU driver that waits there for a mutex or rwlock waits
     #: for the host thread that holds it (``Table.vetoed``), not for the device.
     unless_inside: Optional[re.Pattern] = None
+    #: ``unless_inside_python``: "file:function" pairs: likewise for a Python frame inside it (a
+    #: network library's frame over threading's Condition.wait waits for the thread that does its
+    #: I/O to signal, not for the network itself).
+    unless_inside_py: Tuple[Tuple[str, str], ...] = ()
     #: What to capture or set next: advice entries, each a string (for every program) or a mapping
     #: ``{text, kinds, not_kinds, inputs}`` (``analyze/programkind.py``'s ``advice_fits``).
     next: List[Any] = field(default_factory=list)
@@ -100,6 +108,9 @@ class Table:
         next task (that loop's category, ``worker_loops``, is the wait: an idle worker)."""
         if cat.in_driver(frames, i, self.skip_libraries) or _inside(cat.unless_inside, frames[:i]):
             return True
+        if cat.unless_inside_py and any(f.kind == "python" and not f.marker and _pair_match(f, cat.unless_inside_py)
+                                        for f in frames[:i]):
+            return True
         if cat.worker_loops:
             return False
         loop = next((c for c in self.categories if c.worker_loops), None)
@@ -121,6 +132,11 @@ class Table:
                 return False
         return False
 
+    def stands_still(self, f: Frame) -> bool:
+        """A native frame where a thread stands without running the program's own code: the C
+        runtime's and the interpreter's (by name or library), a wait primitive of any category."""
+        return self._runtime(f) or bool(self.skip_libraries.search(basename(f.library) or "-"))
+
     def _runtime(self, f: Frame) -> bool:
         """A native frame of the C runtime, the interpreter or a wait primitive (no program code)."""
         name = normalize_native_name(f.function) if f.function and f.function != "??" else ""
@@ -129,6 +145,12 @@ class Table:
         short = wait_name(name)
         return bool(self.skip_functions.search(name) or self.skip_functions.search(short) or any(
             c.native is not None and (c.native.search(name) or c.native.search(short)) for c in self.categories))
+
+
+def _pair_match(f: Frame, pairs: Sequence[Tuple[str, str]]) -> bool:
+    """A Python frame whose file's basename and function's last name part match a pair's globs."""
+    file, func = basename(f.file), (f.function or "").split(" ", 1)[0].rsplit(".", 1)[-1]
+    return any(glob_match(file, pf) and glob_match(func, pn) for pf, pn in pairs)
 
 
 def _inside(rx: Optional[re.Pattern], frames: Sequence[Frame]) -> bool:
@@ -169,19 +191,21 @@ def glob_match(name: str, pattern: str) -> bool:
 def _category(d: Dict[str, Any], where: str, lazy: bool = False) -> Category:
     if not isinstance(d, dict) or not d.get("id") or not d.get("label"):
         raise SignatureError("%s: each category needs an id and a label" % where)
-    py, entered, loops = [], [], []
-    for key, out in (("python", py), ("entered_at", entered), ("worker_loops", loops)):
+    py, entered, loops, unless_py = [], [], [], []
+    for key, out in (("python", py), ("entered_at", entered), ("worker_loops", loops),
+                     ("unless_inside_python", unless_py)):
         for item in d.get(key) or []:
             file, _, func = str(item).rpartition(":")
             out.append((file or "*", func or "*"))
     return Category(id=str(d["id"]), label=str(d["label"]), rank=int(d.get("rank", 5)),
                     within=int(d.get("within", 12)), native=_rx(d.get("native"), where),
+                    context=_rx(d.get("context"), where),
                     unnamed=tuple(d.get("unnamed") or ()), entered_from=tuple(d.get("entered_from") or ()),
                     python=tuple(py), entered=tuple(entered), worker_loops=tuple(loops),
                     python_path=_rx(d.get("python_path"), where, lazy), messages=_rx(d.get("messages"), where, lazy),
                     needs_lock_wait=bool(d.get("needs_lock_wait")), only_above=_rx(d.get("only_above"), where, lazy),
                     driver_semaphore=_driver(d.get("driver_semaphore"), where),
-                    unless_inside=_rx(d.get("unless_inside"), where),
+                    unless_inside=_rx(d.get("unless_inside"), where), unless_inside_py=tuple(unless_py),
                     next=_advice(d.get("next"), where), cause=_advice(d.get("cause"), where))
 
 

@@ -335,7 +335,7 @@ class _Reader:
         if _INFO_THREADS_HEADER.match(s):
             return True
         m = _INFO_THREAD.match(s)
-        if not m or " in " not in m.group(4) or m.group(2) in self.by_num:
+        if not m or not (" in " in m.group(4) or re.search(r"\) at \S+:\d+$", m.group(4))) or m.group(2) in self.by_num:
             return False
         t = thread_from_header(m.group(2), m.group(3))
         t.current = bool(m.group(1))
@@ -386,8 +386,8 @@ class _Reader:
         t.notes = [n for n in t.notes if not n.startswith("info threads:")]
         return t
 
-    def _headless(self) -> Thread:
-        t = Thread()
+    def _headless(self, num: str = "0") -> Thread:
+        t = Thread(notes=[] if num == "0" else ["the paste starts at frame #%s: the frames inside it are cut" % num])
         self.headless.append(t)
         return t
 
@@ -411,7 +411,7 @@ class _Reader:
             return True
         cur = self.cur
         if cur is None or (m.group(1) == "0" and cur.frames):
-            cur = self.cur = self._selected_row() or self._headless()
+            cur = self.cur = self._selected_row() or self._headless(m.group(1))
             if self.focus:  # cuda-gdb's ``bt`` with a device focus: the GPU thread's frames
                 cur.name = self.focus.split(", device")[0]
                 cur.notes.append("cuda-gdb device focus: %s" % self.focus)

@@ -136,6 +136,18 @@ def _thread_of(tid: str, rest: str) -> Thread:
     return t
 
 
+def _nested_flat(stack: List[Tuple[int, _Node]], depth: int, count: int) -> bool:
+    """The line cannot be a sibling of the line before it at its depth: with it, the samples of
+    its parent's children would outnumber the parent's own (each sample passes through one child
+    at most).  A copy that lost the tree's indentation prints a chain of calls at one depth,
+    caller first (open round 11's kitty sample: three 8989-sample lines at the thread header's
+    column), so the line is that one's callee."""
+    if len(stack) < 2 or stack[-1][0] != depth:
+        return False
+    parent = stack[-2][1]
+    return parent.count > 0 and sum(c.count for c in parent.children) + count > parent.count
+
+
 def parse(lines: List[str], proc: Process) -> None:
     messages: List[str] = []
     trees: List[Tuple[Thread, _Node]] = []
@@ -168,8 +180,9 @@ def parse(lines: List[str], proc: Process) -> None:
             root = _Node(count, None)
             trees.append((Thread(notes=["macOS sample thread (its header is not in the text)"]), root))
             stack = [(-1, root)]
-        while len(stack) > 1 and stack[-1][0] >= depth:
-            stack.pop()
+        if not _nested_flat(stack, depth, count):
+            while len(stack) > 1 and stack[-1][0] >= depth:
+                stack.pop()
         node = _Node(count, fr)
         stack[-1][1].children.append(node)
         stack.append((depth, node))

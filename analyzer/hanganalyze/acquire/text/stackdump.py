@@ -32,7 +32,7 @@ NAME = "stack-dumper"
 _FILE = re.compile(r'^File:? "(.{1,1000}?)", line (\d{1,9}),? in (\S{1,300})(?: .*)?$')
 _HEADERS = (
     # ``# ThreadID: 123`` / ``# Thread: name(123)`` / ``# Thread #5 (id=123), what it does``
-    re.compile(r"^# ?Thread ?ID: ?(\d{1,20})\s*$"),
+    re.compile(r"^# ?Thread ?ID: ?(\d{1,20})\s*$|^# ?Thread: ?(\d{1,20})\s*$"),
     re.compile(r"^# ?Thread: ?(.{0,200}?)\((\d{1,20})\)\s*$"),
     re.compile(r"^# ?Thread #?(\d{1,6})? ?\(id=(\d{1,20})\),? ?(.{0,200})$"),
     # ``=====  <Thread(name, started daemon 123)>  =====`` / ``--- <_MainThread(MainThread, started 123)> ---``
@@ -50,11 +50,22 @@ def _header(s: str) -> Optional[Tuple[Optional[str], Optional[int]]]:
         if not m:
             continue
         if i == 0:
-            return None, to_int(m.group(1))
+            return None, to_int(m.group(1) or m.group(2))
         if i == 2:
             return (m.group(3).strip() or None), to_int(m.group(2))
         return (m.group(1).strip() or None), to_int(m.group(2))
     return None
+
+
+#: ``# Thread: 123  File "path", line N, in func``: a bare ident header with the thread's first frame
+#: on its line (a dumper that printed the header without its newline, open round 11's gRPC paste).
+_JOINED = re.compile(r'^(# ?Thread(?: ?ID)?: ?\d{1,20})\s+(File:? ".*)$')
+
+
+def _split(s: str) -> Tuple[str, str]:
+    """(the header, the frame after it on the same line) of a joined line, else (s, "")."""
+    m = _JOINED.match(s) if s.startswith("#") else None
+    return (m.group(1), m.group(2)) if m else (s, "")
 
 
 def _frame(s: str) -> Optional[Frame]:
@@ -69,7 +80,8 @@ def _frame(s: str) -> Optional[Frame]:
 def score(lines: List[str]) -> float:
     headers = colon = frames = 0
     for line in lines:
-        s = line.strip()
+        s, joined = _split(line.strip())
+        frames += _frame(joined) is not None
         if s.startswith("File"):
             if _frame(s) is not None:
                 frames += 1
@@ -87,7 +99,7 @@ def parse(lines: List[str], proc: Process) -> None:
     cur: Optional[Thread] = None
     indent = -1
     for line in lines:
-        s = line.strip()
+        s, joined = _split(line.strip())
         if not s:
             continue
         h = _header(s)
@@ -96,6 +108,9 @@ def parse(lines: List[str], proc: Process) -> None:
             cur.notes.append("Python stack dumper")
             threads.append(cur)
             indent = -1
+            f = _frame(joined)
+            if f is not None:
+                cur.frames.append(f)
             continue
         f = _frame(s)
         if f is not None:

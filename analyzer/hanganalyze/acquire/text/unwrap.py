@@ -83,6 +83,9 @@ DISTINCT = ("vllm", "ray", "glog")
 WRAPPED_SHARE = 0.4
 
 _NUMBER = re.compile(r"^ {0,6}(\d{1,6})(?: {0,2}[:|.)\]] ?| +|\t|$)")
+#: gdb's ``info threads`` rows (``  60   Thread 0x7f.. (LWP 80098) func (...) at f.c:57``): the numbers
+#: that count up are gdb's thread ids, part of the text, not an editor's line numbers.
+_INFO_ROW = re.compile(r"^[ *]{0,6}\d{1,6}\s+(?:Thread 0x[0-9a-fA-F]{1,16} )?\(LWP \d{1,10}\)")
 
 
 def _share(lines: List[str], test: Callable[[str], bool]) -> bool:
@@ -117,7 +120,7 @@ def _strip_numbers(lines: List[str]) -> Optional[List[str]]:
     After a number and spaces only, as many spaces go as every numbered line has: the rest is
     the line's own indentation (py-spy's and a traceback's layout)."""
     numbered = [(_NUMBER.match(x), x) for x in lines]
-    if not _share(lines, lambda x: _NUMBER.match(x) is not None):
+    if not _share(lines, lambda x: _NUMBER.match(x) is not None) or _share(lines, lambda x: bool(_INFO_ROW.match(x))):
         return None
     nums = [int(m.group(1)) for m, _ in numbered if m]
     steps = sum(1 for a, b in zip(nums, nums[1:]) if b == a + 1)
