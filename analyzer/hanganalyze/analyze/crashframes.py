@@ -141,6 +141,12 @@ _LIBC_STILL = rxcache.compile(r"^(__syscall_cancel\w*|__internal_syscall_cancel|
 _LIBC_SOURCE = rxcache.compile(r"(^|/)(sysdeps|nptl|src_musl|musl[\w.-]*/src)/")
 
 
+#: What a crash read from a lone stop rests on, and the one other way to get such a stack.
+LONE_NOTE = ("one debugger stack, stopped in the program's own code with no signal named: read as a crash (a "
+             "debugger shows the faulting thread where it stopped); if the process was still running when the "
+             "stack was taken, it is a busy loop there instead: capture it twice (--samples) to tell them apart")
+
+
 def lone_stop(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:
     """The input is one debugger stack of the thread it stopped in, its top in the text, with no
     signal named, and that top is the program's own code: a crash (the debugger shows the faulting
@@ -167,6 +173,16 @@ def lone_stop(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:
     if not (top.library or top.file) or _LIBC_STILL.match(top.function) or _LIBC_SOURCE.search(top.file or ""):
         return False  # a frame of no known code (a stripped driver's hashed name), or the C library's
     return not (_WINDOWS_STILL.match(basename(top.library) or "") or table().stands_still(top))
+
+
+def lone_crash(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:
+    """``lone_stop``, and when it holds the report says what the reading rests on (``LONE_NOTE``):
+    no signal, only where the debugger stopped, which a busy loop shows the same way."""
+    if not lone_stop(proc, t, threads):
+        return False
+    if LONE_NOTE not in proc.notes:
+        proc.notes.append(LONE_NOTE)
+    return True
 
 
 def dumper_faulted(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> bool:

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from hanganalyze.analyze import crashframes
 from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, lone_stop, proven, raising_nccl_error
 from hanganalyze.analyze.extbuild import build_lock_wait
 from hanganalyze.analyze.findings import from_rule
@@ -426,7 +427,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
             if r.category.rank >= 3:  # the log says which wait the abort ended
                 rows[i] = ThreadTriage(r.thread, consequence, None, r.blame, r.owner, "log")
         elif r.thread in crashed and (proc.signal in FATAL_SIGNALS or r.category.rank >= 3 or _raised(r.thread)
-                                      or lone_stop(proc, r.thread, threads)
+                                      or crashframes.lone_crash(proc, r.thread, threads)
                                       or raising_nccl_error(r.thread, lambda f: _names(f)[0])
                                       or proven(proc.messages, r.thread.all_frames(), lambda f: _names(f)[0], r.frame)):
             rows[i] = classify(proc, r.thread, crashed=True, memo=memo)
