@@ -55,6 +55,9 @@ KNOWN_PATTERNS = [
     r"RPC call to \w+ timed out",
     # vLLM's V0 engine client, each time its poll for the engine process's output times out empty
     r"Waiting for output from MQLLMEngine",
+    # vLLM's periodic engine stats with no prompt and no generated token in the interval while requests
+    # run: the engine stopped stepping (or one step outlasted the interval); pastes shorten the words
+    r"prompt (?:throughput|tp):? +0\.0\b.{0,60}?generation (?:throughput|tp):? +0\.0\b.{0,60}?Running: [1-9]\d* reqs",
     # a launcher's line for a rank killed by a signal: DeepSpeed's, torchrun's, vLLM's
     r"sigkill_handler\].{0,4000} exits with return code = -\d+|\(exitcode: -\d+\) local_rank: \d+",
     r"exitcode\s*: -\d+ \(pid: \d+\)|Worker proc \S+ died unexpectedly|WorkerProc failed to start",
