@@ -29,6 +29,9 @@ KNOWN_PATTERNS = [
     r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\]",  # TensorFlow's logging
     r"^\[[IWEF] \S+\.(cpp|cc|h):\d+\]",  # c10 logging
     r"Fatal Python error: ",
+    # a stack dump's thread header (faulthandler's, gdb py-bt's) left as a line: its frames were unreadable
+    # (several processes writing one stderr at once), but only a crash or a hang dump writes it
+    r"\(most recent call first\):",
     r"terminate called (without an active exception|after throwing)",
     r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
     # the shells' lines for the other fatal signals, glibc's fatal heap checks and assert() (both abort)

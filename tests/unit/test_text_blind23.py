@@ -118,3 +118,40 @@ def test_a_progressing_or_idle_engine_is_no_stall_report(line, db):
 
     with pytest.raises(InputError):
         text_verdict(line + "\n", db)
+
+
+# --- the engine's broadcast wait beside a worker's CUDA fault ------------------------------------
+
+SHM = "vllm-shm-broadcast-reader-stuck"
+
+
+def test_a_workers_cuda_fault_in_the_log_is_the_finding_not_the_engines_wait(db):
+    """1cat-vllm-539: the engine waits for its workers' reads, then a worker's custom all-reduce hits
+    an illegal address and the engine fails to start: the fault is the cause, the wait its echo."""
+    found, _ = analyzed(real_text("1cat-vllm/1cat-vllm-539-1.txt"), db)
+    assert found.get(IMA, 0) >= 0.8
+    assert SHM not in found
+
+
+def test_the_engines_wait_alone_is_still_the_reader_stuck(db):
+    """spark-vllm-docker-348: the same wait with no fault in the log stays the signature's."""
+    found, _ = analyzed(real_text("spark-vllm-docker/spark-vllm-docker-348-1.txt"), db)
+    assert found.get(SHM, 0) >= 0.5
+
+
+# --- a dump whose thread headers survive but whose frames do not ---------------------------------
+
+def test_an_interleaved_faulthandler_dump_gets_a_verdict(db):
+    """sglang-6763: several processes wrote their faulthandler dumps to one stderr at once; no frame
+    reads, but the '(most recent call first):' header is a stack dump's, so a triage, no wait."""
+    snap, wait = text_verdict(real_text("sglang/sglang-6763-1.txt"), db)
+    assert [f.signature for f in snap.findings] == ["triage"]
+    assert wait == "runs"
+
+
+def test_a_python_traceback_header_is_not_a_dump_header(db):
+    """"(most recent call last)" is any exception's traceback: a log of it alone stays refused."""
+    from hanganalyze.errors import InputError
+
+    with pytest.raises(InputError):
+        text_verdict("worker 3 failed: Traceback (most recent call last): see above\n", db)
