@@ -29,6 +29,9 @@ KNOWN_PATTERNS = [
     r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\]",  # TensorFlow's logging
     r"^\[[IWEF] \S+\.(cpp|cc|h):\d+\]",  # c10 logging
     r"Fatal Python error: ",
+    # a stack dump's thread header (faulthandler's, gdb py-bt's) left as a line: its frames were unreadable
+    # (several processes writing one stderr at once), but only a crash or a hang dump writes it
+    r"\(most recent call first\):",
     r"terminate called (without an active exception|after throwing)",
     r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
     # the shells' lines for the other fatal signals, glibc's fatal heap checks and assert() (both abort)
@@ -55,6 +58,9 @@ KNOWN_PATTERNS = [
     r"RPC call to \w+ timed out",
     # vLLM's V0 engine client, each time its poll for the engine process's output times out empty
     r"Waiting for output from MQLLMEngine",
+    # vLLM's periodic engine stats with no prompt and no generated token in the interval while requests
+    # run: the engine stopped stepping (or one step outlasted the interval); pastes shorten the words
+    r"prompt (?:throughput|tp):? +0\.0\b.{0,60}?generation (?:throughput|tp):? +0\.0\b.{0,60}?Running: [1-9]\d* reqs",
     # a launcher's line for a rank killed by a signal: DeepSpeed's, torchrun's, vLLM's
     r"sigkill_handler\].{0,4000} exits with return code = -\d+|\(exitcode: -\d+\) local_rank: \d+",
     r"exitcode\s*: -\d+ \(pid: \d+\)|Worker proc \S+ died unexpectedly|WorkerProc failed to start",
