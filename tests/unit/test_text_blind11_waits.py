@@ -155,3 +155,24 @@ def test_near_miss_numbered_editor_lines_are_still_stripped():
             "2  #1  0x00007f in f () from /x/a.so\n3  #2  0x00007f in main ()\n")
     t = parse_text(text).processes[0].threads[0]
     assert [f.function for f in t.frames] == ["__lll_lock_wait", "f", "main"]
+
+
+def test_a_ray_worker_idle_in_its_loop_is_idle_over_its_background_threads(db):
+    """verl#7180: the actor's main thread waits for its next task in Ray's main_loop; its other
+    threads are Ray's GC thread on its event, an inductor reader, an event loop's thread: the
+    process waits for work (py-spy's bare threading.py is the standard library's, not the program)."""
+    snap, wait = text_verdict(real_text("verl/verl-7180-1.txt"), db)
+    assert wait == "idle"
+    tri = next(f for f in snap.findings if f.signature == "triage")
+    assert "MainThread" in tri.summary
+
+
+def test_near_miss_a_background_thread_on_a_lock_or_the_main_thread_in_the_program_keeps_its_wait(db):
+    text = real_text("verl/verl-7180-1.txt")
+    # a background thread that waits for a lock is a wait of its own, idle main thread or not
+    locked = text.replace("    wait (threading.py:355)\n    wait (threading.py:655)\n",
+                          "    acquire (threading.py:355)\n    __enter__ (threading.py:655)\n")
+    assert text_verdict(locked, db)[1] == "lock"
+    # the main thread in the program's own code is no idle worker: the condition is the headline
+    busy = text.replace("    main_loop (ray/_private/worker.py:1066)\n", "    train (train.py:12)\n")
+    assert text_verdict(busy, db)[1] == "condition"

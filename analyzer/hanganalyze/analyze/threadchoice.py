@@ -15,6 +15,7 @@ import re
 from typing import Dict, Optional, Sequence, Tuple
 
 from hanganalyze.analyze.framelists import pattern
+from hanganalyze.analyze.triagetable import table
 from hanganalyze.names import basename, library_base, normalize_native_name
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
@@ -59,8 +60,24 @@ def in_user_code(t: Thread) -> bool:
             continue
         if not path.startswith("/") and "/" in path:
             continue  # py-spy's package-relative path (torch/utils/data/...)
+        if path in table().skip_python_files:
+            continue  # py-spy's bare name of a standard-library file (threading.py, queue.py)
         return True
     return False
+
+
+#: What a runtime's background thread shows between its pieces of work (never a lock, a join, the GIL).
+_BACKGROUND = ("condition", "runs", "sleep", "helper")
+
+
+def background(helper: Sequence[int], cats: Sequence[str]) -> list:
+    """Per thread: a runtime's background thread of a process whose main thread is idle in a
+    worker's loop (waits for its next task) while no other thread runs the program's code (``helper``
+    as ``helper_order`` gives it, ``cats`` the wait categories).  Such a process waits for work: a
+    background thread between its own checks (Ray's GC thread on its event, a reader thread, an
+    event loop's thread) is not the hang, and the idle main thread speaks for the process."""
+    idle = any(h == 0 for h in helper) and all(c == "idle" for h, c in zip(helper, cats) if h == 0)
+    return [idle and h > 0 and c in _BACKGROUND for h, c in zip(helper, cats)]
 
 
 def helper_order(t: Thread, proc: Process) -> int:

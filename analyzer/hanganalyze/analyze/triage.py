@@ -29,7 +29,7 @@ from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.ruledecl import rule
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze.analyze.sourcewait import source_wait
-from hanganalyze.analyze.threadchoice import helper_order, join_holds_lock, main_first, main_missing
+from hanganalyze.analyze.threadchoice import background, helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.loglines import CURRENT_NOTE, known_lines
@@ -314,7 +314,9 @@ def subject(proc: Process, rows: List[ThreadTriage]) -> List[ThreadTriage]:
     helper = [helper_order(r.thread, proc) for r in rows]
     waiting = any((helper[i] < 2 and rank.get(r.category.id, 5) < 5) or (helper[i] == 0 and r.category is tab.runs)
                   for i, r in enumerate(rows))
-    order = sorted(range(len(rows)), key=lambda i: (waiting and helper[i] == 2 and rows[i].category is not tab.crashed,
+    back = background(helper, [r.category.id for r in rows])
+    order = sorted(range(len(rows)), key=lambda i: ((waiting and helper[i] == 2 and rows[i].category is not tab.crashed)
+                                                    or back[i],
                                                     rank.get(rows[i].category.id, 5),
                                                     helper[i] if len(rows) > 1 else 0,
                                                     main_first(rows[i].thread, i, proc), i))
