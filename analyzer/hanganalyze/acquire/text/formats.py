@@ -26,6 +26,7 @@ from hanganalyze_gdbext.model import Process
 
 from . import (
     abseil,
+    calltree,
     cudakernels,
     cxxframes,
     debugview,
@@ -106,6 +107,7 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(windbg, "WinDbg / Visual Studio call stack", ("cdb", "visual-studio", "vs")),
     TextFormat(pyasyncio, "python -m asyncio ps/pstree", ("asyncio-ps", "asyncio-pstree", "pstree"), leftover=False),
     TextFormat(cudakernels, "cuda-gdb info cuda kernels", ("info-cuda-kernels",)),
+    TextFormat(calltree, "call chain written by hand (indented, outermost first)", ("call-tree",), leftover=False),
     # scores 0: used when asked for, or when no dump format scores but known log lines are there (detect)
     TextFormat(log, "log", leftover=False),
 )
