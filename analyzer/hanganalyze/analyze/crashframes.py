@@ -81,6 +81,10 @@ _FATAL_LINES = rxcache.compile(r"^Fatal Python error: |"
                                r"^==== backtrace \(tid:\s*\d+\) ====$")
 #: How deep abort may be (below the raising frames) and still be this thread's innermost call.
 ABORT_DEPTH = 4
+#: ... where a handler re-raised the signal (a SIGABRT handler that restores the default action and
+#: raises again): a second raise chain over ``<signal handler called>`` sits on the first one, so
+#: ``abort`` is deeper, with nothing but raising frames above it (open round 22's forced-unwind abort).
+_RERAISE_DEPTH = 10
 #: CPython's traceback dumpers (faulthandler's): they walk every thread's frames without a lock, to
 #: stay async-signal-safe, and print each line with write(); the walk reads memory other threads
 #: change (a frame freed as its thread exits: gh-116008, gh-128421).
@@ -98,10 +102,11 @@ _DUMPER_STILL = rxcache.compile(r"^(write|writev|__write\w*|_Py_write\w*|syscall
 def aborting(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> bool:
     """``abort`` is the innermost frame of ``frames`` but for the signal being raised above it:
     positive evidence of a crash (SIGABRT) even where the input names no signal."""
-    for f in frames[:ABORT_DEPTH]:
+    signal_frame = any(f.function == "<signal handler called>" for f in frames[:ABORT_DEPTH])
+    for f in frames[:_RERAISE_DEPTH if signal_frame else ABORT_DEPTH]:
         if f.marker or f.kind == "python":
             return False
-        name = name_of(f)
+        name = name_of(f) or f.function or ""
         if _ABORT.match(name):
             return True
         if not _RAISING.match(name):

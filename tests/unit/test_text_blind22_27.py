@@ -1,0 +1,120 @@
+"""The mechanisms behind the misses of rounds 22 and 27 (sealed, scored once, then opened as
+manifest-blind22.yaml / manifest-blind27.yaml), each on the round's real paste and a near miss it
+must not claim: Python 2's exit join (``threading._MainThread._exitfunc``, the futures backport's
+``_python_exit`` polling in ``Condition.wait``), an abort re-raised by a signal handler, and the
+C++ personality routine calling ``std::terminate`` itself (a forced unwind)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import real_text, text_verdict
+
+
+def sigs(snap):
+    return [f.signature for f in snap.findings]
+
+
+# --- Python 2's exit join -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ["gax-python/gax-python-96-1.txt", "grpc/grpc-pr12293-1.txt"])
+def test_python2s_exit_join_is_the_nondaemon_thread_hang(db, path):
+    snap, wait = text_verdict(real_text(path), db)
+    assert "python-shutdown-nondaemon-threads" in sigs(snap) and wait == "join"
+
+
+def test_a_python2_join_from_the_programs_own_code_is_not_the_exit(db):
+    text = ("Traceback (most recent call last):\n"
+            '  File "/app/main.py", line 9, in <module>\n    worker.join()\n'
+            '  File "/usr/lib/python2.7/threading.py", line 949, in join\n    self.__block.wait()\n'
+            '  File "/usr/lib/python2.7/threading.py", line 339, in wait\n    waiter.acquire()\n'
+            "KeyboardInterrupt\n")
+    snap, wait = text_verdict(text, db)
+    assert "python-shutdown-nondaemon-threads" not in sigs(snap) and wait == "join"
+
+
+# --- an abort re-raised over a signal frame; terminate called by the personality routine -------
+
+def test_an_abort_under_a_reraised_signal_is_a_crash_and_a_forced_unwind(db):
+    snap, wait = text_verdict(real_text("mostrobotpy/mostrobotpy-147-1.txt"), db)
+    assert wait == "crashed"
+    f = [f for f in snap.findings if f.signature == "python-finalization-gil-reacquire"]
+    assert f and f[0].confidence <= 0.5  # the unwind's source is cut: pthread_exit/cancel of its own too
+
+
+def test_an_uncaught_cxx_exception_is_not_a_forced_unwind(db):
+    text = ("(gdb) bt\n"
+            "#0  __pthread_kill_implementation (threadid=<optimized out>, signo=6) at pthread_kill.c:44\n"
+            "#1  0x00007f0c1a096f9e in __GI_raise (sig=sig@entry=6) at ../sysdeps/posix/raise.c:26\n"
+            "#2  0x00007f0c1a07e942 in __GI_abort () at abort.c:79\n"
+            "#3  0x00007f0c19e09da9 in __gnu_cxx::__verbose_terminate_handler () at vterminate.cc:95\n"
+            "#4  0x00007f0c19e1bc2c in __cxxabiv1::__terminate (handler=<optimized out>) at eh_terminate.cc:48\n"
+            "#5  0x00007f0c19e09951 in std::terminate () at eh_terminate.cc:58\n"
+            "#6  0x00007f0c19e1be88 in __cxa_throw () at eh_throw.cc:98\n"
+            "#7  0x000055d0c1a0b1c2 in Worker::run (this=0x55d0c2e4c2a0) at worker.cc:41\n")
+    snap, wait = text_verdict(text, db)
+    assert wait == "crashed" and "python-finalization-gil-reacquire" not in sigs(snap)
+
+
+def test_a_signal_frame_under_a_wait_does_not_make_the_abort_depth_deeper(db):
+    # a profiler's signal over a futex wait: the frames above the signal frame are no raise chain
+    text = ("(gdb) bt\n"
+            "#0  0x00007f0c1a0e4e2e in __futex_abstimed_wait_common () from /lib/libc.so.6\n"
+            "#1  0x00007f0c1a0ef1a8 in __new_sem_wait_slow64.constprop.0 () from /lib/libc.so.6\n"
+            "#2  <signal handler called>\n"
+            "#3  0x00007f0c1a0e9b2c in do_something () from /app/libwork.so\n"
+            "#4  0x00007f0c1a07e942 in __GI_abort () at abort.c:79\n")
+    assert text_verdict(text, db)[1] != "crashed"
+
+
+# --- psycopg2's conn_poll drives libpq: the database server's wait, not a pipe's ----------------
+
+def test_psycopg2s_conn_poll_over_libpq_is_a_network_wait(db):
+    assert text_verdict(real_text("psycopg2/psycopg2-194-1.txt"), db)[1] == "network"
+
+
+def test_multiprocessings_conn_poll_without_libpq_stays_a_queue_wait(db):
+    text = ("(gdb) bt\n"
+            "#0  0x00007f3b2a8e6e9d in poll () from /lib64/libc.so.6\n"
+            "#1  0x00007f3b27d1a1c4 in conn_poll (conn=0x7f3b1c0d1e30, timeout=-1) at socket_connection.c:163\n"
+            "#2  0x00007f3b27d1b6a2 in connection_poll (self=0x7f3b1c0d1e30,"
+            " args=<optimized out>) at connection.h:268\n"
+            "#3  0x00007f3b2b3e1a2c in PyEval_EvalFrameEx () from /lib64/libpython2.7.so.1.0\n")
+    assert text_verdict(text, db)[1] == "queue"
+
+
+# --- Windows' SelectSelector: its _select is the event loop's idle wait -------------------------
+
+def test_windows_selectors_select_wrapper_is_an_idle_event_loop(db):
+    assert text_verdict(real_text("pytest/pytest-9466-1.txt"), db)[1] == "idle"
+
+
+def test_a_program_function_named_select_is_not_the_selector(db):
+    text = ("Thread 0x00001558 (most recent call first):\n"
+            '  File "C:\\app\\picker.py", line 31 in _select\n'
+            '  File "C:\\app\\main.py", line 9 in <module>\n')
+    assert text_verdict(text, db)[1] != "idle"
+
+
+# --- a work's completion query raising a CUDA error, the watchdog loop cut ---------------------
+
+def test_a_completion_query_raising_a_cuda_error_is_the_sticky_error_at_low_confidence(db):
+    snap, _ = text_verdict(real_text("verl/verl-316-1.txt"), db)
+    f = [f for f in snap.findings if f.signature == "pgnccl-watchdog-sticky-cuda-error"]
+    assert f and f[0].confidence < 0.7
+
+
+def test_a_cuda_error_raised_by_the_allocator_is_not_the_watchdogs(db):
+    text = ("terminate called after throwing an instance of 'c10::Error'\n"
+            "Exception raised from c10_cuda_check_implementation at c10/cuda/CUDAException.cpp:43"
+            " (most recent call first):\n"
+            "frame #0: c10::Error::Error(c10::SourceLocation, std::string)"
+            " + 0x96 (0x7fae14cabf86 in /opt/torch/lib/libc10.so)\n"
+            "frame #1: c10::detail::torchCheckFail(char const*, char const*, unsigned int,"
+            " std::string const&) + 0x64 (0x7fae14c5ad10 in /opt/torch/lib/libc10.so)\n"
+            "frame #2: c10::cuda::c10_cuda_check_implementation(int, char const*, char const*,"
+            " int, bool) + 0x118 (0x7fae14d87f08 in /opt/torch/lib/libc10_cuda.so)\n"
+            "frame #3: c10::cuda::CUDACachingAllocator::raw_delete(void*)"
+            " + 0x6d0 (0x7fc28ce5fe30 in /opt/torch/lib/libc10_cuda.so)\n"
+            "frame #4: c10::TensorImpl::release_resources() + 0x4d (0x7fc28d0926ed in /opt/torch/lib/libc10.so)\n")
+    snap, _ = text_verdict(text, db)
+    assert "pgnccl-watchdog-sticky-cuda-error" not in sigs(snap)
