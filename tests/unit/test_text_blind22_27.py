@@ -118,3 +118,15 @@ def test_a_cuda_error_raised_by_the_allocator_is_not_the_watchdogs(db):
             "frame #4: c10::TensorImpl::release_resources() + 0x4d (0x7fc28d0926ed in /opt/torch/lib/libc10.so)\n")
     snap, _ = text_verdict(text, db)
     assert "pgnccl-watchdog-sticky-cuda-error" not in sigs(snap)
+
+
+# --- CPython 3.14's fatal error handler adds the C stack under the Python frames ---------------
+
+def test_a_faulthandler_dump_with_3_14s_c_stack_header_is_a_crash(db):
+    assert text_verdict(real_text("home-assistant-os/home-assistant-os-4901-1.txt"), db)[1] == "crashed"
+
+
+def test_the_same_frames_without_the_c_stack_header_are_the_wait(db):
+    text = real_text("home-assistant-os/home-assistant-os-4901-1.txt")
+    text = "\n".join(line for line in text.splitlines() if "C stack trace" not in line) + "\n"
+    assert text_verdict(text, db)[1] != "crashed"

@@ -78,6 +78,10 @@ _FATAL_LINES = rxcache.compile(r"^Fatal Python error: |"
                                r"==\d+==\s?ERROR: \w+Sanitizer|"
                                r"^Exception Type:\s+EXC_(?:BAD_ACCESS|CRASH|BAD_INSTRUCTION|ARITHMETIC)\b|"
                                r"^Thread \d{1,6} Crashed::|"  # ReportCrash's thread that took the exception
+                               # CPython 3.14's fatal error handler (faulthandler.enable's c_stack) adds the
+                               # C stack under the Python traceback; only dump_c_stack(), a call of the
+                               # program's own, prints it otherwise
+                               r"^Current thread's C stack trace\b|"
                                r"^==== backtrace \(tid:\s*\d+\) ====$")
 #: How deep abort may be (below the raising frames) and still be this thread's innermost call.
 ABORT_DEPTH = 4

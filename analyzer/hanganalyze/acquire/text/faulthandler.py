@@ -85,8 +85,10 @@ def parse(lines: List[str], proc: Process) -> None:
                 threads.append(cur)
                 continue
             if _C_STACK.match(s):
+                messages.append(s)  # a fatal error's (analyze/crashframes.py)
                 continue  # the C frames that follow belong to the current thread
         if s.startswith("C stack trace") or s.startswith("Current thread's C stack"):
+            messages.append(s)
             continue
         parsed = parse_py_file_line(s)
         if parsed is not None and cur is None and not threads and not parsed[1]:
