@@ -112,7 +112,10 @@ def test_a_poll_under_pythons_selectors_is_not_libpqs_network_wait(db):
 
 # --- concurrent.futures' exit handler joining a worker (Python < 3.9) -----------------------------
 
-@pytest.mark.parametrize("path", ["openstack-installer/openstack-installer-773-1.txt", "porcupine/porcupine-379-1.txt"])
+@pytest.mark.parametrize("path", ["openstack-installer/openstack-installer-773-1.txt", "porcupine/porcupine-379-1.txt",
+                                  # Python 2's exit joins (open round 22): the futures backport's Condition.wait,
+                                  # threading._MainThread._exitfunc
+                                  "gax-python/gax-python-96-1.txt", "grpc/grpc-pr12293-1.txt"])
 def test_the_executors_exit_join_is_the_nondaemon_thread_hang(db, path):
     snap, wait = analyzed(real(path), db)
     assert "python-shutdown-nondaemon-threads" in sigs(snap) and wait == "join"

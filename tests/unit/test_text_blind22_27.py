@@ -6,7 +6,6 @@ C++ personality routine calling ``std::terminate`` itself (a forced unwind)."""
 
 from __future__ import annotations
 
-import pytest
 from helpers import real_text, text_verdict
 
 
@@ -14,13 +13,7 @@ def sigs(snap):
     return [f.signature for f in snap.findings]
 
 
-# --- Python 2's exit join -----------------------------------------------------------------------
-
-@pytest.mark.parametrize("path", ["gax-python/gax-python-96-1.txt", "grpc/grpc-pr12293-1.txt"])
-def test_python2s_exit_join_is_the_nondaemon_thread_hang(db, path):
-    snap, wait = text_verdict(real_text(path), db)
-    assert "python-shutdown-nondaemon-threads" in sigs(snap) and wait == "join"
-
+# --- Python 2's exit join (its real pastes: test_text_blind16.py's exit-join test) ---------------
 
 def test_a_python2_join_from_the_programs_own_code_is_not_the_exit(db):
     text = ("Traceback (most recent call last):\n"
