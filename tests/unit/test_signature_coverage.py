@@ -41,8 +41,10 @@ def test_every_builtin_signature_has_a_positive_and_a_near_miss_test():
     logs = _module(TESTS / "unit" / "test_loglines_signatures.py")  # log-line classes of ML jobs (issue 32)
     common = _module(TESTS / "unit" / "test_signatures_common.py")  # frequent classes the database lacked
     blind19 = _module(TESTS / "unit" / "test_text_blind19.py")  # classes added by the open rounds' misses
+    blind22 = _module(TESTS / "unit" / "test_text_blind22_27.py")  # ... and by rounds 22 and 27's
     covered = (by_core | by_text | set(classes.COVERED) | set(tasks.COVERED) | set(ml3.COVERED) | set(ml4.COVERED)
-               | set(mech.COVERED) | set(logs.COVERED) | set(common.COVERED) | set(blind19.COVERED))
+               | set(mech.COVERED) | set(logs.COVERED) | set(common.COVERED) | set(blind19.COVERED)
+               | set(blind22.COVERED))
     ids = {s.id for s in load_signatures().signatures}
     missing = sorted(ids - covered)
     assert not missing, "signatures with no real-stack positive + near-miss test: %s" % missing

@@ -6,6 +6,7 @@ C++ personality routine calling ``std::terminate`` itself (a forced unwind)."""
 
 from __future__ import annotations
 
+import pytest
 from helpers import real_text, text_verdict
 
 
@@ -123,3 +124,73 @@ def test_the_same_frames_without_the_c_stack_header_are_the_wait(db):
     text = real_text("home-assistant-os/home-assistant-os-4901-1.txt")
     text = "\n".join(line for line in text.splitlines() if "C stack trace" not in line) + "\n"
     assert text_verdict(text, db)[1] != "crashed"
+
+
+# --- JVM thread dumps (open round 27's libpython-clj jstack; the JVM's deadlock report) -------
+
+COVERED = ["jvm-java-level-deadlock"]
+
+
+def test_a_jstack_thread_is_read_with_its_name_lwp_and_java_frames():
+    from hanganalyze.acquire.text import parse_text
+
+    proc = parse_text(real_text("pytorch/pytorch-32572-1.txt")).processes[0]
+    assert "parsed as JVM thread dump (jstack)" in proc.notes
+    t = proc.threads[0]
+    assert t.name.startswith("nRepl-session-") and t.tid == 0x3C19  # nid of the wrapped header's second line
+    assert t.frames[0].function == "libpython_clj.jna.DirectMapped.PyObject_CallObject"
+    assert (t.frames[1].file, t.frames[1].line) == ("object.clj", 305)
+    assert not any((f.function or "").startswith("- locked") for f in t.frames)
+
+
+@pytest.mark.parametrize("path", ["phoebus/phoebus-1310-1.txt", "jython/jython-pr243-1.txt"])
+def test_the_jvms_deadlock_report_is_a_java_level_deadlock(db, path):
+    snap, wait = text_verdict(real_text(path), db)
+    assert "jvm-java-level-deadlock" in sigs(snap) and wait == "lock"
+
+
+def test_a_java_exception_trace_is_no_thread_dump_and_no_deadlock(db):
+    from hanganalyze.acquire.text import jvm
+
+    text = ("py4j.protocol.Py4JJavaError: An error occurred while calling o42.collect.\n"
+            ": java.lang.IllegalStateException: SparkContext has been shutdown\n"
+            "\tat org.apache.spark.SparkContext.runJob(SparkContext.scala:2217)\n"
+            "\tat org.apache.spark.rdd.RDD.collect(RDD.scala:1029)\n"
+            "\tat java.lang.Thread.run(Thread.java:750)\n")
+    assert jvm.score(text.splitlines()) == 0.0
+    assert "jvm-java-level-deadlock" not in sigs(text_verdict(text, db)[0])
+
+
+def test_a_thread_blocked_on_a_monitor_without_the_jvms_report_is_a_lock_wait_not_the_deadlock(db):
+    text = ('"main" #1 prio=5 os_prio=0 tid=0x00007f1c3c02a000 nid=0x5e21 waiting for monitor entry '
+            "[0x00007f1c42dfe000]\n"
+            "   java.lang.Thread.State: BLOCKED (on object monitor)\n"
+            "\tat app.Cache.get(Cache.java:14)\n"
+            "\t- waiting to lock <0x0000000711e5a3b8> (a app.Cache)\n"
+            "\tat app.Main.main(Main.java:30)\n\n"
+            "Found 0 deadlocks.\n")
+    snap, wait = text_verdict(text, db)
+    assert wait == "lock" and "jvm-java-level-deadlock" not in sigs(snap)
+
+
+def test_two_jstack_threads_waiting_for_each_others_monitor_are_a_wait_for_cycle(db):
+    # jstack's layout (JDK 17); the cycle is found from the lock lines, whatever the report says
+    text = ('"main" #1 prio=5 os_prio=0 tid=0x00007f1c3c02a000 nid=0x5e21 waiting for monitor entry [0x7f1c42dfe000]\n'
+            "   java.lang.Thread.State: BLOCKED (on object monitor)\n"
+            "\tat Bank.transfer(Bank.java:14)\n"
+            "\t- waiting to lock <0x0000000711e5a3b8> (a Account)\n"
+            "\t- locked <0x0000000711e5a3a0> (a Account)\n"
+            "\tat Bank.main(Bank.java:30)\n\n"
+            '"worker" #14 prio=5 os_prio=0 tid=0x00007f1c3c1b8800 nid=0x5e3a waiting for monitor entry '
+            "[0x7f1c0f9fe000]\n"
+            "   java.lang.Thread.State: BLOCKED (on object monitor)\n"
+            "\tat Bank.transfer(Bank.java:14)\n"
+            "\t- waiting to lock <0x0000000711e5a3a0> (a Account)\n"
+            "\t- locked <0x0000000711e5a3b8> (a Account)\n"
+            "\tat java.lang.Thread.run(java.base@17.0.8/Thread.java:833)\n")
+    snap, wait = text_verdict(text, db)
+    cyc = [f for f in snap.findings if f.signature == "deadlock-cycle"]
+    assert cyc and sorted(cyc[0].threads) == [0x5E21, 0x5E3A] and wait == "lock"
+    # one side only: no cycle
+    one = text.split('\n\n"worker"')[0] + "\n"
+    assert "deadlock-cycle" not in sigs(text_verdict(one, db)[0])

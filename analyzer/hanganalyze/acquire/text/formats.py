@@ -33,6 +33,7 @@ from . import (
     faulthandler,
     gdb,
     ipython,
+    jvm,
     lldb,
     lldbgui,
     log,
@@ -107,6 +108,7 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(windbg, "WinDbg / Visual Studio call stack", ("cdb", "visual-studio", "vs")),
     TextFormat(pyasyncio, "python -m asyncio ps/pstree", ("asyncio-ps", "asyncio-pstree", "pstree"), leftover=False),
     TextFormat(cudakernels, "cuda-gdb info cuda kernels", ("info-cuda-kernels",)),
+    TextFormat(jvm, "JVM thread dump (jstack)", ("jstack", "java")),
     TextFormat(calltree, "call chain written by hand (indented, outermost first)", ("call-tree",), leftover=False),
     # scores 0: used when asked for, or when no dump format scores but known log lines are there (detect)
     TextFormat(log, "log", leftover=False),
