@@ -15,6 +15,10 @@ from hanganalyze.linememo import by_content
 #: Lines that only a hang or crash report writes (searched anywhere in a line).
 KNOWN_PATTERNS = [
     r"Watchdog caught collective operation timeout",
+    # ... the rest of torch's report of it (a paste's chunk that starts below its first line), and the
+    # flight recorder's analysis of a collective some ranks never finished
+    r"ran for \d+ milliseconds before timing out|failure detected by watchdog at work sequence id",
+    r"PG status: last enqueued work: \d+|Timeout at collective: \w+, #\d+|\] joined but didn't finish collective #\d+",
     r"ProcessGroupNCCL'?s? watchdog",
     r"\[PG \S* ?Rank \d+\].*(timeout|Timeout|heartbeat|watchdog)",
     r"ProcessGroupNCCL\.cpp:\d+",
@@ -29,11 +33,17 @@ KNOWN_PATTERNS = [
     r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\]",  # TensorFlow's logging
     r"^\[[IWEF] \S+\.(cpp|cc|h):\d+\]",  # c10 logging
     r"Fatal Python error: ",
+    # CPython 3.10+'s fatal error path lists the extension modules loaded (under the tracebacks)
+    r"^Extension modules: \w",
+    # gdb's line where a fatal signal stopped the process (live) or ended it (a core)
+    r"(?:received|terminated with) signal SIG(?:SEGV|ABRT|BUS|FPE|ILL|TRAP|SYS)\b",
     # a stack dump's thread header (faulthandler's, gdb py-bt's) left as a line: its frames were unreadable
     # (several processes writing one stderr at once), but only a crash or a hang dump writes it
     r"\(most recent call first\):",
     r"terminate called (without an active exception|after throwing)",
     r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
+    # macOS shells' lines for a process killed by a signal (bash / zsh print the signal's number)
+    r"^(?:Abort trap|Illegal instruction|Bus error|Segmentation fault|Floating point exception): \d{1,2}$",
     # the shells' lines for the other fatal signals, glibc's fatal heap checks and assert() (both abort)
     r"\b(?:Illegal instruction|Floating point exception|Trace/breakpoint trap)\s*\(core dumped\)",
     r"^zsh: segmentation fault|\b(?:double free or corruption|free\(\): invalid pointer|malloc\(\): corrupted)",

@@ -194,3 +194,84 @@ def test_two_jstack_threads_waiting_for_each_others_monitor_are_a_wait_for_cycle
     # one side only: no cycle
     one = text.split('\n\n"worker"')[0] + "\n"
     assert "deadlock-cycle" not in sigs(text_verdict(one, db)[0])
+
+
+# --- a paste's later chunk, its header cut: the frame rows speak for their format ---------------
+
+def _tail(path: str, start: int) -> str:
+    return "\n".join(real_text(path).splitlines()[start:]) + "\n"
+
+
+def _parsed(text: str):
+    from hanganalyze.acquire.text import parse_text
+
+    return parse_text(text).processes[0]
+
+
+def test_macos_report_rows_numbered_on_from_a_deep_frame_are_one_cut_thread():
+    proc = _parsed(real_text("pyface/pyface-245-1.txt"))  # frames 199-215, no "Thread N:" line
+    assert "parsed as macOS crash report" in proc.notes and len(proc.threads) == 1
+    t = proc.threads[0]
+    assert len(t.frames) == 17 and not t.current and any("header is not in the text" in n for n in t.notes)
+    assert t.frames[0].function == "PyEval_EvalFrameEx"
+
+
+def test_two_numbered_rows_or_rows_out_of_order_are_no_macos_report():
+    from hanganalyze.acquire.text import maccrash
+
+    rows = ["199 org.python.python             \t0x00000001000d1d92 PyEval_EvalFrameEx + 27826",
+            "200 org.python.python             \t0x00000001000d5215 _PyEval_EvalCodeWithName + 2421",
+            "17 org.python.python             \t0x00000001000cb0be PyEval_EvalCodeEx + 78"]
+    assert maccrash.score(rows[:2]) == 0.0 and maccrash.score(rows) == 0.0
+
+
+def test_windbg_kb_rows_without_their_header_and_with_wide_gaps_are_a_call_stack():
+    proc = _parsed(_tail("azure-cli/azure-cli-30792-1.txt", 5))
+    assert "parsed as WinDbg / Visual Studio call stack" in proc.notes
+    assert any(f.function == "PyObject_FastCall" and f.library == "python312" for f in proc.threads[0].frames)
+
+
+def test_visual_studios_inline_frame_rows_are_frames():
+    proc = _parsed(_tail("pytorch/pytorch-20695-1.txt", 9))
+    names = [f.function for t in proc.threads for f in t.frames]
+    assert any(n and n.startswith("std::_Ref_count_base::_Decref") for n in names)
+
+
+def test_open_mpis_crash_handler_rows_are_frames_and_the_process_crashed(db):
+    text = real_text("nccl/nccl-291-1.txt")
+    proc = _parsed(text)
+    assert len(proc.threads) == 1 and proc.threads[0].frames[1].library.endswith("libnccl.so.2")
+    assert proc.threads[0].frames[1].address == 0x7F8EAB35933C
+    assert text_verdict(text, db)[1] == "crashed"
+    assert len(_parsed(_tail("nccl/nccl-291-1.txt", 7)).threads[0].frames) == 8  # rows [ 1]-[ 8] only: still read
+
+
+def test_ucx_rows_without_their_header_need_a_numbered_run():
+    from hanganalyze.acquire.text import cxxframes
+
+    proc = _parsed(_tail("pytorch/pytorch-113740-1.txt", 7))  # from frame 5 on
+    assert proc.threads and proc.threads[0].frames[0].function == "gpuAssert.constprop.0"
+    two = ["5 0x0000000000001403 gpuAssert.constprop.0()  main.c:0", "9 0x0000000000001873 launch()  main.c:0",
+           "7 0x000000000013bf90 cfunction_call_varargs()  call.c:758"]
+    assert cxxframes.score(two) == 0.0  # numbers that do not follow each other: no run
+
+
+@pytest.mark.parametrize("path,start,wait", [
+    ("olmo-core/olmo-core-829-1.txt", 3, "collective"),  # "ran for N milliseconds before timing out"
+    ("ezpz/ezpz-239-1.txt", 4, "collective"),  # the flight recorder's "joined but didn't finish" and PG status
+    ("pytorch/pytorch-125990-1.txt", 8, "crashed"),  # gdb's "received signal SIGABRT" over its stop line
+    ("rapidgzip/rapidgzip-24-1.txt", 5, "crashed"),  # macOS shell's "Abort trap: 6"
+    ("datasets/datasets-7357-1.txt", 5, "crashed"),  # CPython's fatal error lists the extension modules
+])
+def test_a_later_chunk_of_a_known_report_is_read_not_refused(db, path, start, wait):
+    assert text_verdict(_tail(path, start), db)[1] == wait
+
+
+def test_prose_that_mentions_a_timeout_or_a_module_list_is_still_refused():
+    from hanganalyze.acquire.text import parse_text
+    from hanganalyze.errors import InputError
+
+    for text in ("The job ran for a while before timing out, then we restarted it.\nNo stack was kept.\n",
+                 "We ship these extension modules: numpy, pandas.\nIt hangs anyway.\n"):
+        with pytest.raises(InputError):
+            parse_text(text)

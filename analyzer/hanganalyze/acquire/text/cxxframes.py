@@ -60,11 +60,20 @@ def frame_body(line: str) -> Optional[tuple]:
     return int(m.group(1)), m.group(2).strip()
 
 
+#: Open MPI's (opal's) crash handler: ``[host:pid] [ 3] /x/libnccl.so.2(+0x3533c)[0x7f..]``: the
+#: process's tag, the frame's index in brackets, no space before the address.
+_OPAL = re.compile(r"^(?:\[[\w.-]{1,100}:\d{1,10}\] )?\[ {0,3}(\d{1,4})\] ")
+
+
 def symbols_body(s: str) -> Optional[tuple]:
     """(index or None, body) of a ``backtrace_symbols()`` line (stripped): glibc's
-    ``/lib/libc.so.6(abort+0x12) [0x7f..]``, UCX's `` 3  /x/_raylet.so(+0xb996ba) [0x7f..]``."""
+    ``/lib/libc.so.6(abort+0x12) [0x7f..]``, UCX's `` 3  /x/_raylet.so(+0xb996ba) [0x7f..]``,
+    Open MPI's ``[host:pid] [ 3] /x/lib.so(+0x3533c)[0x7f..]``."""
     if not s.endswith("]"):
         return None
+    m = _OPAL.match(s) if s.startswith("[") else None
+    if m is not None:
+        s = "%s %s" % (m.group(1), s[m.end():].replace(")[0x", ") [0x", 1))
     k = s.rfind(" [")
     if k < 0 or not _HEX.match(s[k + 2:-1]):
         return None
@@ -103,10 +112,30 @@ _CAUGHT = re.compile(r"^Caught signal (\d{1,2}) \(")
 _SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV"}
 
 
+def _ucx_run(lines: List[str], i: int) -> bool:
+    """Lines ``i`` on start ``UCX_RUN`` UCX frame lines numbered one after another."""
+    want: Optional[int] = None
+    for line in lines[i:i + UCX_RUN]:
+        s = line.strip()
+        if ucx_frame(s) is None:
+            return False
+        n = int(s.split(" ", 1)[0])
+        if want is not None and n != want:
+            return False
+        want = n + 1
+    return want is not None and len(lines[i:i + UCX_RUN]) == UCX_RUN
+
+
+#: How many consecutive numbered UCX frame lines make its frames without their header.
+UCX_RUN = 3
+
+
 def score(lines: List[str]) -> float:
     frames = headers = 0
     ucx = False
-    for line in lines:
+    for i, line in enumerate(lines):
+        if not ucx and line[:3].strip().isdigit() and _ucx_run(lines, i):
+            ucx = True  # its header cut: the run of numbered frames speaks for it
         if "frame" in line and frame_body(line) is not None:
             frames += 1
             continue
@@ -184,6 +213,12 @@ def parse(lines: List[str], proc: Process) -> None:
                     pending = None
                 cur.frames.append(parse_frame(sb[1]))
                 continue
+        if fb is None and cur is None and _ucx_run(lines, i - 1):
+            # UCX's frames with their header cut (a paste's later chunk): a run of numbered lines
+            cur = Thread(merge="native-only")
+            cur.notes.extend(["no header above these frames (the paste starts inside a stack)", "UCX backtrace"])
+            threads.append(cur)
+            pending = None
         if fb is None and cur is not None and "UCX backtrace" in cur.notes:
             uf = ucx_frame(s)
             if uf is not None:

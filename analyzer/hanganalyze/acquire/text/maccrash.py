@@ -46,6 +46,7 @@ _OFFSET = re.compile(r" \+ \d{1,12}$")
 #: Frame lines numbered 0, 1, 2, ... with no thread header: execinfo's backtrace_symbols() output.
 _BARE_RUN = 3
 _BARE = "backtrace_symbols() frames (no thread header)"
+_CUT = "the thread header is not in the text (the paste starts inside its frames)"
 
 
 def _frame_parts(s: str) -> Optional[Tuple[str, str, str, Optional[str], Optional[str]]]:
@@ -71,8 +72,36 @@ def _frame_parts(s: str) -> Optional[Tuple[str, str, str, Optional[str], Optiona
     return lib, m.group(1), func, file, line
 
 
+def _row(s: str) -> bool:
+    """A report's frame row for sure: ``_frame_parts`` and the symbol's ``+ offset`` (or ``???``),
+    what tells a row from other numbered lines with an address (gdb's ``info threads``)."""
+    fp = _frame_parts(s)
+    return fp is not None and (fp[0] == "???" or _OFFSET.search(s) is not None) and not fp[0].startswith("Thread")
+
+
+def _run_from(lines: List[str], i: int) -> bool:
+    """Lines ``i`` on are ``_BARE_RUN`` report rows numbered one after another (blank lines skipped):
+    a thread's rows whose header the paste cut, not a few numbered lines that look like rows."""
+    want = None
+    seen = 0
+    for line in lines[i:]:
+        s = line.strip()
+        if not s:
+            continue
+        if not s[:1].isdigit() or not _row(s):
+            return False
+        n = int(s.split(" ", 1)[0])
+        if want is not None and n != want:
+            return False
+        want, seen = n + 1, seen + 1
+        if seen == _BARE_RUN:
+            return True
+    return False
+
+
 def score(lines: List[str]) -> float:
-    header = frames = threads = run = 0
+    header = frames = threads = run = best = 0
+    prev = -2
     for line in lines:
         s = line.strip()
         if _HEADER.match(s) or _PROCESS.match(s):
@@ -81,11 +110,14 @@ def score(lines: List[str]) -> float:
             threads += 1
         elif s[:1].isdigit() and _frame_parts(s) is not None:
             frames += 1
-            run = run + 1 if s.split(" ", 1)[0] == str(run) else 0
+            n = int(s.split(" ", 1)[0])
+            run = (run + 1 if n == prev + 1 else 1) if (n == 0 or _row(s)) else 0
+            prev, best = n, max(best, run)
     if header < 2 and threads == 0:
-        # backtrace_symbols() printed by the program itself (a hang detector, a crash handler): the
-        # report's frame lines, numbered from 0, with no report around them
-        return 1.5 * run if run >= _BARE_RUN else 0.0
+        # backtrace_symbols() printed by the program itself (a hang detector, a crash handler), or a
+        # report's thread cut above its header (a paste's later chunk): the report's frame lines,
+        # numbered one after another, with no report around them
+        return 1.5 * best if best >= _BARE_RUN else 0.0
     if header < 2 and frames < 2:
         return 0.0
     return 3.0 * header + 4.0 * threads + (1.5 * frames if threads or header >= 2 else 0.0)
@@ -101,7 +133,7 @@ def parse(lines: List[str], proc: Process) -> None:
     messages: List[str] = []
     threads: List[Thread] = []
     cur: Optional[Thread] = None
-    for line in lines:
+    for i, line in enumerate(lines):
         s = line.strip()
         if not s:
             continue
@@ -116,9 +148,14 @@ def parse(lines: List[str], proc: Process) -> None:
             if m.group(2):  # only ReportCrash marks a thread so: the one that took the fatal exception
                 messages.append(s)
             continue
-        if cur is None and not threads and s.startswith("0 ") and _frame_parts(s) is not None:
-            cur = Thread(current=True)  # backtrace_symbols() lines: the thread that printed them
-            cur.notes.append(_BARE)
+        if cur is None and not threads and s[:1].isdigit() and _frame_parts(s) is not None \
+                and (s.startswith("0 ") or _run_from(lines, i)):
+            if s.startswith("0 "):
+                cur = Thread(current=True)  # backtrace_symbols() lines: the thread that printed them
+                cur.notes.append(_BARE)
+            else:  # a thread's deeper frames: the paste starts inside it
+                cur = Thread()
+                cur.notes.append(_CUT)
             threads.append(cur)
         fp = _frame_parts(s) if cur is not None and s[:1].isdigit() else None
         if fp is not None and cur is not None:

@@ -40,10 +40,12 @@ _FRAME = re.compile(r"^(?:([0-9a-fA-F]{2,4}) )?(?:" + _HEX + r" {1,8}){1,6}(?:: 
 _SOURCE = re.compile(r"^(.*?) \[(.{1,500}) @ (\d{1,9})\]$")
 _OFFSET = re.compile(r"^(.*?)\+0x[0-9a-fA-F]{1,16}$")
 #: Visual Studio: ``module.dll!function(args) Line 12 + 0x5 bytes`` then tab-separated columns.
-_VS = re.compile(r"^[> ]?\s*([\w.\-]{1,200}\.(?:dll|exe|pyd|sys|so|drv))!(.{1,4000}?)(?: Line (\d{1,9}))?"
+#: (``[Inline Frame] module.dll!function() Line 12`` for a call the compiler inlined into the next row)
+_VS = re.compile(r"^[> ]?\s*(?:\[Inline Frame\] )?([\w.\-]{1,200}\.(?:dll|exe|pyd|sys|so|drv))!(.{1,4000}?)"
+                 r"(?: Line (\d{1,9}))?"
                  r"(?: \+ 0x[0-9a-fA-F]+ bytes)?(?:\t.*)?$", re.IGNORECASE)
 #: A headerless ``kb`` row: at least two 8-digit hex columns, then ``module!function``.
-_KB_ROW = re.compile(r"^(?:[0-9a-fA-F]{8}`?(?:[0-9a-fA-F]{8})? ){2,6}[\w.\-]{1,200}![^ ]")
+_KB_ROW = re.compile(r"^(?:[0-9a-fA-F]{8}`?(?:[0-9a-fA-F]{8})? {1,8}){2,6}[\w.\-]{1,200}![^ ]")
 #: A line that heads one thread's rows in a paste of several ("Callstack:").
 _STACK_HEADINGS = ("callstack", "call stack", "stack", "stack trace", "backtrace")
 _ADDRESS_ONLY = re.compile(r"^[0-9a-fA-F]{6,16}\(\)$")
@@ -110,7 +112,7 @@ def _vscode_frame(s: str) -> Optional[Frame]:
 
 
 def _vs_frame(s: str) -> Optional[Frame]:
-    if "!" not in s or not (s[:1] in "> \t" or s[:1].isalnum()):
+    if "!" not in s or not (s[:1] in "> \t[" or s[:1].isalnum()):
         return None
     code = _vscode_frame(s) if ".so" in s else None
     if code is not None:
