@@ -49,6 +49,18 @@ def test_an_uncaught_cxx_exception_is_not_a_forced_unwind(db):
     assert wait == "crashed" and "python-finalization-gil-reacquire" not in sigs(snap)
 
 
+def test_a_forced_unwind_whose_source_is_in_view_without_the_gil_is_not_finalization(db):
+    # the same abort, its unwind's frames kept: a pthread_cancel of the program's own thread
+    text = real_text("mostrobotpy/mostrobotpy-147-1.txt") + (
+        "#12 0x00007fd9eaf91be4 in _Unwind_ForcedUnwind_Phase2 () from /lib/libgcc_s.so.1\n"
+        "#13 0x00007fd9eaf92130 in _Unwind_ForcedUnwind () from /lib/libgcc_s.so.1\n"
+        "#14 0x00007fd9f9a7e4a6 in __GI___pthread_unwind (buf=<optimized out>) at unwind.c:130\n"
+        "#15 0x00007fd9f9a76a8a in __do_cancel () at pthreadP.h:280\n"
+        "#16 0x000055d0c1a0b1c2 in Worker::poll (this=0x55d0c2e4c2a0) at worker.cc:77\n")
+    snap, wait = text_verdict(text, db)
+    assert wait == "crashed" and "python-finalization-gil-reacquire" not in sigs(snap)
+
+
 def test_a_signal_frame_under_a_wait_does_not_make_the_abort_depth_deeper(db):
     # a profiler's signal over a futex wait: the frames above the signal frame are no raise chain
     text = ("(gdb) bt\n"
