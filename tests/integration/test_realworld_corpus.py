@@ -9,6 +9,9 @@ that made it, the cause the thread established, and what hanganalyze must answer
 * ``input_format: log``: a text with neither a frame nor a known log line (a program's own printf
   log, a bare thread list), which auto-detection refuses, as it should, analyzed the way the refusal
   tells users to; every other dump, logs with no frame included, is read by auto-detection;
+* ``refusal: "why"``: a text with neither a frame nor a known log line, for which the one-line
+  refusal (exit 2, saying what to capture) is the answer the issue asks for; the test asserts it is
+  still refused and says what to capture (a reader that learns to read it shows up as a failure);
 * ``known_miss: "why"``: a known wrong or missing answer, explained (a paste cut before the frames
   the signature needs, say); the test asserts it is still not right (so a fix shows up as a failure
   to update the manifest), and it counts as what it is (wrong / no finding) in the score.
@@ -90,8 +93,13 @@ def test_dump(entry, db):
     try:
         snap = _analyze(path, db, entry.get("input_format"))
     except InputError as e:
+        if entry.get("refusal"):  # no frame and no known line: the one-line refusal is the answer
+            SCORE[entry["file"]] = "refused: as it should"
+            assert "capture" in str(e), "a refusal must say what to capture: %s" % e
+            return
         SCORE[entry["file"]] = "refused: refused"
         pytest.fail("refused: %s" % e)
+    assert not entry.get("refusal"), "%s is now read: remove its refusal note" % entry["file"]
     triage = [f for f in snap.findings if f.signature == "triage"]
     assert triage or expect_in(entry, snap), "no verdict: neither a known bug nor a triage"
     if entry.get("wait"):

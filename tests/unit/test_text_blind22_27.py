@@ -287,3 +287,76 @@ def test_prose_that_mentions_a_timeout_or_a_module_list_is_still_refused():
                  "We ship these extension modules: numpy, pandas.\nIt hangs anyway.\n"):
         with pytest.raises(InputError):
             parse_text(text)
+
+
+# --- round 27's refusals: celery's log prefix, Ray's symbolised backtrace, a cut pytest report,
+# --- SGLang's watchdog report, a printf log (refused, saying what to capture) -----------------
+
+def test_a_stack_printed_through_celerys_log_prefix_is_read():
+    proc = _parsed(real_text("gevent/gevent-1881-1.txt"))  # "[WARNING/MainProcess] " on every line
+    assert "parsed as Python traceback" in proc.notes
+    assert any(f.function == "_process_task" for t in proc.threads for f in t.frames)
+
+
+def test_celerys_prefix_is_no_wrapper_on_a_few_lines_of_prose():
+    from hanganalyze.acquire.text.unwrap import unwrap_layers
+
+    lines = ["[WARNING/MainProcess] celery@host ready.", "the worker then froze", "and nothing else was logged",
+             "we restarted it"]
+    assert all(bare[0].startswith("[WARNING/MainProcess] ") for bare, _kept in unwrap_layers(lines))
+    # ... while the same prefix on every line is one
+    every = ["[WARNING/MainProcess] " + x for x in lines[1:]] + [lines[0]]
+    assert any(not bare[0].startswith("[WARNING") for bare, _kept in unwrap_layers(every))
+
+
+def test_rays_backtrace_rows_with_the_demangled_name_after_the_address_are_frames():
+    proc = _parsed(real_text("ray/ray-41477-1.txt"))
+    f = proc.threads[0].frames
+    assert f[0].function == "ray::core::ActorSchedulingQueue::ScheduleRequests" and f[0].address == 0x7FC41A1B939B
+    assert f[3].function == "boost::asio::detail::completion_handler<>::do_complete"
+
+
+def test_a_row_whose_parentheses_name_the_symbol_keeps_it():
+    from hanganalyze.acquire.text import cxxframes
+
+    sb = cxxframes.symbols_body("/x/libc.so.6(abort+0x12) [0x7f0000001234] something else")
+    assert sb is not None and cxxframes.parse_frame(sb[1]).function == "abort"
+
+
+def test_a_pytest_report_cut_above_its_location_line_is_its_failing_line(db):
+    text = real_text("pytest-asyncio/pytest-asyncio-40-1.txt")
+    t = _parsed(text).threads[0]
+    assert t.frames[0].source == "event_list = self._selector.select(timeout)"
+    assert text_verdict(text, db)[1] == "idle"  # the event loop's selector
+
+
+def test_pytests_marker_line_is_the_source_of_its_located_frame():
+    f = _parsed(real_text("libjuju/python-libjuju-295-1.txt")).threads[0].frames[0]
+    assert (f.file, f.line, f.source) == ("/usr/lib/python3.6/asyncio/base_events.py", 1404,
+                                          "event_list = self._selector.select(timeout)")
+
+
+def test_a_diff_or_a_quote_is_no_cut_pytest_report():
+    from hanganalyze.acquire.text import pytest_report
+
+    diff = ["<     x = 1", ">     x = 2", ">     y = 3", "    z = 4", "    w = 5", "    v = 6",
+            "    u = 7", "    t = 8"]
+    assert pytest_report.score(diff) == 0.0
+
+
+def test_sglangs_watchdog_report_of_the_stuck_batch_is_the_watchdog(db):
+    from helpers import text_or_log_findings
+
+    found = {f.signature for f in text_or_log_findings(real_text("sglang/sglang-33549-1.txt"), db)}
+    assert "sglang-scheduler-watchdog-timeout" in found
+    near = "logger.info(f\"{self.batch.batch_size()=}\")  # our own debug print\nbatch.batch_size()=8\n"
+    assert "sglang-scheduler-watchdog-timeout" not in {f.signature for f in text_or_log_findings(near, db)}
+
+
+def test_a_text_with_no_frame_and_no_known_line_is_refused_saying_what_to_capture():
+    from hanganalyze.acquire.text import parse_text
+    from hanganalyze.errors import InputError
+
+    with pytest.raises(InputError) as e:
+        parse_text(real_text("psycopg2/psycopg2-703-1.txt"))
+    assert "capture its stacks (hanganalyze --pid PID" in str(e.value) and "\n" not in str(e.value)

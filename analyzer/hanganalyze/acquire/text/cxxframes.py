@@ -33,7 +33,7 @@ from typing import List, Optional
 
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
-from .common import cap_messages, to_int, unknown_function
+from .common import cap_messages, split_call, to_int, unknown_function
 
 NAME = "cxxframes"
 
@@ -69,8 +69,15 @@ def symbols_body(s: str) -> Optional[tuple]:
     """(index or None, body) of a ``backtrace_symbols()`` line (stripped): glibc's
     ``/lib/libc.so.6(abort+0x12) [0x7f..]``, UCX's `` 3  /x/_raylet.so(+0xb996ba) [0x7f..]``,
     Open MPI's ``[host:pid] [ 3] /x/lib.so(+0x3533c)[0x7f..]``."""
+    symbol = None
     if not s.endswith("]"):
-        return None
+        # Ray's (and absl's) form: the demangled name after the address, ``LIB(+0x..) [0x..] ns::f()``
+        k = s.find(") [0x")
+        j = s.find("] ", k + 5) if k > 0 else -1
+        if j < 0 or not _HEX.match(s[k + 3:j]):
+            return None
+        symbol, _args = split_call(s[j + 2:].strip())
+        s = s[: j + 1]
     m = _OPAL.match(s) if s.startswith("[") else None
     if m is not None:
         s = "%s %s" % (m.group(1), s[m.end():].replace(")[0x", ") [0x", 1))
@@ -87,7 +94,10 @@ def symbols_body(s: str) -> Optional[tuple]:
     lib = words[-1]
     if "/" not in lib and ".so" not in lib:
         return None
-    return (int(words[0]) if len(words) == 2 else None), lib + left[p:] + s[k:]
+    inner = left[p:]
+    if symbol and inner[1:2] in ("+", ")"):  # no name of its own in the parentheses: the trailing one
+        inner = "(%s%s" % (symbol, inner[1:])
+    return (int(words[0]) if len(words) == 2 else None), lib + inner + s[k:]
 
 
 _UCX_HEAD = "==== backtrace"
@@ -140,7 +150,7 @@ def score(lines: List[str]) -> float:
             frames += 1
             continue
         s = line.strip()
-        if s.endswith("]") and symbols_body(s) is not None:
+        if "]" in s and symbols_body(s) is not None:
             frames += 1
         elif ucx and ucx_frame(s) is not None:
             frames += 1
@@ -203,7 +213,7 @@ def parse(lines: List[str], proc: Process) -> None:
         if not s:
             continue
         fb = frame_body(s) if "frame" in s else None
-        if fb is None and s.endswith("]"):
+        if fb is None and "]" in s:
             sb = symbols_body(s)
             if sb is not None:
                 if cur is None or (sb[0] == 0 and cur.frames):

@@ -23,9 +23,11 @@ UNRECOGNISED = (
     "could not recognise the text as any known dump format (gdb backtrace, py-bt, py-spy dump, "
     "py-spy --json, pystack, faulthandler, Python traceback, IPython traceback, lldb bt, pytest-timeout, "
     "pytest report, stack dumper, abseil deadlock report, PyTorch C++ frames, backtrace_symbols, WinDbg or "
-    "Visual Studio call stack, macOS crash report or sample, IDE debugger thread view, python -m asyncio ps/pstree) "
-    "or hang log: "
-    "no stack frame and no known log line found; use --input-format, or --input-format log for a plain log"
+    "Visual Studio call stack, macOS crash report or sample, IDE debugger thread view, JVM thread dump, "
+    "python -m asyncio ps/pstree) or hang log: "
+    "no stack frame and no known log line found; while the process hangs, capture its stacks (hanganalyze "
+    "--pid PID, or py-spy dump --native --pid PID) and give those; or use --input-format, or --input-format "
+    "log for a plain log"
 )
 
 #: A log (most lines are records: a timestamp, a level, a process tag) with no frame and no line a hang

@@ -56,9 +56,21 @@ def _location(s: str) -> Optional[Tuple[Frame, Optional[str]]]:
     return python_frame(m.group(3), m.group(1), to_int(m.group(2))), exc
 
 
+#: ``>       event_list = self._selector.select(timeout)``: pytest's marker of the failing line in
+#: the long form's source (``>`` then the code's indentation), not a quote's ``> `` or a diff's.
+_MARK = re.compile(r"^>\s{3,}\S")
+#: Source lines a location-less chunk must hold around its marker to be a report's listing.
+_CUT_CODE = 5
+
+
 def score(lines: List[str]) -> float:
     located = excs = marks = 0
+    marked = code = 0
     for line in lines:
+        if _MARK.match(line):
+            marked += 1
+        elif line[:4] == "    " and line.strip():
+            code += 1
         if not line or line[:1] in (" ", "\t"):
             continue
         s = line.rstrip()
@@ -74,7 +86,8 @@ def score(lines: List[str]) -> float:
                 located += 1
                 excs += loc[1] is not None
     if located == 0:
-        return 0.0
+        # a later chunk of a long report: its listing and its one failing line, the location cut
+        return 0.5 if marked == 1 and code >= _CUT_CODE else 0.0
     if marks == 0 and excs == 0 and not any(_location(x.rstrip()) and " in " in x for x in lines[:2000]):
         return 0.0  # bare "x.py:12:" lines are grep's, not pytest's
     return 3.0 * located + 2.0 * excs + marks
@@ -85,6 +98,8 @@ def parse(lines: List[str], proc: Process) -> None:
     blocks: List[Thread] = []
     cur: Optional[Thread] = None
     last_def: Optional[str] = None
+    marked: Optional[str] = None  # the ``>`` line: the source of the location line that follows
+    code = 0  # source lines seen (a report whose location lines the paste cut)
     for line in lines:
         s = line.rstrip()
         st = s.strip()
@@ -106,6 +121,8 @@ def parse(lines: List[str], proc: Process) -> None:
                 frame, exc = loc
                 if frame.function is None and last_def is not None:
                     frame.function = last_def
+                if marked is not None:
+                    frame.source, marked = marked, None
                 if cur is None:
                     cur = Thread()
                     cur.notes.append("pytest report")
@@ -129,9 +146,20 @@ def parse(lines: List[str], proc: Process) -> None:
         if b:
             messages.append(b.group(1))
             continue
+        if _MARK.match(s):
+            marked = st[1:].strip()
+            continue
         if line[:1] in (" ", "\t") or st.startswith(">"):
+            code += 1
             continue  # the source pytest shows around a frame
         messages.append(st)
+    if not blocks and marked is not None and code >= _CUT_CODE:
+        # the report's location lines are cut: its source listing and failing line are all there is
+        t = Thread(merge="python-only")
+        t.notes.append("pytest report, its location line cut: the failing line only")
+        t.frames.append(python_frame(last_def, None, None))
+        t.frames[0].source = marked
+        blocks.append(t)
     for t in blocks:
         t.frames.reverse()  # innermost first
         t.merge = "python-only"

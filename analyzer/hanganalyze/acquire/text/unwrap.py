@@ -67,6 +67,9 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     ("ray", RAY_TAG),
     # [12:00:00] / 12:00:00.123
     ("time", re.compile(r"^(?:\[\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)(?: |$)")),
+    # [WARNING/MainProcess] / [2024-01-01 12:00:00,123: ERROR/ForkPoolWorker-3]  (celery's worker log: its
+    # stdout and stderr are logged as WARNING records, so a stack printed in a task carries it on every line)
+    ("celery", re.compile(r"^\[(?:" + _STAMP + r": )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)/[\w.\-]{1,100}\](?: |$)")),
     # INFO:root:  (Python logging's default format: level, then the logger's name)
     ("logging", re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.\-]{0,100}:")),
     # 0:   (srun --label: the task's number)
@@ -152,7 +155,7 @@ def _strip_continuation(lines: List[str]) -> Optional[List[str]]:
 #: them unless a dump format reads the lines better without them (``parse_text``); a report shows
 #: the log's lines as they were.  The other wrappers (backticks, quotes, line numbers, a launcher's
 #: or a collector's tag) say nothing.
-KEPT = ("timestamp", "syslog", "dated", "colab", "glog", "vllm", "time", "ray")
+KEPT = ("timestamp", "syslog", "dated", "colab", "glog", "vllm", "time", "ray", "celery")
 
 
 def _strip_prefix(lines: List[str], kinds: List[str]) -> Optional[List[str]]:
