@@ -360,3 +360,19 @@ def test_a_text_with_no_frame_and_no_known_line_is_refused_saying_what_to_captur
     with pytest.raises(InputError) as e:
         parse_text(real_text("psycopg2/psycopg2-703-1.txt"))
     assert "capture its stacks (hanganalyze --pid PID" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_log_read_as_one_with_no_known_line_says_what_to_capture():
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    path = REPO / "tests" / "data" / "realworld" / "psycopg2" / "psycopg2-703-1.txt"
+    out = subprocess.run([sys.executable, "-m", "hanganalyze", str(path), "--input-format", "log", "--format", "text"],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert "holds no stack and no line a hang or crash leaves" in out and "hanganalyze --pid PID" in out
+    stacks = REPO / "tests" / "data" / "realworld" / "gevent" / "gevent-1881-1.txt"  # frames, no known bug
+    out = subprocess.run([sys.executable, "-m", "hanganalyze", str(stacks), "--format", "text"],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert "holds no stack" not in out

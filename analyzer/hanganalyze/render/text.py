@@ -232,7 +232,12 @@ def render_view_text(view: ReportView) -> str:
                     out.append("      " + clean(ev.frame))
     else:
         out.append("")
-        out.append("No finding: no signature in the database matched these stacks.")
+        if any(t.frames for p in view.snapshot.processes for t in p.threads):
+            out.append("No finding: no signature in the database matched these stacks.")
+        else:  # a log read as one (--input-format log) with no line a hang leaves: say what to capture
+            out.append("No finding: the input holds no stack and no line a hang or crash leaves; while the "
+                       "process hangs, capture its stacks (hanganalyze --pid PID, or py-spy dump --native "
+                       "--pid PID) and give those.")
     out.extend(visible(line.rstrip(), keep="\t") for line in ras_text_lines(view.snapshot))  # render/rasview.py
     out.extend(_job_lines(view))
     gpu = gpu_lines(view.snapshot)
