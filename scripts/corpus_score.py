@@ -64,7 +64,7 @@ def main(manifest: str) -> int:
         else:
             row["result"] = "no expectation"
         row["got_wait"] = _wait(snap)
-        mine = ("triage", e.get("expect"))
+        mine = ("triage", e.get("expect")) + tuple(e.get("also") or ())
         row["confident_other"] = sorted({f.signature for f in snap.findings
                                          if (f.confidence or 0) >= 0.8 and f.signature not in mine
                                          and f.severity in HANG_CLASS + ("crash", "error")})

@@ -12,6 +12,8 @@ that made it, the cause the thread established, and what hanganalyze must answer
 * ``refusal: "why"``: a text with neither a frame nor a known log line, for which the one-line
   refusal (exit 2, saying what to capture) is the answer the issue asks for; the test asserts it is
   still refused and says what to capture (a reader that learns to read it shows up as a failure);
+* ``also: [SIG]`` (with ``also_why``): another finding the entry's own labels support (its category
+  names it: a timeout whose ranks ran mismatched ops), not counted as naming another cause;
 * ``known_miss: "why"``: a known wrong or missing answer, explained (a paste cut before the frames
   the signature needs, say); the test asserts it is still not right (so a fix shows up as a failure
   to update the manifest), and it counts as what it is (wrong / no finding) in the score.
@@ -106,6 +108,7 @@ def test_dump(entry, db):
         WAITS[entry["file"]] = (entry["wait"], triage[0].triage.wait if triage else None)
     if entry.get("expect") or entry.get("hang") is False:
         wrong = [f.signature for f in snap.findings if f.signature not in ("triage", entry.get("expect"))
+                 and f.signature not in (entry.get("also") or ())
                  and f.severity in ("crash", "deadlock", "hang", "error") and (f.confidence or 1.0) >= 0.8
                  and entry.get("category") not in f.signature]
         if entry.get("expect"):

@@ -376,3 +376,40 @@ def test_a_log_read_as_one_with_no_known_line_says_what_to_capture():
     out = subprocess.run([sys.executable, "-m", "hanganalyze", str(stacks), "--format", "text"],
                          capture_output=True, text=True, timeout=120).stdout
     assert "holds no stack" not in out
+
+
+# --- open round 30: a CUDA check's exception by its header; the illegal access the watchdog reports
+
+def test_a_c10_exception_raised_by_the_cuda_check_is_a_crash_even_with_its_frames_cut(db):
+    from hanganalyze import pipeline
+
+    snap = pipeline.analyze(_parsed_snapshot(real_text("vllm/vllm-8177-1.txt")), db)
+    sigs_ = {f.signature for f in snap.findings}
+    assert {"cuda-illegal-memory-access", "pgnccl-watchdog-sticky-cuda-error"} <= sigs_
+    frames_proc = [f for f in snap.findings if f.signature == "triage" and f.triage.wait]
+    assert all(f.triage.wait == "crashed" for f in frames_proc)
+
+
+def test_a_c10_exception_raised_by_the_watchdogs_timeout_check_is_no_cuda_crash(db):
+    text = ("Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:565 "
+            "(most recent call first):\n"
+            "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7fd4b596c446 in /x/libc10.so)\n"
+            "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, "
+            "std::ratio<1l, 1000l> > >) + 0x1d2 (0x7fd45a4b81a2 in /x/libtorch_cuda.so)\n"
+            "frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x233 (0x7fd45a4bfc03 in /x/libtorch_cuda.so)\n")
+    assert text_verdict(text, db)[1] == "collective"
+
+
+def test_a_watchdog_reporting_another_cuda_error_is_no_illegal_access(db):
+    from helpers import text_or_log_findings
+
+    text = ("[rank0]:[E219 12:14:43.351647859 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 0] Process group "
+            "watchdog thread terminated with exception: CUDA error: unspecified launch failure\n")
+    found = {f.signature for f in text_or_log_findings(text, db)}
+    assert "cuda-illegal-memory-access" not in found
+
+
+def _parsed_snapshot(text):
+    from hanganalyze.acquire.text import parse_text
+
+    return parse_text(text)

@@ -265,12 +265,27 @@ def raising_nccl_error(t: Thread, name_of: Callable[[Frame], str]) -> bool:
     return bool(t.frames)
 
 
+#: The note of a c10 exception that c10's check of a CUDA call raised (its header line, kept where the
+#: frames under the exception's constructor are cut: open round 30's vLLM log).
+_CUDA_CHECK_RAISED = rxcache.compile(r"^c10 exception: Exception raised from c10_cuda_check_implementation at ")
+
+
+def raising_cuda_note(t: Thread) -> bool:
+    """The thread's frames are the c10 exception a CUDA call's check raised, by its header, with the
+    exception's own frames innermost (its constructor, torchCheckFail): the thread throws that error."""
+    if not any(_CUDA_CHECK_RAISED.match(n) for n in t.notes):
+        return False
+    return bool(t.frames) and all(f.function is None or _CUDA_CHECK.match(f.function.split("(", 1)[0])
+                                  for f in t.frames[:2] if not f.marker)
+
+
 def crash_on_stack(t: Thread, name_of: Callable[[Frame], str], no_signal: bool) -> bool:
     """The thread's own stack proves it crashed: ``abort`` on top (where the input names no signal:
     a named one already says which thread got it), a wait on an object in the null page, or a fatal
     handler anywhere on it."""
     return ((no_signal and (aborting(t.frames, name_of) or dumper_faulted(t.frames, name_of)
-                            or raising_cuda_error(t.frames, name_of) or raising_nccl_error(t, name_of)
+                            or raising_cuda_error(t.frames, name_of) or raising_cuda_note(t)
+                            or raising_nccl_error(t, name_of)
                             or null_page_wait(t)))
             or fatal_handler_at(t.all_frames(), name_of) is not None)
 
