@@ -413,3 +413,22 @@ def _parsed_snapshot(text):
     from hanganalyze.acquire.text import parse_text
 
     return parse_text(text)
+
+
+# --- after the sealed round 29 score: gunicorn's worker is a forked child (arbiter.spawn_worker) ---
+
+def test_a_gunicorn_worker_blocked_in_logging_is_a_forked_child_with_an_inherited_lock(db):
+    snap, wait = text_verdict(real_text("sealed29/prunemate-29-1.txt"), db)
+    tri = [f for f in snap.findings if f.signature == "triage"][0]
+    assert wait == "lock" and "inherited locked" in tri.summary
+
+
+def test_a_thread_blocked_in_logging_without_a_fork_site_is_a_plain_lock_wait(db):
+    text = ('Thread 9 (active): "MainThread"\n'
+            "    emit (logging/__init__.py:1163)\n"
+            "    handle (logging/__init__.py:1028)\n"
+            "    run (app/server.py:88)\n"
+            "    <module> (app/main.py:12)\n")
+    snap, wait = text_verdict(text, db)
+    tri = [f for f in snap.findings if f.signature == "triage"][0]
+    assert "inherited" not in tri.summary
