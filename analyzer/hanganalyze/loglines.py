@@ -66,8 +66,9 @@ KNOWN_PATTERNS = [
     # vLLM's executor when a worker does not answer
     r"[Ww]atchdog timeout \(self\.watchdog_timeout=\d+|Received sigquit from a child proces",
     r"RPC call to \w+ timed out",
-    # vLLM's V0 engine client, each time its poll for the engine process's output times out empty
-    r"Waiting for output from MQLLMEngine",
+    # vLLM's V0 engine client, each time its poll for the engine process's output times out empty; V1's
+    # client while its engine core process has not come up
+    r"Waiting for output from MQLLMEngine|Waiting for \d+ core engine proc\(s\) to start",
     # vLLM's periodic engine stats with no prompt and no generated token in the interval while requests
     # run: the engine stopped stepping (or one step outlasted the interval); pastes shorten the words
     r"prompt (?:throughput|tp):? +0\.0\b.{0,60}?generation (?:throughput|tp):? +0\.0\b.{0,60}?Running: [1-9]\d* reqs",

@@ -418,7 +418,7 @@ def _parsed_snapshot(text):
 # --- after the sealed round 29 score: gunicorn's worker is a forked child (arbiter.spawn_worker) ---
 
 def test_a_gunicorn_worker_blocked_in_logging_is_a_forked_child_with_an_inherited_lock(db):
-    snap, wait = text_verdict(real_text("sealed29/prunemate-29-1.txt"), db)
+    snap, wait = text_verdict(real_text("prunemate/prunemate-29-1.txt"), db)
     tri = [f for f in snap.findings if f.signature == "triage"][0]
     assert wait == "lock" and "inherited locked" in tri.summary
 
@@ -431,4 +431,6 @@ def test_a_thread_blocked_in_logging_without_a_fork_site_is_a_plain_lock_wait(db
             "    <module> (app/main.py:12)\n")
     snap, wait = text_verdict(text, db)
     tri = [f for f in snap.findings if f.signature == "triage"][0]
-    assert "inherited" not in tri.summary
+    assert "inherited" not in tri.summary and "logging-lock-after-fork" not in sigs(snap)
+    snap, _ = text_verdict(real_text("prunemate/prunemate-29-1.txt"), db)
+    assert "logging-lock-after-fork" in sigs(snap)  # py-spy's Python frames, gunicorn's fork site in view
