@@ -434,3 +434,22 @@ def test_a_thread_blocked_in_logging_without_a_fork_site_is_a_plain_lock_wait(db
     assert "inherited" not in tri.summary and "logging-lock-after-fork" not in sigs(snap)
     snap, _ = text_verdict(real_text("prunemate/prunemate-29-1.txt"), db)
     assert "logging-lock-after-fork" in sigs(snap)  # py-spy's Python frames, gunicorn's fork site in view
+
+
+# --- oslo's Guru Meditation report (round 29's eventlet-662, read after its score) ----------------
+
+def test_a_guru_meditation_green_thread_is_read_innermost_first_with_its_source_lines():
+    proc = _parsed(real_text("eventlet/eventlet-662-1.txt"))
+    assert "parsed as oslo Guru Meditation report" in proc.notes and len(proc.threads) == 1
+    f = proc.threads[0].frames
+    assert (f[0].function, f[0].line) == ("heartbeat_check", 307) and f[-1].function == "_bootstrap"
+    assert f[0].source == "return self.transport.heartbeat_check(self.connection, rate=rate)"
+
+
+def test_path_line_in_function_lines_without_their_source_are_no_guru_meditation():
+    from hanganalyze.acquire.text import gurumeditation
+
+    lines = ["/x/app.py:12 in main", "/x/lib.py:40 in run", "tests/t.py:3 in test_x"]
+    assert gurumeditation.score(lines) == 0.0
+    tb = ['Traceback (most recent call last):', '  File "/x/app.py", line 12, in main', "    run()"]
+    assert gurumeditation.score(tb) == 0.0

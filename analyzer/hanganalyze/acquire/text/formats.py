@@ -32,6 +32,7 @@ from . import (
     debugview,
     faulthandler,
     gdb,
+    gurumeditation,
     ipython,
     jvm,
     lldb,
@@ -109,6 +110,7 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(pyasyncio, "python -m asyncio ps/pstree", ("asyncio-ps", "asyncio-pstree", "pstree"), leftover=False),
     TextFormat(cudakernels, "cuda-gdb info cuda kernels", ("info-cuda-kernels",)),
     TextFormat(jvm, "JVM thread dump (jstack)", ("jstack", "java")),
+    TextFormat(gurumeditation, "oslo Guru Meditation report", ("oslo", "guru")),
     TextFormat(calltree, "call chain written by hand (indented, outermost first)", ("call-tree",), leftover=False),
     # scores 0: used when asked for, or when no dump format scores but known log lines are there (detect)
     TextFormat(log, "log", leftover=False),
