@@ -382,8 +382,9 @@ def test_a_log_read_as_one_with_no_known_line_says_what_to_capture():
 
 def test_a_c10_exception_raised_by_the_cuda_check_is_a_crash_even_with_its_frames_cut(db):
     from hanganalyze import pipeline
+    from hanganalyze.acquire.text import parse_text
 
-    snap = pipeline.analyze(_parsed_snapshot(real_text("vllm/vllm-8177-1.txt")), db)
+    snap = pipeline.analyze(parse_text(real_text("vllm/vllm-8177-1.txt")), db)
     sigs_ = {f.signature for f in snap.findings}
     assert {"cuda-illegal-memory-access", "pgnccl-watchdog-sticky-cuda-error"} <= sigs_
     frames_proc = [f for f in snap.findings if f.signature == "triage" and f.triage.wait]
@@ -408,11 +409,6 @@ def test_a_watchdog_reporting_another_cuda_error_is_no_illegal_access(db):
     found = {f.signature for f in text_or_log_findings(text, db)}
     assert "cuda-illegal-memory-access" not in found
 
-
-def _parsed_snapshot(text):
-    from hanganalyze.acquire.text import parse_text
-
-    return parse_text(text)
 
 
 # --- after the sealed round 29 score: gunicorn's worker is a forked child (arbiter.spawn_worker) ---

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from hanganalyze.acquire.ranks import rank_from_name
 from hanganalyze.acquire.text.gutter import strip_gutter
@@ -452,6 +452,27 @@ def parse_py_file_line(s: str) -> Optional[Tuple[Frame, bool]]:
     if not m:
         return None
     return python_frame(m.group(4).strip(), m.group(1), to_int(m.group(2))), bool(m.group(3))
+
+
+def numbered_run(lines: List[str], i: int, count: int, is_row: Callable[[str], bool]) -> bool:
+    """Lines ``i`` on (blank lines skipped) are ``count`` rows ``is_row`` accepts, numbered one after
+    another by their first word: a stack's rows whose header a paste cut, not a few numbered lines
+    that look like rows (maccrash.py, cxxframes.py)."""
+    want: Optional[int] = None
+    seen = 0
+    for line in lines[i:]:
+        s = line.strip()
+        if not s:
+            continue
+        if not s[:1].isdigit() or not is_row(s):
+            return False
+        n = int(s.split(" ", 1)[0])
+        if want is not None and n != want:
+            return False
+        want, seen = n + 1, seen + 1
+        if seen == count:
+            return True
+    return False
 
 
 def indent_of(line: str) -> int:

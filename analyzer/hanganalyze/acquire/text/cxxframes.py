@@ -33,7 +33,7 @@ from typing import List, Optional
 
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
-from .common import cap_messages, split_call, to_int, unknown_function
+from .common import cap_messages, numbered_run, split_call, to_int, unknown_function
 
 NAME = "cxxframes"
 
@@ -122,22 +122,13 @@ _CAUGHT = re.compile(r"^Caught signal (\d{1,2}) \(")
 _SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV"}
 
 
-def _ucx_run(lines: List[str], i: int) -> bool:
-    """Lines ``i`` on start ``UCX_RUN`` UCX frame lines numbered one after another."""
-    want: Optional[int] = None
-    for line in lines[i:i + UCX_RUN]:
-        s = line.strip()
-        if ucx_frame(s) is None:
-            return False
-        n = int(s.split(" ", 1)[0])
-        if want is not None and n != want:
-            return False
-        want = n + 1
-    return want is not None and len(lines[i:i + UCX_RUN]) == UCX_RUN
-
-
 #: How many consecutive numbered UCX frame lines make its frames without their header.
 UCX_RUN = 3
+
+
+def _ucx_run(lines: List[str], i: int) -> bool:
+    """Lines ``i`` on start ``UCX_RUN`` UCX frame lines numbered one after another."""
+    return numbered_run(lines, i, UCX_RUN, lambda s: ucx_frame(s) is not None)
 
 
 def score(lines: List[str]) -> float:

@@ -26,7 +26,7 @@ from typing import List, Optional, Tuple
 
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
-from .common import cap_messages, to_int
+from .common import cap_messages, numbered_run, to_int
 
 NAME = "macos-crash"
 
@@ -79,26 +79,6 @@ def _row(s: str) -> bool:
     return fp is not None and (fp[0] == "???" or _OFFSET.search(s) is not None) and not fp[0].startswith("Thread")
 
 
-def _run_from(lines: List[str], i: int) -> bool:
-    """Lines ``i`` on are ``_BARE_RUN`` report rows numbered one after another (blank lines skipped):
-    a thread's rows whose header the paste cut, not a few numbered lines that look like rows."""
-    want = None
-    seen = 0
-    for line in lines[i:]:
-        s = line.strip()
-        if not s:
-            continue
-        if not s[:1].isdigit() or not _row(s):
-            return False
-        n = int(s.split(" ", 1)[0])
-        if want is not None and n != want:
-            return False
-        want, seen = n + 1, seen + 1
-        if seen == _BARE_RUN:
-            return True
-    return False
-
-
 def score(lines: List[str]) -> float:
     header = frames = threads = run = best = 0
     prev = -2
@@ -149,7 +129,7 @@ def parse(lines: List[str], proc: Process) -> None:
                 messages.append(s)
             continue
         if cur is None and not threads and s[:1].isdigit() and _frame_parts(s) is not None \
-                and (s.startswith("0 ") or _run_from(lines, i)):
+                and (s.startswith("0 ") or numbered_run(lines, i, _BARE_RUN, _row)):
             if s.startswith("0 "):
                 cur = Thread(current=True)  # backtrace_symbols() lines: the thread that printed them
                 cur.notes.append(_BARE)
