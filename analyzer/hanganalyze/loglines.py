@@ -119,6 +119,12 @@ def __getattr__(name: str) -> Any:
 #: The note faulthandler's parser leaves when a dump marks a current thread (a fatal error or an
 #: explicit dump_traceback): triage reads it to tell a crash from a hang.
 CURRENT_NOTE = "faulthandler marked a current thread (written on a fatal error, or by faulthandler.dump_traceback())"
+#: The note macOS's crash report reader leaves on a text that is ReportCrash's (its ``Thread N:``
+#: headers, or its rows' tab between the image and the address): macOS writes such a report only
+#: for a process that crashed, so the process crashed even where the paste holds none of the
+#: crashing thread's lines (triage: ``crashframes.crash_not_shown``).
+REPORT_NOTE = ("a macOS crash report (ReportCrash writes one when a process crashes): the process crashed, "
+               "though the thread that crashed is not in the text")
 #: How the note on a live process read alone (``--pid``) that has child processes starts
 #: (``acquire/many.py``): the report shows it among the process's facts, and the triage's advice
 #: for a parent (``analyze/programkind.py``'s ``parent`` kind) reads it.

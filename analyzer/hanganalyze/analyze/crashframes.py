@@ -36,6 +36,7 @@ from typing import Callable, Optional, Sequence
 
 from hanganalyze import rxcache
 from hanganalyze.analyze.triagetable import table
+from hanganalyze.loglines import REPORT_NOTE
 from hanganalyze.names import basename
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
@@ -148,6 +149,32 @@ _GDB = "parsed as gdb backtrace"
 #: cancellable syscall, musl's ``sccp``) and any frame of its source tree.
 _LIBC_STILL = rxcache.compile(r"^(__syscall_cancel\w*|__internal_syscall_cancel|sccp|__syscall_cp\w*|syscall)$")
 _LIBC_SOURCE = rxcache.compile(r"(^|/)(sysdeps|nptl|src_musl|musl[\w.-]*/src)/")
+
+
+_NOT_RAISED = rxcache.compile(r"^exception: (?:\S*\.)?(?:KeyboardInterrupt|SystemExit|\w*Timeout\w*)\b|[Tt]imed? ?out")
+
+
+def raised(t: Thread) -> bool:
+    """A Python traceback that ends in an exception of its own (not a Ctrl-C or a timeout, whose
+    innermost frame is where the thread waited): its innermost frame raised, it waits for nothing."""
+    return any(n.startswith("exception: ") and not _NOT_RAISED.search(n) for n in t.notes)
+
+
+def interrupted_wait(t: Thread) -> bool:
+    """A thread whose innermost frame is where it stood: any dump but a Python traceback, and a
+    traceback only when it ends in a Ctrl-C or a timeout (a traceback cut before its exception line
+    may stop frames short of the innermost one; one that raised stood on the raising line)."""
+    if not any(n.startswith("Python traceback") for n in t.notes):
+        return True
+    return any(n.startswith("exception: ") for n in t.notes) and not raised(t)
+
+
+def crash_not_shown(proc: Process) -> bool:
+    """The text is macOS's crash report (``REPORT_NOTE``) and no thread in it took the fatal
+    exception: the process crashed in a thread the paste left out (a chunk of a long report).  Not
+    for a report of a kill from outside (SIGKILL: the system's watchdog, a force quit), which ends a
+    process whatever it was doing, a hang included."""
+    return REPORT_NOTE in proc.notes and proc.signal != "SIGKILL"
 
 
 #: What a crash read from a lone stop rests on, and the one other way to get such a stack.

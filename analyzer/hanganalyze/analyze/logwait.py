@@ -65,6 +65,6 @@ def crash_from_timeout(proc: Process, t: Thread, raised: bool) -> bool:
     """A crash known from a log line only ("Scheduler hit an exception:"), of a Python traceback
     with no exception of its own (cut before its last line, or a timeout's): no fatal signal says
     otherwise, so a timeout line of the paste says what ended it.  ``raised``: the traceback ends
-    in an exception that is not a timeout (``triage._raised``): that exception is the crash."""
+    in an exception that is not a timeout (``crashframes.raised``): that exception is the crash."""
     return (proc.signal not in FATAL_SIGNALS and not raised
             and any(n.startswith("Python traceback") for n in t.notes))

@@ -32,7 +32,7 @@ from hanganalyze.analyze.sourcewait import source_wait
 from hanganalyze.analyze.threadchoice import background, helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
-from hanganalyze.loglines import CURRENT_NOTE, known_lines
+from hanganalyze.loglines import CURRENT_NOTE, REPORT_NOTE, known_lines
 from hanganalyze.names import basename, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Triage, TriageThread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
@@ -120,24 +120,6 @@ def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = 
     if first and len(threads) == 1:
         return True  # one thread and a fatal signal: the signal's thread (a UCX or glog backtrace)
     return any(CRASH_FRAMES.match(_names(f)[1] or (f.function or "")) for f in t.frames[:10])
-
-
-_NOT_RAISED = re.compile(r"^exception: (?:\S*\.)?(?:KeyboardInterrupt|SystemExit|\w*Timeout\w*)\b|[Tt]imed? ?out")
-
-
-def _raised(t: Thread) -> bool:
-    """A Python traceback that ends in an exception of its own (not a Ctrl-C or a timeout, whose
-    innermost frame is where the thread waited): its innermost frame raised, it waits for nothing."""
-    return any(n.startswith("exception: ") and not _NOT_RAISED.search(n) for n in t.notes)
-
-
-def _interrupted_wait(t: Thread) -> bool:
-    """A thread whose innermost frame is where it stood: any dump but a Python traceback, and a
-    traceback only when it ends in a Ctrl-C or a timeout (a traceback cut before its exception line
-    may stop frames short of the innermost one; one that raised stood on the raising line)."""
-    if not any(n.startswith("Python traceback") for n in t.notes):
-        return True
-    return any(n.startswith("exception: ") for n in t.notes) and not _raised(t)
 
 
 _WAIT_KINDS = {"mutex": "lock", "rwlock": "lock", "pylock": "lock", "rlock": "lock", "futex": "lock",
@@ -228,7 +210,7 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
     selected = len(proc.threads) == 1 and t.current and t.tid is None and t.name is None and not t.python_frames
     # the innermost Python line, where no native frame but a lock primitive is innermost (sourcewait.py):
     # it speaks for its own frame, before a frame list's match further out
-    src = source_wait(frames, through_lock=True) if _interrupted_wait(t) else None
+    src = source_wait(frames, through_lock=True) if crashframes.interrupted_wait(t) else None
     src_cat = next((c for c in tab.categories if src is not None and c.id == src[0]), None)
     k = next((i for i, f in enumerate(frames[:12]) if f.kind == "python"), -1)  # entering a primitive
     ent = next((c for c in tab.categories if k >= 0 and c.entered and _entering(c, frames[k])), None)
@@ -419,8 +401,10 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
     if known_crash and not crashed:
         crashed = [next((t for t in threads if t.current), threads[0])]
     rows = [classify(proc, t, memo=memo) for t in threads]
+    if not crashed and crashframes.crash_not_shown(proc):
+        return _unshown_crash(index, proc, rows, alone)
     consequence = timed_out(proc.messages)[0] if crashed else None
-    if crashed and consequence is None and crash_from_timeout(proc, crashed[0], _raised(crashed[0])):
+    if crashed and consequence is None and crash_from_timeout(proc, crashed[0], crashframes.raised(crashed[0])):
         consequence = paste  # the crash is a traceback's with no exception of its own: the timeout's
     for i, r in enumerate(rows):
         # a crash known from the log only: unless the thread's frames tell a stronger story (a
@@ -428,8 +412,8 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
         if r.thread in crashed and consequence is not None:
             if r.category.rank >= 3:  # the log says which wait the abort ended
                 rows[i] = ThreadTriage(r.thread, consequence, None, r.blame, r.owner, "log")
-        elif r.thread in crashed and (proc.signal in FATAL_SIGNALS or r.category.rank >= 3 or _raised(r.thread)
-                                      or crashframes.lone_crash(proc, r.thread, threads)
+        elif r.thread in crashed and (proc.signal in FATAL_SIGNALS or r.category.rank >= 3
+                                      or crashframes.raised(r.thread) or crashframes.lone_crash(proc, r.thread, threads)
                                       or raising_nccl_error(r.thread, lambda f: _names(f)[0])
                                       or proven(proc.messages, r.thread.all_frames(), lambda f: _names(f)[0], r.frame)):
             rows[i] = classify(proc, r.thread, crashed=True, memo=memo)
@@ -482,6 +466,22 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
     info = Triage(wait=cat.id, label=cat.label, about=[r.thread.tid for r in about], blame=blame,
                   threads=[r.record() for r in rows[:MAX_LISTED]], from_=first.how)
     return _finding(index, proc, summary, ev, info, *_next_steps(proc, cat, True, alone), _confidence(first, True))
+
+
+def _unshown_crash(index: int, proc: Process, rows: List[ThreadTriage], alone: bool) -> Finding:
+    """The process crashed in a thread its text leaves out (``crashframes.crash_not_shown``): no
+    thread is named for the crash, and the threads shown are listed as they stand."""
+    cat, counts = table().crashed, {}  # type: Category, Dict[str, int]
+    for r in rows:
+        counts[r.category.id] = counts.get(r.category.id, 0) + 1
+    summary = ("the process crashed%s (a macOS crash report); the thread that crashed is not in the text, so none "
+               "is named. Threads shown: %s" % (" (%s)" % proc.signal if proc.signal else "",
+                                                 ", ".join("%d %s" % (n, c) for c, n in counts.items())))
+    info = Triage(wait=cat.id, label=cat.label, threads=[r.record() for r in rows[:MAX_LISTED]], from_="report")
+    steps, cause = _next_steps(proc, cat, True, alone)
+    ev = [Evidence(rule="wait: crashed", text=REPORT_NOTE)]
+    first = "Paste the whole crash report: the thread marked \"Crashed\" is where the process went wrong."
+    return _finding(index, proc, summary, ev, info, [first] + steps, cause, 0.5)
 
 
 def _finding(index: int, proc: Process, summary: str, ev: List[Evidence], info: Triage,

@@ -1,6 +1,9 @@
 """macOS crash reports (ReportCrash's ``.crash`` / ``.ips`` "Translated Report", what the Console
-and Python's ``Problem Report`` window show; the sample/spindump text of a hang has the same frame
-lines).
+and Python's ``Problem Report`` window show).  macOS writes one only for a process that crashed (a
+hang's ``sample`` / spindump text is a call tree: ``macsample.py``), so a chunk of a report with
+none of its header and no thread marked "Crashed" still says the process crashed (``REPORT_NOTE``:
+ReportCrash's thread headers, or its rows' tab between the image and the address, which
+``backtrace_symbols()`` does not print; open rounds 27-29 had four such chunks read as waits).
 
 ::
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
+from hanganalyze.loglines import REPORT_NOTE
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
 from .common import cap_messages, numbered_run, to_int
@@ -47,6 +51,9 @@ _OFFSET = re.compile(r" \+ \d{1,12}$")
 _BARE_RUN = 3
 _BARE = "backtrace_symbols() frames (no thread header)"
 _CUT = "the thread header is not in the text (the paste starts inside its frames)"
+#: ReportCrash pads the image name and puts a tab before the address; backtrace_symbols() (a program's
+#: own crash or hang handler, NSException's call stack) separates them with spaces only.
+_REPORT_ROW = re.compile(r"^\d{1,4}\s+\S[^\t]{0,200}\t\s*0x[0-9a-fA-F]{6,16}\s")
 
 
 def _frame_parts(s: str) -> Optional[Tuple[str, str, str, Optional[str], Optional[str]]]:
@@ -113,12 +120,14 @@ def parse(lines: List[str], proc: Process) -> None:
     messages: List[str] = []
     threads: List[Thread] = []
     cur: Optional[Thread] = None
+    report = False  # ReportCrash's own lines seen: a thread header, a row with its tab
     for i, line in enumerate(lines):
         s = line.strip()
         if not s:
             continue
         m = _THREAD.match(s) if s.startswith("Thread ") else None
         if m and "State" not in s:  # "Thread 0 crashed with ARM Thread State" heads registers
+            report = True
             cur = Thread(current=bool(m.group(2)))
             rest = m.group(3).strip()
             if rest and not rest.startswith("Dispatch queue:"):
@@ -140,6 +149,7 @@ def parse(lines: List[str], proc: Process) -> None:
         fp = _frame_parts(s) if cur is not None and s[:1].isdigit() else None
         if fp is not None and cur is not None:
             cur.frames.append(_frame(*fp))
+            report = report or _REPORT_ROW.match(s) is not None
             continue
         if s.startswith("Binary Images:"):
             break
@@ -155,3 +165,5 @@ def parse(lines: List[str], proc: Process) -> None:
         threads[0].current = False  # a cut report's first frames, not the printing thread
     proc.threads.extend(t for t in threads if t.frames)
     proc.messages.extend(cap_messages(messages, proc.notes))
+    if report and any(t.frames for t in threads) and REPORT_NOTE not in proc.notes:
+        proc.notes.append(REPORT_NOTE)
