@@ -29,6 +29,7 @@ import html
 import json
 import multiprocessing
 import random
+import re
 import signal
 import sys
 import tempfile
@@ -57,6 +58,12 @@ def _backticks(text: str) -> str:
 def _tabs(text: str) -> str:
     """A tab turned into spaces (an editor or a web form), to the next multiple of 4."""
     return "\n".join(line.expandtabs(4) for line in text.split("\n"))
+
+
+def _lead_tabs(text: str) -> str:
+    """Indentation as tabs (an editor or a chat that indents with them): each leading run of 4
+    spaces one tab (a gdb argument's wrapped line, a traceback's source line)."""
+    return "\n".join(re.sub(r"^(?: {4})+", lambda m: "\t" * (len(m.group()) // 4), x) for x in text.split("\n"))
 
 
 def _continuation(text: str) -> str:
@@ -146,6 +153,7 @@ MANGLINGS: Dict[str, Callable[[str], str]] = {
     "kubectl": _per_line(lambda i: "[pod/trainer-0/main] "),
     "crlf": lambda t: t.replace("\n", "\r\n"),
     "tabs": _tabs,
+    "lead_tabs": _lead_tabs,
     "continuation": _continuation,
     "entities": _entities,
     "nbsp": _nbsp,

@@ -2,7 +2,7 @@
 producers (gdb, py-spy, faulthandler, a traceback, pystack, lldb, a glog log, a torchrun log),
 each mangled the ways issue threads mangle pastes (``scripts/paste_sweep.py``'s ``MANGLINGS``:
 backticks, quotes, line numbers, timestamps, launcher and collector prefixes, CRLF, entities,
-no-break spaces, a terminal's cut at 80/120 columns, combinations), give the clean text's wait and
+no-break spaces, indentation as tabs, a terminal's cut at 80/120 columns, combinations), give the clean text's wait and
 labelled bug and no confident finding it did not have.  Near misses: the first column that is data
 (a macOS crash report's frame numbers, gdb's ``#N``), a log whose glog timestamps a rule reads, a
 bracket that belongs to the record, a line of a usual width that no terminal cut."""

@@ -83,10 +83,21 @@ def _clean(text: str) -> Tuple[List[str], Optional[List[Tuple[int, str]]]]:
         text = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
     text = text.translate(_ODD_SPACES)
     raw = text.split("\n")
-    lines = strip_wrappers([strip_scroll_marker(line[:MAX_LINE].rstrip()) for line in raw])
+    lines = strip_wrappers([strip_scroll_marker(_lead_tabs(line)[:MAX_LINE].rstrip()) for line in raw])
     if "--Type <RET> for more" in text:
         return _join_pager_prompts(lines), None
     return lines, [(len(x), x[len(x.rstrip()):]) for x in raw]
+
+
+def _lead_tabs(line: str) -> str:
+    """The line with the tabs of its indentation as four spaces each: an editor or a chat that
+    indents with tabs keeps the layout the readers compare by width (a gdb argument's wrapped
+    line, a traceback's source line under its ``File`` line) only where a tab and the spaces it
+    stands for count alike.  Tabs inside the line (a crash report's column) stay."""
+    if line[:1] != "\t" and not line.startswith(" \t"):
+        return line
+    body = line.lstrip(" \t")
+    return line[: len(line) - len(body)].expandtabs(4) + body
 
 
 _PAGER = "--Type <RET> for more, q to quit, c to continue without paging--"
