@@ -151,3 +151,33 @@ def test_entities_and_no_break_spaces_are_decoded():
     assert "<" in text or '"' in text
     assert _threads(sweep.MANGLINGS["entities"](text)) == _threads(text)
     assert _threads(sweep.MANGLINGS["nbsp"](text)) == _threads(text)
+
+
+# --- a py-spy dump whose indentation a rendered page dropped ------------------------------------
+
+def test_a_pyspy_dump_copied_flush_left_keeps_its_frames(db):
+    text = (CORPUS / "pytorch/pytorch-87995-1.txt").read_text()
+    flush = "\n".join(x.lstrip() for x in text.split("\n"))
+    assert sweep.analyze_text(flush, ".txt", None, db)["wait"] == sweep.analyze_text(text, ".txt", None, db)["wait"]
+    threads = parse_text(flush).processes[0].threads
+    assert threads[0].frames[0].function == "wait" and threads[0].frames[1].function == "get"
+
+
+def test_prose_under_a_pyspy_thread_header_is_no_frame():
+    text = ('Thread 0x7FA6E7C01740 (idle): "MainThread"\n'
+            "it stops here (see the screenshot)\n"
+            "and the GPU stays at 100% (nvidia-smi)\n"
+            "    wait (threading.py:302)\n")
+    frames = parse_text(text).processes[0].threads[0].frames
+    assert [f.function for f in frames] == ["wait"]
+
+
+def test_a_lone_gdb_bt_beside_a_pyspy_dump_is_still_the_selected_thread(db):
+    # returnn-1811: py-spy's MainThread, then gdb's `bt` of it cut inside libcuda: a host thread in the
+    # driver (gdb's selected thread), whatever other tool's named threads the paste holds
+    text = (CORPUS / "returnn/returnn-1811-1.txt").read_text()
+    assert len(parse_text(text).processes[0].threads) == 2
+    assert sweep.analyze_text(text, ".txt", None, db)["wait"] == "gpu"
+    # two anonymous stacks: no lone bt, so cut driver frames are no host thread's for sure
+    gdb = text[text.index("`gdb`:"):]
+    assert sweep.analyze_text(gdb + "\n\n" + gdb.replace("`gdb`:", ""), ".txt", None, db)["wait"] != "gpu"

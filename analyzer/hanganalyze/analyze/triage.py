@@ -145,9 +145,10 @@ def _called_from_outside(cat: Category, frames: Sequence[Frame], i: int, selecte
     that library and the C runtime called it: a host thread that entered the driver.  The driver's
     own helper threads (started inside it, polling its event queue) wait for nothing of the program.
     A frame of a library only host threads pass through (``entered_from``: the CUDA runtime) counts
-    as such a caller.  ``selected``: the stack is gdb's lone ``bt`` (no thread list): the thread gdb
-    had selected, the main thread at attach (a driver's helper thread shows only in ``thread apply
-    all bt``), so a cut stack of driver frames is still a host thread's."""
+    as such a caller.  ``selected``: the stack is gdb's lone ``bt`` (no thread list; a py-spy dump's
+    named threads may stand beside it): the thread gdb had selected, the main thread at attach (a
+    driver's helper thread shows only in ``thread apply all bt``), so a cut stack of driver frames
+    is still a host thread's."""
     norm, _short = _names(frames[i])
     if norm or frames[i].kind == "python" or selected:
         return True
@@ -207,7 +208,8 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
     # in the GIL's place of the order, before the condition variable or futex it waits in
     gil = t.waits is not None and t.waits.kind == "gil"
     said = not gil and t.state.gil == "waiting" and all(f.kind == "python" or f.marker for f in frames)  # py-bt
-    selected = len(proc.threads) == 1 and t.current and t.tid is None and t.name is None and not t.python_frames
+    selected = (t.current and t.tid is None and t.name is None and not t.python_frames  # gdb's lone bt, beside
+                and all(x is t or x.tid is not None or x.name is not None for x in proc.threads))  # named threads
     # the innermost Python line, where no native frame but a lock primitive is innermost (sourcewait.py):
     # it speaks for its own frame, before a frame list's match further out
     src = source_wait(frames, through_lock=True) if crashframes.interrupted_wait(t) else None

@@ -56,9 +56,10 @@ def score(lines: List[str]) -> float:
         elif s.startswith("Stack dump for ") and stack_dump_header(s):
             heads += 1
         elif s.endswith(")") and _FRAME.match(s):
-            if line[:1] in (" ", "\t"):
+            sure = _strong(_frame(s))
+            if line[:1] in (" ", "\t") or sure:  # a paste that lost its indentation keeps the frames
                 frames += 1
-            if _strong(_frame(s)):
+            if sure:
                 strong += 1
     if heads == 0:
         # no header at all: a paste cut at the top, inside a thread's frames (weak: any format
@@ -163,10 +164,12 @@ def parse(lines: List[str], proc: Process) -> None:
                 frame_indent = len(line) - len(line.lstrip())
                 cur.frames.append(f)
                 continue
-        if frame_indent == 0 and line[:1] not in (" ", "\t") and s.endswith(")"):
+        if cur is not None and frame_indent in (None, 0) and line[:1] not in (" ", "\t") and s.endswith(")"):
             f = _frame(s)
             if f is not None and _strong(f):
-                cur.frames.append(f)  # the next frame of a headerless stack copied flush left
+                # the next frame of a stack copied flush left (a rendered page drops the indentation)
+                frame_indent = 0
+                cur.frames.append(f)
                 continue
         if cur is not None and line[:1] in (" ", "\t"):
             ind = len(line) - len(line.lstrip())
