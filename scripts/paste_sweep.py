@@ -66,6 +66,11 @@ def _lead_tabs(text: str) -> str:
     return "\n".join(re.sub(r"^(?: {4})+", lambda m: "\t" * (len(m.group()) // 4), x) for x in text.split("\n"))
 
 
+def _double(text: str) -> str:
+    """A blank line under every line (a web page's or a word processor's copy)."""
+    return "\n\n".join(text.split("\n"))
+
+
 def _continuation(text: str) -> str:
     return "\n".join(line + " \\" if line.strip() else line for line in text.split("\n"))
 
@@ -154,6 +159,7 @@ MANGLINGS: Dict[str, Callable[[str], str]] = {
     "crlf": lambda t: t.replace("\n", "\r\n"),
     "tabs": _tabs,
     "lead_tabs": _lead_tabs,
+    "double": _double,
     "continuation": _continuation,
     "entities": _entities,
     "nbsp": _nbsp,

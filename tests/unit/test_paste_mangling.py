@@ -181,3 +181,13 @@ def test_a_lone_gdb_bt_beside_a_pyspy_dump_is_still_the_selected_thread(db):
     # two anonymous stacks: no lone bt, so cut driver frames are no host thread's for sure
     gdb = text[text.index("`gdb`:"):]
     assert sweep.analyze_text(gdb + "\n\n" + gdb.replace("`gdb`:", ""), ".txt", None, db)["wait"] != "gpu"
+
+
+def test_blank_lines_between_a_dumps_threads_are_kept():
+    # faulthandler's and gdb's blank lines between threads: their lines follow each other, no double spacing
+    from hanganalyze.acquire.text.common import _single_spaced, clean_lines
+    for name in ("pytest/pytest-13137-1.txt", "pytorch/pytorch-130610-1.txt"):
+        text = (CORPUS / name).read_text()
+        assert "" in clean_lines(text) and _single_spaced(clean_lines(text)) is None
+        doubled = clean_lines("\n\n".join(text.split("\n")))
+        assert [x for x in doubled if x] == [x for x in clean_lines(text) if x]

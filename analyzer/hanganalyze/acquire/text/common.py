@@ -86,7 +86,30 @@ def _clean(text: str) -> Tuple[List[str], Optional[List[Tuple[int, str]]]]:
     lines = strip_wrappers([strip_scroll_marker(_lead_tabs(line)[:MAX_LINE].rstrip()) for line in raw])
     if "--Type <RET> for more" in text:
         return _join_pager_prompts(lines), None
-    return lines, [(len(x), x[len(x.rstrip()):]) for x in raw]
+    shape = [(len(x), x[len(x.rstrip()):]) for x in raw]
+    keep = _single_spaced(lines) if len(lines) == len(shape) else None
+    if keep is not None:
+        return [lines[i] for i in keep], [shape[i] for i in keep]
+    return lines, shape
+
+
+#: Lines a double-spaced copy must have before it is read as one (a short text proves nothing).
+_DOUBLE_MIN = 4
+
+
+def _single_spaced(lines: List[str]) -> Optional[List[int]]:
+    """The lines to keep of a double-spaced copy (a web page, a word processor or a chat that put a
+    blank line under every line): one blank line less in every run of them; None for any other
+    text.  It is one when no two non-blank lines follow each other and most (3 in 4) are followed
+    by exactly one blank: no dump prints that (a gdb argument's wrapped line, a traceback's source
+    line would stand apart from their frame)."""
+    full = [i for i, x in enumerate(lines) if x.strip()]
+    if len(full) < _DOUBLE_MIN or any(b == a + 1 for a, b in zip(full, full[1:])):
+        return None
+    if sum(1 for a, b in zip(full, full[1:]) if b == a + 2) * 4 < (len(full) - 1) * 3:
+        return None
+    # a line, or the second and later blanks of a run
+    return [i for i, x in enumerate(lines) if x.strip() or (i > 0 and not lines[i - 1].strip())]
 
 
 def _lead_tabs(line: str) -> str:
