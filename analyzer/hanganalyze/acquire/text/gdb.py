@@ -59,6 +59,10 @@ _PYLIST_CURRENT = re.compile(r"^>(\d{1,7}) {2,}(\S.{0,300})$")
 #: cuda-gdb: "[Switching focus to CUDA kernel 0, grid 1, block (0,0,0), thread (0,0,0), device 0, ...]"
 #: ``info threads``: "[* ]N  Thread 0x.. (LWP n) "name" 0x.. in func (args) at file:line" -- each
 #: thread's innermost frame (its selected one), a first look many pastes stop at
+#: ``Thread 4 "python" hit Catchpoint 1 (exception thrown), 0x.. in __cxa_throw (...)``: gdb's stop at a
+#: breakpoint, a catchpoint or a watchpoint; its location (after the comma) is the thread's frame #0
+_HIT = re.compile(r"^(?:Thread (\d{1,9})(?: \"[^\"]*\")? hit )?(?:Temporary breakpoint|Breakpoint|Catchpoint|"
+                  r"(?:Hardware )?(?:read |access )?[Ww]atchpoint) \d{1,6}(?: \([^)]{0,80}\))?, (\S.{0,4000})$")
 _INFO_THREAD = re.compile(r"^(\*\s+)?(\d{1,9})\s+((?:Thread 0x[0-9a-fA-F]{1,16} )?\(LWP \d{1,10}\)"
                           r"(?: \"[^\"]{0,64}\")?|LWP \d{1,10}(?: \"[^\"]{0,64}\")?)\s+(\S.{0,4000})$")
 _INFO_THREADS_HEADER = re.compile(r"^Id\s+Target Id\s+Frame\s*$")
@@ -480,6 +484,14 @@ class _Reader:
             proc.signal = m.group(2)
             if m.group(1):
                 self.current_num = m.group(1)
+            proc.messages.append(s)
+            return True
+        m = _HIT.match(s) if " hit " in s or s[:1] in "BCTHrRaAw" else None
+        if m and is_stop_echo(m.group(2)):
+            if m.group(1):
+                self.current_num = m.group(1)
+            if self.stop is None and not self.threads and not self.headless:
+                self.stop = m.group(2)
             proc.messages.append(s)
             return True
         m = CORE_BY.match(s)
