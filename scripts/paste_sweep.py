@@ -71,6 +71,11 @@ def _double(text: str) -> str:
     return "\n\n".join(text.split("\n"))
 
 
+def _prose(text: str) -> str:
+    """The issue's own sentences around the paste: one above it, one below, each after a blank line."""
+    return "It hangs at the end of training, stack below:\n\n" + text.rstrip("\n") + "\n\nAny idea? Thanks!\n"
+
+
 def _continuation(text: str) -> str:
     return "\n".join(line + " \\" if line.strip() else line for line in text.split("\n"))
 
@@ -160,6 +165,8 @@ MANGLINGS: Dict[str, Callable[[str], str]] = {
     "tabs": _tabs,
     "lead_tabs": _lead_tabs,
     "double": _double,
+    "prose": _prose,
+    "prose+backticks": _combo(_backticks, _prose),
     "continuation": _continuation,
     "entities": _entities,
     "nbsp": _nbsp,

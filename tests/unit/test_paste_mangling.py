@@ -191,3 +191,13 @@ def test_blank_lines_between_a_dumps_threads_are_kept():
         assert "" in clean_lines(text) and _single_spaced(clean_lines(text)) is None
         doubled = clean_lines("\n\n".join(text.split("\n")))
         assert [x for x in doubled if x] == [x for x in clean_lines(text) if x]
+
+
+def test_a_margined_stack_between_sentences_keeps_its_wait(db):
+    # kafka-python-2077: a stack printer's " : " margin, the sentences above and below it
+    text = (CORPUS / "kafka-python/kafka-python-2077-1.txt").read_text()
+    assert sweep.analyze_text(sweep.MANGLINGS["prose"](text), ".txt", None, db)["wait"] == "lock"
+    from hanganalyze.acquire.text.gutter import strip_gutter
+    short = ["It hangs here:", "", " : a", " : b", " : c", "", "Thanks"]
+    assert strip_gutter(short) is None  # three margined lines among prose: no column for sure
+    assert strip_gutter(short[2:5]) == ["a", "b", "c"]  # the same three alone: every line has it

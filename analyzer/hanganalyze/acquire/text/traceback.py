@@ -105,6 +105,7 @@ def parse(lines: List[str], proc: Process) -> None:
     frames_indent = 0
     after_source = False  # the last line was a frame's source line (a terminal may have cut it)
     heading = False  # the last line was a log record ending in a colon: a stack may follow
+    blank = gap = False
     for raw in lines:
         body = _body(raw)
         if body is not raw:
@@ -113,6 +114,7 @@ def parse(lines: List[str], proc: Process) -> None:
                 raw = body  # a traceback's line under its record prefix
         line = _strip_group(raw)
         s = line.strip()
+        gap, blank = blank, not s  # the line before this one was blank
         if s.endswith(HEADER):
             prefix = s[: -len(HEADER)].strip()
             if prefix and prefix not in ("+ Exception Group", "Exception Group"):
@@ -167,6 +169,14 @@ def parse(lines: List[str], proc: Process) -> None:
                 cur.notes[:] = [LOGGED_STACK if n.startswith("Python traceback") else n for n in cur.notes]
                 state = "log"
                 heading = s.endswith(":")
+                messages.append(s)
+                continue
+            if gap and indent_of(line) <= max(frames_indent, 0) and not _EXCEPTION.match(s):
+                # prose after a blank line (the sentence under the paste): no exception line,
+                # the frames end here as where the text ends
+                if cur.notes[:1] == [_HEADLESS]:
+                    cur.notes[0] = CUT_STACK
+                state = "log"
                 messages.append(s)
                 continue
             if _exception_line(s) or indent_of(line) <= max(frames_indent, 0):

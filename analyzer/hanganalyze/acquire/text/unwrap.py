@@ -91,11 +91,21 @@ _NUMBER = re.compile(r"^ {0,6}(\d{1,6})(?: {0,2}[:|.)\]] ?| +|\t|$)")
 _INFO_ROW = re.compile(r"^[ *]{0,6}\d{1,6}\s+(?:Thread 0x[0-9a-fA-F]{1,16} )?\(LWP \d{1,10}\)")
 
 
+#: Lines that must carry a wrapper when prose around the paste does not (a sentence above it).
+SPAN_MIN = 3
+
+
 def _share(lines: List[str], test: Callable[[str], bool]) -> bool:
+    """``SHARE`` of the non-blank lines carry it; or of the paste's own span, from the first line
+    that carries it to the last, when at least ``SPAN_MIN`` do (an issue's sentence above the
+    paste and its thanks below carry no wrapper)."""
     nonblank = [x for x in lines if x.strip()]
     if len(nonblank) < 2:
         return False
-    return sum(1 for x in nonblank if test(x)) >= SHARE * len(nonblank)
+    hits = [i for i, x in enumerate(nonblank) if test(x)]
+    if len(hits) >= SHARE * len(nonblank):
+        return True
+    return len(hits) >= SPAN_MIN and len(hits) >= SHARE * (hits[-1] - hits[0] + 1)
 
 
 def _backticked(s: str) -> bool:
