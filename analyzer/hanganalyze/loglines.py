@@ -48,6 +48,12 @@ KNOWN_PATTERNS = [
     r"\b(?:Illegal instruction|Floating point exception|Trace/breakpoint trap)\s*\(core dumped\)",
     r"^zsh: segmentation fault|\b(?:double free or corruption|free\(\): invalid pointer|malloc\(\): corrupted)",
     r"Fatal glibc error: |: Assertion `.{1,400}' failed\.$",
+    # an uncaught exception's abort: Cocoa's NSException, libc++abi's C++ exception (macOS's "terminate called")
+    r"\*\*\* Terminating app due to uncaught exception\b",
+    r"libc\+\+abi(?:\.dylib)?: terminat(?:ing|e called) (?:due to|with) (?:an )?uncaught exception",
+    # faulthandler.dump_traceback_later()'s header over the dump it writes when its timeout expires
+    # (pytest's faulthandler_timeout): a thread that did not finish in time
+    r"^Timeout \(\d{1,4}:\d\d:\d\d(?:\.\d+)?\)!$",
     r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) (is killed by signal|exited unexpectedly)",  # torch's DataLoader
     # torch's DataLoader worker's own signal handler, for the same deaths
     r"Unexpected (bus error|segmentation fault|floating-point exception) encountered in worker",

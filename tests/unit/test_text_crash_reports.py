@@ -70,3 +70,22 @@ def test_libcxxabi_uncaught_exception_is_a_crash_and_a_caught_one_is_not(db):
     assert text_verdict(line + stack, db)[1] == "crashed"
     near = "2026-01-02 10:11:12 worker: caught exception of type std::runtime_error, retrying\n" + stack
     assert text_verdict(near, db)[1] != "crashed"
+
+
+def test_an_abort_line_alone_is_read_and_a_caught_exception_line_is_not(db):
+    # the line without its stack: still a crash's line, no refusal
+    for line in ("2019-05-29 02:14:25.552 Python[78281:6999445] *** Terminating app due to uncaught exception "
+                 "'NSInternalInconsistencyException', reason: 'NSWindow drag regions should only be invalidated'",
+                 "libc++abi: terminating due to uncaught exception of type std::runtime_error: boom"):
+        assert text_verdict(line + "\n", db)[1] == "crashed"
+    import pytest
+
+    from hanganalyze.errors import InputError
+    with pytest.raises(InputError):
+        text_verdict("2026-01-02 10:11:12 worker: caught exception of type std::runtime_error, retrying\n", db)
+
+
+def test_faulthandlers_timeout_header_alone_is_read(db):
+    # dump_traceback_later's header (pytest's faulthandler_timeout) with its dump cut away: no refusal
+    snap, _wait = text_verdict("Timeout (0:05:00)!\n", db)
+    assert any(f.signature == "triage" for f in snap.findings)
