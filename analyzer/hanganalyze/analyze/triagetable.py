@@ -198,7 +198,7 @@ def _category(d: Dict[str, Any], where: str, lazy: bool = False) -> Category:
             file, _, func = str(item).rpartition(":")
             out.append((file or "*", func or "*"))
     return Category(id=str(d["id"]), label=str(d["label"]), rank=int(d.get("rank", 5)),
-                    within=int(d.get("within", 12)), native=_rx(d.get("native"), where),
+                    within=int(d.get("within", 12)), native=_rx(_native(d), where),
                     context=_rx(d.get("context"), where),
                     unnamed=tuple(d.get("unnamed") or ()), entered_from=tuple(d.get("entered_from") or ()),
                     python=tuple(py), entered=tuple(entered), worker_loops=tuple(loops),
@@ -207,6 +207,13 @@ def _category(d: Dict[str, Any], where: str, lazy: bool = False) -> Category:
                     driver_semaphore=_driver(d.get("driver_semaphore"), where),
                     unless_inside=_rx(d.get("unless_inside"), where), unless_inside_py=tuple(unless_py),
                     next=_advice(d.get("next"), where), cause=_advice(d.get("cause"), where))
+
+
+def _native(d: Dict[str, Any]) -> List[str]:
+    """``native`` and ``kernel`` (a Linux kernel stack's wait functions, ``acquire/text/kstack.py``):
+    both are matched against native frames' names; kept apart in the data so each list says what it
+    is."""
+    return list(d.get("native") or []) + list(d.get("kernel") or [])
 
 
 def _driver(d: Any, where: str) -> Optional[Tuple[re.Pattern, Tuple[str, ...]]]:

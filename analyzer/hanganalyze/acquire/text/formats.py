@@ -35,6 +35,7 @@ from . import (
     gurumeditation,
     ipython,
     jvm,
+    kstack,
     lldb,
     lldbgui,
     log,
@@ -112,6 +113,7 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(cudakernels, "cuda-gdb info cuda kernels", ("info-cuda-kernels",)),
     TextFormat(jvm, "JVM thread dump (jstack)", ("jstack", "java")),
     TextFormat(gurumeditation, "oslo Guru Meditation report", ("oslo", "guru")),
+    TextFormat(kstack, "Linux kernel stack (/proc/PID/stack, the hung-task report)", ("kstack", "dmesg")),
     TextFormat(strace, "strace output (the system call each thread stands in)", ("strace-p",)),
     TextFormat(calltree, "call chain written by hand (indented, outermost first)", ("call-tree",), leftover=False),
     # scores 0: used when asked for, or when no dump format scores but known log lines are there (detect)
