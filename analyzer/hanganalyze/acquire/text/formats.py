@@ -31,6 +31,7 @@ from . import (
     cxxframes,
     debugview,
     faulthandler,
+    functrace,
     gdb,
     gurumeditation,
     ipython,
@@ -114,6 +115,7 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(jvm, "JVM thread dump (jstack)", ("jstack", "java")),
     TextFormat(gurumeditation, "oslo Guru Meditation report", ("oslo", "guru")),
     TextFormat(kstack, "Linux kernel stack (/proc/PID/stack, the hung-task report)", ("kstack", "dmesg")),
+    TextFormat(functrace, "function-call trace (vLLM's VLLM_TRACE_FUNCTION log)", ("vllm-trace", "call-trace")),
     TextFormat(strace, "strace output (the system call each thread stands in)", ("strace-p",)),
     TextFormat(calltree, "call chain written by hand (indented, outermost first)", ("call-tree",), leftover=False),
     # scores 0: used when asked for, or when no dump format scores but known log lines are there (detect)

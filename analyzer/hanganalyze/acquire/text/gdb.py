@@ -63,6 +63,9 @@ _PYLIST_CURRENT = re.compile(r"^>(\d{1,7}) {2,}(\S.{0,300})$")
 #: breakpoint, a catchpoint or a watchpoint; its location (after the comma) is the thread's frame #0
 _HIT = re.compile(r"^(?:Thread (\d{1,9})(?: \"[^\"]*\")? hit )?(?:Temporary breakpoint|Breakpoint|Catchpoint|"
                   r"(?:Hardware )?(?:read |access )?[Ww]atchpoint) \d{1,6}(?: \([^)]{0,80}\))?, (\S.{0,4000})$")
+#: A line that starts a record of its own, never the rest of a frame a terminal cut: a frame, a
+#: thread, gdb's prompt or its bracketed messages, a sentence.
+_NEW_RECORD = re.compile(r"^(?:#\d|Thread |\(gdb\)|\[|Backtrace |[A-Z][a-z]+(?:[ .!:]|$))")
 _INFO_THREAD = re.compile(r"^(\*\s+)?(\d{1,9})\s+((?:Thread 0x[0-9a-fA-F]{1,16} )?\(LWP \d{1,10}\)"
                           r"(?: \"[^\"]{0,64}\")?|LWP \d{1,10}(?: \"[^\"]{0,64}\")?)\s+(\S.{0,4000})$")
 _INFO_THREADS_HEADER = re.compile(r"^Id\s+Target Id\s+Frame\s*$")
@@ -434,12 +437,21 @@ class _Reader:
         return True
 
     def _joined(self, body: str) -> str:
-        """Join a frame line that the terminal wrapped: unbalanced parentheses, or a following
-        indented "at file:line" / "from lib" line."""
+        """Join a frame line that the terminal wrapped: unbalanced parentheses (gdb's own indented
+        continuation lines, or up to 3 pieces a terminal cut at its width with no indentation; a
+        frame cut before its argument list has none yet), or a following indented "at file:line" /
+        "from lib" line."""
         lines, n = self.lines, len(self.lines)
-        joined = 0
-        while self.i < n and joined < 50 and not balanced(body) and lines[self.i].startswith(" "):
-            body += " " + lines[self.i].strip()
+        joined = cut = 0
+        while self.i < n and joined < 50 and (not balanced(body) or "(" not in body):
+            nxt = lines[self.i]
+            if nxt.startswith(" ") and "(" in body:
+                body += " " + nxt.strip()
+            elif cut < 3 and nxt and not nxt[0].isspace() and not _NEW_RECORD.match(nxt):
+                body += nxt  # a terminal's cut inside the frame's text (no indentation): the rest of the word
+                cut += 1
+            else:
+                break
             self.i += 1
             joined += 1
         if self.i < n and lines[self.i].startswith(" ") and lines[self.i].lstrip().startswith(("at ", "from ")):
