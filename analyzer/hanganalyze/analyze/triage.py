@@ -32,7 +32,7 @@ from hanganalyze.analyze.sourcewait import source_wait
 from hanganalyze.analyze.threadchoice import background, helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
-from hanganalyze.loglines import CURRENT_NOTE, known_lines
+from hanganalyze.loglines import CURRENT_NOTE, DEVICE_NOTE, known_lines
 from hanganalyze.names import basename, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Triage, TriageThread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
@@ -253,6 +253,8 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
         return ThreadTriage(t, cat, t.waits.frame, blame_frame(frames, t.waits.frame or 0), owner, "memory")
     if src_cat is not None and src is not None:
         return ThreadTriage(t, src_cat, src[1], blame_frame(frames, src[1]), owner, "source line")
+    if frames and any(n.startswith(DEVICE_NOTE) for n in t.notes):  # a kernel's own frames: the GPU's work
+        return ThreadTriage(t, next(c for c in tab.categories if c.id == "gpu"), 0, blame_frame(frames), owner, "gpu")
     if t.state.gil == "waiting":
         cat = next((c for c in tab.categories if c.id == "gil"), tab.runs)
         return ThreadTriage(t, cat, None, blame_frame(frames), owner, "gil state")
