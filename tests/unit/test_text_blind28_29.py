@@ -162,3 +162,49 @@ def test_a_visualvm_waiting_on_is_no_lock_wait():
     assert t.tid == 21 and t.waits is None
     quoted = 'He said "Timer-46" - Thread t@ nothing more\n'
     assert dict((n, s) for s, n in scores(quoted.splitlines()))["jvm-threads"] == 0
+
+
+# --- chunks of corpus texts that were refused (or lost their frames) though they hold frames ------
+
+def test_lines_padded_to_one_width_are_a_screen_copy_not_a_wrap():
+    # UCX's handler backtrace, every line filled with blanks to 142 columns: the rows were joined
+    # into one line as if a terminal had cut them, and the backtrace was lost
+    proc = only(parse_text(real_text("pytorch/pytorch-149418-1.txt")))
+    t = proc.threads[0]
+    assert t.tid == 224 and [f.function for f in t.frames] == ["ucs_handle_error", None]
+
+
+def test_a_terminal_cut_at_its_width_is_still_joined():
+    long = ("#0  0x00007f0c1a096f9e in very_long_function_name_number_one (argument=<optimized out>, "
+            "other=0x1) at /build/glibc/nptl/pthread_kill.c:44")
+    text = "\n".join([long[:80], long[80:], long.replace("#0", "#1")[:80], long[80:],
+                      long.replace("#0", "#2")[:80], long[80:]]) + "\n"
+    proc = only(parse_text(text))
+    assert [f.line for f in proc.threads[0].frames] == [44] * 3
+
+
+def test_caret_m_endings_and_a_word_every_record_shares_come_off(db):
+    # "2024-12-19 21:40:35 ERROR 56542 [async_llm_engine.py:64]   File ...^M": a logging format's
+    # time, level, pid and location over a traceback, each line ending in cat -v's ^M
+    text = real_text("vllm/vllm-11366-1.txt")
+    proc = only(parse_text(text))
+    assert "parsed as Python traceback" in proc.notes
+    assert proc.threads[0].frames[0].function == "_wrapper"
+    assert not any(f.function.endswith("^M") for f in proc.threads[0].frames)
+    snap, _wait = text_verdict(text, db)
+    assert "cuda-illegal-memory-access" in [f.signature for f in snap.findings]
+
+
+def test_a_lone_caret_m_and_a_word_two_lines_share_stay():
+    from hanganalyze.acquire.text.common import clean_and_join
+    from hanganalyze.acquire.text.unwrap import unwrap_layers
+
+    assert clean_and_join("press ^M\nthen wait\nand wait\n")[0] == "press ^M"
+    assert unwrap_layers(["job1 starts", "job1 ends"]) == []
+
+
+def test_a_shared_word_is_no_proof_for_a_frame_too_weak_to_score():
+    # the reporter's own printf lines under "[pid]": without the word, one reads like py-spy's
+    # "function (file)"; only a format's score may take the layer under a word shared by chance
+    with pytest.raises(InputError):
+        parse_text(real_text("psycopg2/psycopg2-703-1.txt"))

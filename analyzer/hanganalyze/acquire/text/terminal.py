@@ -157,6 +157,8 @@ def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = N
     if shape is None or len(shape) != len(lines):
         shape = [(len(x), "") for x in lines]
     width = _width([n for n, _ in shape], lines)
+    if width is not None and all(n == width and trail for (n, trail), x in zip(shape, lines) if x.strip()):
+        return lines  # every line filled with blanks to one width (a screen's copy): none was cut
     weak = False
     if width is None:
         longest = max((n for n, _ in shape), default=0)
