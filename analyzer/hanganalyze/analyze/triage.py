@@ -371,7 +371,7 @@ def _next_steps(proc: Process, cat: Category, frames_seen: bool, alone: bool = T
     elif frame_kinds == {"native"}:
         steps += fitting(tab.general["native_only"])
     native = [f for t in proc.threads for f in t.frames if f.kind == "native" and not f.marker]
-    if native and sum(1 for f in native if not f.function or f.function == "??") * 2 > len(native):
+    if native and sum(1 for f in native if (not f.function or f.function == "??") and not f.line) * 2 > len(native):
         steps += fitting(tab.general["unnamed"])
     return steps, cause
 
