@@ -122,6 +122,8 @@ def parse(lines: List[str], proc: Process) -> None:
             cur = Thread(name=m.group("name"))
             nid = _NID.search(m.group("rest")) or _T_AT.search(m.group("rest"))
             cur.tid = to_int(nid.group(1), 16 if nid.group(1).startswith("0x") else 10) if nid else None
+            if nid is not None and nid.re is _T_AT:
+                cur.notes.append("its id is the Java thread id (t@%s), the one owners are named by" % nid.group(1))
             threads.append(cur)
             ownable = False
             continue
