@@ -131,6 +131,10 @@ CURRENT_NOTE = "faulthandler marked a current thread (written on a fatal error, 
 #: crashing thread's lines (triage: ``crashframes.crash_not_shown``).
 REPORT_NOTE = ("a macOS crash report (ReportCrash writes one when a process crashes): the process crashed, "
                "though the thread that crashed is not in the text")
+#: How the notes of a thread on a GPU start (cuda-gdb's device focus in a ``bt``, its ``info cuda threads``
+#: rows): its frames are a kernel's, so where no frame name places its wait elsewhere (an NCCL kernel's
+#: collective), the triage reads it as the GPU work that does not finish.
+DEVICE_NOTE = "cuda-gdb device"
 #: How the note on a live process read alone (``--pid``) that has child processes starts
 #: (``acquire/many.py``): the report shows it among the process's facts, and the triage's advice
 #: for a parent (``analyze/programkind.py``'s ``parent`` kind) reads it.

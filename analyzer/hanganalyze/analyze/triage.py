@@ -32,7 +32,7 @@ from hanganalyze.analyze.sourcewait import source_wait
 from hanganalyze.analyze.threadchoice import background, helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
-from hanganalyze.loglines import CURRENT_NOTE, REPORT_NOTE, known_lines
+from hanganalyze.loglines import CURRENT_NOTE, DEVICE_NOTE, REPORT_NOTE, known_lines
 from hanganalyze.names import basename, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Triage, TriageThread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
@@ -237,6 +237,8 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
         return ThreadTriage(t, cat, t.waits.frame, blame_frame(frames, t.waits.frame or 0), owner, "memory")
     if src_cat is not None and src is not None:
         return ThreadTriage(t, src_cat, src[1], blame_frame(frames, src[1]), owner, "source line")
+    if frames and any(n.startswith(DEVICE_NOTE) for n in t.notes):  # a kernel's own frames: the GPU's work
+        return ThreadTriage(t, next(c for c in tab.categories if c.id == "gpu"), 0, blame_frame(frames), owner, "gpu")
     if t.state.gil == "waiting":
         cat = next((c for c in tab.categories if c.id == "gil"), tab.runs)
         return ThreadTriage(t, cat, None, blame_frame(frames), owner, "gil state")
@@ -353,7 +355,7 @@ def _next_steps(proc: Process, cat: Category, frames_seen: bool, alone: bool = T
     elif frame_kinds == {"native"}:
         steps += fitting(tab.general["native_only"])
     native = [f for t in proc.threads for f in t.frames if f.kind == "native" and not f.marker]
-    if native and sum(1 for f in native if not f.function or f.function == "??") * 2 > len(native):
+    if native and sum(1 for f in native if (not f.function or f.function == "??") and not f.line) * 2 > len(native):
         steps += fitting(tab.general["unnamed"])
     return steps, cause
 
@@ -473,12 +475,10 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
 def _unshown_crash(index: int, proc: Process, rows: List[ThreadTriage], alone: bool) -> Finding:
     """The process crashed in a thread its text leaves out (``crashframes.crash_not_shown``): no
     thread is named for the crash, and the threads shown are listed as they stand."""
-    cat, counts = table().crashed, {}  # type: Category, Dict[str, int]
-    for r in rows:
-        counts[r.category.id] = counts.get(r.category.id, 0) + 1
-    summary = ("the process crashed%s (a macOS crash report); the thread that crashed is not in the text, so none "
-               "is named. Threads shown: %s" % (" (%s)" % proc.signal if proc.signal else "",
-                                                 ", ".join("%d %s" % (n, c) for c, n in counts.items())))
+    cat, shown = table().crashed, [r.category.id for r in rows]
+    summary = ("the process crashed%s (a macOS crash report); the thread that crashed is not in the text, so none is "
+               "named. Threads shown: %s" % (" (%s)" % proc.signal if proc.signal else "",
+                                             ", ".join("%d %s" % (shown.count(w), w) for w in dict.fromkeys(shown))))
     info = Triage(wait=cat.id, label=cat.label, threads=[r.record() for r in rows[:MAX_LISTED]], from_="report")
     steps, cause = _next_steps(proc, cat, True, alone)
     ev = [Evidence(rule="wait: crashed", text=REPORT_NOTE)]

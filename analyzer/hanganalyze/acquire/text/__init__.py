@@ -223,7 +223,7 @@ def _join_broken(messages: List[str]) -> List[str]:
     collector's timestamp on each line, the second half of a message too): the halves are judged
     without it, and joined under the first one's."""
     joined = _log.join_broken(messages)
-    layers = unwrap_layers(messages) if len(messages) > 1 else []
+    layers = unwrap_layers(messages, chance=False) if len(messages) > 1 else []
     if not layers or len(layers[-1][0]) != len(messages):
         return joined
     bare = layers[-1][0]
@@ -248,7 +248,7 @@ def _holds_known_line(messages: List[str]) -> bool:
     share (a known line anchored at its start under a timestamp or a launcher's prefix)."""
     if _log.known_lines(messages) or data_known_lines(messages):
         return True
-    layers = unwrap_layers(messages)
+    layers = unwrap_layers(messages, chance=False)
     return bool(layers) and bool(_log.known_lines(layers[-1][0]) or data_known_lines(layers[-1][0]))
 
 
@@ -256,7 +256,7 @@ def _frame_candidates(lines: List[str]) -> Iterator[Tuple[List[str], List[str], 
     """Where a frame too weak for any score may be: (the lines to look in, the lines to parse, their
     split by rank): the lines and each of their unwrap layers, then each rank's lines and each of
     theirs (a time inside the launcher's tag: the rank's lines without it are parsed)."""
-    for bare, _ in [(lines, False)] + unwrap_layers(lines):
+    for bare, _ in [(lines, False)] + unwrap_layers(lines, chance=False):
         yield bare, bare, None
     unquoted = _without_quote_pair(lines)
     if unquoted is not None:
@@ -264,7 +264,7 @@ def _frame_candidates(lines: List[str]) -> Iterator[Tuple[List[str], List[str], 
     segs = split_ranks(lines)
     for i, seg in enumerate(segs):
         if seg.label is not None:
-            for bare in [seg.lines] + [b for b, _ in unwrap_layers(seg.lines)]:
+            for bare in [seg.lines] + [b for b, _ in unwrap_layers(seg.lines, chance=False)]:
                 yield bare, lines, segs[:i] + [Segment(lines=bare, label=seg.label)] + segs[i + 1:]
 
 

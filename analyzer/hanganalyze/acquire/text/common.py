@@ -76,6 +76,8 @@ def _clean(text: str) -> Tuple[List[str], Optional[List[Tuple[int, str]]]]:
     if text.count("[0m") >= 2:
         text = _BARE_SGR.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if text.count("^M\n") * 2 > text.count("\n"):
+        text = text.replace("^M\n", "\n")  # a carriage return as ``cat -v`` or less shows it, on most lines
     text = _CONTROL.sub("", text)
     if "&#" in text or any(c in text for c in "\u200b\u200c\u200d\u2060\ufeff"):
         text = _ZERO_WIDTH.sub("", text)

@@ -47,7 +47,10 @@ NAME = "jvm-threads"
 _HEADER = re.compile(r'^"(?P<name>[^"]{0,300})"(?P<rest> .{0,600})?$')
 #: ... at least one of the fields every JVM since 6 prints after the name (a wrapped header keeps
 #: only the first few): what tells it from a quoted line of prose
-_HEADER_FIELD = re.compile(r"(?:^ #\d{1,9}\b|\bprio=\d|\btid=0x|\bnid=(?:0x)?[0-9a-fA-F])")
+_HEADER_FIELD = re.compile(r"(?:^ #\d{1,9}\b|\bprio=\d|\btid=0x|\bnid=(?:0x)?[0-9a-fA-F]| - Thread t@\d)")
+#: NetBeans / VisualVM (and JMC's copy): ``"Timer-46" - Thread t@1884806``: the Java thread id, the
+#: one its lock lines name an owner by (``owned by "name" t@1792157``).
+_T_AT = re.compile(r" - Thread t@(\d{1,19})$")
 #: The header's second half, where a terminal or a chat wrapped it: ``tid=0x.. nid=0x.. runnable [0x..]``.
 _HEADER_TAIL = re.compile(r"^tid=0x[0-9a-fA-F]{1,16}\b")
 _NID = re.compile(r"\bnid=(0x[0-9a-fA-F]{1,16}|\d{1,10})\b")
@@ -56,9 +59,12 @@ _STATE = re.compile(r"^java\.lang\.Thread\.State: ([A-Z_]{4,16})(?: \(([\w ]{1,4
 _FRAME = re.compile(r"^at (?:[\w.@-]{1,100}/)?(?P<func>[\w$.<>/-]{1,400})\((?P<src>[^()]{0,300})\)$")
 _SOURCE = re.compile(r"^(?P<file>[\w$.-]{1,200}\.(?:java|scala|kt|groovy|clj|cljc)):(?P<line>\d{1,7})$")
 #: ``- waiting to lock <0x..> (a cls)`` and its kin, under the frame they belong to.
+#: (VisualVM prints the identity hash without ``0x`` and the owner it knows after the class:
+#: ``- waiting to lock <60eba516> (a X) owned by "name" t@1792157``)
 _LOCKLINE = re.compile(r"^- (?P<what>locked|waiting to lock|waiting on|parking to wait for|"
                        r"waiting to re-lock in wait\(\)|"
-                       r"eliminated)\s{1,4}<(?P<addr>0x[0-9a-fA-F]{1,16})>(?: \(a (?P<cls>[\w$.]{1,300})\))?$")
+                       r"eliminated)\s{1,4}<(?P<addr>(?:0x)?[0-9a-fA-F]{1,16})>(?: \(a (?P<cls>[\w$.]{1,300})\))?"
+                       r'(?: owned by "(?P<owner>[^"]{0,300})" t@(?P<owner_id>\d{1,19}))?$')
 #: ``- <0x..> (a java.util.concurrent.locks.ReentrantLock$NonfairSync)`` under "Locked ownable synchronizers:".
 _OWNABLE = re.compile(r"^- <(?P<addr>0x[0-9a-fA-F]{1,16})> \(a (?P<cls>[\w$.]{1,300})\)$")
 #: Parking on one of these is waiting for a lock (its holder lists it as an ownable synchronizer);
@@ -114,8 +120,10 @@ def parse(lines: List[str], proc: Process) -> None:
         m = _header(s) if s.startswith('"') else None
         if m is not None:
             cur = Thread(name=m.group("name"))
-            nid = _NID.search(m.group("rest"))
+            nid = _NID.search(m.group("rest")) or _T_AT.search(m.group("rest"))
             cur.tid = to_int(nid.group(1), 16 if nid.group(1).startswith("0x") else 10) if nid else None
+            if nid is not None and nid.re is _T_AT:
+                cur.notes.append("its id is the Java thread id (t@%s), the one owners are named by" % nid.group(1))
             threads.append(cur)
             ownable = False
             continue
@@ -152,6 +160,9 @@ def parse(lines: List[str], proc: Process) -> None:
                                  frame=max(0, len(cur.frames) - 1),
                                  detail="Java %s <%s> (a %s)" % (what, addr, cls or "?"))
                 wanted[id(cur)] = addr
+                if m.group("owner_id"):  # VisualVM names the owner: its t@ id is the owner's header's
+                    cur.waits.owner_tid = to_int(m.group("owner_id"))
+                    cur.waits.detail += ", owned by \"%s\" t@%s" % (m.group("owner"), m.group("owner_id"))
             continue
         if s == "Locked ownable synchronizers:":
             ownable = True

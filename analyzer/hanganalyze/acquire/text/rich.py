@@ -34,6 +34,19 @@ _HEADER = re.compile(r"^╭─+ Traceback \(most recent call last\) ─+╮$")
 _LOCATION = re.compile(r"^(\S.{0,600}?):(\d{1,9}) in ([\w.<>]{1,200})$")
 #: ``❱ 204 │ code`` / ``  203 │ code``: a source line (the current one marked ``❱``)
 _SOURCE = re.compile(r"^(❱)? ?(\d{1,9}) │(.*)$")
+#: A location rich wrapped at a blank (its text wraps at words, folding only a word longer than the
+#: box): ``path:1163 in`` over ``_try_get_data``, or ``path:1163`` over ``in _try_get_data``.
+_HEAD = re.compile(r"^(\S.{0,600}?):(\d{1,9})( in)?$")
+_TAIL = re.compile(r"^(in )?([\w.<>]{1,200})$")
+
+
+def _wrapped(head: str, body: str) -> Optional[re.Match]:
+    """The location a box line ``head`` starts and the next one, ``body``, ends; None if none."""
+    h = _HEAD.match(head)
+    t = _TAIL.match(body) if h else None
+    if h is None or t is None or bool(h.group(3)) == bool(t.group(1)):
+        return None
+    return _LOCATION.match("%s:%s in %s" % (h.group(1), h.group(2), t.group(2)))
 
 
 def _inside(line: str) -> Optional[str]:
@@ -49,14 +62,16 @@ def _inside(line: str) -> Optional[str]:
 
 def score(lines: List[str]) -> float:
     headers = frames = 0
+    last = ""
     for line in lines:
         s = line.strip()
         if s.startswith("╭") and _HEADER.match(s):
             headers += 1
             continue
         body = _inside(line)
-        if body and _LOCATION.match(body) and not _SOURCE.match(body):
+        if body and not _SOURCE.match(body) and (_LOCATION.match(body) or last and _wrapped(last, body)):
             frames += 1
+        last = body or ""
     if frames == 0:
         return 0.0
     return 8.0 * headers + 3.0 * frames
@@ -67,6 +82,7 @@ def parse(lines: List[str], proc: Process) -> None:
     blocks: List[Thread] = []
     cur: Optional[Thread] = None
     piece = ""  # a box line that may be the first part of a wrapped path
+    body: Optional[str] = None  # the box line before (a location wrapped at its blank starts there)
     for line in lines:
         s = line.strip()
         if not s:
@@ -78,7 +94,7 @@ def parse(lines: List[str], proc: Process) -> None:
         if s.startswith(("╭", "╰")):
             piece = ""
             continue
-        body = _inside(line)
+        head, body = body, _inside(line)
         if body is None:
             messages.append(s)
             if cur is not None and cur.frames and not any(n.startswith("exception: ") for n in cur.notes):
@@ -92,7 +108,7 @@ def parse(lines: List[str], proc: Process) -> None:
             piece = ""
             continue
         m = _LOCATION.match(piece + body) if piece else None
-        m = m or _LOCATION.match(body)
+        m = m or _LOCATION.match(body) or (_wrapped(head, body) if head else None)
         if m is not None:
             if cur is None:
                 cur = Thread(merge="python-only")

@@ -33,6 +33,8 @@ _RECORD_START = re.compile(
     # a WinDbg ``k`` row (frame number, Child-SP / ChildEBP, RetAddr, ``kb``'s arguments, the call site)
     r"|(?:[0-9a-fA-F]{2,4} )?(?:[0-9a-fA-F]{8}`?(?:[0-9a-fA-F]{8})? ){2,6}[\w.\-]{1,200}!"
     r"|\[(?:Current thread is|New Thread|New LWP|Thread 0x|Inferior )|\(gdb\) "  # gdb's own remarks, its prompt
+    # cuda-gdb's ``info cuda threads``: its kernel line and its rows (block, thread), all as wide as its header
+    r"|Kernel \d{1,9}\s*$|\*?\s*\(\d{1,6},\d{1,6},\d{1,6}\)\s+\(\d{1,6},\d{1,6},\d{1,6}\)\s"
     # a timestamped log record (glog / abseil "E0118 11:40:08.99", ISO "2024-02-27 15:56:22"): records
     # of one fixed format and message are all one length, which is no terminal's wrap
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[ T]\d\d:\d\d"
@@ -155,6 +157,8 @@ def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = N
     if shape is None or len(shape) != len(lines):
         shape = [(len(x), "") for x in lines]
     width = _width([n for n, _ in shape], lines)
+    if width is not None and all(n == width and trail for (n, trail), x in zip(shape, lines) if x.strip()):
+        return lines  # every line filled with blanks to one width (a screen's copy): none was cut
     weak = False
     if width is None:
         longest = max((n for n, _ in shape), default=0)

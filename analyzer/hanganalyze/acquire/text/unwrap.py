@@ -29,7 +29,7 @@ from hanganalyze.linememo import by_content
 
 from .common import dedent, strip_quotes, strip_scroll_marker
 from .gutter import strip_gutter
-from .terminal import COMPOSE_TAG, KUBECTL_TAG, RAY_TAG, SRUN_TAG
+from .terminal import COMPOSE_TAG, KUBECTL_TAG, RANK_PREFIX, RAY_TAG, SRUN_TAG
 
 #: The share of non-blank lines that must carry a wrapper for it to be removed.
 SHARE = 0.8
@@ -165,7 +165,7 @@ def _strip_continuation(lines: List[str]) -> Optional[List[str]]:
 #: them unless a dump format reads the lines better without them (``parse_text``); a report shows
 #: the log's lines as they were.  The other wrappers (backticks, quotes, line numbers, a launcher's
 #: or a collector's tag) say nothing.
-KEPT = ("timestamp", "syslog", "dated", "colab", "glog", "vllm", "time", "ray", "celery")
+KEPT = ("timestamp", "syslog", "dated", "colab", "glog", "vllm", "time", "ray", "celery", "shared", "tag")
 
 
 def _strip_prefix(lines: List[str], kinds: List[str]) -> Optional[List[str]]:
@@ -184,6 +184,31 @@ def _strip_prefix(lines: List[str], kinds: List[str]) -> Optional[List[str]]:
         m = best.match(x)
         out.append(x[m.end():] if m else x)
     kinds.append(best_name)
+    return out
+
+
+#: What a launcher's tags and a log's records start with: a shared word over one of them is a tag.
+_TAGGED = (RANK_PREFIX,) + tuple(rx for _, rx in PREFIXES)
+
+
+def _strip_shared(lines: List[str], kinds: List[str]) -> Optional[List[str]]:
+    """A word every non-blank line starts with, the same characters on each (a launcher's or a
+    job's own tag, a logging format's process id or ``[file.py:64]`` under one second's records),
+    then a blank: taken off one word at a time, so the next layer's known wrapper (``[rank1]:``,
+    which names the rank and stays) is found again.  Only from 3 lines on: one or two lines may
+    share a word by chance."""
+    nonblank = [x for x in lines if x.strip()]
+    if len(nonblank) < 3:
+        return None
+    word = nonblank[0].split(" ", 1)[0]
+    if len(word) < 2 or RANK_PREFIX.match(word + " ") or any(not x.startswith(word + " ") for x in nonblank):
+        return None
+    out = [x[len(word) + 1:] if x.strip() else x for x in lines]
+    # over a known wrapper on every line (a job's name over torchrun's ``[default1]:[rank1]:``) it is
+    # a tag for sure; else a word shared by chance is possible ("shared"); both kept: a log rule may
+    # read it (``[I ProcessGroupWrapper.cpp:562]``)
+    tagged = all(any(rx.match(x) for rx in _TAGGED) for x in out if x.strip())
+    kinds.append("tag" if tagged else "shared")
     return out
 
 
@@ -229,40 +254,41 @@ def looks_like_log(lines: List[str]) -> bool:
 def unwrap(lines: List[str]) -> List[str]:
     """The lines without the wrappers (up to ``MAX_LAYERS``, nested ones too: a timestamp
     inside backticks) that most lines share; the lines themselves when none."""
-    layers = unwrap_layers(lines)
+    layers = unwrap_layers(lines, chance=False)
     return layers[-1][0] if layers else lines
 
 
-def unwrap_layers(lines: List[str]) -> List[Tuple[List[str], bool]]:
+def unwrap_layers(lines: List[str], chance: bool = True) -> List[Tuple[List[str], bool]]:
     """``_layers`` of the lines, each layer a copy the caller may change (a long text's layers are
     found once, ``linememo``: parse_text asks for them from its unwrap, its refusal path and its
-    message joiner)."""
-    return [(list(bare), kept) for bare, kept in _layers(lines)]
+    message joiner).  ``chance=False``: not the layers under a shared word (``_strip_shared``), which
+    only a format's score may pick (a frame too weak to score is no proof the word was a wrapper)."""
+    return [(list(bare), kept) for bare, kept, shared in _layers(lines) if chance or not shared]
 
 
 @by_content
-def _layers(lines: List[str]) -> List[Tuple[List[str], bool]]:
+def _layers(lines: List[str]) -> List[Tuple[List[str], bool, bool]]:
     """The lines after each wrapper taken off, outermost first (each with a traceback's cut
     ``File`` lines joined), and whether a prefix whose fields a rule reads (``KEPT``) was among the
     wrappers removed so far: without one, the lines lost nothing a log's reader needs.  Empty
     when there is nothing to undo.  The caller picks the layer a format reads best: a wrapper's
     look-alike inside the dump (a macOS crash report's frame numbers) is no wrapper."""
     kinds: List[str] = []
-    layers: List[Tuple[List[str], bool]] = []
+    layers: List[Tuple[List[str], bool, bool]] = []
     for _ in range(MAX_LAYERS):
         # a trailing "\\" before line numbers: both are taken off in turn, and the layer without the
         # "\\" alone keeps a format's own first column that counts up (a macOS report's frame numbers)
         step = (_strip_backticks(lines) or strip_quotes(lines) or strip_gutter(lines) or _strip_prefix(lines, kinds)
-                or _strip_continuation(lines) or _strip_numbers(lines))
+                or _strip_continuation(lines) or _strip_numbers(lines) or _strip_shared(lines, kinds))
         if step is None:
             break
         lines = dedent([strip_scroll_marker(x) for x in step])  # tmux's [390/7275] inside the wrapper
-        layers.append((lines, any(k in KEPT for k in kinds)))
+        layers.append((lines, any(k in KEPT for k in kinds), "shared" in kinds))
     if not layers:
         joined = join_file_pieces(lines)
-        return [(dedent(joined), False)] if joined is not None else []
+        return [(dedent(joined), False, False)] if joined is not None else []
     out = []
-    for bare, kept in layers:
+    for bare, kept, shared in layers:
         joined = join_file_pieces(bare)
-        out.append((dedent(joined) if joined is not None else bare, kept))
+        out.append((dedent(joined) if joined is not None else bare, kept, shared))
     return out
