@@ -48,6 +48,10 @@ KNOWN_PATTERNS = [
     r"\b(?:Illegal instruction|Floating point exception|Trace/breakpoint trap)\s*\(core dumped\)",
     r"^zsh: segmentation fault|\b(?:double free or corruption|free\(\): invalid pointer|malloc\(\): corrupted)",
     r"Fatal glibc error: |: Assertion `.{1,400}' failed\.$",
+    # valgrind's memory errors and its line for the signal that ended the process
+    r"^(?:==\d+== )?(?:Invalid (?:read|write) of size \d+|Invalid free\(\) / delete)",
+    r"^(?:==\d+== )?Jump to the invalid address stated",
+    r"Process terminating with default action of signal \d+ \(SIG",
     # an uncaught exception's abort: Cocoa's NSException, libc++abi's C++ exception (macOS's "terminate called")
     r"\*\*\* Terminating app due to uncaught exception\b",
     r"libc\+\+abi(?:\.dylib)?: terminat(?:ing|e called) (?:due to|with) (?:an )?uncaught exception",

@@ -55,6 +55,7 @@ from . import (
     stackwalk,
     strace,
     traceback,
+    valgrind,
     windbg,
 )
 
@@ -119,6 +120,7 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(jvm, "JVM thread dump (jstack)", ("jstack", "java")),
     TextFormat(gurumeditation, "oslo Guru Meditation report", ("oslo", "guru")),
     TextFormat(kstack, "Linux kernel stack (/proc/PID/stack, the hung-task report)", ("kstack", "dmesg")),
+    TextFormat(valgrind, "valgrind report (memcheck, helgrind, drd)", ("memcheck", "helgrind")),
     TextFormat(functrace, "function-call trace (vLLM's VLLM_TRACE_FUNCTION log)", ("vllm-trace", "call-trace")),
     TextFormat(strace, "strace output (the system call each thread stands in)", ("strace-p",)),
     TextFormat(calltree, "call chain written by hand (indented, outermost first)", ("call-tree",), leftover=False),
