@@ -40,13 +40,19 @@ KNOWN_PATTERNS = [
     # a stack dump's thread header (faulthandler's, gdb py-bt's) left as a line: its frames were unreadable
     # (several processes writing one stderr at once), but only a crash or a hang dump writes it
     r"\(most recent call first\):",
-    r"terminate called (without an active exception|after throwing)",
+    r"terminate called (without an active exception|after throwing|recursively)",
+    # an IDE's (PyCharm's) line for a process a signal or a Windows fault ended, fish's, zsh's job line
+    r"Process finished with exit code -?\d+ \((?:interrupted by signal \d+: SIG[A-Z]+|0x[Cc]000[0-9A-Fa-f]{4})\)",
+    r"terminated by signal SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b",
+    r"^\[\d+\]\s+(?:[+-]\s+)?\d+ (?:segmentation fault|abort|bus error)",
     r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
     # macOS shells' lines for a process killed by a signal (bash / zsh print the signal's number)
     r"^(?:Abort trap|Illegal instruction|Bus error|Segmentation fault|Floating point exception): \d{1,2}$",
     # the shells' lines for the other fatal signals, glibc's fatal heap checks and assert() (both abort)
     r"\b(?:Illegal instruction|Floating point exception|Trace/breakpoint trap)\s*\(core dumped\)",
     r"^zsh: segmentation fault|\b(?:double free or corruption|free\(\): invalid pointer|malloc\(\): corrupted)",
+    r"\bcorrupted (?:size vs\. prev_size|double-linked list)|munmap_chunk\(\): invalid pointer|stack smashing detected",
+    r"CUDA error: ?out of memory\b|cuda runtime error \(2\) : out of memory",
     r"Fatal glibc error: |: Assertion `.{1,400}' failed\.$",
     # valgrind's memory errors and its line for the signal that ended the process
     r"^(?:==\d+== )?(?:Invalid (?:read|write) of size \d+|Invalid free\(\) / delete)",

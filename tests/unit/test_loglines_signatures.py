@@ -39,12 +39,14 @@ CASES = [
     ("ray_oom_raylet_wmpo_3.txt", "killed due to memory pressure"),
     ("cuda_device_assert_lmeval_2293.txt", "device-side assert"),
     ("cuda_illegal_access_tegnas_19.txt", "illegal memory access"),
+    ("gpu_oom_cuda_error_iim_28.txt", "out of memory"),  # a CUDA call's own error, not the allocator's
+    ("gpu_oom_thc_runtime_error_motifs_58.txt", "out of memory"),  # PyTorch 0.4's THC error
 ]
 #: Signatures this module tests with a real text and a near miss (test_signature_coverage).
 COVERED = sorted({"nccl-ib-completion-error", "nccl-no-socket-interface", "nccl-ib-resource-setup-failed",
                   "nccl-socket-connect-failed", "nccl-cuda-out-of-memory", "rank-killed-sigkill", "rank-died-of-signal",
                   "c10d-store-port-in-use", "ray-memory-monitor-killed-worker", "cuda-device-side-assert",
-                  "cuda-illegal-memory-access", "sglang-scheduler-watchdog-timeout"})
+                  "cuda-illegal-memory-access", "sglang-scheduler-watchdog-timeout", "gpu-out-of-memory"})
 SERIOUS = {"crash", "deadlock", "hang", "error"}
 
 

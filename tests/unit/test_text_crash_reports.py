@@ -6,8 +6,10 @@ exception's abort line (Cocoa's, libc++abi's) is a crash line like glibc's "term
 
 from __future__ import annotations
 
+import pytest
 from helpers import real_text, text_verdict
 
+from hanganalyze.errors import InputError
 from hanganalyze.loglines import REPORT_NOTE
 
 
@@ -78,9 +80,6 @@ def test_an_abort_line_alone_is_read_and_a_caught_exception_line_is_not(db):
                  "'NSInternalInconsistencyException', reason: 'NSWindow drag regions should only be invalidated'",
                  "libc++abi: terminating due to uncaught exception of type std::runtime_error: boom"):
         assert text_verdict(line + "\n", db)[1] == "crashed"
-    import pytest
-
-    from hanganalyze.errors import InputError
     with pytest.raises(InputError):
         text_verdict("2026-01-02 10:11:12 worker: caught exception of type std::runtime_error, retrying\n", db)
 
@@ -89,3 +88,23 @@ def test_faulthandlers_timeout_header_alone_is_read(db):
     # dump_traceback_later's header (pytest's faulthandler_timeout) with its dump cut away: no refusal
     snap, _wait = text_verdict("Timeout (0:05:00)!\n", db)
     assert any(f.signature == "triage" for f in snap.findings)
+
+
+@pytest.mark.parametrize("line", [
+    "Process finished with exit code 139 (interrupted by signal 11: SIGSEGV)",  # PyCharm
+    "Process finished with exit code -1073741819 (0xC0000005)",  # PyCharm on Windows: an access violation
+    "fish: Job 1, 'python x.py' terminated by signal SIGSEGV (Address boundary error)",
+    "[1]    12345 segmentation fault (core dumped)  python train.py",  # zsh's job line
+    "terminate called recursively",
+    "corrupted size vs. prev_size",
+    "*** stack smashing detected ***: terminated",
+])
+def test_a_fatal_line_alone_is_a_crash(db, line):
+    assert text_verdict(line + "\n", db)[1] == "crashed"
+
+
+def test_a_kill_or_a_clean_exit_is_no_crash(db):
+    # SIGKILL: the OOM killer or a user ended it, whatever it was doing; exit code 0: it ended well
+    assert text_verdict("Process finished with exit code 137 (interrupted by signal 9: SIGKILL)\n", db)[1] != "crashed"
+    with pytest.raises(InputError):
+        text_verdict("Process finished with exit code 0\n", db)
