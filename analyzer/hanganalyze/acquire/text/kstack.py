@@ -74,6 +74,17 @@ def score(lines: List[str]) -> float:
     return 5.0 * heads + 1.5 * frames
 
 
+def _task(threads: List[Thread], tid: Optional[int], name: str, note: str) -> Thread:
+    """The thread of task ``tid``: the one a line above made (a hung-task line, then its task line), or
+    a new one."""
+    found = next((t for t in threads if t.tid == tid), None)
+    if found is None:
+        found = Thread(tid=tid, name=name)
+        found.notes.append(note)
+        threads.append(found)
+    return found
+
+
 def parse(lines: List[str], proc: Process) -> None:
     messages: List[str] = []
     threads: List[Thread] = []
@@ -84,33 +95,16 @@ def parse(lines: List[str], proc: Process) -> None:
             continue
         m = _HUNG.match(s)
         if m:
-            tid = to_int(m.group(2))
-            cur = next((t for t in threads if t.tid == tid), None) or Thread(tid=tid, name=m.group(1))
-            if cur not in threads:
-                cur.notes.append("kernel stack (the kernel's hung-task report)")
-                threads.append(cur)
+            cur = _task(threads, to_int(m.group(2)), m.group(1), "kernel stack (the kernel's hung-task report)")
             messages.append(s)
             continue
         m = _TASK.match(s)
         o = None if m else _OLD_TASK.match(s)
-        if o:
-            found = next((t for t in threads if t.tid == to_int(o.group(2))), None)
-            if found is None:
-                found = Thread(tid=to_int(o.group(2)), name=o.group(1).strip())
-                found.notes.append("kernel stack (a task the kernel listed)")
-                threads.append(found)
-            found.notes.append("state D")
-            cur = found
-            continue
-        if m:
-            tid = to_int(m.group(3))
-            found = next((t for t in threads if t.tid == tid), None)
-            if found is None:
-                found = Thread(tid=tid, name=m.group(1).strip())
-                found.notes.append("kernel stack (a task the kernel listed)")
-                threads.append(found)
-            found.notes.append("state %s" % m.group(2))
-            cur = found
+        if m or o:
+            tid, name, state = ((to_int(m.group(3)), m.group(1), m.group(2)) if m
+                                else (to_int(o.group(2)), o.group(1), "D"))
+            cur = _task(threads, tid, name.strip(), "kernel stack (a task the kernel listed)")
+            cur.notes.append("state %s" % state)
             continue
         if s in _MARKERS or s.startswith("Call Trace:"):
             continue
