@@ -78,6 +78,7 @@ KNOWN_PATTERNS = [
     r"Objects [0-9a-f]{16,} are still not local after",  # Ray's ray.get waiting for an object (plasma store)
     r"\b(Active|Sleeping)\b.{0,200}\bnccl\w*Kernel\w*\(",  # cuda-gdb's "info cuda kernels" row of a NCCL kernel
     r"Windows fatal exception: |Access violation - code c0000005|^Faulting application name: ",  # Windows crashes
+    r"^FAILURE_BUCKET_ID:\s+\S",  # WinDbg's !analyze of a dump (a crash's, or a hang's: its bucket says HANG)
     # SGLang's scheduler watchdog (a forward batch that did not finish) and its launcher's line for a dead child;
     # vLLM's executor when a worker does not answer
     r"[Ww]atchdog timeout \(self\.watchdog_timeout=\d+|Received sigquit from a child proces",
@@ -109,6 +110,7 @@ KNOWN_PATTERNS = [
     r"\[c10d\][^\n]{0,300}?(?:failed|timed out|[Tt]imeout|Connection reset by peer|Broken pipe)",
     r"CUDA error: (?:an illegal memory access|device-side assert|misaligned address|an illegal instruction)",
     r"CUDA error: unspecified launch failure",
+    r"CUDA kernel errors might be asynchronously reported at some other API call",
     r"CUBLAS_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|ALLOC_FAILED)|cudaErrorIllegalAddress",
     r"sigkill_handler\] Killing subprocess \d+",
     r"Engine core proc \S+ died unexpectedly|EngineDeadError|Scheduler hit an exception",
@@ -167,7 +169,9 @@ def _data_patterns() -> List[re.Pattern[str]]:
         if isinstance(node, dict):
             for key, value in node.items():
                 if key == "messages" and isinstance(value, list):
-                    for item in value:
+                    # the first line of each alternative: the others may be context a signature also
+                    # wants ("_inductor" anywhere beside "Attempting to use a closed pool"), no hang's
+                    for item in value[:1]:
                         rx = item.get("regex") if isinstance(item, dict) else item
                         if isinstance(rx, str):
                             found.append(rx)

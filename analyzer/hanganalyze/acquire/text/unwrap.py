@@ -45,10 +45,11 @@ _STAMP = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)
 #: Record prefixes, each up to the start of the message (one space after it at most).
 PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     # 2024-01-01 12:00:00,123 INFO / [2024-01-01T12:00:00.1234567Z] / 2024-01-01 12:00:00 - name - ERROR -
+    # (Python logging's "%(asctime)s - %(name)s - %(levelname)s - %(message)s": the logger's name first)
     # (not a level a vLLM record's date follows: "2024-01-01 12:00:00 ERROR 09-06 04:14:11 [core.py:640]"
     # is a collector's time around vLLM's record, whose level stays with it)
     ("timestamp", re.compile(
-        r"^(?:\[" + _STAMP + r"\]|" + _STAMP + r")"
+        r"^(?:\[" + _STAMP + r"\]|" + _STAMP + r")(?: - [\w.\-<>]{1,100}(?= - " + _LEVEL + r" ))?"
         r"(?:(?: -| \|)? " + _LEVEL + r"(?: -| \||:)?(?! \d\d-\d\d \d\d:))?(?: |$)")),
     # Jun 06 19:49:06 host prog[123]:  (journald in another locale too: "déc. 19 02:07:16 host bash[1]:")
     ("syslog", re.compile(

@@ -36,7 +36,10 @@ _TABLE = re.compile(r"^#?\s*(?:Child-?SP|ChildEBP)\s+RetAddr\b")
 #: ``00 00000067`e0f3f278 00007ff8`8a192e2d ntdll!Func+0xa [path @ 12]``: a frame number, 1 to 6
 #: hex columns (``kb`` adds the arguments), the call site.
 _HEX = r"(?:[0-9a-fA-F]{8}`?[0-9a-fA-F]{0,8}|\(Inline\)|-{8})"
-_FRAME = re.compile(r"^(?:([0-9a-fA-F]{2,4}) )?(?:" + _HEX + r" {1,8}){1,6}(?:: )?(\S.*?)\s*$")
+#: ``!analyze -v``'s STACK_TEXT puts the arguments between colons:
+#: ``000000f7`bd5ef990 00007ffc`94c937e4 : 00000000`00000000 ... : python+0x1258``.
+_ARGS = r"(?::(?: {1,8}" + _HEX + r"){1,8} {1,8}: |: )?"
+_FRAME = re.compile(r"^(?:([0-9a-fA-F]{2,4}) )?(?:" + _HEX + r" {1,8}){1,6}" + _ARGS + r"(\S.*?)\s*$")
 _SOURCE = re.compile(r"^(.*?) \[(.{1,500}) @ (\d{1,9})\]$")
 _OFFSET = re.compile(r"^(.*?)\+0x[0-9a-fA-F]{1,16}$")
 #: Visual Studio: ``module.dll!function(args) Line 12 + 0x5 bytes`` then tab-separated columns.
@@ -45,7 +48,7 @@ _VS = re.compile(r"^[> ]?\s*(?:\[Inline Frame\] )?([\w.\-]{1,200}\.(?:dll|exe|py
                  r"(?: Line (\d{1,9}))?"
                  r"(?: \+ 0x[0-9a-fA-F]+ bytes)?(?:\t.*)?$", re.IGNORECASE)
 #: A headerless ``kb`` row: at least two 8-digit hex columns, then ``module!function``.
-_KB_ROW = re.compile(r"^(?:[0-9a-fA-F]{8}`?(?:[0-9a-fA-F]{8})? {1,8}){2,6}[\w.\-]{1,200}![^ ]")
+_KB_ROW = re.compile(r"^(?:[0-9a-fA-F]{8}`?(?:[0-9a-fA-F]{8})? {1,8}){2,6}" + _ARGS + r"[\w.\-]{1,200}(?:![^ ]|\+0x)")
 #: A line that heads one thread's rows in a paste of several ("Callstack:").
 _STACK_HEADINGS = ("callstack", "call stack", "stack", "stack trace", "backtrace")
 _ADDRESS_ONLY = re.compile(r"^[0-9a-fA-F]{6,16}\(\)$")
