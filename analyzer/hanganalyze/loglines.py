@@ -83,6 +83,8 @@ KNOWN_PATTERNS = [
     # vLLM's executor when a worker does not answer
     r"[Ww]atchdog timeout \(self\.watchdog_timeout=\d+|Received sigquit from a child proces",
     r"RPC call to \w+ timed out",
+    # uWSGI's harakiri: the master killed a worker whose request outlasted --harakiri (a hang, or a slow request)
+    r"\bHARAKIRI ON WORKER \d+",
     # vLLM's V0 engine client, each time its poll for the engine process's output times out empty; V1's
     # client while its engine core process has not come up
     r"Waiting for output from MQLLMEngine|Waiting for \d+ core engine proc\(s\) to start",

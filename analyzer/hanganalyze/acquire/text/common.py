@@ -84,6 +84,8 @@ def _clean(text: str) -> Tuple[List[str], Optional[List[Tuple[int, str]]]]:
     if "&" in text:
         text = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
     text = text.translate(_ODD_SPACES)
+    if "comment " in text:
+        text = _migrated_frame_numbers(text)
     raw = text.split("\n")
     lines = strip_wrappers([strip_scroll_marker(_lead_tabs(line)[:MAX_LINE].rstrip()) for line in raw])
     if "--Type <RET> for more" in text:
@@ -112,6 +114,18 @@ def _single_spaced(lines: List[str]) -> Optional[List[int]]:
         return None
     # a line, or the second and later blanks of a run
     return [i for i, x in enumerate(lines) if x.strip() or (i > 0 and not lines[i - 1].strip())]
+
+
+#: Google Code's issue export (projects migrated to GitHub in 2015) turned a line's leading ``#N`` into
+#: ``comment N.``: gdb's frame numbers in old pastes read ``comment 0.  0x.. in sem_wait () from ...``.
+_MIGRATED = re.compile(r"^comment (\d{1,4})\.  (?=0x[0-9a-fA-F]{4,16} in |[\w:~<>]{1,300} \()", re.MULTILINE)
+
+
+def _migrated_frame_numbers(text: str) -> str:
+    """gdb's ``#N`` given back where at least two lines carry the export's ``comment N.`` for it."""
+    if len(_MIGRATED.findall(text)) < 2:
+        return text
+    return _MIGRATED.sub(lambda m: "#%s  " % m.group(1), text)
 
 
 def _lead_tabs(line: str) -> str:

@@ -57,6 +57,8 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     # 28-Jun-2016 08:44:47  (a service's log: a date with the month's name, then the message; Bamboo's
     # build log puts a tab, not a space, between the two)
     ("dated", re.compile(r"^\d\d?-[^\W\d_]{3,5}-\d{4} \d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:[ \t]|$)")),
+    # Mon Nov 24 15:03:14 2014 -  (C's ctime() then " - ": uWSGI's log, and others that print ctime)
+    ("ctime", re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4} - ")),
     # Aug 20, 2023, 5:54:14 PM | WARNING |  (Colab's runtime log view: its own time, then the level)
     ("colab", re.compile(r"^[A-Z][a-z]{2} \d{1,2}, \d{4}, \d{1,2}:\d\d:\d\d [AP]M \| [A-Z]{3,8} \|(?: |$)")),
     # I1128 12:00:00.123456 123 file.cc:12]
@@ -166,7 +168,7 @@ def _strip_continuation(lines: List[str]) -> Optional[List[str]]:
 #: them unless a dump format reads the lines better without them (``parse_text``); a report shows
 #: the log's lines as they were.  The other wrappers (backticks, quotes, line numbers, a launcher's
 #: or a collector's tag) say nothing.
-KEPT = ("timestamp", "syslog", "dated", "colab", "glog", "vllm", "time", "ray", "celery", "shared", "tag")
+KEPT = ("timestamp", "syslog", "dated", "ctime", "colab", "glog", "vllm", "time", "ray", "celery", "shared", "tag")
 
 
 def _strip_prefix(lines: List[str], kinds: List[str]) -> Optional[List[str]]:

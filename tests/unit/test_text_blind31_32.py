@@ -1,0 +1,43 @@
+"""Fixes made right after sealed rounds 31 and 32 were scored and opened (sealed-blind31-32.score.md: they
+do not count in that score), each on the round's real paste and a near miss: a DataLoader worker that
+exited with an exit code is no signal's death; uWSGI's ctime log prefix over a backtrace_symbols() trace
+and its harakiri line; gdb frame numbers that Google Code's export turned into ``comment N.``; Ray's line
+for a task no node has resources for is a wait for a remote result."""
+
+from __future__ import annotations
+
+from helpers import real_text, text_verdict
+
+from hanganalyze.acquire.text import parse_text
+
+
+def sigs(snap):
+    return [f.signature for f in snap.findings]
+
+
+def test_a_dataloader_worker_that_exited_is_no_signals_death(db):
+    text = real_text("pytorch/pytorch-46648-1.txt")
+    assert "dataloader-worker-killed-by-signal" not in sigs(text_verdict(text, db)[0])
+    killed = "RuntimeError: DataLoader worker (pid 88201) is killed by signal: Killed.\n"
+    assert "dataloader-worker-killed-by-signal" in sigs(text_verdict(killed, db)[0])
+
+
+def test_uwsgis_ctime_prefix_and_its_harakiri_line(db):
+    text = real_text("uwsgi/uwsgi-780-1.txt")
+    frames = [f.function for p in parse_text(text).processes for t in p.threads for f in t.frames]
+    assert "epoll_wait" in frames and "ev_run" in frames
+    harakiri = "Mon Nov 24 15:03:14 2014 - *** HARAKIRI ON WORKER 8 (pid: 7654, try: 1) ***\n"
+    assert text_verdict(harakiri, db)[0].findings  # a known line alone: answered, not refused
+
+
+def test_gdb_frame_numbers_the_google_code_export_renamed(db):
+    text = real_text("pychess/pychess-660-1.txt")
+    assert text_verdict(text, db)[1] == "gil"
+    prose = "comment 1.  I see it too (see below)\ncomment 2.  Same here\n"
+    from hanganalyze.acquire.text.common import clean_lines
+    assert clean_lines(prose)[0].startswith("comment 1.")
+
+
+def test_rays_unschedulable_task_is_a_wait_for_a_remote_result(db):
+    snap, wait = text_verdict(real_text("ray/ray-6016-1.txt"), db)
+    assert wait == "future" and "ray-resource-request-unschedulable" in sigs(snap)
