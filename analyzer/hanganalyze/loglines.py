@@ -85,6 +85,8 @@ KNOWN_PATTERNS = [
     r"RPC call to \w+ timed out",
     # uWSGI's harakiri: the master killed a worker whose request outlasted --harakiri (a hang, or a slow request)
     r"\bHARAKIRI ON WORKER \d+",
+    r"Process \d+ \(.{1,100}\) of user \d+ dumped core\b|^!{3,} Segfault encountered !{3,}$",
+    r"NCCL operation \w+\(.{0,300}\) failed: |Execution of replica \d+ failed: INTERNAL",
     # vLLM's V0 engine client, each time its poll for the engine process's output times out empty; V1's
     # client while its engine core process has not come up
     r"Waiting for output from MQLLMEngine|Waiting for \d+ core engine proc\(s\) to start",

@@ -41,3 +41,25 @@ def test_gdb_frame_numbers_the_google_code_export_renamed(db):
 def test_rays_unschedulable_task_is_a_wait_for_a_remote_result(db):
     snap, wait = text_verdict(real_text("ray/ray-6016-1.txt"), db)
     assert wait == "future" and "ray-resource-request-unschedulable" in sigs(snap)
+
+
+def test_systemd_coredumps_stack_rows(db):
+    (t,) = parse_text(real_text("trackma/trackma-621-1.txt")).processes[0].threads
+    assert t.tid == 781159 and t.current and [f.function for f in t.frames] == [None, None, None]
+    assert t.frames[2].library == "_gi.cpython-310-x86_64-linux-gnu.so"
+    core = ("Nov 02 10:00:00 host systemd-coredump[9]: Process 4242 (python3) of user 1000 dumped core.\n"
+            "               PID: 4242 (python3)\n            Signal: %s\n"
+            "                Stack trace of thread 4242:\n"
+            "                #0  0x00007f5b92bec42c PyObject_Call (libpython3.10.so.1.0 + 0x1ec42c)\n"
+            "                #1  0x00007f5b92a9e37b n/a (libpython3.10.so.1.0 + 0x9e37b)\n")
+    assert text_verdict(core % "11 (SEGV)", db)[1] == "crashed"
+    assert text_verdict(core % "3 (QUIT)", db)[1] != "crashed"  # how a hung process is made to dump core
+
+
+def test_a_failed_nccl_operation_under_xla_and_torchs_segfault_banner_are_crashes(db):
+    assert text_verdict(real_text("jax/jax-17399-1.txt"), db)[1] == "crashed"
+    assert text_verdict(real_text("vllm/vllm-44780-1.txt"), db)[1] == "crashed"
+    # the same log without the failure's own lines: XLA's interception line says no crash by itself
+    lines = real_text("jax/jax-17399-1.txt").split("\n")
+    rest = "\n".join(x for x in lines if "failed" not in x)
+    assert text_verdict(rest + "\nWatchdog caught collective operation timeout\n", db)[1] != "crashed"

@@ -27,6 +27,7 @@ from hanganalyze_gdbext.model import Process
 from . import (
     abseil,
     calltree,
+    coredumpctl,
     cudakernels,
     cudathreads,
     cxxframes,
@@ -119,6 +120,7 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(cudathreads, "cuda-gdb info cuda threads", ("info-cuda-threads",)),
     TextFormat(jvm, "JVM thread dump (jstack)", ("jstack", "java")),
     TextFormat(gurumeditation, "oslo Guru Meditation report", ("oslo", "guru")),
+    TextFormat(coredumpctl, "systemd-coredump report (coredumpctl info)", ("systemd-coredump",)),
     TextFormat(kstack, "Linux kernel stack (/proc/PID/stack, the hung-task report)", ("kstack", "dmesg")),
     TextFormat(valgrind, "valgrind report (memcheck, helgrind, drd)", ("memcheck", "helgrind")),
     TextFormat(functrace, "function-call trace (vLLM's VLLM_TRACE_FUNCTION log)", ("vllm-trace", "call-trace")),
