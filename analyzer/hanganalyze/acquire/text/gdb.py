@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Set, Tuple
 
-from hanganalyze_gdbext.model import Frame, Process, Thread, Wait
+from hanganalyze_gdbext.model import Frame, Process, Thread
 
 from . import gdbwaits, pybt
 from .common import balanced, split_call, to_int, unknown_function
@@ -76,25 +76,6 @@ _SOLIB = re.compile(r"^\S+\.so(?:\.[0-9.]+)?$")
 #: A Python frame printed by gdbext's frame filter: optional eval-frame pc, ``[py]`` (placed) or
 #: ``[py?]`` (not placed), the qualified name, ``()`` (no arguments), ``at file:line``.
 _PY_FILTER = re.compile(r"^(?:0x[0-9a-fA-F]{1,16} in )?\[(py\??)\] (\S.*?) \(\)(?: at (.+?)(?::(\d{1,9}))?)?$")
-
-#: CPython's GIL as gdb names it in a wait's arguments: the static ``gil_cond`` / ``gil_mutex`` (3.2-3.6;
-#: ``switch_cond`` / ``switch_mutex`` for the forced switch) or a condition variable / mutex inside
-#: ``_PyRuntime`` (3.7-3.11: ``_PyRuntime.ceval.gil``; 3.12+: the main interpreter's ``_gil``, inside it
-#: too), as the ``cond=`` / ``mutex=`` / ``futex_word=`` of a wait frame.  CPython's other locks are
-#: PyThread locks on the heap; other ``_PyRuntime`` fields (``gilstate=``, ``ceval=``) are no wait.
-_GIL_ARG = re.compile(r"\b(?:cond|mutex|futex_word)=(?:\w{1,20}@entry=)?0x[0-9a-fA-F]{1,16} "
-                      r"<(gil_cond|gil_mutex|switch_cond|switch_mutex|_PyRuntime)(\+\d{1,7})?>")
-_WAIT_FRAME = re.compile(r"cond_\w*wait|futex|mutex_\w*lock|lll_lock")
-#: The innermost frames where a GIL wait is looked for.
-_GIL_WITHIN = 8
-
-#: CPython's fatal-error functions: gdb prints the message they were given as a string argument
-#: (``fatal_error (..., prefix=0x.. <__func__.13> "_PyMem_DebugFree", msg=0x.. "Python memory ...")``),
-#: which is the "Fatal Python error: PREFIX: MSG" line a paste of the backtrace alone lacks.
-_FATAL_FUNCS = ("fatal_error", "_Py_FatalErrorFunc", "Py_FatalError", "_Py_FatalErrorFormat")
-_STR_ARG = r"=(?:\w{1,20}@entry=)?0x[0-9a-fA-F]{1,16}(?: <[^<>\n]{0,200}>)? \"((?:[^\"\\]|\\.){1,2000})\""
-_FATAL_PREFIX = re.compile(r"\b(?:prefix|func)" + _STR_ARG)
-_FATAL_MSG = re.compile(r"\b(?:msg|format)" + _STR_ARG)
 
 #: Locals printed by ``bt full`` are indented; a frame cut by the terminal continues indented too.
 _LOCALS_INDENT = "        "
@@ -350,7 +331,7 @@ class _Reader:
             self.current_num = m.group(2)
         body = self._joined_row(m.group(4))
         t.frames.append(parse_frame_body(body))
-        _gil_wait(t, body)
+        gdbwaits.gil_wait(t, body)
         t.notes.append("info threads: its innermost frame only")
         self.threads.append(t)
         self.by_num[m.group(2)] = t
@@ -429,9 +410,9 @@ class _Reader:
             if placed is not None:
                 cur.frames.append(placed)
             cur.frames.append(parse_frame_body(body))
-            _gil_wait(cur, body)
+            gdbwaits.gil_wait(cur, body)
             gdbwaits.mutex_wait(cur, body)
-            _fatal_message(self.proc, cur.frames[-1], body)
+            gdbwaits.fatal_message(self.proc, cur.frames[-1], body)
         else:
             (cur.frames if py[1] else cur.python_frames).append(py[0])
         return True
@@ -591,33 +572,6 @@ def _set_merge(t: Thread) -> None:
         t.merge = "native-only"
     else:
         t.notes.append("no frames printed")
-
-
-def _gil_wait(t: Thread, body: str) -> None:
-    """A wait frame (condition variable, futex, mutex) whose arguments gdb printed as the GIL's
-    (``cond=0x.. <_PyRuntime+384>``, ``<gil_cond>``): the thread waits for the GIL, even where the
-    paste stops before ``take_gil``.  Recorded as the thread's wait, as a live capture does."""
-    i = len(t.frames) - 1
-    if t.waits is not None or i >= _GIL_WITHIN or not _WAIT_FRAME.search(t.frames[i].function or ""):
-        return
-    m = _GIL_ARG.search(body)
-    if m:
-        t.waits = Wait(kind="gil", name="GIL", frame=i, detail="gdb printed the GIL's condition variable or "
-                       "mutex (<%s%s>) as this wait's argument" % (m.group(1), m.group(2) or ""))
-
-
-def _fatal_message(proc: Process, f: Frame, body: str) -> None:
-    """CPython's fatal error, from the message gdb printed as its function's argument: the log line
-    "Fatal Python error: PREFIX: MSG" that message rules (and the triage) read."""
-    if f.function not in _FATAL_FUNCS:
-        return
-    msg = _FATAL_MSG.search(body)
-    if not msg:
-        return
-    prefix = _FATAL_PREFIX.search(body)
-    line = "Fatal Python error: %s%s" % ((prefix.group(1) + ": ") if prefix else "", msg.group(1))
-    if line not in proc.messages:
-        proc.messages.append(line)
 
 
 def _stack_key(t: Thread) -> tuple:

@@ -7,7 +7,9 @@ address) and, where the user asked, the mutex's owner (``p *(pthread_mutex_t *) 
 ``{__data = {__lock = 2, __count = 0, __owner = 24352, ...``; ``p mutex->__data.__owner`` ->
 ``$3 = 24352``).  The wait is recorded as a live capture records it (``Thread.waits``), the owner
 joined to the thread with that LWP; the evidence says it came from a paste
-(``Wait.owner_inferred``), which the deadlock finding weighs below memory's proof.
+(``Wait.owner_inferred``), which the deadlock finding weighs below memory's proof.  Likewise the
+GIL a wait frame's argument names (``gil_wait``) and the fatal error's message CPython's fatal-error
+function was given (``fatal_message``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 from typing import Dict, Optional
 
 from hanganalyze.names import normalize_native_name, wait_name
-from hanganalyze_gdbext.model import Process, Thread, Wait
+from hanganalyze_gdbext.model import Frame, Process, Thread, Wait
 
 #: Frames whose first argument is the mutex (or its futex word) a thread waits for.
 _LOCK_FRAMES = frozenset(("pthread_mutex_lock", "pthread_mutex_timedlock", "pthread_mutex_clocklock",
@@ -92,3 +94,50 @@ class OwnerPrints:
             w.owner_inferred = "gdb printed __owner = %d for mutex %s (read from a paste, not from memory)" % (
                 owner, w.resource)
             w.detail = "%s; held by LWP %d (gdb printed its __owner)" % (w.detail or "", owner)
+
+
+#: CPython's GIL as gdb names it in a wait's arguments: the static ``gil_cond`` / ``gil_mutex`` (3.2-3.6;
+#: ``switch_cond`` / ``switch_mutex`` for the forced switch) or a condition variable / mutex inside
+#: ``_PyRuntime`` (3.7-3.11: ``_PyRuntime.ceval.gil``; 3.12+: the main interpreter's ``_gil``, inside it
+#: too), as the ``cond=`` / ``mutex=`` / ``futex_word=`` of a wait frame.  CPython's other locks are
+#: PyThread locks on the heap; other ``_PyRuntime`` fields (``gilstate=``, ``ceval=``) are no wait.
+_GIL_ARG = re.compile(r"\b(?:cond|mutex|futex_word)=(?:\w{1,20}@entry=)?0x[0-9a-fA-F]{1,16} "
+                      r"<(gil_cond|gil_mutex|switch_cond|switch_mutex|_PyRuntime)(\+\d{1,7})?>")
+_WAIT_FRAME = re.compile(r"cond_\w*wait|futex|mutex_\w*lock|lll_lock")
+#: The innermost frames where a GIL wait is looked for.
+_GIL_WITHIN = 8
+
+#: CPython's fatal-error functions: gdb prints the message they were given as a string argument
+#: (``fatal_error (..., prefix=0x.. <__func__.13> "_PyMem_DebugFree", msg=0x.. "Python memory ...")``),
+#: which is the "Fatal Python error: PREFIX: MSG" line a paste of the backtrace alone lacks.
+_FATAL_FUNCS = ("fatal_error", "_Py_FatalErrorFunc", "Py_FatalError", "_Py_FatalErrorFormat")
+_STR_ARG = r"=(?:\w{1,20}@entry=)?0x[0-9a-fA-F]{1,16}(?: <[^<>\n]{0,200}>)? \"((?:[^\"\\]|\\.){1,2000})\""
+_FATAL_PREFIX = re.compile(r"\b(?:prefix|func)" + _STR_ARG)
+_FATAL_MSG = re.compile(r"\b(?:msg|format)" + _STR_ARG)
+
+
+def gil_wait(t: Thread, body: str) -> None:
+    """A wait frame (condition variable, futex, mutex) whose arguments gdb printed as the GIL's
+    (``cond=0x.. <_PyRuntime+384>``, ``<gil_cond>``): the thread waits for the GIL, even where the
+    paste stops before ``take_gil``.  Recorded as the thread's wait, as a live capture does."""
+    i = len(t.frames) - 1
+    if t.waits is not None or i >= _GIL_WITHIN or not _WAIT_FRAME.search(t.frames[i].function or ""):
+        return
+    m = _GIL_ARG.search(body)
+    if m:
+        t.waits = Wait(kind="gil", name="GIL", frame=i, detail="gdb printed the GIL's condition variable or "
+                       "mutex (<%s%s>) as this wait's argument" % (m.group(1), m.group(2) or ""))
+
+
+def fatal_message(proc: Process, f: Frame, body: str) -> None:
+    """CPython's fatal error, from the message gdb printed as its function's argument: the log line
+    "Fatal Python error: PREFIX: MSG" that message rules (and the triage) read."""
+    if f.function not in _FATAL_FUNCS:
+        return
+    msg = _FATAL_MSG.search(body)
+    if not msg:
+        return
+    prefix = _FATAL_PREFIX.search(body)
+    line = "Fatal Python error: %s%s" % ((prefix.group(1) + ": ") if prefix else "", msg.group(1))
+    if line not in proc.messages:
+        proc.messages.append(line)
