@@ -47,7 +47,7 @@ _ARM = re.compile(r"^\[<[0-9a-f]{1,16}>\] \(([A-Za-z_.$][\w.$]{0,200}?)(?:\+0x[0
 _OLD_TASK = re.compile(r"^(\S.{0,63}?)\s+D\s+(?:[0-9a-f]{8,16}\s+)?\d+\s+(\d{1,10})\s+\d{1,10}\s+0x[0-9a-f]{1,16}$")
 _HUNG = re.compile(r"^INFO: task (.{1,64}?):(\d{1,10}) blocked for more than \d+ seconds")
 _TASK = re.compile(r"^task:(.{1,64}?)\s+state:(\w)\b.*?\bpid:\s*(\d{1,10})")
-_MARKERS = ("<TASK>", "</TASK>", "<IRQ>", "</IRQ>", "<NMI>", "</NMI>", "<EOI>", "Call Trace:")
+_MARKERS = ("<TASK>", "</TASK>", "<IRQ>", "</IRQ>", "<NMI>", "</NMI>", "<EOI>")
 #: Frames a text needs (with no task header) before it is read as a kernel stack.
 MIN_FRAMES = 3
 
