@@ -141,6 +141,13 @@ def __getattr__(name: str) -> Any:
 #: The note faulthandler's parser leaves when a dump marks a current thread (a fatal error or an
 #: explicit dump_traceback): triage reads it to tell a crash from a hang.
 CURRENT_NOTE = "faulthandler marked a current thread (written on a fatal error, or by faulthandler.dump_traceback())"
+#: The note systemd-coredump's reader leaves on a report whose signal line the paste cut: the report is
+#: written only for a process that dumped core, and its first stack is the thread that took the signal
+#: (a fatal one; SIGQUIT, how a hung process is made to dump core, is the one exception).
+DUMPED_NOTE = ("a systemd-coredump report with its signal line cut: the process dumped core on a signal its first "
+               "thread took (a fatal signal; a SIGQUIT sent by hand to a hung process dumps core too)")
+#: Notes that make a process's current thread the crashed one where no log line says so.
+CURRENT_NOTES = (CURRENT_NOTE, DUMPED_NOTE)
 #: The note macOS's crash report reader leaves on a text that is ReportCrash's (its ``Thread N:``
 #: headers, or its rows' tab between the image and the address): macOS writes such a report only
 #: for a process that crashed, so the process crashed even where the paste holds none of the

@@ -2,7 +2,11 @@
 do not count in that score), each on the round's real paste and a near miss: a DataLoader worker that
 exited with an exit code is no signal's death; uWSGI's ctime log prefix over a backtrace_symbols() trace
 and its harakiri line; gdb frame numbers that Google Code's export turned into ``comment N.``; Ray's line
-for a task no node has resources for is a wait for a remote result."""
+for a task no node has resources for is a wait for a remote result.  Added the next session: a c10 error
+being raised (its constructor innermost, no timeout's raiser) is the thread's own error; systemd-coredump's
+report cut below its signal line still dumped core; faulthandler's fatal signal with no current thread
+crashed in a thread not shown; a watchdog's terminate over its checkTimeout backtrace is the collective's;
+leaving an executor's ``with`` block joins its workers."""
 
 from __future__ import annotations
 
@@ -63,3 +67,51 @@ def test_a_failed_nccl_operation_under_xla_and_torchs_segfault_banner_are_crashe
     lines = real_text("jax/jax-17399-1.txt").split("\n")
     rest = "\n".join(x for x in lines if "failed" not in x)
     assert text_verdict(rest + "\nWatchdog caught collective operation timeout\n", db)[1] != "crashed"
+
+
+def test_a_c10_error_being_raised_is_the_threads_own_error(db):
+    text = real_text("pytorch/pytorch-38710-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"  # the backtrace c10 prints under the error's message
+    # near miss: ProcessGroupNCCL's watchdog raises the same constructor for a timeout: no crash of its own
+    timeout = text + ("frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration"
+                      "<long, std::ratio<1l, 1000l> > >) + 0x1f2 (0x7f1 in /x/libtorch_cuda.so)\n")
+    assert text_verdict(timeout, db)[1] != "crashed"
+
+
+def test_a_coredump_report_cut_below_its_signal_line_still_dumped_core(db):
+    assert text_verdict(real_text("trackma/trackma-621-1.txt"), db)[1] == "crashed"
+    # near miss: the same rows with the report's SIGQUIT line kept: a hung process made to dump core
+    text = "            Signal: 3 (QUIT)\n" + real_text("trackma/trackma-621-1.txt")
+    assert text_verdict(text, db)[1] != "crashed"
+
+
+def test_faulthandlers_fatal_signal_with_no_current_thread_crashed_in_a_thread_not_shown(db):
+    text = real_text("qudi-legacy/qudi-legacy-59-1.txt")
+    snap, wait = text_verdict(text, db)
+    assert wait == "crashed" and "not in the text" in snap.findings[0].summary
+    # near misses: a current thread marked is the one named; no fatal line is a plain dump, no crash
+    named, _ = text_verdict(text.replace("Thread 0x000292fc", "Current thread 0x000292fc", 1), db)
+    assert "not in the text" not in named.findings[0].summary
+    assert text_verdict(text.replace("Fatal Python error: Segmentation fault", ""), db)[1] != "crashed"
+
+
+def _waits(snap):
+    return [f.triage.wait for f in snap.findings if f.signature == "triage"]
+
+
+def test_a_watchdogs_terminate_over_its_checktimeout_backtrace_is_the_collectives(db):
+    text = real_text("accelerate/accelerate-3861-1.txt")
+    assert "crashed" not in _waits(text_verdict(text, db)[0])  # the timeout's line went to rank 2's lines
+    # near miss: the same backtrace raised by no timeout check is the crash it says
+    other = text.replace("Exception raised from checkTimeout", "Exception raised from newContext")
+    other = other.replace("Watchdog caught collective operation timeout", "Watchdog caught an error")
+    assert "crashed" in _waits(text_verdict(other, db)[0])
+
+
+def test_leaving_an_executors_with_block_joins_its_workers(db):
+    assert text_verdict(real_text("PyrateLimiter/PyrateLimiter-108-1.txt"), db)[1] == "join"
+    # near miss: the executor's future's result is a future's wait
+    tb = ("Traceback (most recent call last):\n  File \"x.py\", line 4, in <module>\n    f.result()\n"
+          "  File \"/usr/lib/python3.11/concurrent/futures/_base.py\", line 451, in result\n"
+          "    self._condition.wait(timeout)\nKeyboardInterrupt\n")
+    assert text_verdict(tb, db)[1] == "future"

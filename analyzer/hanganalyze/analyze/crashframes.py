@@ -32,13 +32,14 @@ error handler only (its frames seen without the ``Caught signal`` line).
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.analyze.triagetable import table
-from hanganalyze.loglines import REPORT_NOTE
+from hanganalyze.loglines import CURRENT_NOTES, REPORT_NOTE
 from hanganalyze.names import basename
 from hanganalyze_gdbext.model import Frame, Process, Thread
+from hanganalyze_gdbext.model.signals import FATAL_SIGNALS
 
 #: Frames of a crashed thread that show the signal (a handler, abort) near the top.
 CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore_rt|<signal handler called>|"
@@ -169,12 +170,40 @@ def interrupted_wait(t: Thread) -> bool:
     return any(n.startswith("exception: ") for n in t.notes) and not raised(t)
 
 
-def crash_not_shown(proc: Process) -> bool:
-    """The text is macOS's crash report (``REPORT_NOTE``) and no thread in it took the fatal
-    exception: the process crashed in a thread the paste left out (a chunk of a long report).  Not
+def marked(proc: Process) -> bool:
+    """The reader marked the process's current thread as the one a fatal error stopped (faulthandler's
+    current thread, systemd-coredump's first stack where the paste cut its signal line)."""
+    return any(n in proc.notes for n in CURRENT_NOTES)
+
+
+#: The parser's note on a faulthandler dump (acquire/text/__init__.py: "parsed as" its description).
+_FAULTHANDLER = "parsed as faulthandler dump"
+#: Why a crashed process's text names no crashing thread: (what the text is, the evidence, the first
+#: step), per kind of text (``crash_not_shown``).
+UNSHOWN = {
+    "report": ("a macOS crash report", REPORT_NOTE,
+               "Paste the whole crash report: the thread marked \"Crashed\" is where the process went wrong."),
+    "faulthandler": ("faulthandler's dump of a fatal signal marks no current thread",
+                     "faulthandler writes 'Current thread' over the thread that took the fatal signal; none is "
+                     "marked, so that thread ran no Python code (a native library's own thread) or the paste cut it",
+                     "Capture the native stacks of the crash (a core: ulimit -c unlimited, or coredumpctl; or run "
+                     "under gdb): the crashing thread is one faulthandler cannot show."),
+}
+
+
+def crash_not_shown(proc: Process) -> Optional[Tuple[str, str, str]]:
+    """The process crashed and no thread in its text took the fatal signal (``UNSHOWN``'s entry):
+    macOS's crash report (``REPORT_NOTE``) with no "Crashed" thread in it, or faulthandler's dump
+    of a fatal signal with no thread marked current (the signal hit a thread with no Python frames:
+    open round 32's ctypes DAQ card driver, read as the IPython history thread's condition).  Not
     for a report of a kill from outside (SIGKILL: the system's watchdog, a force quit), which ends a
     process whatever it was doing, a hang included."""
-    return REPORT_NOTE in proc.notes and proc.signal != "SIGKILL"
+    if REPORT_NOTE in proc.notes and proc.signal != "SIGKILL":
+        return UNSHOWN["report"]
+    if (_FAULTHANDLER in proc.notes and proc.signal in FATAL_SIGNALS and proc.threads
+            and not any(t.current for t in proc.threads)):
+        return UNSHOWN["faulthandler"]
+    return None
 
 
 #: What a crash read from a lone stop rests on, and the one other way to get such a stack.
@@ -249,6 +278,39 @@ def raising_cuda_error(frames: Sequence[Frame], name_of: Callable[[Frame], str])
     return False
 
 
+#: c10's exception constructors and checks: the innermost frames of a c10 error being raised.
+_C10_RAISING = rxcache.compile(r"^(c10::Error::Error|c10::\w*Error::\w*Error|"
+                               r"c10::detail::torch(?:Check|InternalAssert)Fail\w*|"
+                               r"c10::cuda::c10_cuda_check_implementation)$")
+#: Raisers of c10 errors that are a timeout's consequence (ProcessGroupNCCL's watchdog): the wait the
+#: timeout ended tells the hang, the raise is not a crash of its own.
+_C10_TIMEOUT_RAISERS = rxcache.compile(r"(?i)timeout|watchdog")
+_C10_RAISED_FROM = rxcache.compile(r"^c10 exception: Exception raised from (\S+) at (\S*)")
+
+
+def raising_c10_error(t: Thread, name_of: Callable[[Frame], str]) -> bool:
+    """The thread's innermost frames are a c10 exception's constructor (the ``frame #0:
+    c10::Error::Error`` of the backtrace PyTorch prints with the error's message), raised by no
+    timeout check: the program threw that error (a failed TORCH_CHECK, an internal assert), as a
+    Python traceback's own exception says it raised (open round 31: a C++ test's "Already have an
+    autograd context id" read as "runs").  A watchdog's timeout raises the same constructor: its
+    raiser (the header's "raised from", else the first frame outside the constructor) keeps it out,
+    as does a raise in the process group's own code (``c10d::``: its collective's rules decide)."""
+    frames = [f for f in t.frames if not f.marker]
+    if not frames or frames[0].kind == "python" or not _C10_RAISING.match(name_of(frames[0]) or ""):
+        return False
+    raiser = next((m.group(1) + " " + m.group(2) for m in map(_C10_RAISED_FROM.match, t.notes) if m), None)
+    if raiser is not None and "/c10d/" in raiser:
+        return False  # raised in the process group's own source
+    if raiser is None:
+        raiser = next((name_of(f) for f in frames[1:ABORT_DEPTH + 1]
+                       if f.kind != "python" and name_of(f) and not _C10_RAISING.match(name_of(f))), "")
+    if _C10_TIMEOUT_RAISERS.search(raiser):
+        return False
+    # the process group's own errors (a collective's, its NCCL check's) are told by the collective's rules
+    return not any(f.kind != "python" and name_of(f).startswith("c10d::") for f in frames[1:ABORT_DEPTH + 2])
+
+
 def fatal_handler_at(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> Optional[int]:
     """The innermost frame of a handler that only a fatal signal or a fatal error runs, anywhere on
     the stack (UCX's handler walks the stack to print it: its innermost frames are the loader)."""
@@ -306,13 +368,18 @@ def raising_cuda_note(t: Thread) -> bool:
                                   for f in t.frames[:2] if not f.marker)
 
 
+def raising_c10(t: Thread, name_of: Callable[[Frame], str]) -> bool:
+    """The thread throws a c10 error of its own: an NCCL error's check, or any raiser but a timeout's."""
+    return raising_nccl_error(t, name_of) or raising_c10_error(t, name_of)
+
+
 def crash_on_stack(t: Thread, name_of: Callable[[Frame], str], no_signal: bool) -> bool:
     """The thread's own stack proves it crashed: ``abort`` on top (where the input names no signal:
     a named one already says which thread got it), a wait on an object in the null page, or a fatal
     handler anywhere on it."""
     return ((no_signal and (aborting(t.frames, name_of) or dumper_faulted(t.frames, name_of)
                             or raising_cuda_error(t.frames, name_of) or raising_cuda_note(t)
-                            or raising_nccl_error(t, name_of)
+                            or raising_c10(t, name_of)
                             or null_page_wait(t)))
             or fatal_handler_at(t.all_frames(), name_of) is not None)
 

@@ -17,12 +17,16 @@ consequence of the wait whose timeout aborted it.
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyze.triagetable import Category, table
 from hanganalyze_gdbext.model import Process, Thread
 from hanganalyze_gdbext.model.signals import FATAL_SIGNALS
 
+#: The note of a c10 exception a timeout check raised (ProcessGroupNCCL's watchdog: checkTimeout,
+#: throwTimeoutError): its process's crash is that timeout's consequence.
+_C10_TIMEOUT = re.compile(r"^c10 exception: Exception raised from \S*(?i:timeout|watchdog)\S* at ")
 #: Log lines read per paste, at most (a pasted log of a long run stays linear and bounded).
 MAX_LINES = 20000
 
@@ -65,6 +69,10 @@ def crash_from_timeout(proc: Process, t: Thread, raised: bool) -> bool:
     """A crash known from a log line only ("Scheduler hit an exception:"), of a Python traceback
     with no exception of its own (cut before its last line, or a timeout's): no fatal signal says
     otherwise, so a timeout line of the paste says what ended it.  ``raised``: the traceback ends
-    in an exception that is not a timeout (``crashframes.raised``): that exception is the crash."""
+    in an exception that is not a timeout (``crashframes.raised``): that exception is the crash.
+    Likewise a process one of whose threads shows the c10 exception a timeout check raised (the
+    watchdog's "terminate called" over its checkTimeout backtrace, the timeout's own line cut off
+    into another rank's lines: open round 31's accelerate run)."""
     return (proc.signal not in FATAL_SIGNALS and not raised
-            and any(n.startswith("Python traceback") for n in t.notes))
+            and (any(n.startswith("Python traceback") for n in t.notes)
+                 or any(_C10_TIMEOUT.match(n) for x in proc.threads for n in x.notes)))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyze import crashframes
-from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, lone_stop, proven, raising_nccl_error
+from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, lone_stop, proven, raising_c10
 from hanganalyze.analyze.extbuild import build_lock_wait
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
@@ -32,7 +32,7 @@ from hanganalyze.analyze.sourcewait import source_wait
 from hanganalyze.analyze.threadchoice import background, helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
-from hanganalyze.loglines import CURRENT_NOTE, DEVICE_NOTE, REPORT_NOTE, known_lines
+from hanganalyze.loglines import DEVICE_NOTE, known_lines
 from hanganalyze.names import basename, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Triage, TriageThread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
@@ -112,7 +112,7 @@ def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = 
             return True  # abort on top of its stack (SIGABRT, whatever the paste left out), a fatal handler on it
         if not (t.current or first):
             return False
-        if _message_category(proc, [table().crashed])[0] is None and not (t.current and CURRENT_NOTE in proc.notes):
+        if _message_category(proc, [table().crashed])[0] is None and not (t.current and crashframes.marked(proc)):
             return False
         return t.current or not any(x.current for x in threads)
     if t.current:
@@ -418,7 +418,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
                 rows[i] = ThreadTriage(r.thread, consequence, None, r.blame, r.owner, "log")
         elif r.thread in crashed and (proc.signal in FATAL_SIGNALS or r.category.rank >= 3
                                       or crashframes.raised(r.thread) or crashframes.lone_crash(proc, r.thread, threads)
-                                      or raising_nccl_error(r.thread, lambda f: _names(f)[0])
+                                      or raising_c10(r.thread, lambda f: _names(f)[0])
                                       or proven(proc.messages, r.thread.all_frames(), lambda f: _names(f)[0], r.frame)):
             rows[i] = classify(proc, r.thread, crashed=True, memo=memo)
     about = subject(proc, rows)
@@ -476,13 +476,13 @@ def _unshown_crash(index: int, proc: Process, rows: List[ThreadTriage], alone: b
     """The process crashed in a thread its text leaves out (``crashframes.crash_not_shown``): no
     thread is named for the crash, and the threads shown are listed as they stand."""
     cat, shown = table().crashed, [r.category.id for r in rows]
-    summary = ("the process crashed%s (a macOS crash report); the thread that crashed is not in the text, so none is "
-               "named. Threads shown: %s" % (" (%s)" % proc.signal if proc.signal else "",
-                                             ", ".join("%d %s" % (shown.count(w), w) for w in dict.fromkeys(shown))))
+    what, note, first = crashframes.crash_not_shown(proc) or crashframes.UNSHOWN["report"]
+    summary = ("the process crashed%s (%s); the thread that crashed is not in the text, so none is named. Threads "
+               "shown: %s" % (" (%s)" % proc.signal if proc.signal else "", what,
+                              ", ".join("%d %s" % (shown.count(w), w) for w in dict.fromkeys(shown))))
     info = Triage(wait=cat.id, label=cat.label, threads=[r.record() for r in rows[:MAX_LISTED]], from_="report")
     steps, cause = _next_steps(proc, cat, True, alone)
-    ev = [Evidence(rule="wait: crashed", text=REPORT_NOTE)]
-    first = "Paste the whole crash report: the thread marked \"Crashed\" is where the process went wrong."
+    ev = [Evidence(rule="wait: crashed", text=note)]
     return _finding(index, proc, summary, ev, info, [first] + steps, cause, 0.5)
 
 
@@ -516,7 +516,7 @@ def _process_key(proc: Process, known_crash: bool) -> tuple:
                         t.state.gil if t.state is not None else None,
                         t.progress.state if t.progress is not None else None,
                         t.current, t.name, proc.pid is not None and t.tid == proc.pid))
-    return (known_crash, proc.signal, tuple(proc.messages), CURRENT_NOTE in proc.notes, tuple(threads))
+    return (known_crash, proc.signal, tuple(proc.messages), crashframes.marked(proc), tuple(threads))
 
 
 @rule("triage", stage="report", reads="every thread's frames, waits and log (signatures/triage/waits.yaml)")

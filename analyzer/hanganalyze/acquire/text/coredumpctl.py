@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
+from hanganalyze.loglines import DUMPED_NOTE
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
 from .common import cap_messages, to_int
@@ -79,5 +80,7 @@ def parse(lines: List[str], proc: Process) -> None:
         messages.append(s)
     if proc.signal in ("SIGQUIT", "SIGKILL"):  # a hung process made to dump core: its "dumped core" is no crash
         messages = [x for x in messages if not _DUMPED.search(x)]
+    if proc.signal is None and threads and not any(_DUMPED.search(x) for x in messages):
+        proc.notes.append(DUMPED_NOTE)  # a chunk cut below the signal line: it dumped core all the same
     proc.threads.extend(t for t in threads if t.frames)
     proc.messages.extend(cap_messages(messages, proc.notes))
