@@ -115,3 +115,13 @@ def test_leaving_an_executors_with_block_joins_its_workers(db):
           "  File \"/usr/lib/python3.11/concurrent/futures/_base.py\", line 451, in result\n"
           "    self._condition.wait(timeout)\nKeyboardInterrupt\n")
     assert text_verdict(tb, db)[1] == "future"
+
+
+def test_a_log_whose_known_error_ends_the_process_is_a_crash(db):
+    snap, wait = text_verdict(real_text("vllm/vllm-12529-1.txt"), db)
+    assert "gpu-out-of-memory" in sigs(snap) and wait == "crashed"
+    # near miss: a known hang's line alone (the watchdog's timeout) is no crash of its own
+    log = ("[rank0]:[E1128 21:12:49.422 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+           "timeout: WorkNCCL(SeqNum=22, OpType=BROADCAST, NumelIn=687, NumelOut=687, Timeout(ms)=600000) ran for "
+           "600084 milliseconds before timing out.\n")
+    assert text_verdict(log, db)[1] == "collective"

@@ -37,12 +37,12 @@ Name normalization lives in ``names.py``; which libraries are interpreter or C r
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import List, Optional
 
 from hanganalyze.analyze.framelists import in_python_frames, is_interpreter_frame, is_runtime_frame
-from hanganalyze.analyze.triage import bucket_text
 from hanganalyze.frametext import FrameStyle, frame_text
-from hanganalyze_gdbext.model import Snapshot, Thread
+from hanganalyze_gdbext.model import Finding, Snapshot, Thread
 from hanganalyze_gdbext.model.signals import FATAL_SIGNALS  # a no-finding core is bucketed only for these
 
 VERSION = "b2"
@@ -51,6 +51,15 @@ TOP_FRAMES = 5
 #: Threads per finding that enter the key.
 MAX_THREADS = 3
 
+
+
+def bucket_text(finding: Finding) -> Optional[str]:
+    """The bucket key's body for a triage finding on top: its wait and blame frame."""
+    info = finding.triage
+    if info is None or not info.blame:
+        return None
+    blame = re.sub(r":\d+\)", ")", info.blame)  # no line numbers: the same bug moves
+    return "triage:%s|%s" % (info.wait, blame)
 
 def stack_tokens(thread: Thread, top: int = TOP_FRAMES) -> List[str]:
     """The normalized top frames of a thread, most significant (innermost relevant) first."""

@@ -7,7 +7,7 @@ queue or pipe, network or file I/O, a sleep, the loader lock) or that it runs; w
 hang is about; the blame frame (the first frame outside the C runtime, the interpreter, the CUDA
 driver and the wait helpers); and what to capture or set next.  It is one finding per process
 (signature ``triage``, severity ``triage``), first when no known bug matched, and the bucket id is
-then built on its wait and blame frame (``bucket_text``).
+then built on its wait and blame frame (``bucket.bucket_text``).
 
 The categories, their frame patterns and the next steps are data: ``signatures/triage/waits.yaml``.
 """
@@ -389,6 +389,8 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
             cat, msg = timed_out(proc.messages)
         if cat is None:  # a JIT extension build stopped before its build: its lock file (extbuild.py)
             cat, msg = build_lock_wait(proc.messages)
+        if cat is None and known_crash:  # a known bug's error or crash ends the process (an OOM, an NCCL error)
+            cat = tab.crashed
         if cat is None:
             if not known_lines(proc.messages):
                 return None  # a healthy log: nothing to say
@@ -543,8 +545,11 @@ def _triage_groups(snapshot: Snapshot) -> List[Finding]:
     found: List[Finding] = []
     vague: List[Finding] = []
     by_key: Dict[Tuple[str, Optional[str]], Finding] = {}
-    crashes = {j for f in snapshot.findings if f.severity == "crash"
-               for j in (f.processes or ([f.process] if f.process is not None else []))}
+    crashes = set()  # a known bug's crash; its error where no stack shows more (an OOM in a log)
+    for f in snapshot.findings:
+        of = f.processes or ([f.process] if f.process is not None else [])
+        if f.severity == "crash" or f.severity == "error" and not any(snapshot.processes[j].threads for j in of):
+            crashes.update(of)
     ranks_of: Dict[int, set] = {}  # id(finding) -> its ranks, as a set (a list look-up per rank is quadratic)
     memo: Dict[tuple, tuple] = {}
     # a process whose triage inputs equal an earlier one's (interned frame lists) joins that one's
@@ -589,12 +594,3 @@ def _triage_groups(snapshot: Snapshot) -> List[Finding]:
         by_key[key] = f
         found.append(f)
     return sorted(found, key=lambda f: main_missing(snapshot.processes[f.process])) or vague[:1]  # threadchoice.py
-
-
-def bucket_text(finding: Finding) -> Optional[str]:
-    """The bucket key's body for a triage finding on top: its wait and blame frame."""
-    info = finding.triage
-    if info is None or not info.blame:
-        return None
-    blame = re.sub(r":\d+\)", ")", info.blame)  # no line numbers: the same bug moves
-    return "triage:%s|%s" % (info.wait, blame)
