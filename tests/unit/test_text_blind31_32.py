@@ -125,3 +125,12 @@ def test_a_log_whose_known_error_ends_the_process_is_a_crash(db):
            "timeout: WorkNCCL(SeqNum=22, OpType=BROADCAST, NumelIn=687, NumelOut=687, Timeout(ms)=600000) ran for "
            "600084 milliseconds before timing out.\n")
     assert text_verdict(log, db)[1] == "collective"
+
+
+def test_a_cut_traceback_whose_last_line_calls_its_own_objects_method_waits_there(db):
+    text = real_text("mmdetection3d/mmdetection3d-294-1.txt")
+    assert text_verdict(text, db)[1] == "queue"  # _next_data calling self._get_data(): the DataLoader's queue
+    # near misses: a function that is no method of its own object; the same call whose exception was shown
+    assert text_verdict(text.replace("self._get_data()", "get_data()"), db)[1] == "runs"
+    raised = text.rstrip("\n") + "\nValueError: too many values to unpack (expected 2)\n"
+    assert text_verdict(raised, db)[1] != "queue"

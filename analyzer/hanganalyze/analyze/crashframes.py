@@ -191,6 +191,13 @@ UNSHOWN = {
 }
 
 
+def cut_traceback(t: Thread) -> bool:
+    """A Python traceback cut before its exception line (a paste's chunk): its innermost frame was
+    calling the next one, which the cut took with it."""
+    return (any(n.startswith("Python traceback") for n in t.notes)
+            and not any(n.startswith("exception: ") for n in t.notes))
+
+
 def crash_not_shown(proc: Process) -> Optional[Tuple[str, str, str]]:
     """The process crashed and no thread in its text took the fatal signal (``UNSHOWN``'s entry):
     macOS's crash report (``REPORT_NOTE``) with no "Crashed" thread in it, or faulthandler's dump

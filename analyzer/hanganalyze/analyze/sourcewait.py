@@ -178,3 +178,23 @@ def source_wait(frames: Sequence[Frame], through_lock: bool = False) -> Optional
         if seen >= WITHIN:
             return None
     return None
+
+
+#: A line that calls a method of its own object (``self._get_data()``, ``idx, data = self._get_data()``,
+#: ``return self._recv(n)``): the callee's name.
+_SELF_CALL = re.compile(r"^(?:(?:return|yield(?:\s+from)?|await)\s+|[\w\[\], .]+?\s*=\s*)?self\.(\w+)\(")
+
+
+def called_method(frames: Sequence[Frame]) -> Optional[Frame]:
+    """The frame a cut traceback's innermost line was calling, where that line calls a method of
+    its own object: the method's frame (of the same file, as a class's own method is) was the next
+    one, cut with the exception line.  Only the frame lists read it (a DataLoader's ``_next_data``
+    on ``idx, data = self._get_data()`` waits in ``_get_data``, the queue's wait: open round 17)."""
+    inner = next((f for f in frames if not f.marker), None)
+    if inner is None or inner.kind != "python" or not inner.file:
+        return None
+    m = _SELF_CALL.match(source_line(inner) or "")
+    if m is None:
+        return None
+    return Frame(kind="python", function=m.group(1), file=inner.file,
+                 note="called on its caller's line (the traceback was cut before this frame)")

@@ -15,7 +15,7 @@ The categories, their frame patterns and the next steps are data: ``signatures/t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyze import crashframes
@@ -28,7 +28,7 @@ from hanganalyze.analyze.programkind import advice_fits, advice_text, input_kind
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.ruledecl import rule
 from hanganalyze.analyze.rules import load_rules
-from hanganalyze.analyze.sourcewait import source_wait
+from hanganalyze.analyze.sourcewait import called_method, source_wait
 from hanganalyze.analyze.threadchoice import background, helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
@@ -101,11 +101,10 @@ class ThreadTriage:
 
 
 def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = ()) -> bool:
-    """The thread that got a fatal signal; without a signal, the current (else the first) thread
-    of a process whose log says it crashed ("Fatal Python error", "Caught signal 11", LOG(FATAL),
-    gdb's "received signal SIGSEGV"), or whose faulthandler dump marks a current thread.
-    ``threads``: the threads with frames (a current thread with none, as faulthandler's
-    "<no Python frame>", does not hide the one that has them)."""
+    """The thread that got a fatal signal; without a signal, the current (else the first) thread of a
+    process whose log says it crashed ("Fatal Python error", LOG(FATAL), gdb's "received signal
+    SIGSEGV"), or whose reader marked a current thread.  ``threads``: the threads with frames (a
+    current thread with none, faulthandler's "<no Python frame>", does not hide one that has them)."""
     threads = threads or proc.threads
     if proc.signal not in FATAL_SIGNALS:
         if crash_on_stack(t, lambda f: _names(f)[0], proc.signal is None) or lone_stop(proc, t, threads):
@@ -166,10 +165,15 @@ def _called_from_outside(cat: Category, frames: Sequence[Frame], i: int, selecte
 
 def classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Dict[tuple, tuple]] = None
              ) -> ThreadTriage:
-    """``_classify``, then the fork hazard (``forkchild.py``): a forked child whose wait is a lock,
-    or a std stream's flush or logging's lock that the frames called I/O or nothing, waits for a
-    lock it inherited locked."""
+    """``_classify``; a cut traceback's innermost line calling its own object's method: that method's
+    wait (``called_method``); the fork hazard (``forkchild.py``): a forked child's lock wait, or a std
+    stream's flush or logging's lock that the frames called I/O or nothing, waits for an inherited lock."""
     r = _classify(proc, t, crashed, memo)
+    cut = r.category is table().runs and crashframes.cut_traceback(t)
+    callee = called_method(t.all_frames()) if cut else None
+    if callee is not None:
+        c = _classify(proc, replace(t, frames=[callee] + t.all_frames(), python_frames=[]), crashed)
+        r = ThreadTriage(t, c.category, 0, r.blame, r.owner, "callee") if c.category is not r.category else r
     if r.inherited is None and r.how not in ("signal", "samples"):
         how = inherited_lock_wait(t.all_frames(), r.category.id)
         if how is not None:
