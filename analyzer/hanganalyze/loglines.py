@@ -44,6 +44,15 @@ KNOWN_PATTERNS = [
     # an IDE's (PyCharm's) line for a process a signal or a Windows fault ended, fish's, zsh's job line
     r"Process finished with exit code -?\d+ \((?:interrupted by signal \d+: SIG[A-Z]+|0x[Cc]000[0-9A-Fa-f]{4})\)",
     r"terminated by signal SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b",
+    # an exit status or a "died by signal N" line of a fatal signal, Windows' fault codes as numbers, Ray's
+    # crashed worker, a C++ pure virtual call (the same lines as waits.yaml's crashed messages)
+    r"\b(?:[Ee]xit(?:ed)?|[Rr]eturned|completed|finished|terminated)\b[^\n]{0,40}?\b(?:code|status)\b[\s:=]*"
+    r"(?:-(?:4|6|7|8|11)|13[2-6]|139)\b(?!\s*(?:ms|s|seconds|%))",
+    r"\b(?:exited|terminated|killed|died|crashed)\b (?:with|by|on|due to|from) (?:a |the )?(?:fatal )?signal:? ?"
+    r"(?:4|6|7|8|11|SIG(?:SEGV|ABRT|BUS|FPE|ILL))\b",
+    r"\b(?:0x[Cc]0000005|-1073741819|3221225477|0x[Cc]0000374|-1073740940|3221226356|0x[Cc]0000409|-1073740791|"
+    r"3221226505)\b",
+    r"WorkerCrashedError|The worker died unexpectedly while executing this task|\bpure virtual method called\b",
     r"^\[\d+\]\s+(?:[+-]\s+)?\d+ (?:segmentation fault|abort|bus error)",
     r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
     # macOS shells' lines for a process killed by a signal (bash / zsh print the signal's number)

@@ -153,6 +153,12 @@ TRIAGE = {
     "nccl_ib_error12_nccl_1405.txt": "collective",      # NCCL's lines: the rank's collective fails
     "nccl_socket_connect_sglang_5594.txt": "crashed",   # ... but SGLang's scheduler died of it
     "c10d_store_reset_sglang_20859.txt": "collective",  # the store's client lost its server
+    # an exit status that is a fatal signal's, Windows' access violation as a number, Ray's dead worker,
+    # a C++ pure virtual call (std::terminate aborts next)
+    "crash_exit_134_oneflow_2855.txt": "crashed",
+    "crash_0xc0000005_ddddocr_86.txt": "crashed",
+    "crash_ray_worker_died_5316.txt": "crashed",
+    "crash_pure_virtual_yosys_2587.txt": "crashed",
 }
 
 
@@ -221,3 +227,13 @@ def test_sglang_watchdog_option_is_no_timeout(db):
             "[2025-03-09 00:57:20] Received sigquit from a child proces. It usually means the child failed.\n")
     found = signatures(text, db)
     assert "triage" in found and "sglang-scheduler-watchdog-timeout" not in found
+
+
+@pytest.mark.parametrize("code", ["137", "1", "130", "0"])
+def test_an_exit_status_of_no_fatal_signal_is_no_crash(db, code):
+    """Near miss of the exit-status line: SIGKILL's 137 (how a hung process is often ended), an error's
+    1, a Ctrl-C's 130 and success are no crash; the real text's 134 (SIGABRT) is one."""
+    text = read("crash_exit_134_oneflow_2855.txt")[0]
+    assert wait_of(analyze(text, db)) == "crashed"
+    with pytest.raises(InputError):  # no line a hang or crash leaves: the refusal that says what to capture
+        analyze(text.replace("exit code 134", "exit code %s" % code), db)
