@@ -10,9 +10,13 @@ leaving an executor's ``with`` block joins its workers."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from helpers import real_text, text_verdict
 
 from hanganalyze.acquire.text import parse_text
+
+REAL_PENDING = Path(__file__).resolve().parents[1] / "data" / "realworld"
 
 
 def sigs(snap):
@@ -134,3 +138,15 @@ def test_a_cut_traceback_whose_last_line_calls_its_own_objects_method_waits_ther
     assert text_verdict(text.replace("self._get_data()", "get_data()"), db)[1] == "runs"
     raised = text.rstrip("\n") + "\nValueError: too many values to unpack (expected 2)\n"
     assert text_verdict(raised, db)[1] != "queue"
+
+
+def test_multiprocessings_forkprocess_line_says_the_child_was_forked(db):
+    """pending-blind31-32.yaml's mongo-python-driver child: its "Process ForkProcess-1:" line says fork."""
+    text = (REAL_PENDING / "mongo-python-driver/mongo-python-driver-pr1045-1.txt").read_text()
+    summary = text_verdict(text, db)[0].findings[0].summary
+    assert "(a forked child: the lock was inherited" in summary
+    # near misses: a spawned child inherits nothing; the default context's name says no start method
+    spawned = text_verdict(text.replace("ForkProcess-1", "SpawnProcess-1"), db)[0].findings[0].summary
+    assert "forked child" not in spawned
+    default = text_verdict(text.replace("ForkProcess-1", "Process-1"), db)[0].findings[0].summary
+    assert "(a forked child, likely:" in default

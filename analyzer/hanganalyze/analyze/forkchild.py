@@ -13,6 +13,7 @@ method the paste cut (fork is the default on Linux before 3.14): told as "likely
 
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence
 
 from hanganalyze.analyze.framelists import python_frames
@@ -38,23 +39,35 @@ def _bootstrap(f: Frame) -> bool:
             and (f.file or "").replace("\\", "/").endswith("multiprocessing/process.py"))
 
 
-def forked(frames: Sequence[Frame]) -> Optional[str]:
+#: multiprocessing's line over a child's uncaught exception ("Process ForkProcess-1:"): the process's
+#: name says its context's start method (the default context's "Process-N" says none).
+_CHILD_LINE = re.compile(r"\bProcess (Fork|Spawn|ForkServer)Process-\d+(?::\d+)*:\s*$")
+
+
+def forked(frames: Sequence[Frame], messages: Sequence[str] = ()) -> Optional[str]:
     """"forked" when a frame only a forked child runs is in the stack, "likely" for multiprocessing's
-    ``_bootstrap`` with no start method visible, None otherwise (no child, or a spawned one)."""
+    ``_bootstrap`` with no start method visible, None otherwise (no child, or a spawned one).  The
+    child's name in multiprocessing's "Process ForkProcess-1:" line over its traceback says the start
+    method of a ``_bootstrap`` child: ForkProcess forked, SpawnProcess / ForkServerProcess did not."""
     if any(_in(f, "fork_spawn_frames") for f in frames):
         return None
     if any(_in(f, "fork_child_frames") for f in frames):
         return "forked"
-    return "likely" if any(_bootstrap(f) for f in frames) else None
+    if not any(_bootstrap(f) for f in frames):
+        return None
+    said = {m.group(1) for m in map(_CHILD_LINE.search, messages[:200]) if m}
+    if said == {"Fork"}:
+        return "forked"
+    return None if said else "likely"
 
 
-def inherited_lock_wait(frames: Sequence[Frame], category: str) -> Optional[str]:
+def inherited_lock_wait(frames: Sequence[Frame], category: str, messages: Sequence[str] = ()) -> Optional[str]:
     """"forked" / "likely" when the thread is a forked child (``forked``) whose wait is a lock, or
     whose innermost Python call takes a lock the parent's threads hold (a std stream's flush,
     logging's locks) while the triage saw I/O or nothing; None otherwise."""
     if category not in ("lock", "io", "runs"):
         return None
-    how = forked(frames)
+    how = forked(frames, messages)
     if how is None:
         return None
     if category == "lock":

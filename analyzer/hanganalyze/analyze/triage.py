@@ -175,7 +175,7 @@ def classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Dic
         c = _classify(proc, replace(t, frames=[callee] + t.all_frames(), python_frames=[]), crashed)
         r = ThreadTriage(t, c.category, 0, r.blame, r.owner, "callee") if c.category is not r.category else r
     if r.inherited is None and r.how not in ("signal", "samples"):
-        how = inherited_lock_wait(t.all_frames(), r.category.id)
+        how = inherited_lock_wait(t.all_frames(), r.category.id, proc.messages)
         if how is not None:
             lock = _lock_category() or r.category
             frame = r.frame if r.frame is not None else 0
