@@ -50,6 +50,8 @@ KNOWN_PATTERNS = [
     r"(?:-(?:4|6|7|8|11)|13[2-6]|139)\b(?!\s*(?:ms|s|seconds|%))",
     r"\b(?:exited|terminated|killed|died|crashed)\b (?:with|by|on|due to|from) (?:a |the )?(?:fatal )?signal:? ?"
     r"(?:4|6|7|8|11|SIG(?:SEGV|ABRT|BUS|FPE|ILL))\b",
+    # (a debugger's first-chance report is not one: a handler may take the exception)
+    r"^(?!.{0,300}(?:\bException thrown\b|[Ff]irst[- ]chance)).{0,2000}?"
     r"\b(?:0x[Cc]0000005|-1073741819|3221225477|0x[Cc]0000374|-1073740940|3221226356|0x[Cc]0000409|-1073740791|"
     r"3221226505)\b",
     r"WorkerCrashedError|The worker died unexpectedly while executing this task|\bpure virtual method called\b",
