@@ -10,13 +10,9 @@ leaving an executor's ``with`` block joins its workers."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from helpers import real_text, text_verdict
 
 from hanganalyze.acquire.text import parse_text
-
-REAL_PENDING = Path(__file__).resolve().parents[1] / "data" / "realworld"
 
 
 def sigs(snap):
@@ -141,12 +137,18 @@ def test_a_cut_traceback_whose_last_line_calls_its_own_objects_method_waits_ther
 
 
 def test_multiprocessings_forkprocess_line_says_the_child_was_forked(db):
-    """pending-blind31-32.yaml's mongo-python-driver child: its "Process ForkProcess-1:" line says fork."""
-    text = (REAL_PENDING / "mongo-python-driver/mongo-python-driver-pr1045-1.txt").read_text()
-    summary = text_verdict(text, db)[0].findings[0].summary
-    assert "(a forked child: the lock was inherited" in summary
-    # near misses: a spawned child inherits nothing; the default context's name says no start method
-    spawned = text_verdict(text.replace("ForkProcess-1", "SpawnProcess-1"), db)[0].findings[0].summary
-    assert "forked child" not in spawned
-    default = text_verdict(text.replace("ForkProcess-1", "Process-1"), db)[0].findings[0].summary
-    assert "(a forked child, likely:" in default
+    """Round 32's mongo-python-driver child (pending until its signature read it): "Process ForkProcess-1:"
+    says fork, and its innermost line `with self.__lock:` enters a lock: fork-child-inherited-lock."""
+    text = real_text("mongo-python-driver/mongo-python-driver-pr1045-1.txt")
+    snap = text_verdict(text, db)[0]
+    assert "fork-child-inherited-lock" in sigs(snap)
+    tri = next(f for f in snap.findings if f.signature == "triage")
+    assert "(a forked child: the lock was inherited" in tri.summary
+    # near misses: a spawned child inherits nothing; the default context's name says no start method;
+    # a `with` on a call is no lock (`with open(path):`)
+    spawned = text_verdict(text.replace("ForkProcess-1", "SpawnProcess-1"), db)[0]
+    assert "fork-child-inherited-lock" not in sigs(spawned) and "forked child" not in spawned.findings[0].summary
+    default = text_verdict(text.replace("ForkProcess-1", "Process-1"), db)[0]
+    assert "(a forked child, likely:" in next(f for f in default.findings if f.signature == "triage").summary
+    opened = text_verdict(text.replace("with self.__lock:", "with open(self.__path):"), db)[0]
+    assert "fork-child-inherited-lock" not in sigs(opened)

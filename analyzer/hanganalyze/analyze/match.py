@@ -54,7 +54,7 @@ UNKNOWN_GIL_FACTOR = 0.8
 _NEEDS_NORMALISING = rxcache.compile(r"[(\[.@ ]")
 
 #: A frame as the matcher sees it: (normalized function, library basename, file, kind).
-FrameKey = Tuple[str, str, str, str]
+FrameKey = Tuple[str, str, str, str, str]
 
 
 def _norm(name: Optional[str], cache: Dict[Optional[str], str]) -> str:
@@ -69,8 +69,10 @@ def _norm(name: Optional[str], cache: Dict[Optional[str], str]) -> str:
 
 
 def _frame_matches(pat: FramePattern, key: FrameKey) -> bool:
-    norm, lib, file_, kind = key
+    norm, lib, file_, kind, source = key
     if pat.kind and kind != pat.kind:
+        return False
+    if pat.source is not None and not pat.source.search(source):
         return False
     if pat.function is not None and not (
         pat.function.matches(norm)
@@ -144,7 +146,7 @@ class _Matcher:
                 lib = libbase[f.library] = os.path.basename(f.library or "")
             # a Windows paste's paths (C:\\...\\queues.py) glob like POSIX ones
             file_ = f.file.replace("\\", "/") if f.file and "\\" in f.file else (f.file or "")
-            keys.append((n, lib, file_, f.kind))
+            keys.append((n, lib, file_, f.kind, f.source.strip() if f.source else ""))
         stack = stacks.setdefault(tuple(keys), len(stacks))
         self.views.append(_ThreadView(ti, t, frames, norms, names, keys, stack, task=task,
                                       loop_thread=loop_thread))

@@ -176,6 +176,8 @@ class FramePattern:
     file_has_slash: bool = False
     kind: Optional[str] = None
     text: str = ""
+    #: searched in the source line the frame stands on (the paste's): a Python-only stack's wait
+    source: Optional[re.Pattern] = None
 
     @classmethod
     def compile(cls, d: Dict[str, Any]) -> FramePattern:
@@ -189,6 +191,8 @@ class FramePattern:
         if d.get("file"):
             f = d["file"]
             parts.append("at " + ("|".join(f) if isinstance(f, list) else f))
+        if d.get("source"):
+            parts.append("on `%s`" % "|".join(_as_list(d["source"])))
         return cls(
             function=fn,
             library=glob_re(d["library"]) if d.get("library") else None,
@@ -196,6 +200,7 @@ class FramePattern:
             file_has_slash=all("/" in f for f in _as_list(d.get("file", ""))),
             kind=d.get("kind"),
             text=d.get("name") or _shorten(" ".join(parts)) or "any frame",
+            source=rxcache.compile("|".join("(?:%s)" % r for r in _as_list(d["source"]))) if d.get("source") else None,
         )
 
     def anchors(self) -> Optional[frozenset]:
@@ -220,7 +225,7 @@ class Step(FramePattern):
         base = FramePattern.compile(d)
         return cls(
             function=base.function, library=base.library, file=base.file, file_has_slash=base.file_has_slash,
-            kind=base.kind, text=base.text,
+            kind=base.kind, text=base.text, source=base.source,
             gap=d.get("gap"), within=d.get("within"), optional=bool(d.get("optional")),
             stripped=FramePattern.compile(d["stripped"]) if d.get("stripped") else None,
         )

@@ -276,6 +276,9 @@ def _compile_signature(d: Dict[str, Any], disp: str, node: yaml.Node, base: List
                     check_fn(tpath + ["stack", si, "function"], s["function"])
                 if s.get("within") is not None and si != 0:
                     raise bad(tpath + ["stack", si, "within"], "'within' is only allowed on the first step")
+                for ri, r in enumerate(s["source"] if isinstance(s.get("source"), list) else [s.get("source")]):
+                    if r:
+                        regex(tpath + ["stack", si, "source", ri], r)
                 if s.get("stripped") and "function" in s["stripped"]:
                     check_fn(tpath + ["stack", si, "stripped", "function"], s["stripped"]["function"])
             for ni, n in enumerate(t.get("not", [])):
