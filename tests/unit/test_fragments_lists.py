@@ -89,3 +89,14 @@ def test_broken_list_file_is_a_one_line_error(tmp_path, monkeypatch):
 def test_one_library_name_parser(path, base, version):
     assert split_library(path) == (base, version)
     assert library_base(path) == base and library_version(path) == version
+
+
+def test_a_steps_source_regex_is_compiled_and_guarded(tmp_path):
+    """``source:`` (a frame's source line) compiles into the step; an exponential regex is refused."""
+    step = only_step(folder(tmp_path, "{kind: python, source: ['^with\\s+\\w+:', '\\.acquire\\(']}"))
+    assert step.source.search("with lock:") and step.source.search("self._cv.acquire()")
+    assert not step.source.search("with open(path):")
+    (tmp_path / "b").mkdir()
+    with pytest.raises(SignatureError, match=r"unsafe regex") as e:
+        load_signatures([folder(tmp_path / "b", "{kind: python, source: '(a+)+$'}")], builtin=False)
+    assert "\n" not in str(e.value)
