@@ -11,9 +11,10 @@
     Current thread's C stack trace (most recent call first):      (3.14+)
       Binary file "/lib/libc.so.6", at abort+0x1c [0x7f..]         -> native frame
 
-faulthandler prints innermost first already.  The hex number is the pthread id (``pthread_self``),
-not the LWP: it goes to ``Thread.pthread_id`` and ``tid`` stays unknown.  ``File`` lines above
-the first header (a paste cut at the top) form a thread of their own.
+faulthandler prints innermost first already.  ``Binary file`` lines with no header above them (a paste cut
+below "Current thread's C stack trace") are that stack: the current thread's.  The hex number is the
+pthread id (``pthread_self``), not the LWP: it goes to ``Thread.pthread_id`` and ``tid`` stays
+unknown.  ``File`` lines above the first header (a paste cut at the top) form a thread of their own.
 """
 
 from __future__ import annotations
@@ -49,15 +50,17 @@ SIGNAL_TEXT = {
 
 
 def score(lines: List[str]) -> float:
-    headers = frames = 0
+    headers = frames = binary = 0
     for line in lines:
         s = line.strip()
         if s.endswith("(most recent call first):") and (s.startswith(_HEADS) or s == _STACK):
             headers += 1
         elif s.startswith("File ") and ", line " in s and ", in " not in s and " in " in s:
             frames += 1
+        elif s.startswith('Binary file "') and _BINARY.match(s):
+            binary += 1
     if frames == 0:
-        return 0.0
+        return 1.0 * binary if binary >= 2 else 0.0  # 3.14's C stack alone: its header cut from the paste
     if headers == 0:
         return 0.5 * frames  # cut at the top: the "File .., line N in f" lines (no comma) are faulthandler's
     return 5.0 * headers + 1.5 * frames
@@ -99,6 +102,12 @@ def parse(lines: List[str], proc: Process) -> None:
         if parsed is not None and cur is not None and (line[:1] in (" ", "\t") or not parsed[1]):
             cur.frames.append(parsed[0])
             continue
+        if s.startswith("Binary file ") and cur is None and _BINARY.match(s):
+            # 3.14's C stack with its header cut: only the fatal error handler (or a program's own
+            # faulthandler.dump_c_stack()) writes it, for the thread that took the fatal signal
+            cur = Thread(current=True, merge="native-only")
+            cur.notes.append("CPython's C stack trace, its header not in the text (written by the fatal error handler)")
+            threads.append(cur)
         if s.startswith("Binary file ") and cur is not None:
             m = _BINARY.match(s)
             if m:
