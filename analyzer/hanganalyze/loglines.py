@@ -55,6 +55,12 @@ KNOWN_PATTERNS = [
     r"\b(?:0x[Cc]0000005|-1073741819|3221225477|0x[Cc]0000374|-1073740940|3221226356|0x[Cc]0000409|-1073740791|"
     r"3221226505)\b",
     r"WorkerCrashedError|The worker died unexpectedly while executing this task|\bpure virtual method called\b",
+    # Tcl aborting a process whose Tk objects a thread other than the interpreter's deleted (tkinter)
+    r"Tcl_AsyncDelete: async handler deleted by the wrong thread",
+    # torch elastic's agent in a rendezvous round; c10d's store client failing to resolve the master's name
+    r"Rendezvous'ing worker group|Attempting to join next rendezvous|Keep-alive key \S+ is not renewed|"
+    r"Rende?z?vous version \d+ is incomplete",
+    r"\[c10d\] The (?:IPv[46] )?network addresses? of .{1,300}? cannot be retrieved \(gai error",
     r"^\[\d+\]\s+(?:[+-]\s+)?\d+ (?:segmentation fault|abort|bus error)",
     r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
     # macOS shells' lines for a process killed by a signal (bash / zsh print the signal's number)

@@ -1,6 +1,8 @@
 """Fixes from open dev rounds 37 and 38 (manifest-blind37.yaml, manifest-blind38.yaml), each on the round's
 real paste and a near miss: CPython 3.14's C stack trace with its header cut from the paste; a Rust thread
-that blocks on a future (tokio's block_on parks its own thread)."""
+that blocks on a future (tokio's block_on parks its own thread); asyncio's Task.print_stack output, its
+tasks' waits answered; torch elastic's rendezvous round; c10d's IPv6 lookup warning (known, no wait);
+Tcl's abort for an async handler deleted by the wrong thread."""
 
 from __future__ import annotations
 
@@ -28,3 +30,50 @@ def test_tokios_block_on_parks_the_thread_for_a_future(db):
     worker = text.replace("tokio::runtime::park::Inner::park",
                           "tokio::runtime::scheduler::multi_thread::park::Inner::park")
     assert text_verdict(worker, db)[1] != "future"
+
+
+def test_asyncios_task_stack_print_is_read_and_its_tasks_wait_answered(db):
+    text = real_text("lbry-sdk/lbry-sdk-3666-1.txt")
+    (proc,) = parse_text(text).processes
+    tasks = proc.asyncio.all_tasks()
+    assert [t.coroutine_stack[0].function for t in tasks] == ["run", "process_blocks_and_mempool_forever"]
+    assert tasks[0].coroutine_stack[0].line == 138 and all(t.awaits[0].kind == "future" for t in tasks)
+    snap, wait = text_verdict(text, db)
+    assert wait == "future" and "asyncio tasks wait" in snap.findings[0].summary
+    assert not any(f.signature.startswith("asyncio-") for f in snap.findings)  # a print of some tasks: no orphan
+    # near misses: tasks that ended wait for nothing; a task asleep in asyncio.sleep sleeps
+    done = ("No stack for <Task finished name='Task-2' coro=<f() done, defined at /app/m.py:3> result=None>\n"
+            "No stack for <Task finished name='Task-3' coro=<g() done, defined at /app/m.py:7> result=None>\n")
+    assert text_verdict(done, db)[1] is None
+    asleep = ("Stack for <Task pending name='Task-1' coro=<main() running at /app/m.py:10> wait_for=<Future pending "
+              "cb=[Task.task_wakeup()]>> (most recent call last):\n  File \"/app/m.py\", line 10, in main\n"
+              "    await tick()\n  File \"/usr/lib/python3.12/asyncio/tasks.py\", line 665, in sleep\n"
+              "    return await future\n")
+    assert text_verdict(asleep, db)[1] == "sleep"
+
+
+def test_torch_elastic_agents_rendezvous_round_is_a_rendezvous_wait(db):
+    text = real_text("pytorch-lightning/pytorch-lightning-3029-1.txt")
+    assert text_verdict(text, db)[1] == "collective"
+    # near miss: the agent's lines of a restart with no rendezvous line say no wait (a log it refuses)
+    restart = "".join(line + "\n" for line in text.splitlines() if "ende" not in line and "Keep-alive" not in line
+                      and "waiting list" not in line)
+    with pytest.raises(InputError):
+        parse_text(restart)
+
+
+def test_c10ds_ipv6_lookup_warning_is_known_but_names_no_wait(db):
+    """c10d's warning that a host's IPv6 addresses cannot be retrieved: healthy runs print it before
+    they fall back to IPv4, so it is a known line (the paste is answered) but no network wait."""
+    text = real_text("pytorch/pytorch-121807-1.txt")
+    assert text_verdict(text, db)[1] == "runs"
+    # near miss: the IPv4 lookup failing too (no fallback left) is the network wait
+    assert text_verdict(text.replace("IPv6", "IPv4"), db)[1] == "network"
+
+
+def test_tcl_deleting_its_async_handler_from_the_wrong_thread_aborts(db):
+    text = real_text("openclga/openclga-23-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: the finaliser's ignored exception alone is no crash
+    quiet = text.replace("Tcl_AsyncDelete: async handler deleted by the wrong thread", "")
+    assert text_verdict(quiet, db)[1] != "crashed"

@@ -76,3 +76,17 @@ def crash_from_timeout(proc: Process, t: Thread, raised: bool) -> bool:
     return (proc.signal not in FATAL_SIGNALS and not raised
             and (any(n.startswith("Python traceback") for n in t.notes)
                  or any(_C10_TIMEOUT.match(n) for x in proc.threads for n in x.notes)))
+
+
+def message_category(proc: Process, cats: Optional[List[Category]] = None
+                     ) -> Tuple[Optional[Category], Optional[int]]:
+    """(the first category, crash first, whose log pattern a message of the process matches, the
+    message's index); (None, None) when none does."""
+    tab = table()
+    for cat in cats if cats is not None else [tab.crashed] + tab.categories:
+        if cat.messages is None:
+            continue
+        for i, m in enumerate(proc.messages[:MAX_LINES]):
+            if cat.messages.search(m):
+                return cat, i
+    return None, None

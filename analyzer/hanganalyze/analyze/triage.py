@@ -23,12 +23,13 @@ from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, lone_s
 from hanganalyze.analyze.extbuild import build_lock_wait
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
-from hanganalyze.analyze.logwait import crash_from_timeout, paste_timeouts, timed_out
+from hanganalyze.analyze.logwait import crash_from_timeout, message_category, paste_timeouts, timed_out
 from hanganalyze.analyze.programkind import advice_fits, advice_text, input_kind, program_kinds
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.ruledecl import rule
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze.analyze.sourcewait import called_method, source_wait
+from hanganalyze.analyze.taskwait import tasks_wait
 from hanganalyze.analyze.threadchoice import background, helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, table
 from hanganalyze.frametext import FrameStyle, frame_text
@@ -111,7 +112,7 @@ def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = 
             return True  # abort on top of its stack (SIGABRT, whatever the paste left out), a fatal handler on it
         if not (t.current or first):
             return False
-        if _message_category(proc, [table().crashed])[0] is None and not (t.current and crashframes.marked(proc)):
+        if message_category(proc, [table().crashed])[0] is None and not (t.current and crashframes.marked(proc)):
             return False
         return t.current or not any(x.current for x in threads)
     if t.current:
@@ -325,19 +326,6 @@ def _blame_key(r: ThreadTriage) -> str:
     return frame_text(frames[r.blame], FrameStyle.TRIAGE) if r.blame is not None else ""
 
 
-def _message_category(proc: Process, cats: Optional[List[Category]] = None
-                      ) -> Tuple[Optional[Category], Optional[int]]:
-    """The first category (crash first) whose log pattern a message of the process matches."""
-    tab = table()
-    for cat in cats if cats is not None else [tab.crashed] + tab.categories:
-        if cat.messages is None:
-            continue
-        for i, m in enumerate(proc.messages[:20000]):
-            if cat.messages.search(m):
-                return cat, i
-    return None, None
-
-
 def _next_steps(proc: Process, cat: Category, frames_seen: bool, alone: bool = True
                 ) -> Tuple[List[str], Optional[str]]:
     """The next steps and the cause for a wait of ``cat``, chosen from the category's advice
@@ -388,19 +376,21 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
     tab = table()
     threads = [t for t in proc.threads if any(not f.marker for f in t.all_frames())]
     if not threads:
-        cat, msg = _message_category(proc)
+        cat, msg = message_category(proc)
         if cat is None:
             cat, msg = timed_out(proc.messages)
         if cat is None:  # a JIT extension build stopped before its build: its lock file (extbuild.py)
             cat, msg = build_lock_wait(proc.messages)
         if cat is None and known_crash:  # a known bug's error or crash ends the process (an OOM, an NCCL error)
             cat = tab.crashed
-        if cat is None:
-            if not known_lines(proc.messages):
-                return None  # a healthy log: nothing to say
-            cat = tab.runs
+        tasks = tasks_wait(proc) if cat is None else None  # asyncio's tasks as printed or listed (taskwait.py)
+        if cat is None and tasks is None and not known_lines(proc.messages):
+            return None  # a healthy log: nothing to say
+        cat = cat or (tasks[0] if tasks else tab.runs)
         summary = "the log says this process waits for %s (no stack in the input)" % cat.label
-        if cat is tab.crashed:
+        if tasks is not None:
+            summary = tasks[1]
+        elif cat is tab.crashed:
             summary = "the log says this process crashed (no stack in the input)"
         elif cat is tab.runs:
             summary = "the log names no wait and holds no stack"
@@ -430,7 +420,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
     about = subject(proc, rows)
     first = about[0]
     if first.category is tab.runs:  # the frames name no wait: a log line may (py-bt's "Waiting for the GIL")
-        said, _msg = _message_category(proc, [c for c in tab.categories if c.messages is not None])
+        said, _msg = message_category(proc, [c for c in tab.categories if c.messages is not None])
         said = said or paste or build_lock_wait(proc.messages)[0]  # a timeout line (logwait.py), a build's lock
         if said is not None:
             first.category, first.how = said, "log"
