@@ -2,7 +2,8 @@
 real paste and a near miss: CPython 3.14's C stack trace with its header cut from the paste; a Rust thread
 that blocks on a future (tokio's block_on parks its own thread); asyncio's Task.print_stack output, its
 tasks' waits answered; torch elastic's rendezvous round; c10d's IPv6 lookup warning (known, no wait);
-Tcl's abort for an async handler deleted by the wrong thread."""
+Tcl's abort for an async handler deleted by the wrong thread; a lone gdb bt whose top is an address in no
+loaded object called from named code (a wild call)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,15 @@ def test_tcl_deleting_its_async_handler_from_the_wrong_thread_aborts(db):
     # near miss: the finaliser's ignored exception alone is no crash
     quiet = text.replace("Tcl_AsyncDelete: async handler deleted by the wrong thread", "")
     assert text_verdict(quiet, db)[1] != "crashed"
+
+
+def test_a_lone_bt_topped_by_an_address_in_no_object_called_from_named_code_is_a_wild_call(db):
+    text = real_text("pytorch/pytorch-13123-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near misses: the same top under libffi's call (ctypes into generated code: a JIT's loop may run
+    # there), and a top frame gdb placed in a library, are no wild call
+    ffi = text.replace("void std::_Bind_simple<void (*())()>::_M_invoke<>(std::_Index_tuple<>) ()",
+                       "ffi_call_unix64 ()")
+    assert text_verdict(ffi, db)[1] != "crashed"
+    placed = text.replace("#0  0x00007fff78d7e260 in ?? ()", "#0  0x00007fff78d7e260 in ?? () from /usr/lib/libfoo.so")
+    assert text_verdict(placed, db)[1] != "crashed"

@@ -240,11 +240,32 @@ def lone_stop(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:
     elif not any(n in _STOP_TOPS for n in t.notes):
         return False
     top = next((f for f in t.frames if not f.marker), None)
+    if top is not None and _wild_call(t):
+        return True
     if top is None or top.kind != "native" or not top.function or top.function == "??":
         return False
     if not (top.library or top.file) or _LIBC_STILL.match(top.function) or _LIBC_SOURCE.search(top.file or ""):
         return False  # a frame of no known code (a stripped driver's hashed name), or the C library's
     return not (_WINDOWS_STILL.match(basename(top.library) or "") or table().stands_still(top))
+
+
+def _wild_call(t: Thread) -> bool:
+    """The lone stack's top frame is an address in no loaded object (gdb names neither a function
+    nor a library) and the frame under it is named code of a library: a call through a pointer to
+    where no code is (a freed object's vtable, two libraries' clashing symbols: open round 37's
+    std::call_once jumping out of a bundled libprotobuf), the fault itself.  Not a stack whose
+    frames are all unnamed (a core read without its libraries) nor JIT code calling JIT code."""
+    real = [f for f in t.frames if not f.marker][:2]
+    if len(real) < 2 or real[0].kind != "native" or real[0].function or real[0].library or real[0].file:
+        return False
+    under = real[1]
+    if under.kind != "native" or not under.function or not (under.library or under.file):
+        return False
+    return not _FOREIGN_CALL.match(under.function)  # libffi's call into generated code (ctypes, cffi, a JIT)
+
+
+#: Calls into code generated at run time (no object file maps it): libffi's, a JIT's entry trampolines.
+_FOREIGN_CALL = rxcache.compile(r"^(ffi_call\w*|ffi_closure\w*|\w*[Jj][Ii][Tt]\w*|llvm::orc::\w+|numba\w*)")
 
 
 def lone_crash(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:
