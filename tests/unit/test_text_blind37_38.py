@@ -3,7 +3,9 @@ real paste and a near miss: CPython 3.14's C stack trace with its header cut fro
 that blocks on a future (tokio's block_on parks its own thread); asyncio's Task.print_stack output, its
 tasks' waits answered; torch elastic's rendezvous round; c10d's IPv6 lookup warning (known, no wait);
 Tcl's abort for an async handler deleted by the wrong thread; a lone gdb bt whose top is an address in no
-loaded object called from named code (a wild call)."""
+loaded object called from named code (a wild call); round 38: an NCCL call failed of a CUDA, system or
+internal error; vLLM's worker logging its exception; a cut traceback under a Ctrl-C echo; concurrent.futures'
+exit join line; a row of Horovod's missing-ranks list."""
 
 from __future__ import annotations
 
@@ -12,6 +14,10 @@ from helpers import real_text, text_verdict
 
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.errors import InputError
+
+
+def sigs(snap):
+    return [f.signature for f in snap.findings]
 
 
 def test_a_314_c_stack_cut_below_its_header_is_the_crashing_threads(db):
@@ -90,3 +96,41 @@ def test_a_lone_bt_topped_by_an_address_in_no_object_called_from_named_code_is_a
     assert text_verdict(ffi, db)[1] != "crashed"
     placed = text.replace("#0  0x00007fff78d7e260 in ?? ()", "#0  0x00007fff78d7e260 in ?? () from /usr/lib/libfoo.so")
     assert text_verdict(placed, db)[1] != "crashed"
+
+
+def test_an_nccl_call_that_failed_of_a_cuda_error_ends_the_process(db):
+    text = real_text("nccl/nccl-1410-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: a remote peer's exit is the survivor's collective ended by another rank's death
+    remote = ("[rank7]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+              "NCCLUtils.hpp:275, remote process exited or there was a network error, NCCL version 2.20.5\n"
+              "[rank7]: ncclRemoteError: A call failed possibly due to a network error or a remote process "
+              "exiting prematurely.\n")
+    assert text_verdict(remote, db)[1] == "collective"
+
+
+def test_vllms_worker_logging_the_exception_it_died_of_is_a_crash(db):
+    text = real_text("vllm/vllm-14404-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: the same worker traceback without vLLM's line over it says no more than its frames
+    assert text_verdict(text.replace("WorkerProc hit an exception: %s", "WorkerProc output"), db)[1] != "crashed"
+
+
+def test_a_cut_traceback_under_a_ctrl_c_echo_stood_on_its_last_line(db):
+    text = real_text("grpc/grpc-4969-1.txt")
+    snap, wait = text_verdict(text, db)
+    assert wait == "join" and "python-shutdown-nondaemon-threads" in sigs(snap)
+    # near misses: with no ^C echo the cut traceback's last line is no proof of where it stood; a line of
+    # _python_exit that is no join is not the exit join
+    assert text_verdict(text.replace("^C\n", ""), db)[1] != "join"
+    other = text_verdict(text.replace("t.join(sys.maxint)", "items = list(_threads_queues.items())"), db)[0]
+    assert "python-shutdown-nondaemon-threads" not in sigs(other)
+
+
+def test_a_row_of_horovods_missing_ranks_list_is_the_stall(db):
+    text = real_text("horovod/horovod-2107-1.txt")
+    snap, wait = text_verdict(text, db)
+    assert "horovod-stall" in sigs(snap) and wait == "collective"
+    # near miss: a numbered list of other names is no Horovod op
+    with pytest.raises(InputError):
+        parse_text("3: [global_tensor_sum/Sum_placeholder_0, global_tensor_error/Error_placeholder_0]\n")

@@ -217,7 +217,7 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
                 and all(x is t or x.tid is not None or x.name is not None for x in proc.threads))  # named threads
     # the innermost Python line, where no native frame but a lock primitive is innermost (sourcewait.py):
     # it speaks for its own frame, before a frame list's match further out
-    src = source_wait(frames, through_lock=True) if crashframes.interrupted_wait(t) else None
+    src = source_wait(frames, through_lock=True) if crashframes.interrupted_wait(t, proc.messages) else None
     src_cat = next((c for c in tab.categories if src is not None and c.id == src[0]), None)
     k = next((i for i, f in enumerate(frames[:12]) if f.kind == "python"), -1)  # entering a primitive
     ent = next((c for c in tab.categories if k >= 0 and c.entered and _entering(c, frames[k])), None)
