@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any, List
+from typing import Any, Callable, Dict, List
 
 from hanganalyze import datapaths
 from hanganalyze.linememo import by_content
@@ -229,11 +229,24 @@ def _data_patterns() -> List[re.Pattern[str]]:
     return out
 
 
+def _count(lines: List[str], hit: Callable[[str], bool]) -> int:
+    """How many of ``lines`` ``hit`` accepts, each distinct line tested once: a long log repeats its
+    lines (a progress bar, NCCL's INFO spam, a loop's warning), and the patterns cost per line."""
+    seen: Dict[str, bool] = {}
+    n = 0
+    for line in lines:
+        ok = seen.get(line)
+        if ok is None:
+            ok = seen[line] = bool(hit(line))
+        n += ok
+    return n
+
+
 @by_content
 def data_known_lines(lines: List[str]) -> int:
     """How many lines a signature's log pattern finds (``_data_patterns``)."""
     pats = _data_patterns() if lines else []
-    return sum(1 for line in lines if any(p.search(line) for p in pats))
+    return _count(lines, lambda line: any(p.search(line) for p in pats)) if pats else 0
 
 
 @by_content
@@ -241,5 +254,4 @@ def known_lines(lines: List[str]) -> int:
     """How many known log lines the text holds."""
     if not lines:
         return 0
-    search = (globals().get("KNOWN_LINES") or __getattr__("KNOWN_LINES")).search
-    return sum(1 for line in lines if search(line))
+    return _count(lines, (globals().get("KNOWN_LINES") or __getattr__("KNOWN_LINES")).search)

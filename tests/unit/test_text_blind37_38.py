@@ -120,9 +120,13 @@ def test_a_cut_traceback_under_a_ctrl_c_echo_stood_on_its_last_line(db):
     text = real_text("grpc/grpc-4969-1.txt")
     snap, wait = text_verdict(text, db)
     assert wait == "join" and "python-shutdown-nondaemon-threads" in sigs(snap)
-    # near misses: with no ^C echo the cut traceback's last line is no proof of where it stood; a line of
-    # _python_exit that is no join is not the exit join
-    assert text_verdict(text.replace("^C\n", ""), db)[1] != "join"
+    # near misses: a socket read as the last line is the wait under the ^C echo, but with no echo a cut
+    # traceback's read is as often the call that raised (a timeout) as a wait (cut_line_wait leaves it);
+    # a line of _python_exit that is no join is not the exit join
+    read = text.replace("t.join(sys.maxint)", "data = sock.recv(4096)")
+    assert text_verdict(read, db)[1] == "network"
+    assert text_verdict(read.replace("^C\n", ""), db)[1] != "network"
+    assert text_verdict(text.replace("^C\n", ""), db)[1] != "join"  # the cut took what ended it
     other = text_verdict(text.replace("t.join(sys.maxint)", "items = list(_threads_queues.items())"), db)[0]
     assert "python-shutdown-nondaemon-threads" not in sigs(other)
 
@@ -134,3 +138,9 @@ def test_a_row_of_horovods_missing_ranks_list_is_the_stall(db):
     # near miss: a numbered list of other names is no Horovod op
     with pytest.raises(InputError):
         parse_text("3: [global_tensor_sum/Sum_placeholder_0, global_tensor_error/Error_placeholder_0]\n")
+
+
+def test_a_chained_tracebacks_outer_part_does_not_hide_the_inner_wait(db):
+    """borg's lock file: the inner traceback's mkdir of the lock says what it waited for; the outer
+    part, cut on an acquire() line, names no other wait."""
+    assert text_verdict(real_text("borg/borg-405-1.txt"), db)[1] == "file-lock"

@@ -75,10 +75,6 @@ def _entering(cat: Category, f: Frame) -> bool:
     return any(glob_match(basename(f.file), pf) and glob_match(func, pn) for pf, pn in cat.entered)
 
 
-def _lock_category() -> Optional[Category]:
-    return next((c for c in table().categories if c.id == "lock"), None)
-
-
 @dataclass
 class ThreadTriage:
     """What one thread waits for (``category``), where (``frame``) and the blame frame."""
@@ -166,9 +162,9 @@ def _called_from_outside(cat: Category, frames: Sequence[Frame], i: int, selecte
 
 def classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Dict[tuple, tuple]] = None
              ) -> ThreadTriage:
-    """``_classify``; a cut traceback's innermost line calling its own object's method: that method's
-    wait (``called_method``); the fork hazard (``forkchild.py``): a forked child's lock wait, or a std
-    stream's flush or logging's lock that the frames called I/O or nothing, waits for an inherited lock."""
+    """``_classify``; a cut traceback's last line calling its own object's method: that method's wait
+    (``called_method``); the fork hazard (``forkchild.py``): a forked child's lock wait, or a std
+    stream's flush or logging's lock read as I/O or nothing."""
     r = _classify(proc, t, crashed, memo)
     cut = r.category is table().runs and crashframes.cut_traceback(t)
     callee = called_method(t.all_frames()) if cut else None
@@ -178,7 +174,7 @@ def classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Dic
     if r.inherited is None and r.how not in ("signal", "samples"):
         how = inherited_lock_wait(t.all_frames(), r.category.id, proc.messages)
         if how is not None:
-            lock = _lock_category() or r.category
+            lock = table().by_id("lock") or r.category
             frame = r.frame if r.frame is not None else 0
             r = ThreadTriage(t, lock, frame, r.blame, r.owner, r.how, how)
     return r
@@ -208,7 +204,7 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
         return ThreadTriage(t, tab.crashed, None, blame_frame(frames), owner, "signal")
     if t.progress is not None and t.progress.state == "progressing":
         return ThreadTriage(t, tab.runs, None, blame_frame(frames), owner, "samples")
-    lock = _lock_category()
+    lock = table().by_id("lock")
     # a GIL wait known from memory or from the arguments gdb printed (the GIL's condition variable):
     # in the GIL's place of the order, before the condition variable or futex it waits in
     gil = t.waits is not None and t.waits.kind == "gil"

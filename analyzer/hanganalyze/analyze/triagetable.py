@@ -102,6 +102,10 @@ class Table:
     #: collective watchdog's abort after a timeout) is triaged as the wait, not as a crash
     consequence_of: Dict[str, re.Pattern] = field(default_factory=dict)
 
+    def by_id(self, cid: str) -> Optional[Category]:
+        """The category of that id (``crashed`` and ``runs`` included); None for an unknown id."""
+        return next((c for c in self.categories + [self.crashed, self.runs] if c.id == cid), None)
+
     def vetoed(self, cat: Category, frames: Sequence[Frame], i: int) -> bool:
         """Frame ``i``'s match does not make ``cat`` the thread's wait: a semaphore inside a device
         driver's own frames (``Category.in_driver``), or a frame inside a worker loop's read of its

@@ -510,8 +510,8 @@ def numbered_run(lines: List[str], i: int, count: int, is_row: Callable[[str], b
     that look like rows (maccrash.py, cxxframes.py)."""
     want: Optional[int] = None
     seen = 0
-    for line in lines[i:]:
-        s = line.strip()
+    for j in range(i, len(lines)):  # no slice: it is asked at every numbered line of a long text
+        s = lines[j].strip()
         if not s:
             continue
         if not s[:1].isdigit() or not is_row(s):
