@@ -61,6 +61,8 @@ KNOWN_PATTERNS = [
     r"Rendezvous'ing worker group|Attempting to join next rendezvous|Keep-alive key \S+ is not renewed|"
     r"Rende?z?vous version \d+ is incomplete",
     r"\[c10d\] The (?:IPv[46] )?network addresses? of .{1,300}? cannot be retrieved \(gai error",
+    # vLLM V1's front end while its engine-core processes have not come up
+    r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start",
     r"^\[\d+\]\s+(?:[+-]\s+)?\d+ (?:segmentation fault|abort|bus error)",
     r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
     # macOS shells' lines for a process killed by a signal (bash / zsh print the signal's number)

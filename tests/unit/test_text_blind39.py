@@ -1,11 +1,16 @@
 """Fixes from open dev round 39 (manifest-blind39.yaml), each on the round's real paste and a near miss:
 DeepSpeed ZeRO's gradient-reduction epilogue is the collective's wait; torch raising a peer's closed
 connection ("Broken pipe") ends the process; threading._shutdown's own error is no exit join; a forced
-unwind's terminate with its source cut reads as the finalization GIL abort (at low confidence)."""
+unwind's terminate with its source cut reads as the finalization GIL abort (at low confidence); vLLM's front
+end waiting for its engine-core processes is a child wait."""
 
 from __future__ import annotations
 
+import pytest
 from helpers import real_text, text_verdict
+
+from hanganalyze.acquire.text import parse_text
+from hanganalyze.errors import InputError
 
 
 def sigs(snap):
@@ -51,3 +56,12 @@ def test_a_forced_unwinds_terminate_cut_above_its_source(db):
     own = text.rstrip("\n") + "\n#8  0x00007f72cf1f1234 in __pthread_unwind () from /lib/libc.so.6\n" \
         "#9  0x00007f72cf1f1300 in pthread_exit () from /lib/libc.so.6\n#10 0x0000555555555555 in worker_main ()\n"
     assert "python-finalization-gil-reacquire" not in sigs(text_verdict(own, db)[0])
+
+
+def test_vllms_front_end_waiting_for_its_engine_core_processes_is_a_child_wait(db):
+    lines = [x for x in real_text("hami-core/hami-core-261-1.txt").splitlines() if "NCCL INFO" not in x]
+    text = "".join(x + "\n" for x in lines)
+    assert text_verdict(text, db)[1] == "child"
+    # near miss: a front end waiting for something else says no child wait (no known line: refused)
+    with pytest.raises(InputError):
+        parse_text(text.replace("core engine proc(s) to start", "model shards to download"))
