@@ -61,6 +61,8 @@ KNOWN_PATTERNS = [
     r"Rendezvous'ing worker group|Attempting to join next rendezvous|Keep-alive key \S+ is not renewed|"
     r"Rende?z?vous version \d+ is incomplete",
     r"\[c10d\] The (?:IPv[46] )?network addresses? of .{1,300}? cannot be retrieved \(gai error",
+    # gRPC's channel reaching no address of its target; JAX's coordination agent failing on it
+    r"UNAVAILABLE: ?failed to connect to all addresses|WatchTasksAsync failed for task \d+",
     # vLLM V1's front end while its engine-core processes have not come up
     r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start",
     r"^\[\d+\]\s+(?:[+-]\s+)?\d+ (?:segmentation fault|abort|bus error)",

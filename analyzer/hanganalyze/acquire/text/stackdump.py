@@ -7,6 +7,7 @@ the recipes projects paste into their code to debug a hang.
     # Thread #5 (id=139671354054400), Folder INBOX           (offlineimap's SIGUSR dump)
     # Thread: MainThread(140089313593088)
     ===============  <Thread(waitress-1, started daemon 140089313593088)>  ===============
+    ### ThreadID: 139818489702144 Thread name: PoolThread-0    (Tribler's watchdog: PATH:LINE func: rows)
     File: "/usr/lib/python2.7/threading.py", line 340, in wait waiter.acquire()   -> frame (source
     File: "/usr/lib/python2.7/threading.py", line 340, in wait                        after the name
       File "/usr/lib/python3.12/threading.py", line 355, in wait                      is dropped)
@@ -28,8 +29,9 @@ from .common import cap_messages, python_frame, to_int
 
 NAME = "stack-dumper"
 
-#: ``File: "path", line N, in func [source]`` and ``File "path", line N, in func`` (comma optional).
-_FILE = re.compile(r'^File:? "(.{1,1000}?)", line (\d{1,9}),? in (\S{1,300})(?: .*)?$')
+#: ``File: "path", line N, in func [source]`` and ``File "path", line N, in func`` (comma optional; a
+#: dumper that prints the path's repr quotes it with ``'``).
+_FILE = re.compile(r'^File:? (["\'])(.{1,1000}?)\1, line (\d{1,9}),? in (\S{1,300})(?: .*)?$')
 _HEADERS = (
     # ``# ThreadID: 123`` / ``# Thread: name(123)`` / ``# Thread #5 (id=123), what it does``
     re.compile(r"^# ?Thread ?ID: ?(\d{1,20})\s*$|^# ?Thread: ?(\d{1,20})\s*$"),
@@ -41,10 +43,21 @@ _HEADERS = (
 )
 
 
+#: Tribler's watchdog dump (its instrumentation.print_all_stacks): ``### ThreadID: N Thread name: X`` over
+#: ``/path/file.py:LINE func:`` rows, innermost first (its "innermost last" heading notwithstanding: the
+#: dumper's own print_all_stacks is the first row of its thread).
+_TRIBLER_HEAD = re.compile(r"^#{3} ?ThreadID: ?(\d{1,20}) Thread name: ?(.{0,200})$")
+_TRIBLER_ROW = re.compile(r"^(\S{1,1000}?\.py):(\d{1,9}) ([\w.<>]{1,300}):$")
+_INNERMOST_FIRST = "rows innermost first (Tribler's watchdog dump)"
+
+
 def _header(s: str) -> Optional[Tuple[Optional[str], Optional[int]]]:
     """A thread header line -> (name, ident); None for any other line."""
     if not s or s[0] not in "#=-~*":
         return None
+    m = _TRIBLER_HEAD.match(s)
+    if m:
+        return (m.group(2).strip() or None), to_int(m.group(1))
     for i, rx in enumerate(_HEADERS):
         m = rx.match(s)
         if not m:
@@ -59,7 +72,7 @@ def _header(s: str) -> Optional[Tuple[Optional[str], Optional[int]]]:
 
 #: ``# Thread: 123  File "path", line N, in func``: a bare ident header with the thread's first frame
 #: on its line (a dumper that printed the header without its newline, open round 11's gRPC paste).
-_JOINED = re.compile(r'^(# ?Thread(?: ?ID)?: ?\d{1,20})\s+(File:? ".*)$')
+_JOINED = re.compile(r'^(# ?Thread(?: ?ID)?: ?\d{1,20})\s+(File:? ["\'].*)$')
 
 
 def _split(s: str) -> Tuple[str, str]:
@@ -69,12 +82,15 @@ def _split(s: str) -> Tuple[str, str]:
 
 
 def _frame(s: str) -> Optional[Frame]:
+    if s.endswith(":") and ".py:" in s:
+        row = _TRIBLER_ROW.match(s)
+        return python_frame(row.group(3), row.group(1), to_int(row.group(2))) if row else None
     if not s.startswith("File"):
         return None
     m = _FILE.match(s)
     if not m:
         return None
-    return python_frame(m.group(3), m.group(1), to_int(m.group(2)))
+    return python_frame(m.group(4), m.group(2), to_int(m.group(3)))
 
 
 def score(lines: List[str]) -> float:
@@ -82,10 +98,10 @@ def score(lines: List[str]) -> float:
     for line in lines:
         s, joined = _split(line.strip())
         frames += _frame(joined) is not None
-        if s.startswith("File"):
+        if s.startswith("File") or (s.endswith(":") and ".py:" in s):
             if _frame(s) is not None:
                 frames += 1
-                colon += s.startswith("File:")
+                colon += not s.startswith("File ")  # "File:" or a Tribler row: no traceback's line
         elif _header(s) is not None:
             headers += 1
     if frames == 0 or (colon == 0 and headers == 0):
@@ -106,6 +122,8 @@ def parse(lines: List[str], proc: Process) -> None:
         if h is not None:
             cur = Thread(name=h[0], python_name=h[0], pthread_id=h[1], merge="python-only")
             cur.notes.append("Python stack dumper")
+            if _TRIBLER_HEAD.match(s):
+                cur.notes.append(_INNERMOST_FIRST)
             threads.append(cur)
             indent = -1
             f = _frame(joined)
@@ -125,6 +143,7 @@ def parse(lines: List[str], proc: Process) -> None:
             continue  # the source line under a frame
         messages.append(s)
     for t in threads:
-        t.frames.reverse()  # extract_stack: outermost first
+        if _INNERMOST_FIRST not in t.notes:
+            t.frames.reverse()  # extract_stack: outermost first
     proc.threads.extend(t for t in threads if t.frames)
     proc.messages.extend(cap_messages(messages, proc.notes))

@@ -159,6 +159,10 @@ def parse(lines: List[str], proc: Process) -> None:
             if s.startswith("[Previous line repeated"):
                 cur.notes.append(s.strip("[]"))
                 continue
+            if s in ("...", "\u2026", "[...]"):  # the paster's elision of frames, no exception line
+                if "frames left out of the paste (...)" not in cur.notes:
+                    cur.notes.append("frames left out of the paste (...)")
+                continue
             if not s:
                 continue
             if (_looks_like_log(raw.strip()) and not _exception_line(s) and cur.frames

@@ -1,0 +1,64 @@
+"""Fixes made right after sealed rounds 35 and 36 were scored and opened (sealed-blind35-36.score.md: they
+do not count in that score), each on the round's real paste and a near miss: a paster's ``...`` between a
+traceback's frames; a stack dumper quoting its paths with ``'``; Tribler's watchdog dump; Python 2's
+``error: can't start new thread``; JAX's coordination agent failing to reach its service."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import real_text, text_verdict
+
+from hanganalyze.acquire.text import parse_text
+from hanganalyze.errors import InputError
+
+
+def sigs(snap):
+    return [f.signature for f in snap.findings]
+
+
+def frames_of(text):
+    return [(f.function, f.line) for p in parse_text(text).processes for t in p.threads for f in t.frames]
+
+
+def test_a_pasters_ellipsis_between_frames_is_no_exception_line(db):
+    text = real_text("pexpect/pexpect-390-1.txt")
+    assert frames_of(text) == [("read_nonblocking", 144)]
+    assert text_verdict(text, db)[1] == "io"
+    # near miss: a real exception line after the frame still ends the traceback as one
+    raised = text.replace("KeyboardInterrupt", "OSError: [Errno 5] Input/output error")
+    assert text_verdict(raised, db)[1] != "io"
+
+
+def test_a_stack_dumper_quoting_its_paths_with_single_quotes(db):
+    text = real_text("crochet/crochet-25-1.txt")
+    assert frames_of(text)[0] == ("__del__", 683) and len(frames_of(text)) == 6
+    # near miss: the same rows with mismatched quotes are no frame (refused: no frame, no known line)
+    with pytest.raises(InputError):
+        parse_text(text.replace("File: '", "File: \"").replace("', line", "`, line"))
+
+
+def test_tribers_watchdog_dump_rows_innermost_first(db):
+    text = real_text("tribler/tribler-2022-1.txt")
+    threads = parse_text(text).processes[0].threads
+    assert threads[0].name == "WatchDog" and threads[0].frames[0].function == "print_all_stacks"
+    assert [f.function for f in threads[1].frames][:2] == ["wait", "get"]
+    assert text_verdict(text, db)[1] == "condition"
+    # near miss: the rows without their ThreadID headers or a .py path are no stack dump
+    with pytest.raises(InputError):
+        parse_text("".join(x.replace(".py:", ".txt:") + "\n" for x in text.splitlines() if "ThreadID" not in x))
+
+
+def test_python2s_thread_error_is_the_thread_limit(db):
+    text = real_text("speedtest-cli/speedtest-cli-197-1.txt")
+    assert "thread-limit-reached" in sigs(text_verdict(text, db)[0])
+    # near miss: another error of the same module is not
+    assert "thread-limit-reached" not in sigs(text_verdict(text.replace("can't start new thread",
+                                                                        "can't join thread"), db)[0])
+
+
+def test_jaxs_coordination_agent_failing_to_reach_its_service_ends_the_task(db):
+    text = real_text("marin/marin-7650-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: gRPC's failure to connect alone is the network wait of the caller
+    only = "".join(x + "\n" for x in text.splitlines() if "WatchTasksAsync" not in x)
+    assert text_verdict(only, db)[1] == "network"
