@@ -1,7 +1,8 @@
 """Fixes made right after sealed rounds 35 and 36 were scored and opened (sealed-blind35-36.score.md: they
 do not count in that score), each on the round's real paste and a near miss: a paster's ``...`` between a
 traceback's frames; a stack dumper quoting its paths with ``'``; Tribler's watchdog dump; Python 2's
-``error: can't start new thread``; JAX's coordination agent failing to reach its service."""
+``error: can't start new thread``; JAX's coordination agent failing to reach its service; a known error
+on a stack ended the process."""
 
 from __future__ import annotations
 
@@ -62,3 +63,13 @@ def test_jaxs_coordination_agent_failing_to_reach_its_service_ends_the_task(db):
     # near miss: gRPC's failure to connect alone is the network wait of the caller
     only = "".join(x + "\n" for x in text.splitlines() if "WatchTasksAsync" not in x)
     assert text_verdict(only, db)[1] == "network"
+
+
+def test_a_known_error_on_a_stack_ended_the_process(db):
+    """A known bug of severity error (the thread limit) matched a traceback's process: the thread that
+    raised it crashed, as a known crash's would."""
+    text = real_text("django-bgremoverml/django-bgremoverml-25-1.txt")
+    snap, wait = text_verdict(text, db)
+    assert "thread-limit-reached" in sigs(snap) and wait == "crashed"
+    # near miss: the same traceback raising no known error is read by its frames
+    assert text_verdict(text.replace("can't start new thread", "bad request"), db)[1] != "crashed"

@@ -365,8 +365,8 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
                    alone: bool = True, paste: Optional[Category] = None) -> Optional[Finding]:
     """The triage finding of one process; None when it has neither threads nor a log line that
     names a wait or a hang.
-    ``known_crash``: a known bug of severity crash matched the process (its signal line may be
-    cut from the paste): the current (else the first) thread crashed unless it waits.
+    ``known_crash``: a known bug of severity crash or error matched the process (its signal line may
+    be cut from the paste): the current (else the first) thread crashed unless it waits.
     ``memo``: see ``classify``.  ``alone``: the only process of the snapshot (the advice differs).
     ``paste``: the wait a timeout line of its paste names (``logwait.py``), for frames that name none."""
     tab = table()
@@ -535,11 +535,10 @@ def _triage_groups(snapshot: Snapshot) -> List[Finding]:
     found: List[Finding] = []
     vague: List[Finding] = []
     by_key: Dict[Tuple[str, Optional[str]], Finding] = {}
-    crashes = set()  # a known bug's crash; its error where no stack shows more (an OOM in a log)
+    crashes = set()  # a known bug's crash or error (an OOM, a thread limit): it ended the process
     for f in snapshot.findings:
-        of = f.processes or ([f.process] if f.process is not None else [])
-        if f.severity == "crash" or f.severity == "error" and not any(snapshot.processes[j].threads for j in of):
-            crashes.update(of)
+        if f.severity in ("crash", "error"):
+            crashes.update(f.processes or ([f.process] if f.process is not None else []))
     ranks_of: Dict[int, set] = {}  # id(finding) -> its ranks, as a set (a list look-up per rank is quadratic)
     memo: Dict[tuple, tuple] = {}
     # a process whose triage inputs equal an earlier one's (interned frame lists) joins that one's
