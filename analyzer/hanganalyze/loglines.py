@@ -72,6 +72,8 @@ KNOWN_PATTERNS = [
     # the shells' lines for the other fatal signals, glibc's fatal heap checks and assert() (both abort)
     r"\b(?:Illegal instruction|Floating point exception|Trace/breakpoint trap)\s*\(core dumped\)",
     r"^zsh: segmentation fault|\b(?:double free or corruption|free\(\): invalid pointer|malloc\(\): corrupted)",
+    r"\b(?:malloc_consolidate|_int_malloc|_int_free|realloc|free)\(\): (?:invalid chunk size|unaligned fastbin chunk "
+    r"detected|invalid old size|invalid next size|double free detected in tcache \d)",
     r"\bcorrupted (?:size vs\. prev_size|double-linked list)|munmap_chunk\(\): invalid pointer|stack smashing detected",
     r"CUDA error: ?out of memory\b|cuda runtime error \(2\) : out of memory",
     r"Fatal glibc error: |: Assertion `.{1,400}' failed\.$",

@@ -2,7 +2,8 @@
 do not count in that score), each on the round's real paste and a near miss: a paster's ``...`` between a
 traceback's frames; a stack dumper quoting its paths with ``'``; Tribler's watchdog dump; Python 2's
 ``error: can't start new thread``; JAX's coordination agent failing to reach its service; a known error
-on a stack ended the process."""
+on a stack ended the process; glibc's heap consolidation check; the import system's module lock; CPython's exit
+join of non-daemon threads (wait_for_thread_shutdown)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,25 @@ def test_a_known_error_on_a_stack_ended_the_process(db):
     assert "thread-limit-reached" in sigs(snap) and wait == "crashed"
     # near miss: the same traceback raising no known error is read by its frames
     assert text_verdict(text.replace("can't start new thread", "bad request"), db)[1] != "crashed"
+
+
+def test_glibcs_heap_consolidation_check_is_a_crash_line(db):
+    text = real_text("mlx/mlx-pr2329-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: the same frames without glibc's line say no crash
+    assert text_verdict(text.replace("malloc_consolidate(): invalid chunk size", ""), db)[1] != "crashed"
+
+
+def test_a_thread_in_the_import_systems_module_lock_waits_for_a_lock(db):
+    text = real_text("holidays/holidays-1514-1.txt")
+    assert text_verdict(text, db)[1] == "lock"
+    # near miss: the import machinery loading a module (no module lock) is no lock wait
+    assert text_verdict(text.replace("_get_module_lock", "_load_unlocked").replace("__enter__", "exec_module"),
+                        db)[1] != "lock"
+
+
+def test_cpythons_exit_join_of_non_daemon_threads_is_a_join(db):
+    text = real_text("cupynumeric/cupynumeric-187-1.txt")
+    assert text_verdict(text, db)[1] == "join"
+    # near miss: the interpreter's finalization past that join (its GC) is no join
+    assert text_verdict(text.replace("wait_for_thread_shutdown", "finalize_modules"), db)[1] != "join"
