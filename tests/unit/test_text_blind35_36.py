@@ -3,7 +3,7 @@ do not count in that score), each on the round's real paste and a near miss: a p
 traceback's frames; a stack dumper quoting its paths with ``'``; Tribler's watchdog dump; Python 2's
 ``error: can't start new thread``; JAX's coordination agent failing to reach its service; a known error
 on a stack ended the process; glibc's heap consolidation check; the import system's module lock; CPython's exit
-join of non-daemon threads (wait_for_thread_shutdown)."""
+join of non-daemon threads (wait_for_thread_shutdown); AIX dbx's where."""
 
 from __future__ import annotations
 
@@ -96,3 +96,17 @@ def test_cpythons_exit_join_of_non_daemon_threads_is_a_join(db):
     assert text_verdict(text, db)[1] == "join"
     # near miss: the interpreter's finalization past that join (its GC) is no join
     assert text_verdict(text.replace("wait_for_thread_shutdown", "finalize_modules"), db)[1] != "join"
+
+
+def test_aix_dbx_where_is_read_and_its_abort_is_a_crash(db):
+    text = real_text("pyzmq/pyzmq-2128-1.txt")
+    (t,) = parse_text(text).processes[0].threads
+    names = [f.function for f in t.frames]
+    assert names[:4] == ["pthread_kill", "_p_raise", "raise", "abort"]
+    assert names.count("zmq::socket_base_t::getsockopt(int, void*, unsigned long*)") == 1  # its blocks: one call
+    assert t.frames[4].file == "err.cpp" and t.frames[4].line == 61
+    snap, wait = text_verdict(text, db)
+    assert wait == "crashed" and "zmq::zmq_abort" in snap.findings[0].summary
+    # near miss: two such lines in prose are no stack (refused: no frame, no known line)
+    with pytest.raises(InputError):
+        parse_text("I saw foo(bar) at 0x1234 and then baz(qux) at 0x5678 in the log\n")

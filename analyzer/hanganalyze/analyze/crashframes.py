@@ -51,7 +51,7 @@ CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore
 #: abort itself (glibc, the MSVC runtime's ucrtbase!abort, macOS's libsystem_c abort).
 _ABORT = rxcache.compile(r"^(abort|__GI_abort|__libc_abort)$")
 #: What may sit above abort on the way down to the kernel: the signal being raised.
-_RAISING = rxcache.compile(r"^(raise|gsignal|__GI_raise|pthread_kill\w*|__pthread_kill\w*|__pthread_kill_\w+|"
+_RAISING = rxcache.compile(r"^(raise|gsignal|__GI_raise|_p_raise|pthread_kill\w*|__pthread_kill\w*|__pthread_kill_\w+|"
                            r"__futex_abstimed_wait\w*|__restore_rt|<signal handler called>)$")
 #: Handlers that only a fatal signal or a fatal error runs (UCX's error signal handler, faulthandler's,
 #: CPython's fatal error path, glog / absl / c10 failure handlers, a sanitizer's report).
