@@ -3,7 +3,8 @@ do not count in that score), each on the round's real paste and a near miss: a p
 traceback's frames; a stack dumper quoting its paths with ``'``; Tribler's watchdog dump; Python 2's
 ``error: can't start new thread``; JAX's coordination agent failing to reach its service; a known error
 on a stack ended the process; glibc's heap consolidation check; the import system's module lock; CPython's exit
-join of non-daemon threads (wait_for_thread_shutdown); AIX dbx's where."""
+join of non-daemon threads (wait_for_thread_shutdown); AIX dbx's where; a device command queue's finish;
+ptyprocess's spawn waiting for its child's exec."""
 
 from __future__ import annotations
 
@@ -110,3 +111,18 @@ def test_aix_dbx_where_is_read_and_its_abort_is_a_crash(db):
     # near miss: two such lines in prose are no stack (refused: no frame, no known line)
     with pytest.raises(InputError):
         parse_text("I saw foo(bar) at 0x1234 and then baz(qux) at 0x5678 in the log\n")
+
+
+def test_a_device_command_queues_finish_is_the_hosts_wait_for_the_device(db):
+    text = real_text("tt-metal/tt-metal-6495-1.txt")
+    assert text_verdict(text, db)[1] == "gpu"  # a lone bt stopped there: a poll, not a fault
+    # near miss: the same lone stop in the queue's own code that is no wait reads as before (a crash)
+    assert text_verdict(text.replace("HWCommandQueue::finish", "HWCommandQueue::enqueue_program"), db)[1] == "crashed"
+
+
+def test_ptyprocess_spawn_reading_its_exec_error_pipe_waits_for_the_child(db):
+    text = real_text("bpython/bpython-708-1.txt")
+    assert text_verdict(text, db)[1] == "child"
+    # near miss: a read of another pipe in the program's own function is I/O
+    other = text.replace('ptyprocess.py", line 302, in spawn', 'ptyprocess.py", line 302, in read_output')
+    assert text_verdict(other, db)[1] == "io"
