@@ -320,6 +320,18 @@ _C10_TIMEOUT_RAISERS = rxcache.compile(r"(?i)timeout|watchdog")
 _C10_RAISED_FROM = rxcache.compile(r"^c10 exception: Exception raised from (\S+) at (\S*)")
 
 
+def c10_raiser(t: Thread) -> Optional[Tuple[str, str]]:
+    """(function, source path) of the c10 exception the thread's header note says raised, else None."""
+    return next(((m.group(1), m.group(2)) for m in map(_C10_RAISED_FROM.match, t.notes) if m), None)
+
+
+def raised_by_timeout(t: Thread) -> bool:
+    """The thread's c10 exception was raised by a timeout check (ProcessGroupNCCL's checkTimeout, its
+    watchdog): the crash it ends in is that timeout's consequence."""
+    raiser = c10_raiser(t)
+    return raiser is not None and bool(_C10_TIMEOUT_RAISERS.search(raiser[0]))
+
+
 def raising_c10_error(t: Thread, name_of: Callable[[Frame], str]) -> bool:
     """The thread's innermost frames are a c10 exception's constructor (the ``frame #0:
     c10::Error::Error`` of the backtrace PyTorch prints with the error's message), raised by no
@@ -331,7 +343,8 @@ def raising_c10_error(t: Thread, name_of: Callable[[Frame], str]) -> bool:
     frames = [f for f in t.frames if not f.marker]
     if not frames or frames[0].kind == "python" or not _C10_RAISING.match(name_of(frames[0]) or ""):
         return False
-    raiser = next((m.group(1) + " " + m.group(2) for m in map(_C10_RAISED_FROM.match, t.notes) if m), None)
+    noted = c10_raiser(t)
+    raiser = noted[0] + " " + noted[1] if noted is not None else None
     if raiser is not None and "/c10d/" in raiser:
         return False  # raised in the process group's own source
     if raiser is None:

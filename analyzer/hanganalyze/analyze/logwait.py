@@ -17,16 +17,13 @@ consequence of the wait whose timeout aborted it.
 
 from __future__ import annotations
 
-import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from hanganalyze.analyze.crashframes import raised_by_timeout
 from hanganalyze.analyze.triagetable import Category, table
 from hanganalyze_gdbext.model import Process, Thread
 from hanganalyze_gdbext.model.signals import FATAL_SIGNALS
 
-#: The note of a c10 exception a timeout check raised (ProcessGroupNCCL's watchdog: checkTimeout,
-#: throwTimeoutError): its process's crash is that timeout's consequence.
-_C10_TIMEOUT = re.compile(r"^c10 exception: Exception raised from \S*(?i:timeout|watchdog)\S* at ")
 #: Log lines read per paste, at most (a pasted log of a long run stays linear and bounded).
 MAX_LINES = 20000
 
@@ -36,7 +33,7 @@ def timed_out(lines: Sequence[str]) -> Tuple[Optional[Category], Optional[int]]:
     order; (None, None) when no line does."""
     tab = table()
     for cid, rx in tab.consequence_of.items():
-        cat = next((c for c in tab.categories if c.id == cid), None)
+        cat = tab.by_id(cid)
         if cat is None:
             continue
         for i, m in enumerate(lines[:MAX_LINES]):
@@ -75,7 +72,7 @@ def crash_from_timeout(proc: Process, t: Thread, raised: bool) -> bool:
     into another rank's lines: open round 31's accelerate run)."""
     return (proc.signal not in FATAL_SIGNALS and not raised
             and (any(n.startswith("Python traceback") for n in t.notes)
-                 or any(_C10_TIMEOUT.match(n) for x in proc.threads for n in x.notes)))
+                 or any(raised_by_timeout(x) for x in proc.threads)))
 
 
 def message_category(proc: Process, cats: Optional[List[Category]] = None

@@ -109,7 +109,7 @@ def _named(f: Frame) -> Tuple[str, str]:
 
 def _lock_primitive(f: Frame) -> bool:
     name, short = _named(f)
-    lock = next((c for c in table().categories if c.id == "lock"), None)
+    lock = table().by_id("lock")
     return bool(name) and lock is not None and lock.native is not None and bool(
         lock.native.search(name) or lock.native.search(short))
 
@@ -124,7 +124,7 @@ def through_lock_wait(f: Frame) -> bool:
     name, short = _named(f)
     if not name:
         return bool(tab.skip_libraries.search(basename(f.library) or "-"))
-    gil = next((c for c in tab.categories if c.id == "gil"), None)
+    gil = tab.by_id("gil")
     if gil is not None and gil.native is not None and gil.native.search(short):
         return False
     return bool(tab.skip_functions.search(name) or tab.skip_functions.search(short))

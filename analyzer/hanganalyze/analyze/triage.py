@@ -214,7 +214,7 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
     # the innermost Python line, where no native frame but a lock primitive is innermost (sourcewait.py):
     # it speaks for its own frame, before a frame list's match further out
     src = source_wait(frames, through_lock=True) if crashframes.interrupted_wait(t, proc.messages) else None
-    src_cat = next((c for c in tab.categories if src is not None and c.id == src[0]), None)
+    src_cat = tab.by_id(src[0]) if src is not None else None
     k = next((i for i, f in enumerate(frames[:12]) if f.kind == "python"), -1)  # entering a primitive
     ent = next((c for c in tab.categories if k >= 0 and c.entered and _entering(c, frames[k])), None)
     for cat in tab.categories:
@@ -234,14 +234,14 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
         if said and cat.id == "gil":  # the dumper's word for a Python-only stack: innermost, inside its last call
             return ThreadTriage(t, cat, None, blame_frame(frames), owner, "gil state")
     if t.waits is not None and t.waits.kind in _WAIT_KINDS:
-        cat = next((c for c in tab.categories if c.id == _WAIT_KINDS[t.waits.kind]), tab.runs)
+        cat = tab.by_id(_WAIT_KINDS[t.waits.kind]) or tab.runs
         return ThreadTriage(t, cat, t.waits.frame, blame_frame(frames, t.waits.frame or 0), owner, "memory")
     if src_cat is not None and src is not None:
         return ThreadTriage(t, src_cat, src[1], blame_frame(frames, src[1]), owner, "source line")
     if frames and any(n.startswith(DEVICE_NOTE) for n in t.notes):  # a kernel's own frames: the GPU's work
-        return ThreadTriage(t, next(c for c in tab.categories if c.id == "gpu"), 0, blame_frame(frames), owner, "gpu")
+        return ThreadTriage(t, tab.by_id("gpu") or tab.runs, 0, blame_frame(frames), owner, "gpu")
     if t.state.gil == "waiting":
-        cat = next((c for c in tab.categories if c.id == "gil"), tab.runs)
+        cat = tab.by_id("gil") or tab.runs
         return ThreadTriage(t, cat, None, blame_frame(frames), owner, "gil state")
     return ThreadTriage(t, tab.runs, None, blame_frame(frames), owner)
 
