@@ -34,6 +34,8 @@ _SIGNAL = re.compile(r"^(Segmentation fault|IOT/Abort trap|Bus error|Floating po
                      r" in \S{1,500}")
 _SIGNALS = {"Segmentation fault": "SIGSEGV", "IOT/Abort trap": "SIGABRT", "Bus error": "SIGBUS",
             "Floating point exception": "SIGFPE", "Illegal instruction": "SIGILL"}
+#: A C function's name qualified by its object module (``pth_signal.pthread_kill``, ``raise.raise``).
+_MODULE_QUALIFIED = re.compile(r"^\w+\.\w+$")
 #: Frame lines a text needs before it is read as a dbx stack.
 MIN_ROWS = 3
 
@@ -48,7 +50,7 @@ def _frame(s: str) -> Optional[Frame]:
     if cut is None or cut == 0:
         return None
     name = call[:cut].strip()
-    if "::" not in name and "." in name and re.match(r"^\w+\.\w+$", name):
+    if _MODULE_QUALIFIED.match(name):
         name = name.split(".", 1)[1]  # a C function's object module: pth_signal.pthread_kill
     if s.endswith('"'):
         return Frame(kind="native", function=name, file=m.group(3), line=to_int(m.group(2)))
