@@ -30,7 +30,8 @@ from .common import cap_messages, to_int
 
 NAME = "strace"
 
-_ATTACHED = re.compile(r"^strace: Process (\d{1,10}) attached")
+#: (strace before 4.12 printed it without its name: "Process 20069 attached", open round 43's pipenv-303)
+_ATTACHED = re.compile(r"^(?:strace: Process (\d{1,10}) attached|Process (\d{1,10}) attached(?: - interrupt to quit| with \d{1,6} threads)?$)")
 #: ``[pid  123] `` (``-f``), a time (``-t``/``-tt``/``-ttt``/``-r``), then ``name(args`` and its end.
 _CALL = re.compile(r"^(?:\[pid\s{1,8}(\d{1,10})\]\s)?(?:\d{1,2}:\d\d:\d\d(?:\.\d{1,9})?\s|\d{6,12}\.\d{1,9}\s|"
                    r"\s{0,4}\d{1,6}\.\d{6}\s)?([a-z_][a-z0-9_]{1,30})\((.{0,3000})$")
@@ -64,7 +65,7 @@ def score(lines: List[str]) -> float:
     heads = calls = 0
     for line in lines:
         s = line.strip()
-        if s.startswith("strace: Process ") and _ATTACHED.match(s):
+        if s.startswith(("strace: Process ", "Process ")) and _ATTACHED.match(s):
             heads += 1
         elif s and (s[0].isalpha() or s[0] in "[0123456789 ") and _call(s) is not None:
             calls += 1
@@ -84,7 +85,7 @@ def parse(lines: List[str], proc: Process) -> None:
             continue
         m = _ATTACHED.match(s)
         if m:
-            attached = to_int(m.group(1))
+            attached = to_int(m.group(1) or m.group(2))
             proc.pid = proc.pid or attached
             messages.append(s)
             continue
