@@ -169,6 +169,11 @@ CURRENT_NOTE = "faulthandler marked a current thread (written on a fatal error, 
 #: (a fatal one; SIGQUIT, how a hung process is made to dump core, is the one exception).
 DUMPED_NOTE = ("a systemd-coredump report with its signal line cut: the process dumped core on a signal its first "
                "thread took (a fatal signal; a SIGQUIT sent by hand to a hung process dumps core too)")
+#: The note systemd-coredump's reader leaves on a chunk of its stack rows cut above every thread header
+#: (elfutils' "#N 0xADDR name (lib + 0xOFF)" rows, a form no debugger prints): the process dumped core,
+#: but which thread took the signal the chunk does not say (``crashframes.crash_not_shown``).
+DUMPED_CUT_NOTE = ("systemd-coredump stack rows cut above their thread's header: the process dumped core (a fatal "
+                   "signal, or a SIGQUIT sent by hand), but the chunk does not say which thread took the signal")
 #: Notes that make a process's current thread the crashed one where no log line says so.
 CURRENT_NOTES = (CURRENT_NOTE, DUMPED_NOTE)
 #: The note macOS's crash report reader leaves on a text that is ReportCrash's (its ``Thread N:``

@@ -36,7 +36,7 @@ from typing import Callable, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.analyze.triagetable import table
-from hanganalyze.loglines import CURRENT_NOTES, REPORT_NOTE
+from hanganalyze.loglines import CURRENT_NOTES, DUMPED_CUT_NOTE, REPORT_NOTE
 from hanganalyze.names import basename
 from hanganalyze_gdbext.model import Frame, Process, Thread
 from hanganalyze_gdbext.model.signals import FATAL_SIGNALS
@@ -187,6 +187,9 @@ _FAULTHANDLER = "parsed as faulthandler dump"
 UNSHOWN = {
     "report": ("a macOS crash report", REPORT_NOTE,
                "Paste the whole crash report: the thread marked \"Crashed\" is where the process went wrong."),
+    "coredump": ("systemd-coredump's stack rows cut above their thread's header", DUMPED_CUT_NOTE,
+                 "Paste the whole report (coredumpctl info PID): its first stack is the thread that took the "
+                 "signal, and its Signal line says which."),
     "faulthandler": ("faulthandler's dump of a fatal signal marks no current thread",
                      "faulthandler writes 'Current thread' over the thread that took the fatal signal; none is "
                      "marked, so that thread ran no Python code (a native library's own thread) or the paste cut it",
@@ -211,6 +214,8 @@ def crash_not_shown(proc: Process) -> Optional[Tuple[str, str, str]]:
     process whatever it was doing, a hang included."""
     if REPORT_NOTE in proc.notes and proc.signal != "SIGKILL":
         return UNSHOWN["report"]
+    if DUMPED_CUT_NOTE in proc.notes and proc.signal is None and not any(t.current for t in proc.threads):
+        return UNSHOWN["coredump"]
     if (_FAULTHANDLER in proc.notes and proc.signal in FATAL_SIGNALS and proc.threads
             and not any(t.current for t in proc.threads)):
         return UNSHOWN["faulthandler"]

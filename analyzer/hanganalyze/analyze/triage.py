@@ -469,7 +469,7 @@ def _unshown_crash(index: int, proc: Process, rows: List[ThreadTriage], alone: b
     thread is named for the crash, and the threads shown are listed as they stand."""
     cat, shown = table().crashed, [r.category.id for r in rows]
     what, note, first = crashframes.crash_not_shown(proc) or crashframes.UNSHOWN["report"]
-    summary = ("the process crashed%s (%s); the thread that crashed is not in the text, so none is named. Threads "
+    summary = ("the process crashed%s (%s); the text does not show which thread crashed, so none is named. Threads "
                "shown: %s" % (" (%s)" % proc.signal if proc.signal else "", what,
                               ", ".join("%d %s" % (shown.count(w), w) for w in dict.fromkeys(shown))))
     info = Triage(wait=cat.id, label=cat.label, threads=[r.record() for r in rows[:MAX_LISTED]], from_="report")

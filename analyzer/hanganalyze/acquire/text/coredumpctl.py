@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
-from hanganalyze.loglines import DUMPED_NOTE
+from hanganalyze.loglines import DUMPED_CUT_NOTE, DUMPED_NOTE
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
 from .common import cap_messages, to_int
@@ -36,6 +36,10 @@ _PID = re.compile(r"^PID: (\d{1,10})\b")
 _DUMPED = re.compile(r"\bof user \d{1,10} dumped core\b")
 #: Frame rows (or thread headers) a text needs before it is read as this report.
 MIN_ROWS = 2
+#: Rows a chunk with no thread header needs (open round 43's kikit-678: frames #19-#34 of a wxPython
+#: abort), and gdb's own row (``in`` before the function, or ``from`` a library), which none may hold.
+MIN_CUT_ROWS = 3
+_GDB_ROW = re.compile(r"^#\d{1,4}\s+(?:0x[0-9a-fA-F]{1,16} in |[\w:~<>]+ \(.*\) (?:at|from) )")
 
 
 def score(lines: List[str]) -> float:
@@ -46,6 +50,8 @@ def score(lines: List[str]) -> float:
             heads += 1
         elif s.startswith("#") and " (" in s and _FRAME.match(s) and (" n/a (" in s or " + 0x" in s):
             rows += 1
+    if heads == 0 and rows >= MIN_CUT_ROWS and not any(_GDB_ROW.match(line.strip()) for line in lines):
+        return 5.0 * rows  # a chunk cut above its headers: its rows alone (gdb scores 4 a row of its own)
     return 5.0 * heads + 2.0 * rows if heads and rows >= MIN_ROWS else 0.0
 
 
@@ -63,7 +69,12 @@ def parse(lines: List[str], proc: Process) -> None:
             cur.notes.append("systemd-coredump stack")
             threads.append(cur)
             continue
-        f = _FRAME.match(s) if s.startswith("#") and cur is not None else None
+        f = _FRAME.match(s) if s.startswith("#") and (cur is not None or not threads) else None
+        if f is not None and cur is None:  # rows above every header: a chunk cut from one thread's stack
+            cur = Thread()
+            cur.notes.append("systemd-coredump stack (its thread header cut)")
+            threads.append(cur)
+            proc.notes.append(DUMPED_CUT_NOTE)
         if f is not None and cur is not None:
             func = None if f.group(3) in ("n/a", "??") else f.group(3)
             cur.frames.append(Frame(kind="native", function=func, library=f.group(4), address=to_int(f.group(2), 16)))
@@ -80,7 +91,7 @@ def parse(lines: List[str], proc: Process) -> None:
         messages.append(s)
     if proc.signal in ("SIGQUIT", "SIGKILL"):  # a hung process made to dump core: its "dumped core" is no crash
         messages = [x for x in messages if not _DUMPED.search(x)]
-    if proc.signal is None and threads and not any(_DUMPED.search(x) for x in messages):
+    if proc.signal is None and threads and threads[0].current and not any(_DUMPED.search(x) for x in messages):
         proc.notes.append(DUMPED_NOTE)  # a chunk cut below the signal line: it dumped core all the same
     proc.threads.extend(t for t in threads if t.frames)
     proc.messages.extend(cap_messages(messages, proc.notes))
