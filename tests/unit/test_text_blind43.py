@@ -34,8 +34,9 @@ def test_systemd_coredump_rows_cut_above_their_header_are_a_crash_of_an_unnamed_
     assert not tri.triage.about  # the chunk does not say which thread took the signal: none is named
     assert any("systemd-coredump stack rows cut" in n for n in snap.processes[0].notes)
     # near miss: gdb's own rows among them make it gdb's text, no core dump's
-    gdb = text.replace("#20 0x00007ec9715a9cbb _ZN12wxEvtHandler18SafelyProcessEventER7wxEvent (libwx_baseu-3.2.so.0 + 0x1a9cbb)",
-                       "#20 0x00007ec9715a9cbb in wxEvtHandler::SafelyProcessEvent(wxEvent&) () from libwx_baseu-3.2.so.0")
+    row = "#20 0x00007ec9715a9cbb _ZN12wxEvtHandler18SafelyProcessEventER7wxEvent (libwx_baseu-3.2.so.0 + 0x1a9cbb)"
+    gdb = text.replace(row, "#20 0x00007ec9715a9cbb in wxEvtHandler::SafelyProcessEvent(wxEvent&) () "
+                            "from libwx_baseu-3.2.so.0")
     assert text_verdict(gdb, db)[1] != "crashed"
 
 
@@ -46,7 +47,8 @@ def test_a_thread_parked_in_pause_while_taking_the_gil(db):
     assert "python-finalization-gil-reacquire" in sigs(snap)
     # near miss: pause() with no GIL take under it is an idle thread, no finalization park
     idle = text.replace("pyo3_ffi::pystate::PyGILState_Ensure", "my_crate::wait_for_signal").replace(
-        "pyo3::gil::GILGuard::acquire_unchecked", "my_crate::park").replace("pyo3::gil::GILGuard::acquire", "my_crate::run")
+        "pyo3::gil::GILGuard::acquire_unchecked", "my_crate::park").replace(
+        "pyo3::gil::GILGuard::acquire", "my_crate::run")
     snap, wait = text_verdict(idle, db)
     assert "python-finalization-gil-reacquire" not in sigs(snap) and wait != "gil"
 
@@ -58,5 +60,6 @@ def test_a_lone_thread_waiting_for_the_tls_key_table_lock_is_a_fork_child(db):
     f = next(f for f in snap.findings if f.signature == "fork-child-inherited-lock")
     assert f.confidence < 0.8
     # near miss: the same Python lock wait outside the key table (a program's own lock) is no fork evidence
-    own = text.replace("find_key (key=1, value=0x0) at Python/thread.c:242", "lock_PyThread_acquire_lock (self=0x7f) at Modules/threadmodule.c:50")
+    own = text.replace("find_key (key=1, value=0x0) at Python/thread.c:242",
+                       "lock_PyThread_acquire_lock (self=0x7f) at Modules/threadmodule.c:50")
     assert "fork-child-inherited-lock" not in sigs(text_verdict(own, db)[0])

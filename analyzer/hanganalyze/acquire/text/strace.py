@@ -31,7 +31,8 @@ from .common import cap_messages, to_int
 NAME = "strace"
 
 #: (strace before 4.12 printed it without its name: "Process 20069 attached", open round 43's pipenv-303)
-_ATTACHED = re.compile(r"^(?:strace: Process (\d{1,10}) attached|Process (\d{1,10}) attached(?: - interrupt to quit| with \d{1,6} threads)?$)")
+_ATTACHED = re.compile(r"^(?:strace: Process (\d{1,10}) attached|"
+                       r"Process (\d{1,10}) attached(?: - interrupt to quit| with \d{1,6} threads)?$)")
 #: ``[pid  123] `` (``-f``), a time (``-t``/``-tt``/``-ttt``/``-r``), then ``name(args`` and its end.
 _CALL = re.compile(r"^(?:\[pid\s{1,8}(\d{1,10})\]\s)?(?:\d{1,2}:\d\d:\d\d(?:\.\d{1,9})?\s|\d{6,12}\.\d{1,9}\s|"
                    r"\s{0,4}\d{1,6}\.\d{6}\s)?([a-z_][a-z0-9_]{1,30})\((.{0,3000})$")
