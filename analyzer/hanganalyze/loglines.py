@@ -66,6 +66,14 @@ KNOWN_PATTERNS = [
     # vLLM V1's front end while its engine-core processes have not come up
     r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start",
     r"^\[\d+\]\s+(?:[+-]\s+)?\d+ (?:segmentation fault|abort|bus error)",
+    # a fatal check's stack (glog / abseil, Ray's RAY_CHECK), MPI's fatal error handler, a rank's MPI_Abort,
+    # Ray's driver on a worker dead of a system error; faulthandler's Windows line cut at its start
+    r"Check failed: |\*\*\* Check failure stack trace: \*\*\*|\*\*\* StackTrace Information \*\*\*",
+    r"MPI_ERRORS_ARE_FATAL \(processes in this communicator will now abort|MPI_ABORT was invoked on rank \d+",
+    r"A worker died or was killed while executing a task by an unexpected system error",
+    r"^fatal exception: (?:access violation|stack overflow|illegal instruction|in page error|int divide by zero)",
+    # the shells' line for a process SIGKILL ended (the OOM killer mostly, or a kill -9)
+    r"^(?:Killed|zsh: killed\s+\S.*|\[\d+\]\s+(?:[+-]\s+)?(?:\d+ )?Killed\s+\S.*|.{0,200}: line \d+: +\d+ Killed\s+\S.*)$",
     r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
     # macOS shells' lines for a process killed by a signal (bash / zsh print the signal's number)
     r"^(?:Abort trap|Illegal instruction|Bus error|Segmentation fault|Floating point exception): \d{1,2}$",
