@@ -73,7 +73,8 @@ KNOWN_PATTERNS = [
     r"A worker died or was killed while executing a task by an unexpected system error",
     r"^fatal exception: (?:access violation|stack overflow|illegal instruction|in page error|int divide by zero)",
     # the shells' line for a process SIGKILL ended (the OOM killer mostly, or a kill -9)
-    r"^(?:Killed|zsh: killed\s+\S.*|\[\d+\]\s+(?:[+-]\s+)?(?:\d+ )?Killed\s+\S.*|.{0,200}: line \d+: +\d+ Killed\s+\S.*)$",
+    r"^(?:Killed|zsh: killed\s+\S.*|\[\d+\]\s+(?:[+-]\s+)?(?:\d+ )?Killed\s+\S.*|"
+    r".{0,200}: line \d+: +\d+ Killed\s+\S.*)$",
     r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
     # macOS shells' lines for a process killed by a signal (bash / zsh print the signal's number)
     r"^(?:Abort trap|Illegal instruction|Bus error|Segmentation fault|Floating point exception): \d{1,2}$",
