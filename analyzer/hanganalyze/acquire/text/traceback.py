@@ -196,6 +196,14 @@ def parse(lines: List[str], proc: Process) -> None:
                 cur.notes.append("chained: %s" % _CHAIN[s])
                 state = "log"
                 continue
+            last = cur.notes[-1][len("exception: "):]
+            if (_exception_line(s) and cur.frames and cur.frames[-1].source is None and "\n" not in last
+                    and not _exception_line(last)):
+                # a paste that lost its indentation: the line under the innermost frame was its source,
+                # this one is the exception (open round 44's backticked fairseq lines)
+                cur.frames[-1].source, cur.notes[-1] = last[:300], "exception: %s" % s
+                messages[-1:] = [s] if messages and messages[-1] == last else messages[-1:] + [s]
+                continue
             if not _exception_line(s) and not s.startswith(("Traceback", "[")) and indent_of(line) == 0 \
                     and len(cur.notes) < 50 and not _looks_like_log(s):
                 # A multi-line exception message continues until a blank line.
