@@ -32,6 +32,7 @@ error handler only (its frames seen without the ``Caught signal`` line).
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
@@ -275,6 +276,37 @@ def _wild_call(t: Thread) -> bool:
 
 #: Calls into code generated at run time (no object file maps it): libffi's, a JIT's entry trampolines.
 _FOREIGN_CALL = rxcache.compile(r"^(ffi_call\w*|ffi_closure\w*|\w*[Jj][Ii][Tt]\w*|llvm::orc::\w+|numba\w*)")
+
+
+#: An exception line as Python prints it: a dotted class name, alone or before ": message".
+_EXC_LINE = rxcache.compile(r"^exception: [A-Za-z_][\w.]{0,200}(?::\s.*|:)?$", re.S)
+#: The lines a bare uncaught exception's text may hold beside its frames: the exception line, chained
+#: tracebacks' joints, a shell's prompt with the command.  Any other line may be a framework's
+#: header over an exception it caught and printed (socketserver's "Exception happened during
+#: processing of request", threading's "Exception in thread", asyncio's "Exception in callback",
+#: a logger's record), so the text is no proof that the exception ended the process.
+_BARE = rxcache.compile(r"^(?:(?!(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|NOTICE|TRACE)\b)"
+                        r"[A-Za-z_][\w.]{0,200}(?::\s.*|:)?|During handling of the above exception, another "
+                        r"exception occurred:|The above exception was the direct cause of the following exception:|"
+                        r"(?:\(\S+\) )?(?:[\w.@~:/\-]+ ?)?[$#%>] {1,2}\S.*|Traceback \(most recent call last\):)$")
+
+
+def uncaught(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:
+    """The text's one thread is a whole Python traceback, headed as Python prints an uncaught
+    exception and ended by an exception line of its own (not a Ctrl-C or a timeout), and nothing in
+    the text but the exception, its chain's joints and the shell's command (``_BARE``): the main
+    thread's uncaught exception, which ends the process.  A framework's header over the traceback
+    (socketserver's, threading's, asyncio's, a logger's) says it caught and printed it instead."""
+    if len(threads) != 1 or not raised(t) or cut_traceback(t) or not t.notes[0].startswith("Python traceback"):
+        return False
+    exc = exception_of(t)
+    return (bool(_EXC_LINE.match("exception: " + exc)) and not _NOT_RAISED.search("exception: " + exc)
+            and all(_BARE.match(m.strip()) for m in proc.messages[:200] if m.strip()))
+
+
+def exception_of(t: Thread) -> str:
+    """The exception line a traceback ends in ("" without one)."""
+    return next((n[len("exception: "):] for n in t.notes if n.startswith("exception: ")), "")
 
 
 def lone_crash(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:

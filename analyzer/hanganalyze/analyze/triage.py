@@ -379,6 +379,8 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
             cat, msg = build_lock_wait(proc.messages)
         if cat is None and known_crash:  # a known bug's error or crash ends the process (an OOM, an NCCL error)
             cat = tab.crashed
+        if cat is tab.crashed and timed_out(proc.messages)[0] is not None:  # a watchdog's abort after its timeout
+            cat, msg = timed_out(proc.messages)
         tasks = tasks_wait(proc) if cat is None else None  # asyncio's tasks as printed or listed (taskwait.py)
         if cat is None and tasks is None and not known_lines(proc.messages):
             return None  # a healthy log: nothing to say
@@ -397,7 +399,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
     if known_crash and not crashed:
         crashed = [next((t for t in threads if t.current), threads[0])]
     rows = [classify(proc, t, memo=memo) for t in threads]
-    if not crashed and crashframes.crash_not_shown(proc):
+    if not crashed and crashframes.crash_not_shown(proc) and (paste is None or not timed_out(proc.messages)[0]):
         return _unshown_crash(index, proc, rows, alone)
     consequence = timed_out(proc.messages)[0] if crashed else None
     if crashed and consequence is None and crash_from_timeout(proc, crashed[0], crashframes.raised(crashed[0])):
@@ -420,14 +422,22 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
         said = said or paste or build_lock_wait(proc.messages)[0]  # a timeout line (logwait.py), a build's lock
         if said is not None:
             first.category, first.how = said, "log"
+        elif crashframes.uncaught(proc, first.thread, threads):
+            first.category, first.how = tab.crashed, "exception"
     cat = first.category
     blame = _blame_key(first) or None
     lead = thread_label(first.thread, ThreadStyle.TRIAGE)
-    if cat is tab.crashed:
+    if cat is tab.crashed and first.how == "exception":
+        summary = "%s raised an exception nothing caught (%s)" % (lead, crashframes.exception_of(first.thread)[:160])
+    elif cat is tab.crashed:
         summary = "%s crashed%s" % (lead, " (%s)" % proc.signal if proc.signal else "")
     elif cat is tab.runs and first.how == "samples" and first.thread.progress is not None:
         pr = first.thread.progress
         summary = "no hang seen: %s made progress over %.1f s (%d samples)" % (lead, pr.window_s or 0.0, pr.samples)
+    elif cat is tab.runs and crashframes.raised(first.thread) and not crashframes.cut_traceback(first.thread):
+        summary = ("no thread waits in a wait this tool knows: %s raised (%s), which ended that thread unless "
+                   "the program caught it; a thread that waits for its work waits forever"
+                   % (lead, crashframes.exception_of(first.thread)[:160]))
     elif cat is tab.runs:
         summary = "no thread waits in a wait this tool knows: %s runs" % lead
     else:
