@@ -8,6 +8,7 @@ the recipes projects paste into their code to debug a hang.
     # Thread: MainThread(140089313593088)
     ===============  <Thread(waitress-1, started daemon 140089313593088)>  ===============
     ### ThreadID: 139818489702144 Thread name: PoolThread-0    (Tribler's watchdog: PATH:LINE func: rows)
+    threading.py: wait: 309                                  (a dumper's PATH: func: LINE rows, innermost first)
     File: "/usr/lib/python2.7/threading.py", line 340, in wait waiter.acquire()   -> frame (source
     File: "/usr/lib/python2.7/threading.py", line 340, in wait                        after the name
       File "/usr/lib/python3.12/threading.py", line 355, in wait                      is dropped)
@@ -49,6 +50,11 @@ _HEADERS = (
 _TRIBLER_HEAD = re.compile(r"^#{3} ?ThreadID: ?(\d{1,20}) Thread name: ?(.{0,200})$")
 _TRIBLER_ROW = re.compile(r"^(\S{1,1000}?\.py):(\d{1,9}) ([\w.<>]{1,300}):$")
 _INNERMOST_FIRST = "rows innermost first (Tribler's watchdog dump)"
+#: A dumper's ``path.py: func: LINE`` rows, innermost first (execnet's gateway dump, open round 45).
+_COLON_ROW = re.compile(r"^(\S{1,1000}?\.py): ([\w.<>]{1,300}): (\d{1,9})$")
+_COLON_FIRST = "rows innermost first ('path.py: func: LINE', a dumper's own rows)"
+#: Those rows a text needs (with no header) before it is read as such a dump.
+MIN_COLON_ROWS = 3
 
 
 def _header(s: str) -> Optional[Tuple[Optional[str], Optional[int]]]:
@@ -82,6 +88,9 @@ def _split(s: str) -> Tuple[str, str]:
 
 
 def _frame(s: str) -> Optional[Frame]:
+    if ".py: " in s and s[-1:].isdigit():
+        row = _COLON_ROW.match(s)
+        return python_frame(row.group(2), row.group(1), to_int(row.group(3))) if row else None
     if s.endswith(":") and ".py:" in s:
         row = _TRIBLER_ROW.match(s)
         return python_frame(row.group(3), row.group(1), to_int(row.group(2))) if row else None
@@ -94,16 +103,20 @@ def _frame(s: str) -> Optional[Frame]:
 
 
 def score(lines: List[str]) -> float:
-    headers = colon = frames = 0
+    headers = colon = frames = rows = 0
     for line in lines:
         s, joined = _split(line.strip())
         frames += _frame(joined) is not None
-        if s.startswith("File") or (s.endswith(":") and ".py:" in s):
+        if ".py: " in s and s[-1:].isdigit() and _COLON_ROW.match(s):
+            rows += 1
+        elif s.startswith("File") or (s.endswith(":") and ".py:" in s):
             if _frame(s) is not None:
                 frames += 1
                 colon += not s.startswith("File ")  # "File:" or a Tribler row: no traceback's line
         elif _header(s) is not None:
             headers += 1
+    if rows >= MIN_COLON_ROWS or (rows and headers):
+        return 5.0 * headers + 2.0 * rows
     if frames == 0 or (colon == 0 and headers == 0):
         return 0.0
     return 5.0 * headers + 2.0 * colon + 0.5 * frames
@@ -136,6 +149,8 @@ def parse(lines: List[str], proc: Process) -> None:
                 cur = Thread(merge="python-only")
                 cur.notes.append("the thread header is not in the text (the paste starts inside its stack)")
                 threads.append(cur)
+            if _COLON_ROW.match(s) and _COLON_FIRST not in cur.notes:
+                cur.notes.append(_COLON_FIRST)
             cur.frames.append(f)
             indent = len(line) - len(line.lstrip())
             continue
@@ -143,7 +158,7 @@ def parse(lines: List[str], proc: Process) -> None:
             continue  # the source line under a frame
         messages.append(s)
     for t in threads:
-        if _INNERMOST_FIRST not in t.notes:
+        if _INNERMOST_FIRST not in t.notes and _COLON_FIRST not in t.notes:
             t.frames.reverse()  # extract_stack: outermost first
     proc.threads.extend(t for t in threads if t.frames)
     proc.messages.extend(cap_messages(messages, proc.notes))

@@ -96,6 +96,11 @@ CUT_STACK = ("Python stack (neither a traceback header nor an exception line in 
              "frames as printed, outermost first)")
 
 
+#: A line that heads a stack a program printed (no exception follows it): gevent's monitor's "Blocked
+#: Stack (for thread id 0x..):", logging's "Call stack:", a dumper's "Stack of thread X:".
+_STACK_HEADING = re.compile(r"^(?:[\w ]{0,40}\b[Ss]tack(?: of [\w .<>-]{1,80})?(?: \([^()]{0,80}\))?|Call stack):$")
+
+
 def parse(lines: List[str], proc: Process) -> None:
     messages: List[str] = []
     blocks: List[Thread] = []
@@ -175,7 +180,8 @@ def parse(lines: List[str], proc: Process) -> None:
                 heading = s.endswith(":")
                 messages.append(s)
                 continue
-            if gap and indent_of(line) <= max(frames_indent, 0) and not _EXCEPTION.match(s):
+            if gap and indent_of(line) <= max(frames_indent, 0) and (
+                    not _EXCEPTION.match(s) or cur.notes[:1] == [LOGGED_STACK]):
                 # prose after a blank line (the issue's sentence under the paste): no exception line,
                 # the frames end here as where the text ends
                 if cur.notes[:1] == [_HEADLESS]:
@@ -222,7 +228,7 @@ def parse(lines: List[str], proc: Process) -> None:
             continue
         if s:
             messages.append(s)
-            heading = s.endswith(":") and _looks_like_log(raw.strip())
+            heading = s.endswith(":") and (_looks_like_log(raw.strip()) or bool(_STACK_HEADING.match(s)))
     if state == "frames" and cur is not None and cur.notes[:1] == [_HEADLESS]:
         # no header and the text ends on frames: neither end says an exception, so the listing reads
         # as a stack dump (format_stack, a thread dumper): its innermost printed frame is where it stood
