@@ -1,9 +1,9 @@
 """Undo the wrappers that a paste put on every line, before detection, so every format benefits.
 
 People paste dumps the way their tool showed them: each line in backticks (a chat's inline code),
-numbered (an editor, a gist, ``cat -n``), quoted inside another wrapper, ending in a shell's
-`` \\``, or prefixed by a log record (``2024-01-01 12:00:00,123 INFO``, GitHub Actions'
-``2024-01-01T12:00:00.1234567Z``, journald's ``Jun 06 19:49:06 host prog[123]:``, glog's ``I1128
+numbered (an editor, a gist, ``cat -n``), Markdown's escapes kept (``\\!``, ``\\(``), quoted inside
+another wrapper, ending in a shell's `` \\``, or prefixed by a log record (``2024-01-01 12:00:00,123
+INFO``, GitHub Actions' ``2024-01-01T12:00:00.1234567Z``, journald's ``Jun 06 19:49:06 host prog[123]:``, glog's ``I1128
 12:00:00.123456 123 file.cc:12]``, Ray's ``(pid=123)``, vLLM's ``INFO 08-02 18:15:15 file.py:226]``,
 Python logging's ``INFO:root:``) or a collector's tag (srun's ``0: ``, docker compose's
 ``worker-1 | ``, kubectl's ``[pod/x/c] ``).  No parser knows ``File "..."`` after such a prefix.
@@ -129,6 +129,17 @@ def _strip_backticks(lines: List[str]) -> Optional[List[str]]:
             x = lead + t[1:-1]
         out.append(x)
     return out
+
+
+#: Markdown's escape of a punctuation mark (``\!``, ``\(``, ``\_``): a copy of an issue's source
+#: (SourceForge's migrated tickets) keeps them on every line of a call stack (open round 46's pywin32).
+_MD_ESCAPE = re.compile(r"\\([!()*_\[\]<>#`{}|~+])")
+
+
+def _strip_md_escapes(lines: List[str]) -> Optional[List[str]]:
+    if not _share(lines, lambda x: _MD_ESCAPE.search(x) is not None):
+        return None
+    return [_MD_ESCAPE.sub(r"\1", x) for x in lines]
 
 
 def _strip_numbers(lines: List[str]) -> Optional[List[str]]:
@@ -281,7 +292,8 @@ def _layers(lines: List[str]) -> List[Tuple[List[str], bool, bool]]:
     for _ in range(MAX_LAYERS):
         # a trailing "\\" before line numbers: both are taken off in turn, and the layer without the
         # "\\" alone keeps a format's own first column that counts up (a macOS report's frame numbers)
-        step = (_strip_backticks(lines) or strip_quotes(lines) or strip_gutter(lines) or _strip_prefix(lines, kinds)
+        step = (_strip_backticks(lines) or _strip_md_escapes(lines) or strip_quotes(lines) or strip_gutter(lines)
+                or _strip_prefix(lines, kinds)
                 or _strip_continuation(lines) or _strip_numbers(lines) or _strip_shared(lines, kinds))
         if step is None:
             break

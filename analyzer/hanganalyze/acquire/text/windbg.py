@@ -11,6 +11,8 @@ Code's, whose copy on Linux reads ``libc.so.6!__GI___poll(...) (/build/.../poll.
     >  ntdll.dll!_NtWaitForSingleObject@12()  Unknown                (Visual Studio, columns split by
        python311.dll!take_gil(_ts * tstate) Line 331  C               tabs: the current frame ``>``)
        [Managed to Native Transition]                                 (skipped)
+    00007FF86A59A4DC00007FF86A589BF0 torch_python.dll!initModule [<unknown file> @ <unknown line number>]
+                                                                      (c10's own backtrace on Windows)
 
 Frames are innermost first already, as everywhere.  ``module!function+0xoff`` splits into the
 library (``module``) and the function; ``module+0x1234`` and VS's ``module.dll!771022cc()`` are
@@ -42,11 +44,12 @@ _ARGS = r"(?::(?: {1,8}" + _HEX + r"){1,8} {1,8}: |: )?"
 _FRAME = re.compile(r"^(?:([0-9a-fA-F]{2,4}) )?(?:" + _HEX + r" {1,8}){1,6}" + _ARGS + r"(\S.*?)\s*$")
 _SOURCE = re.compile(r"^(.*?) \[(.{1,500}) @ (\d{1,9})\]$")
 _OFFSET = re.compile(r"^(.*?)\+0x[0-9a-fA-F]{1,16}$")
-#: Visual Studio: ``module.dll!function(args) Line 12 + 0x5 bytes`` then tab-separated columns.
+#: Visual Studio: ``module.dll!function(args) Line 12 + 0x5 bytes`` then tab-separated columns (VS 2003:
+#: ``Line 212 + 0x5``, two spaces before it).
 #: (``[Inline Frame] module.dll!function() Line 12`` for a call the compiler inlined into the next row)
 _VS = re.compile(r"^[> ]?\s*(?:\[Inline Frame\] )?([\w.\-]{1,200}\.(?:dll|exe|pyd|sys|so|drv))!(.{1,4000}?)"
-                 r"(?: Line (\d{1,9}))?"
-                 r"(?: \+ 0x[0-9a-fA-F]+ bytes)?(?:\t.*)?$", re.IGNORECASE)
+                 r"(?:\s{1,4}Line (\d{1,9}))?"
+                 r"(?: \+ 0x[0-9a-fA-F]+(?: bytes)?)?(?:\t.*)?$", re.IGNORECASE)
 #: A headerless ``kb`` row: at least two 8-digit hex columns, then ``module!function``.
 _KB_ROW = re.compile(r"^(?:[0-9a-fA-F]{8}`?(?:[0-9a-fA-F]{8})? {1,8}){2,6}" + _ARGS + r"[\w.\-]{1,200}(?:![^ ]|\+0x)")
 #: A line that heads one thread's rows in a paste of several ("Callstack:").
@@ -114,6 +117,21 @@ def _vscode_frame(s: str) -> Optional[Frame]:
                  line=to_int(line) if known else None)
 
 
+#: c10's own Windows backtrace (PyTorch's abort handler, a c10::Error's stack): the return address and
+#: the symbol's glued, then ``module!function [file @ line]`` (``<unknown file> @ <unknown line number>``).
+_C10_ROW = re.compile(r"^[0-9A-Fa-f]{16}[0-9A-Fa-f]{16} ([\w.\-]{1,200})!(\S{1,2000}) \[(.{1,1000}?) @ (.{1,60}?)\]$")
+_C10_NOTE = "c10's Windows backtrace (PyTorch's own: its abort handler or an error's stack)"
+
+
+def _c10_frame(s: str) -> Optional[Frame]:
+    m = _C10_ROW.match(s) if "!" in s and " @ " in s else None
+    if m is None:
+        return None
+    file, line = m.group(3), m.group(4)
+    return Frame(kind="native", function=m.group(2), library=m.group(1),
+                 file=None if file.startswith("<") else file, line=to_int(line) if line.isdigit() else None)
+
+
 def _vs_frame(s: str) -> Optional[Frame]:
     if "!" not in s or not (s[:1] in "> \t[" or s[:1].isalnum()):
         return None
@@ -132,12 +150,14 @@ def _vs_frame(s: str) -> Optional[Frame]:
 
 
 def score(lines: List[str]) -> float:
-    tables = threads = frames = vs = kb = 0
+    tables = threads = frames = vs = kb = c10 = 0
     for line in lines:
         s = line.strip()
         if not s:
             continue
-        if "RetAddr" in s and _TABLE.match(s):
+        if _c10_frame(s) is not None:
+            c10 += 1
+        elif "RetAddr" in s and _TABLE.match(s):
             tables += 1
         elif " Id: " in s and _THREAD.match(s):
             threads += 1
@@ -148,6 +168,8 @@ def score(lines: List[str]) -> float:
             vs += 1
         elif ".so" in s and _vscode_frame(s) is not None:
             vs += 1
+    if c10 >= 2:
+        return 2.0 * c10
     if tables == 0 and threads == 0 and vs < 2:
         # a ``kb`` table pasted without its header: rows of 2+ hex columns then ``module!function``
         return 1.5 * kb if kb >= 3 else 0.0
@@ -194,7 +216,12 @@ def parse(lines: List[str], proc: Process) -> None:
             cur = None  # "Callstack:" heads the next thread's rows (several pasted one after another)
             messages.append(s)
             continue
-        f = _windbg_frame(s, numbered=cur is None and not _KB_ROW.match(s))
+        f = _c10_frame(s)
+        if f is not None and (cur is None or _C10_NOTE not in cur.notes):
+            cur = Thread()
+            cur.notes.append(_C10_NOTE)
+            threads.append(cur)
+        f = f or _windbg_frame(s, numbered=cur is None and not _KB_ROW.match(s))
         if f is not None and cur is None:
             cur = Thread()
             cur.notes.append("WinDbg call stack (its header is not in the text)")
