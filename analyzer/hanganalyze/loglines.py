@@ -72,6 +72,9 @@ KNOWN_PATTERNS = [
     r"MPI_ERRORS_ARE_FATAL \(processes in this communicator will now abort|MPI_ABORT was invoked on rank \d+",
     r"A worker died or was killed while executing a task by an unexpected system error",
     r"^fatal exception: (?:access violation|stack overflow|illegal instruction|in page error|int divide by zero)",
+    r"Unhandled exception caught in c10/util/AbortHandler\.h",  # c10's terminate handler, then abort()
+    # a Rust panic (its thread's end; the process's under panic=abort or in the main thread), the Rust runtime's abort
+    r"^thread '[^']{0,200}'(?: \(\d{1,10}\))? panicked at |\bpanicked while processing panic\b|^fatal runtime error: ",
     # the shells' line for a process SIGKILL ended (the OOM killer mostly, or a kill -9)
     r"^(?:Killed|zsh: killed\s+\S.*|\[\d+\]\s+(?:[+-]\s+)?(?:\d+ )?Killed\s+\S.*|"
     r".{0,200}: line \d+: +\d+ Killed\s+\S.*)$",

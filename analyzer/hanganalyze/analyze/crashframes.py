@@ -280,6 +280,10 @@ _FOREIGN_CALL = rxcache.compile(r"^(ffi_call\w*|ffi_closure\w*|\w*[Jj][Ii][Tt]\w
 
 #: An exception line as Python prints it: a dotted class name, alone or before ": message".
 _EXC_LINE = rxcache.compile(r"^exception: [A-Za-z_][\w.]{0,200}(?::\s.*|:)?$", re.S)
+#: A log record below the error level (a launcher's own INFO / WARNING lines around its ranks' output):
+#: ``[2020-12-24 16:25:13,160] [INFO] [...]``, ``2024-01-01 12:00:00 INFO ...``, ``INFO: ...``, glog's ``I1224 ..``.
+_CALM = rxcache.compile(r"^(?:\[?\d{4}-\d\d-\d\d[ T][\d:.,]{5,20}\]?\s{1,4}(?:-\s)?\[?(?:INFO|DEBUG|WARNING|WARN)\b|"
+                        r"(?:INFO|DEBUG|WARNING|WARN)[:\s]|[IW]\d{4} \d\d:\d\d:\d\d)")
 #: The lines a bare uncaught exception's text may hold beside its frames: the exception line, chained
 #: tracebacks' joints, a shell's prompt with the command.  Any other line may be a framework's
 #: header over an exception it caught and printed (socketserver's "Exception happened during
@@ -292,16 +296,23 @@ _BARE = rxcache.compile(r"^(?:(?!(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL
 
 
 def uncaught(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:
-    """The text's one thread is a whole Python traceback, headed as Python prints an uncaught
-    exception and ended by an exception line of its own (not a Ctrl-C or a timeout), and nothing in
-    the text but the exception, its chain's joints and the shell's command (``_BARE``): the main
-    thread's uncaught exception, which ends the process.  A framework's header over the traceback
-    (socketserver's, threading's, asyncio's, a logger's) says it caught and printed it instead."""
-    if len(threads) != 1 or not raised(t) or cut_traceback(t) or not t.notes[0].startswith("Python traceback"):
+    """Each thread of the text is a whole Python traceback, headed as Python prints an uncaught
+    exception and ended by an exception line of its own (not a Ctrl-C or a timeout): one process's,
+    or one a rank of a launcher (its ranks printing the same error), and nothing else in the text
+    but the exception, its chain's joints, the shell's command (``_BARE``) and records below the
+    error level (a launcher's INFO lines, ``_CALM``): the main thread's uncaught exception, which
+    ends the process.  A framework's header over the traceback (socketserver's, threading's,
+    asyncio's, a logger's error record) says it caught and printed it instead."""
+    if t not in threads or not all(_raised_whole(x) for x in threads[:8]) or len(threads) > 8:
         return False
-    exc = exception_of(t)
-    return (bool(_EXC_LINE.match("exception: " + exc)) and not _NOT_RAISED.search("exception: " + exc)
-            and all(_BARE.match(m.strip()) for m in proc.messages[:200] if m.strip()))
+    return all(_BARE.match(m.strip()) or _CALM.match(m.strip()) for m in proc.messages[:200] if m.strip())
+
+
+def _raised_whole(t: Thread) -> bool:
+    if not raised(t) or cut_traceback(t) or not t.notes[0].startswith("Python traceback"):
+        return False
+    exc = "exception: " + exception_of(t)
+    return bool(_EXC_LINE.match(exc)) and not _NOT_RAISED.search(exc)
 
 
 def exception_of(t: Thread) -> str:
