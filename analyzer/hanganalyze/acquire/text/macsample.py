@@ -44,8 +44,9 @@ _FRAME = re.compile(r"^(.{1,2000}?)  \(in ([^()]{1,300})\)(?: \+ \d{1,12})?(?:  
 #: ``Thread_123: worker-name``.
 _THREAD = re.compile(r"^Thread_(\d{1,20})(?::\s*|\s+|$)(.{0,300})$")
 #: spindump's ``func + 118 (Python + 14950) [0x10c6ba3a6]`` and ``??? (Python + 14950) [0x...]``.
+#: (newer releases add the samples' range after the address: ``[0x7ff819fca3ea] 1-45``)
 _SPIN_FRAME = re.compile(r"^(.{1,2000}?)(?: \+ \d{1,12})? \(([^()]{1,300}?) \+ \d{1,12}\) "
-                         r"\[(0x[0-9a-fA-F]{1,16})\]\s*$")
+                         r"\[(0x[0-9a-fA-F]{1,16})\](?: \d{1,10}(?:-\d{1,10})?)?\s*$")
 #: spindump's ``Thread 0x5c2    DispatchQueue "label"(1)    1001 samples (1-1001) ...``
 _SPIN_THREAD = re.compile(r"^Thread (0x[0-9a-fA-F]{1,16})\s(.{0,1000})$")
 _SPIN_NAME = re.compile(r'(?:Thread name|DispatchQueue) "([^"]{1,200})"')

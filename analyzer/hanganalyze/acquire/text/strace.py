@@ -12,7 +12,8 @@ thread stands in.
 A thread (``[pid N]``, else the attached process) is where its last call stands: a call with no
 result (strace printed it when it started and the paste ends, or the trace was stopped, before it
 returned) is where it blocks; a thread whose last call returned stands in the call it makes in a
-loop.  Each becomes a thread of one frame named by the call (``futex``, ``read``, ``wait4``...)
+loop, or, where that loop keeps failing to take a lock (``flock(.., LOCK_EX|LOCK_NB) = -1 EAGAIN``), in that
+lock call.  Each becomes a thread of one frame named by the call (``futex``, ``read``, ``wait4``...)
 that the wait lists read as any stack's innermost frame; a futex wait (``FUTEX_WAIT*``,
 ``FUTEX_LOCK_PI``) is a wait for a lock or a condition variable, which strace cannot tell apart
 (``Thread.waits`` of kind ``futex``).  Every other line is a message.  Sealed and open rounds
@@ -51,6 +52,11 @@ _SYSCALLS = frozenset((
     "getdents64", "pipe2", "dup2", "socket", "bind", "listen", "shutdown", "getsockopt", "setsockopt",
 ))
 _FUTEX_WAIT = re.compile(r"FUTEX_(?:WAIT|LOCK_PI|WAIT_REQUEUE_PI)")
+#: A lock call that failed (a non-blocking try another process holds, or a file system without locks):
+#: in a loop of calls that return, the thread polls a lock file (open round 47's Lustre, ENOSYS).
+_LOCK_CALLS = frozenset(("flock", "fcntl", "lockf"))
+_LOCK_FAILED = re.compile(r"\)\s+=\s+-1 (E(?:AGAIN|WOULDBLOCK|NOSYS|NOLCK|ACCES|OPNOTSUPP))\b")
+_LOCK_CMD = re.compile(r"\bLOCK_(?:EX|SH)\b|\bF_(?:OFD_)?SETLKW?\b")
 #: Lines of calls (or an attach header) a text needs before it is read as strace's.
 MIN_CALLS = 2
 
@@ -78,6 +84,7 @@ def score(lines: List[str]) -> float:
 def parse(lines: List[str], proc: Process) -> None:
     messages: List[str] = []
     last: Dict[Optional[int], tuple] = {}  # pid (None: not known) -> (call, args, returned)
+    lockfail: Dict[Optional[int], str] = {}  # pid -> the last failed lock call ("flock(...) = -1 ENOSYS")
     order: List[Optional[int]] = []
     attached: Optional[int] = None  # the process of the lines with no ``[pid N]``: the last attached
     for line in lines:
@@ -105,15 +112,25 @@ def parse(lines: List[str], proc: Process) -> None:
             order.append(pid)
         args = c.group(3)
         last[pid] = (c.group(2), args, _RESULT.search(s) is not None)
+        failed = _LOCK_FAILED.search(args) if c.group(2) in _LOCK_CALLS and _LOCK_CMD.search(args) else None
+        if failed:
+            lockfail[pid] = "%s(...) = -1 %s" % (c.group(2), failed.group(1))
         if "strace: Process" in args:  # "NULL^Cstrace: Process 9268 detached": the trace stopped in it
             messages.append(args[args.index("strace: Process"):])
     for pid in order:
         name, args, returned = last[pid]
+        looped = returned and pid in lockfail
+        if looped:  # the loop's calls return; the lock it keeps failing to take is what it waits for
+            name = lockfail[pid].split("(", 1)[0]
         t = Thread(tid=pid)
         t.current = pid is None or pid == proc.pid
         t.frames.append(Frame(kind="native", function=name))
         t.notes.append("strace: %s %s" % (name, "returned, the last call seen (a loop)" if returned
                                           else "with no result: the thread blocks in it"))
+        if looped:
+            t.notes[-1] = ("strace: a loop of calls that return, around a lock call that fails (%s): the thread "
+                           "polls a lock file it cannot take (held by another process, or a file system without "
+                           "locks: ENOSYS / ENOLCK)" % lockfail[pid])
         if name == "futex" and not returned and _FUTEX_WAIT.search(args):
             t.waits = Wait(kind="futex", resource=args.split(",", 1)[0].strip() or None, frame=0,
                            detail="strace: a futex wait (a lock or a condition variable)")

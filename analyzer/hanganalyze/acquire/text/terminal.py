@@ -142,6 +142,11 @@ def _closes(line: str, piece: str) -> bool:
     return False
 
 
+#: A traceback's whole ``File "path", line N, in func`` line: the indented line under it is its source, never
+#: the rest of a cut line (open round 49's Windows paths, one line exactly the width long).
+_WHOLE_FILE_LINE = re.compile(r'^\s*File "[^"]{1,2000}", line \d{1,9}, in [\w<>.]{1,300}$')
+
+
 def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = None) -> List[str]:
     """Join the pieces of lines that a terminal cut at its width (copy-paste from a narrow window).
 
@@ -175,6 +180,7 @@ def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = N
                 and not (tagged is not None and tags_cut)
                 and not _same_wrapper(above, piece)
                 and not (out[-1].endswith(" \\") and line.endswith(" \\"))
+                and not (piece[:1].isspace() and _WHOLE_FILE_LINE.match(above))
                 and not (weak and not _mid_word(above, glue, piece))):
             out[-1] += glue + piece
         else:

@@ -57,6 +57,8 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     # 28-Jun-2016 08:44:47  (a service's log: a date with the month's name, then the message; Bamboo's
     # build log puts a tab, not a space, between the two)
     ("dated", re.compile(r"^\d\d?-[^\W\d_]{3,5}-\d{4} \d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:[ \t]|$)")),
+    # [  192s]  (the Open Build Service's build log: seconds since the build started; open round 47)
+    ("elapsed", re.compile(r"^\[ {0,6}\d{1,7}s\] ")),
     # Mon Nov 24 15:03:14 2014 -  (C's ctime() then " - ": uWSGI's log, and others that print ctime)
     ("ctime", re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4} - ")),
     # Aug 20, 2023, 5:54:14 PM | WARNING |  (Colab's runtime log view: its own time, then the level)
