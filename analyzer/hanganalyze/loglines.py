@@ -73,6 +73,10 @@ KNOWN_PATTERNS = [
     r"A worker died or was killed while executing a task by an unexpected system error",
     r"^fatal exception: (?:access violation|stack overflow|illegal instruction|in page error|int divide by zero)",
     r"Unhandled exception caught in c10/util/AbortHandler\.h",  # c10's terminate handler, then abort()
+    # a macOS crash report's exception and termination lines; a raylet that could not register a worker
+    r"^Exception Type:\s+EXC_(?:BAD_ACCESS|BAD_INSTRUCTION|BREAKPOINT|CRASH|ARITHMETIC|GUARD)\b",
+    r"^Termination:\s+SIGNAL / SIG",
+    r"Failed to register worker \w+ to Raylet",
     # a Rust panic (its thread's end; the process's under panic=abort or in the main thread), the Rust runtime's abort
     r"^thread '[^']{0,200}'(?: \(\d{1,10}\))? panicked at |\bpanicked while processing panic\b|^fatal runtime error: ",
     # the shells' line for a process SIGKILL ended (the OOM killer mostly, or a kill -9)
