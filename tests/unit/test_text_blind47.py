@@ -76,6 +76,7 @@ def test_a_spawned_child_rerunning_the_main_script_reaches_a_process_start(db):
     f = next(f for f in snap.findings if f.signature == "spawn-main-module-not-guarded")
     assert f.confidence < 0.8
     # near miss: the main script's top level iterating a loader without workers starts no process
-    calm = text.replace("    return _MultiProcessingDataLoaderIter(self)", "    return _SingleProcessDataLoaderIter(self)")
+    calm = text.replace("    return _MultiProcessingDataLoaderIter(self)",
+                        "    return _SingleProcessDataLoaderIter(self)")
     calm = calm.replace("    w.start()", "    self._sampler_iter = iter(self._index_sampler)")
     assert "spawn-main-module-not-guarded" not in sigs(text_verdict(calm, db)[0])
