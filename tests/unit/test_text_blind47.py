@@ -80,3 +80,10 @@ def test_a_spawned_child_rerunning_the_main_script_reaches_a_process_start(db):
                         "    return _SingleProcessDataLoaderIter(self)")
     calm = calm.replace("    w.start()", "    self._sampler_iter = iter(self._index_sampler)")
     assert "spawn-main-module-not-guarded" not in sigs(text_verdict(calm, db)[0])
+
+
+def test_a_launchers_summary_of_a_rank_that_exited_with_its_own_error(db):
+    text = real_text("unsloth/unsloth-4-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: a summary of a rank that exited 0 (the launcher's own error after it) names no crash
+    assert text_verdict(text.replace("exitcode  : 1 (pid", "exitcode  : 0 (pid"), db)[1] != "crashed"
