@@ -205,6 +205,11 @@ def _ends(lines: List[str]) -> List[str]:
     return lines if len(lines) <= 2 * ENDS else lines[:ENDS] + lines[-ENDS:]
 
 
+#: Process headers (``Process N:``, ``Stack dump for``, ``==> file <==``) a text is split at, at most: a
+#: job's dump holds a few hundred; past that the rest is one segment (each costs a format detection).
+MAX_SEGMENTS = 1000
+
+
 def _parse_all(lines: List[str], forced: Optional[TextParser], ranks: Optional[List[Segment]] = None
                ) -> List[Process]:
     """Every process of the lines (``ranks``: their split by rank, when the caller made it)."""
@@ -213,7 +218,12 @@ def _parse_all(lines: List[str], forced: Optional[TextParser], ranks: Optional[L
         if ranked.label is not None:  # a rank's lines may carry a wrapper inside the launcher's prefix
             ranked.lines = _unwrapped(unwrap_terminal(strip_wrappers(ranked.lines)), forced)
             ranked.lines = [without_rank_tag(x, ranked.label) for x in ranked.lines]
-        for seg in split_processes(ranked):
+        segs = split_processes(ranked)
+        if len(segs) > MAX_SEGMENTS:  # a hostile text of headers: the rest read as one, bounded
+            rest = Segment(label=segs[MAX_SEGMENTS - 1].label, pid=segs[MAX_SEGMENTS - 1].pid,
+                           lines=[x for seg in segs[MAX_SEGMENTS - 1:] for x in seg.lines])
+            segs = segs[:MAX_SEGMENTS - 1] + [rest]
+        for seg in segs:
             processes.extend(_parse_segment(seg, forced))
     return processes
 
