@@ -77,6 +77,13 @@ KNOWN_PATTERNS = [
     r"^Exception Type:\s+EXC_(?:BAD_ACCESS|BAD_INSTRUCTION|BREAKPOINT|CRASH|ARITHMETIC|GUARD)\b",
     r"^Termination:\s+SIGNAL / SIG",
     r"Failed to register worker \w+ to Raylet",
+    r"CreateSession still waiting for response from worker: /job:",  # TF 1.x's master, a task missing
+    # mpirun's lines for a rank that exited with an error or a signal (the job aborted after it)
+    r"Primary job\s+terminated normally, but \d+ process(?:es)? returned|mpirun noticed that process rank \d+ with PID",
+    # a scheduler or a container runtime that ended the job (Slurm, srun, Ray's dead actor, a container's exit code)
+    r"slurmstepd: error: \*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+|^srun: error: \S+: tasks? [\d,\-]+: \w",
+    r"The actor is dead because its worker process has died|\. Ray killed this worker \(ID: ",
+    r"\"?exitCode\"?:\s*(?:13[4-9])\b|\"?reason\"?:\s*\"?OOMKilled\b|^\s*Exit Code:\s+13[4-9]\b",
     # a Rust panic (its thread's end; the process's under panic=abort or in the main thread), the Rust runtime's abort
     r"^thread '[^']{0,200}'(?: \(\d{1,10}\))? panicked at |\bpanicked while processing panic\b|^fatal runtime error: ",
     # the shells' line for a process SIGKILL ended (the OOM killer mostly, or a kill -9)
