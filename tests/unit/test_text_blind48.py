@@ -60,7 +60,8 @@ def test_ncclS_ib_completion_error_without_a_peer(db):
     text = real_text("nccl/nccl-902-1.txt")
     assert "nccl-ib-completion-error" in sigs(text_verdict(text, db)[0])
     # near miss: NCCL's warning of another network failure is no completion error
-    other = text.replace("Got completion with error 12, opcode 0, len 0, vendor err 129", "Call to ibv_modify_qp failed")
+    other = text.replace("Got completion with error 12, opcode 0, len 0, vendor err 129",
+                         "Call to ibv_modify_qp failed")
     assert "nccl-ib-completion-error" not in sigs(text_verdict(other, db)[0])
 
 
