@@ -65,6 +65,10 @@ def frame_body(line: str) -> Optional[tuple]:
 _OPAL = re.compile(r"^(?:\[[\w.-]{1,100}:\d{1,10}\] )?\[ {0,3}(\d{1,4})\] ")
 
 
+#: An executable's bare name in a ``backtrace_symbols()`` line.
+_EXE = re.compile(r"^[A-Za-z_][\w.+-]{0,100}$")
+
+
 def symbols_body(s: str) -> Optional[tuple]:
     """(index or None, body) of a ``backtrace_symbols()`` line (stripped): glibc's
     ``/lib/libc.so.6(abort+0x12) [0x7f..]``, UCX's `` 3  /x/_raylet.so(+0xb996ba) [0x7f..]``,
@@ -81,6 +85,8 @@ def symbols_body(s: str) -> Optional[tuple]:
     m = _OPAL.match(s) if s.startswith("[") else None
     if m is not None:
         s = "%s %s" % (m.group(1), s[m.end():].replace(")[0x", ") [0x", 1))
+    elif s.endswith("]") and ")[0x" in s and " [0x" not in s:
+        s = s.replace(")[0x", ") [0x", 1)  # glibc's backtrace_symbols_fd writes no blank (cysignals' dump)
     k = s.rfind(" [")
     if k < 0 or not _HEX.match(s[k + 2:-1]):
         return None
@@ -92,9 +98,9 @@ def symbols_body(s: str) -> Optional[tuple]:
     if not words or len(words) > 2 or (len(words) == 2 and not words[0].isdigit()):
         return None
     lib = words[-1]
-    if "/" not in lib and ".so" not in lib:
-        return None
     inner = left[p:]
+    if "/" not in lib and ".so" not in lib and not (_EXE.match(lib) and "+0x" in inner):
+        return None  # a bare name only as an executable's frame (``python3(PyEval_EvalCode+0x14)``)
     if symbol and inner[1:2] in ("+", ")"):  # no name of its own in the parentheses: the trailing one
         inner = "(%s%s" % (symbol, inner[1:])
     return (int(words[0]) if len(words) == 2 else None), lib + inner + s[k:]
