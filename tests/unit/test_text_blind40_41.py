@@ -50,3 +50,28 @@ def test_a_worker_aborted_on_cudas_initialisation_error(db):
     # near miss: the worker's C++ error of another kind is no CUDA set up before the fork
     other = text.replace("profiler_cuda.cpp:22: initialization error", "profiler_cuda.cpp:22: out of memory")
     assert "cuda-init-before-fork" not in sigs(text_verdict(other, db)[0])
+
+
+def test_abort_under_glibcs_inlined_pthread_kill_frames(db):
+    text = real_text("jaxlib-feedstock/jaxlib-feedstock-288-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: the same frames over a futex wait (no abort under them) are no crash
+    waits = text.replace("__GI_abort ()", "__GI___futex_abstimed_wait ()").replace("abort.c:79", "futex.c:79")
+    assert text_verdict(waits, db)[1] != "crashed"
+
+
+def test_a_libraries_own_nccl_check_failure_ends_the_process(db):
+    text = real_text("tensorrt-llm/tensorrt-llm-4238-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: NCCL's own INFO and WARN lines without the library's failure line read as the collective
+    calm = "\n".join(x for x in text.splitlines() if not x.startswith("Failed, NCCL error")) + "\n"
+    assert text_verdict(calm, db)[1] != "crashed"
+
+
+def test_a_lone_stack_stopped_in_a_librarys_unnamed_code(db):
+    text = real_text("anaconda-recipes/anaconda-recipes-78-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: the same top in the C library is where a waiting thread stands
+    qt = "/home/guilherme/miniconda2/envs/test_qt/lib/python3.5/site-packages/PyQt5/../../../libQt5Gui.so.5\n#1"
+    libc = text.replace(qt, "/lib/x86_64-linux-gnu/libc.so.6\n#1", 1)
+    assert text_verdict(libc, db)[1] != "crashed"

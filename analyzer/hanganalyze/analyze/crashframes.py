@@ -36,7 +36,7 @@ import re
 from typing import Callable, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
-from hanganalyze.analyze.triagetable import table
+from hanganalyze.analyze.triagetable import glob_match, table
 from hanganalyze.loglines import CURRENT_NOTES, DUMPED_CUT_NOTE, REPORT_NOTE
 from hanganalyze.names import basename
 from hanganalyze_gdbext.model import Frame, Process, Thread
@@ -52,8 +52,8 @@ CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore
 #: abort itself (glibc, the MSVC runtime's ucrtbase!abort, macOS's libsystem_c abort).
 _ABORT = rxcache.compile(r"^(abort|__GI_abort|__libc_abort)$")
 #: What may sit above abort on the way down to the kernel: the signal being raised.
-_RAISING = rxcache.compile(r"^(raise|gsignal|__GI_raise|_p_raise|pthread_kill\w*|__pthread_kill\w*|__pthread_kill_\w+|"
-                           r"__futex_abstimed_wait\w*|__restore_rt|<signal handler called>)$")
+_RAISING = rxcache.compile(r"^(raise|gsignal|__GI_raise|_p_raise|pthread_kill\w*|(?:__GI_)?__pthread_kill\w*|"
+                           r"__pthread_kill_\w+|__futex_abstimed_wait\w*|__restore_rt|<signal handler called>)$")
 #: Handlers that only a fatal signal or a fatal error runs (UCX's error signal handler, faulthandler's,
 #: CPython's fatal error path, glog / absl / c10 failure handlers, a sanitizer's report).
 _FATAL_HANDLERS = rxcache.compile(r"^(ucs_error_signal_handler|ucs_debug_handle_error_signal|faulthandler_fatal_error|"
@@ -87,7 +87,7 @@ _FATAL_LINES = rxcache.compile(r"^Fatal Python error: |"
                                r"^Current thread's C stack trace\b|"
                                r"^==== backtrace \(tid:\s*\d+\) ====$")
 #: How deep abort may be (below the raising frames) and still be this thread's innermost call.
-ABORT_DEPTH = 4
+ABORT_DEPTH = 6  # glibc 2.35+ shows three inlined pthread_kill frames over raise
 #: ... where a handler re-raised the signal (a SIGABRT handler that restores the default action and
 #: raises again): a second raise chain over ``<signal handler called>`` sits on the first one, so
 #: ``abort`` is deeper, with nothing but raising frames above it (open round 22's forced-unwind abort).
@@ -250,13 +250,36 @@ def lone_stop(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:
     elif not any(n in _STOP_TOPS for n in t.notes):
         return False
     top = next((f for f in t.frames if not f.marker), None)
-    if top is not None and _wild_call(t):
+    if top is not None and (_wild_call(t) or _unnamed_in_library(t)):
         return True
     if top is None or top.kind != "native" or not top.function or top.function == "??":
         return False
     if not (top.library or top.file) or _LIBC_STILL.match(top.function) or _LIBC_SOURCE.search(top.file or ""):
         return False  # a frame of no known code (a stripped driver's hashed name), or the C library's
     return not (_WINDOWS_STILL.match(basename(top.library) or "") or table().stands_still(top))
+
+
+def _unnamed_in_library(t: Thread) -> bool:
+    """The lone stack's top frame is unnamed code of a named library that is neither the C runtime,
+    the interpreter nor a driver or runtime a waiting thread stands in (``Table.stands_still``, the
+    wait categories' own unnamed libraries), and the frame under it is named code of the program's
+    libraries: stopped in that library's own code, where a debugger stops the faulting thread
+    (open round 41's PyQt5 font lookup in libQt5Gui)."""
+    real = [f for f in t.frames if not f.marker][:2]
+    if len(real) < 2 or real[0].kind != "native" or (real[0].function and real[0].function != "??"):
+        return False
+    lib = basename(real[0].library)
+    if not lib or table().stands_still(real[0]) or _LIBC_LIKE.match(lib) or any(
+            any(glob_match(lib, g) for g in c.unnamed) for c in table().categories):
+        return False
+    under = real[1]
+    return (under.kind == "native" and bool(under.function) and under.function != "??"
+            and not table().stands_still(under))
+
+
+#: The C runtime's and the loader's libraries (where a waiting thread's unnamed frames sit).
+_LIBC_LIKE = rxcache.compile(r"^(libc|libpthread|ld-linux[\w-]*|ld|libdl|librt|libm|libgcc_s|libstdc\+\+|libc\+\+\w*|"
+                             r"libsystem_\w+|ntdll|kernelbase|kernel32)(?:[.-].*)?$")
 
 
 def _wild_call(t: Thread) -> bool:

@@ -373,6 +373,9 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
     threads = [t for t in proc.threads if any(not f.marker for f in t.all_frames())]
     if not threads:
         cat, msg = message_category(proc)
+        if cat is not None and cat is not tab.crashed and timed_out(proc.messages)[0] is None:
+            ended = message_category(proc, [tab.crashed])  # the log's end outranks a wait no timeout names
+            cat, msg = ended if ended[0] is not None else (cat, msg)
         if cat is None:
             cat, msg = timed_out(proc.messages)
         if cat is None:  # a JIT extension build stopped before its build: its lock file (extbuild.py)
