@@ -35,7 +35,7 @@ CASES = [
     ("elastic_sigsegv_megatron_1880.txt", "11 ("),
     ("c10d_port_in_use_pytorch_85604.txt", "errno: 98"),
     ("c10d_port_in_use_new_vllm_39015.txt", "EADDRINUSE"),
-    ("ray_oom_flingbot_11.txt", "running low on memory"),
+    ("ray_oom_flingbot_11.txt", "memory"),  # the task's error and the raylet's kill line: each alone names it
     ("ray_oom_raylet_wmpo_3.txt", "killed due to memory pressure"),
     ("cuda_device_assert_lmeval_2293.txt", "ssert"),  # the kernel's Assertion lines and the error: each alone names it
     ("cuda_illegal_access_tegnas_19.txt", "illegal memory access"),
