@@ -148,8 +148,23 @@ class Heuristics:
             return False
         target = (ra + call[1]) & 0xFFFFFFFFFFFFFFFF
         mod = self.module_of(callee_pc)
-        return (mod is not None and self.module_of(target) is mod
+        if mod is not None and self.module_of(target) is not mod:
+            target = self._plt_target(target)  # a call into another library goes through the caller's PLT
+        return (mod is not None and target is not None and self.module_of(target) is mod
                 and 0 <= callee_pc - target < MAX_FUNCTION_SIZE)
+
+    def _plt_target(self, stub: int) -> Optional[int]:
+        """Where a PLT stub jumps: ``jmp *disp(%rip)`` (``ff 25``), after ``endbr64`` and a ``bnd``
+        prefix in an IBT build's ``.plt.sec``; the GOT slot read from the process (None if it is not one)."""
+        code = self.read(stub, 16)
+        if code is None or len(code) < 16:
+            return None
+        i = 4 if code[:4] == b"\xf3\x0f\x1e\xfa" else 0
+        i += 1 if code[i:i + 1] == b"\xf2" else 0
+        if code[i:i + 2] != b"\xff\x25":
+            return None
+        disp = struct.unpack("<i", code[i + 2:i + 6])[0]
+        return self._word((stub + i + 6 + disp) & 0xFFFFFFFFFFFFFFFF)
 
     def step(self, cur: List[Optional[int]]) -> Tuple[Optional[List[Optional[int]]], Optional[str]]:
         """The caller's registers and how they were found (``"fp"`` or ``"scan"``), or (None, None).
@@ -169,17 +184,24 @@ class Heuristics:
             limit = min(limit, rbp + 8)
             fp_confirmed = self._confirms(fp_ra or 0, fp_call, pc)
         addr = sp
+        first: Optional[Tuple[int, int]] = None  # the first plausible return address, unconfirmed
         while addr + 8 <= limit and not fp_confirmed:
             word = self._word(addr)
             if word is None:
                 break
             call = self.return_address(word)
-            # below a frame pointer, only a word whose call provably entered this function beats it
-            if call is not None and (fp_call is None or self._confirms(word, call, pc)):
-                nxt = list(cur)
-                nxt[16], nxt[7] = word, addr + 8
-                return nxt, SCAN
+            # a word whose call provably entered this function beats a stale return address above it
+            # (an earlier call's, left in this frame's locals); below a frame pointer only such a word
+            if call is not None and self._confirms(word, call, pc):
+                first = (word, addr)
+                break
+            if call is not None and fp_call is None and first is None:
+                first = (word, addr)
             addr += 8
+        if first is not None:
+            nxt = list(cur)
+            nxt[16], nxt[7] = first[0], first[1] + 8
+            return nxt, SCAN
         if fp_call is not None and rbp is not None:
             saved = self._word(rbp)
             if saved is None:
