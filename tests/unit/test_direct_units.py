@@ -133,3 +133,32 @@ def test_cache_files_are_written_whole_by_concurrent_writers(tmp_path):
     r.join()
     assert seen and all(s == want for s in seen)
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["same.sorted"]
+
+
+def test_a_call_through_the_callers_plt_stub_confirms_the_callee():
+    """A stale return address in a frame's locals loses to the word whose call entered the function,
+    also when that call went through the caller's PLT stub (IBT's endbr64 / bnd jmp form included)."""
+    import struct
+
+    from hanganalyze.direct.stackscan import Heuristics
+
+    exe, lib = object(), object()
+    stub, got, callee = 0x401000, 0x404000, 0x7F0000001000
+    # endbr64; bnd jmp *disp(%rip) -> the GOT slot, which holds the callee's entry
+    code = b"\xf3\x0f\x1e\xfa\xf2\xff\x25" + struct.pack("<i", got - (stub + 11)) + b"\x90" * 5
+    mem = {stub + i: b for i, b in enumerate(code)}
+    mem.update({got + i: b for i, b in enumerate(struct.pack("<Q", callee))})
+
+    def read(addr, size):
+        out = bytes(mem.get(addr + i, 0) for i in range(size))
+        return out if any(addr + i in mem for i in range(size)) else None
+
+    def module_of(addr):
+        return lib if addr >= 0x7F0000000000 else exe
+
+    heur = Heuristics(read, None, module_of, lambda a: True)
+    ra = 0x400500  # the caller's return address; its call's displacement reaches the stub
+    assert heur._confirms(ra, ("direct", stub - ra), callee + 0x40)
+    # near miss: a stub whose slot holds another library's function confirms nothing
+    mem.update({got + i: b for i, b in enumerate(struct.pack("<Q", 0x7E0000001000))})
+    assert not heur._confirms(ra, ("direct", stub - ra), callee + 0x40)
