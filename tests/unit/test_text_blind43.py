@@ -63,3 +63,23 @@ def test_a_lone_thread_waiting_for_the_tls_key_table_lock_is_a_fork_child(db):
     own = text.replace("find_key (key=1, value=0x0) at Python/thread.c:242",
                        "lock_PyThread_acquire_lock (self=0x7f) at Modules/threadmodule.c:50")
     assert "fork-child-inherited-lock" not in sigs(text_verdict(own, db)[0])
+
+
+def test_a_visual_studio_stack_whose_tabs_became_spaces(db):
+    text = real_text("pyfa/pyfa-951-1.txt")
+    spaced = text.expandtabs(4)
+    assert "\t" not in spaced and text_verdict(spaced, db)[1] == text_verdict(text, db)[1] == "crashed"
+    t = parse_text(spaced).processes[0].threads[0]
+    assert t.frames[0].function == "wxEvtHandler::SearchDynamicEventTable" and t.frames[0].line == 1746
+    # near miss: a module!function pair in a sentence, with no language column, is no Visual Studio row
+    prose = "I think wxbase30u_vc90.dll!wxEvtHandler::ProcessEvent is where it breaks, see the attached C\n"
+    assert all(p.threads == [] or p.threads[0].frames[0].function != "wxEvtHandler::ProcessEvent"
+               for p in _parse_or_none(prose))
+
+
+def _parse_or_none(text):
+    from hanganalyze.errors import InputError
+    try:
+        return parse_text(text).processes
+    except InputError:
+        return []

@@ -49,7 +49,12 @@ _OFFSET = re.compile(r"^(.*?)\+0x[0-9a-fA-F]{1,16}$")
 #: (``[Inline Frame] module.dll!function() Line 12`` for a call the compiler inlined into the next row)
 _VS = re.compile(r"^[> ]?\s*(?:\[Inline Frame\] )?([\w.\-]{1,200}\.(?:dll|exe|pyd|sys|so|drv))!(.{1,4000}?)"
                  r"(?:\s{1,4}Line (\d{1,9}))?"
-                 r"(?: \+ 0x[0-9a-fA-F]+(?: bytes)?)?(?:\t.*)?$", re.IGNORECASE)
+                 r"(?: \+ 0x[0-9a-fA-F]+(?: bytes)?)?"
+                 r"(?:\t.*|(?<=[)\d])\s+(?:C\+\+|C|Unknown|Python|C#|Native)\s*)?$",
+                 re.IGNORECASE)
+#: Visual Studio's language column after two blanks: a copy whose tabs became spaces (a web page's, an
+#: editor's), read as the tab-separated one.
+_VS_LANG = re.compile(r"(?:\)|Line \d{1,9})\s+(?:C\+\+|C|Unknown|Python|C#|Native)\s*$")
 #: A headerless ``kb`` row: at least two 8-digit hex columns, then ``module!function``.
 _KB_ROW = re.compile(r"^(?:[0-9a-fA-F]{8}`?(?:[0-9a-fA-F]{8})? {1,8}){2,6}" + _ARGS + r"[\w.\-]{1,200}(?:![^ ]|\+0x)")
 #: A line that heads one thread's rows in a paste of several ("Callstack:").
@@ -164,7 +169,7 @@ def score(lines: List[str]) -> float:
         elif _windbg_frame(s) is not None:
             frames += 1
             kb += 1 if _KB_ROW.match(s) else 0
-        elif "\t" in line and _vs_frame(line) is not None:
+        elif ("\t" in line or _VS_LANG.search(line)) and _vs_frame(line) is not None:
             vs += 1
         elif ".so" in s and _vscode_frame(s) is not None:
             vs += 1
