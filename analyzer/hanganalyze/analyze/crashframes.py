@@ -269,17 +269,12 @@ def _unnamed_in_library(t: Thread) -> bool:
     if len(real) < 2 or real[0].kind != "native" or (real[0].function and real[0].function != "??"):
         return False
     lib = basename(real[0].library)
-    if not lib or table().stands_still(real[0]) or _LIBC_LIKE.match(lib) or any(
+    if not lib or table().stands_still(real[0]) or any(  # stands_still: the C runtime's, the interpreter's
             any(glob_match(lib, g) for g in c.unnamed) for c in table().categories):
         return False
     under = real[1]
     return (under.kind == "native" and bool(under.function) and under.function != "??"
             and not table().stands_still(under))
-
-
-#: The C runtime's and the loader's libraries (where a waiting thread's unnamed frames sit).
-_LIBC_LIKE = rxcache.compile(r"^(libc|libpthread|ld-linux[\w-]*|ld|libdl|librt|libm|libgcc_s|libstdc\+\+|libc\+\+\w*|"
-                             r"libsystem_\w+|ntdll|kernelbase|kernel32)(?:[.-].*)?$")
 
 
 def _wild_call(t: Thread) -> bool:
@@ -302,7 +297,8 @@ _FOREIGN_CALL = rxcache.compile(r"^(ffi_call\w*|ffi_closure\w*|\w*[Jj][Ii][Tt]\w
 
 
 #: An exception line as Python prints it: a dotted class name, alone or before ": message".
-_EXC_LINE = rxcache.compile(r"^exception: [A-Za-z_][\w.]{0,200}(?::\s.*|:)?$", re.S)
+_EXC_TEXT = r"[A-Za-z_][\w.]{0,200}(?::\s.*|:)?"
+_EXC_LINE = rxcache.compile(r"^exception: " + _EXC_TEXT + r"$", re.S)
 #: A log record below the error level (a launcher's own INFO / WARNING lines around its ranks' output):
 #: ``[2020-12-24 16:25:13,160] [INFO] [...]``, ``2024-01-01 12:00:00 INFO ...``, ``INFO: ...``, glog's ``I1224 ..``.
 _CALM = rxcache.compile(r"^(?:\[?\d{4}-\d\d-\d\d[ T][\d:.,]{5,20}\]?\s{1,4}(?:-\s)?\[?(?:INFO|DEBUG|WARNING|WARN)\b|"
@@ -313,7 +309,7 @@ _CALM = rxcache.compile(r"^(?:\[?\d{4}-\d\d-\d\d[ T][\d:.,]{5,20}\]?\s{1,4}(?:-\
 #: processing of request", threading's "Exception in thread", asyncio's "Exception in callback",
 #: a logger's record), so the text is no proof that the exception ended the process.
 _BARE = rxcache.compile(r"^(?:(?!(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|NOTICE|TRACE)\b)"
-                        r"[A-Za-z_][\w.]{0,200}(?::\s.*|:)?|During handling of the above exception, another "
+                        + _EXC_TEXT + r"|During handling of the above exception, another "
                         r"exception occurred:|The above exception was the direct cause of the following exception:|"
                         r"(?:\(\S+\) )?(?:[\w.@~:/\-]+ ?)?[$#%>] {1,2}\S.*|Traceback \(most recent call last\):)$")
 

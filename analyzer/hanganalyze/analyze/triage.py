@@ -372,18 +372,17 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
     tab = table()
     threads = [t for t in proc.threads if any(not f.marker for f in t.all_frames())]
     if not threads:
+        timeout = timed_out(proc.messages)
         cat, msg = message_category(proc)
-        if cat is not None and cat is not tab.crashed and timed_out(proc.messages)[0] is None:
+        if cat is not None and cat is not tab.crashed and timeout[0] is None:
             ended = message_category(proc, [tab.crashed])  # the log's end outranks a wait no timeout names
             cat, msg = ended if ended[0] is not None else (cat, msg)
-        if cat is None:
-            cat, msg = timed_out(proc.messages)
+        if cat is None or (cat is tab.crashed and timeout[0] is not None):  # a watchdog's abort: its timeout's
+            cat, msg = timeout if timeout[0] is not None else (cat, msg)
         if cat is None:  # a JIT extension build stopped before its build: its lock file (extbuild.py)
             cat, msg = build_lock_wait(proc.messages)
         if cat is None and known_crash:  # a known bug's error or crash ends the process (an OOM, an NCCL error)
             cat = tab.crashed
-        if cat is tab.crashed and timed_out(proc.messages)[0] is not None:  # a watchdog's abort after its timeout
-            cat, msg = timed_out(proc.messages)
         tasks = tasks_wait(proc) if cat is None else None  # asyncio's tasks as printed or listed (taskwait.py)
         if cat is None and tasks is None and not known_lines(proc.messages):
             return None  # a healthy log: nothing to say
@@ -402,9 +401,10 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
     if known_crash and not crashed:
         crashed = [next((t for t in threads if t.current), threads[0])]
     rows = [classify(proc, t, memo=memo) for t in threads]
-    if not crashed and crashframes.crash_not_shown(proc) and (paste is None or not timed_out(proc.messages)[0]):
+    timeout = timed_out(proc.messages)[0]
+    if not crashed and crashframes.crash_not_shown(proc) and (paste is None or timeout is None):
         return _unshown_crash(index, proc, rows, alone)
-    consequence = timed_out(proc.messages)[0] if crashed else None
+    consequence = timeout if crashed else None
     if crashed and consequence is None and crash_from_timeout(proc, crashed[0], crashframes.raised(crashed[0])):
         consequence = paste  # the crash is a traceback's with no exception of its own: the timeout's
     for i, r in enumerate(rows):
