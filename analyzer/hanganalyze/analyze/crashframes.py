@@ -485,11 +485,18 @@ def raising_c10(t: Thread, name_of: Callable[[Frame], str]) -> bool:
     return raising_nccl_error(t, name_of) or raising_c10_error(t, name_of)
 
 
+def abridged(t: Thread) -> bool:
+    """A stack an issue's author wrote by hand (``calltree``, ``handlist``): its innermost name is where
+    the author stopped writing, not where a debugger stopped the thread, so where a name stands in it
+    proves no fault."""
+    return any(n.startswith(("call list written by hand", "call chain written")) for n in t.notes)
+
+
 def crash_on_stack(t: Thread, name_of: Callable[[Frame], str], no_signal: bool) -> bool:
     """The thread's own stack proves it crashed: ``abort`` on top (where the input names no signal:
     a named one already says which thread got it), a wait on an object in the null page, or a fatal
     handler anywhere on it."""
-    return ((no_signal and (aborting(t.frames, name_of) or dumper_faulted(t.frames, name_of)
+    return ((no_signal and (aborting(t.frames, name_of) or dumper_faulted(t.frames, name_of) and not abridged(t)
                             or raising_cuda_error(t.frames, name_of) or raising_cuda_note(t)
                             or raising_c10(t, name_of)
                             or null_page_wait(t)))

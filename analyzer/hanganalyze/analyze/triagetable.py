@@ -63,6 +63,11 @@ class Category:
     #: network library's frame over threading's Condition.wait waits for the thread that does its
     #: I/O to signal, not for the network itself).
     unless_inside_py: Tuple[Tuple[str, str], ...] = ()
+    #: ``unless_under``: a frame of this category does not count when its caller (the next named
+    #: native frame out) matches this: the primitive is another wait's implementation (CPython's lock
+    #: is a condition variable where the platform has no semaphores: macOS's ``__psynch_cvwait`` under
+    #: ``PyThread_acquire_lock_timed`` waits for the lock's holder, not for a signal).
+    unless_under: Optional[re.Pattern] = None
     #: What to capture or set next: advice entries, each a string (for every program) or a mapping
     #: ``{text, kinds, not_kinds, inputs}`` (``analyze/programkind.py``'s ``advice_fits``).
     next: List[Any] = field(default_factory=list)
@@ -112,6 +117,9 @@ class Table:
         next task (that loop's category, ``worker_loops``, is the wait: an idle worker)."""
         if cat.in_driver(frames, i, self.skip_libraries) or _inside(cat.unless_inside, frames[:i]):
             return True
+        if cat.unless_under is not None and _inside(
+                cat.unless_under, [f for f in _callers(frames, i) if not _inside(cat.native, [f])][:1]):
+            return True
         if cat.unless_inside_py and any(f.kind == "python" and not f.marker and _pair_match(f, cat.unless_inside_py)
                                         for f in frames[:i]):
             return True
@@ -155,6 +163,11 @@ def _pair_match(f: Frame, pairs: Sequence[Tuple[str, str]]) -> bool:
     """A Python frame whose file's basename and function's last name part match a pair's globs."""
     file, func = basename(f.file), (f.function or "").split(" ", 1)[0].rsplit(".", 1)[-1]
     return any(glob_match(file, pf) and glob_match(func, pn) for pf, pn in pairs)
+
+
+def _callers(frames: Sequence[Frame], i: int) -> List[Frame]:
+    """The named native frames outside frame ``i``, nearest first."""
+    return [f for f in frames[i + 1:] if not f.marker and f.kind != "python" and f.function and f.function != "??"]
 
 
 def _inside(rx: Optional[re.Pattern], frames: Sequence[Frame]) -> bool:
@@ -210,6 +223,7 @@ def _category(d: Dict[str, Any], where: str, lazy: bool = False) -> Category:
                     needs_lock_wait=bool(d.get("needs_lock_wait")), only_above=_rx(d.get("only_above"), where, lazy),
                     driver_semaphore=_driver(d.get("driver_semaphore"), where),
                     unless_inside=_rx(d.get("unless_inside"), where), unless_inside_py=tuple(unless_py),
+                    unless_under=_rx(d.get("unless_under"), where),
                     next=_advice(d.get("next"), where), cause=_advice(d.get("cause"), where))
 
 

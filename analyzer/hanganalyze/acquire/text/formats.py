@@ -37,6 +37,7 @@ from . import (
     functrace,
     gdb,
     gurumeditation,
+    handlist,
     ipython,
     jvm,
     kstack,
@@ -53,6 +54,7 @@ from . import (
     pytest_report,
     pytest_timeout,
     rich,
+    sos,
     stackdump,
     stackwalk,
     strace,
@@ -116,6 +118,7 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(traceback, "Python traceback", ("tb",)),
     TextFormat(debugview, "IDE debugger thread view (PyDev/Eclipse: function [file.py:N])", ("pydev", "eclipse")),
     TextFormat(windbg, "WinDbg / Visual Studio call stack", ("cdb", "visual-studio", "vs")),
+    TextFormat(sos, ".NET SOS stack (eestack, dumpstack, clrstack)", ("eestack", "clrstack", "dotnet")),
     TextFormat(stackwalk, "Windows stack print (N: Function - 0xAddress)", ("capturestackbacktrace", "symfromaddr")),
     TextFormat(dbx, "dbx where (AIX, Solaris)", ("dbx-where", "aix")),
     TextFormat(pyasyncio, "python -m asyncio ps/pstree", ("asyncio-ps", "asyncio-pstree", "pstree"), leftover=False),
@@ -130,6 +133,8 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(functrace, "function-call trace (vLLM's VLLM_TRACE_FUNCTION log)", ("vllm-trace", "call-trace")),
     TextFormat(strace, "strace output (the system call each thread stands in)", ("strace-p",)),
     TextFormat(calltree, "call chain written by hand (indented, outermost first)", ("call-tree",), leftover=False),
+    TextFormat(handlist, "call list written by hand (arrows, module:function() lines)", ("hand-written",),
+               leftover=False),
     # scores 0: used when asked for, or when no dump format scores but known log lines are there (detect)
     TextFormat(log, "log", leftover=False),
 )

@@ -1,0 +1,165 @@
+"""Call lists written by hand that are not staircases (``calltree``): how an issue's author sums up
+each thread's stack in a few names, outermost call first.
+
+Two shapes are read:
+
+* arrow blocks, one block a thread (blocks apart by a blank line or a new label), the thread's name
+  in the left column::
+
+      main thread   faulthandler_cancel_dump_traceback_later_py     -> label, first frame
+                    -> cancel_dump_traceback_later                   -> "-> B": the line before calls B
+                    -> PyThread_acquire_lock_timed
+                    -> __psynch_cvwait          <- blocked, holding the GIL   -> a comment
+
+      Timer thread  thread_run -> acquire_timed                       -> "A -> B" on one line
+
+* a flat list of ``module:function()`` lines (C files' names before the colon), an indented line a
+  call the line above makes, ``<-- comment`` after a call::
+
+      pystate:PyGILState_Ensure()
+      pystate:new_threadstate()
+        HEAD_LOCK()  <--   DEADLOCK HERE!
+
+No tool prints either, so the guards are strict: every name a C / C++ / dotted symbol, an arrow
+block with at least ``MIN_FRAMES`` frames and one ``->`` continuation line (prose's "A -> B" is one
+line), a flat list with at least ``MIN_FRAMES`` calls of which ``MIN_MODULE`` carry ``module:`` (a
+script's ``f()`` lines carry none).  Frames come out innermost first; comments are messages.  Not
+looked for in another format's leftovers: a hand-written list is a whole paste.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Tuple
+
+from hanganalyze_gdbext.model import Frame, Process, Thread
+
+from .common import cap_messages, indent_of
+
+NAME = "hand-list"
+
+MIN_FRAMES = 3
+MIN_MODULE = 3
+_SYM = r"~?[A-Za-z_][\w.]{0,200}(?:::~?[A-Za-z_][\w.]{0,200}){0,20}(?:\(\))?"
+_SYMBOL = re.compile(r"^%s$" % _SYM)
+#: ``<- comment`` / ``<-- comment`` / ``# comment`` after a name (two spaces or more before it).
+_COMMENT = re.compile(r"\s{1,200}(?:<-{1,4}|#)\s.{0,2000}$|\s{1,200}<-{1,4}$")
+#: ``label   name`` (two blanks or more between a label of words and the first name).
+_LABELLED = re.compile(r"^([A-Za-z][\w .#-]{0,60}?)\s{2,60}(\S.{0,4000})$")
+#: ``pystate:PyGILState_Ensure()`` / ``HEAD_LOCK()`` with its comment.
+_CALL = re.compile(r"^(?:([A-Za-z_][\w.]{0,100}):)?([A-Za-z_][\w.]{0,300})\(\)(?:\s{1,200}<-{1,4}.{0,2000})?$")
+
+
+def _split_comment(s: str) -> Tuple[str, Optional[str]]:
+    m = _COMMENT.search(s)
+    if not m:
+        return s, None
+    return s[:m.start()].rstrip(), s[m.start():].strip().lstrip("<-#").strip() or None
+
+
+def _arrow_line(line: str) -> Optional[Tuple[Optional[str], List[str], bool, Optional[str]]]:
+    """(label, names, continues, comment) of one arrow-block line; None when it is not one."""
+    body, comment = _split_comment(line.strip())
+    label = None
+    continues = body.startswith("->")
+    if not continues:
+        m = _LABELLED.match(body)
+        if m and ("->" in m.group(2) or _SYMBOL.match(m.group(2).strip())):
+            label, body = m.group(1).strip(), m.group(2).strip()
+            if body.startswith("->"):
+                continues = True
+    parts = [p.strip() for p in body.split("->")]
+    if continues:
+        parts = parts[1:]
+    if not parts or not all(_SYMBOL.match(p) for p in parts):
+        return None
+    return label, [p[:-2] if p.endswith("()") else p for p in parts], continues, comment
+
+
+def _arrow_blocks(lines: List[str]) -> List[Tuple[Optional[str], List[str], List[str], range]]:
+    """(label, names outermost first, comments, line range) of each arrow block."""
+    blocks: List[Tuple[Optional[str], List[str], List[str], range]] = []
+    cur: Optional[Tuple[Optional[str], List[str], List[str], int, int]] = None  # label, names, comments, start, conts
+
+    def close(end: int) -> None:
+        if cur is not None and cur[4] >= 1 and len(cur[1]) >= MIN_FRAMES:
+            blocks.append((cur[0], cur[1], cur[2], range(cur[3], end)))
+
+    for i, line in enumerate(lines):
+        got = _arrow_line(line) if line.strip() else None
+        if got is None:
+            close(i)
+            cur = None
+            continue
+        label, names, continues, comment = got
+        if cur is None or (not continues and label is not None):
+            close(i)
+            cur = (label, [], [], i, 0)
+        elif not continues:
+            close(i)
+            cur = (None, [], [], i, 0)
+        cur = (cur[0] or label, cur[1] + names, cur[2] + ([comment] if comment else []), cur[3],
+               cur[4] + (1 if continues or len(names) > 1 else 0))
+    close(len(lines))
+    return blocks
+
+
+def _flat_list(lines: List[str]) -> Optional[Tuple[List[str], List[str], range]]:
+    """(names outermost first, comments, line range) of the longest flat ``module:function()`` list."""
+    best: Optional[Tuple[List[str], List[str], range]] = None
+    names: List[str] = []
+    comments: List[str] = []
+    modules = 0
+    start = 0
+    for i, line in enumerate(lines + [""]):
+        s = line.strip()
+        m = _CALL.match(s) if s else None
+        if m:
+            if not names:
+                start = i
+            names.append(m.group(2))
+            modules += 1 if m.group(1) else 0
+            _body, comment = _split_comment(s)
+            if comment:
+                comments.append("%s: %s" % (m.group(2), comment))
+            continue
+        if s and indent_of(line) > 0 and names:
+            continue  # an indented note between the calls ("get_reentrant() = 0")
+        if len(names) >= MIN_FRAMES and modules >= MIN_MODULE and (best is None or len(names) > len(best[0])):
+            best = (names, comments, range(start, i))
+        names, comments, modules = [], [], 0
+    return best
+
+
+def score(lines: List[str]) -> float:
+    blocks = _arrow_blocks(lines)
+    if blocks:
+        return 0.5 * sum(len(b[1]) for b in blocks)
+    flat = _flat_list(lines)
+    return 0.5 * len(flat[0]) if flat else 0.0
+
+
+def parse(lines: List[str], proc: Process) -> None:
+    taken = set()
+    messages: List[str] = []
+    blocks = _arrow_blocks(lines)
+    if blocks:
+        for label, names, comments, span in blocks:
+            thread = Thread(name=label)
+            thread.notes.append("call list written by hand (arrows, outermost first)")
+            thread.frames = [Frame(kind="native", function=n) for n in reversed(names)]
+            messages.extend(comments)
+            proc.threads.append(thread)
+            taken.update(span)
+    else:
+        flat = _flat_list(lines)
+        if flat:
+            names, comments, span = flat
+            thread = Thread()
+            thread.notes.append("call list written by hand (module:function() lines, outermost first)")
+            thread.frames = [Frame(kind="native", function=n) for n in reversed(names)]
+            messages.extend(comments)
+            proc.threads.append(thread)
+            taken.update(span)
+    messages.extend(line.strip() for i, line in enumerate(lines) if i not in taken and line.strip())
+    proc.messages.extend(cap_messages(messages, proc.notes))
