@@ -73,14 +73,19 @@ _CUDA_CHECK = rxcache.compile(r"^(c10::Error::Error|c10::detail::torchCheckFail\
 #: first-chance exceptions too (``code 0x...``, a breakpoint, one a JIT handles): the faults only.
 #: ``terminate called`` is left out: NCCL's watchdog throws it after a collective's timeout.
 _FATAL_LINES = rxcache.compile(r"^Fatal Python error: |"
-                               r"Windows fatal exception: (?:access violation|stack overflow|illegal instruction)|"
+                               r"Windows fatal exception: (?:access violation|stack overflow|illegal instruction|code 0x[Cc]000001[Dd]\b)|"
                                r"^\s*Exception ?Code:\s*(?:0x)?[Cc]0{3}(?!013[Aa]\b)[0-9A-Fa-f]{4}\b|"
                                r"(?:Segmentation fault|Aborted|Bus error) \(core dumped\)|"
                                r"\*\*\* (?:SIGSEGV|SIGABRT|SIGBUS|SIGFPE|SIGILL) |"
                                r"Caught signal (?:4|6|7|8|11) \(|received signal SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b|"
                                r"==\d+==\s?ERROR: \w+Sanitizer|"
                                r"^Exception Type:\s+EXC_(?:BAD_ACCESS|CRASH|BAD_INSTRUCTION|ARITHMETIC)\b|"
-                               r"^Thread \d{1,6} Crashed::|"  # ReportCrash's thread that took the exception
+                               # ReportCrash's thread that took the exception (a stored copy may have cut the
+                               # paste's first character)
+                               r"^T?hread \d{1,6} Crashed::|"
+                               # Open MPI's handler of a fatal signal (opal's backtrace, under mpi4py too)
+                               r"\bSignal: (?:Segmentation fault|Bus error|Aborted|Floating point exception|"
+                               r"Illegal instruction) \((?:4|6|7|8|11)\)$|"
                                # CPython 3.14's fatal error handler (faulthandler.enable's c_stack) adds the
                                # C stack under the Python traceback; only dump_c_stack(), a call of the
                                # program's own, prints it otherwise

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hanganalyze.analyze import asyncio_findings, crossrank, gpurules, intern, rasrules, triage
+from hanganalyze.analyze import asyncio_findings, crashcontext, crossrank, gpurules, intern, rasrules, triage
 from hanganalyze.analyze.crossrank import JobContext
 from hanganalyze.analyze.rankstate import RankState
 from hanganalyze.analyze.ruledecl import DECLARED, CodeRule, RuleDeclarationError, rule
@@ -128,6 +128,9 @@ def run_report_rules(snapshot: Snapshot) -> None:
             order = {s: i for i, s in enumerate(SEVERITIES)}
             snapshot.findings = sorted(snapshot.findings + found, key=lambda f: order.get(f.severity, len(order)))
             continue
+        snapshot.findings = snapshot.findings + found
+        crashcontext.demote_hangs_of_crashed(snapshot)  # a crashed process's waits: context, not hangs
+        snapshot.findings = [f for f in snapshot.findings if f not in found]
         known = any(f.severity in SERIOUS or f.severity == "warning" for f in snapshot.findings)  # a verdict leads
         snapshot.findings = (snapshot.findings + found) if known else (found + snapshot.findings)
 

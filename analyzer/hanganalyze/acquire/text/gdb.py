@@ -537,10 +537,12 @@ def _without_echoes(threads: List[Thread], headless: List[Thread], signalled: bo
     ]
     if not threads and signalled:
         # gdb's echo of the stop at a signal (a core's frame #0 printed on loading it, "#0 0x.. in
-        # f ()") above the ``bt`` it begins: one thread, the signal's, not two
-        tops = {(t.frames[0].function, t.frames[0].address) for t in headless if len(t.frames) > 1}
-        headless = [t for t in headless
-                    if not (len(t.frames) == 1 and (t.frames[0].function, t.frames[0].address) in tops)]
+        # f ()") above the ``bt`` it begins: one thread, the signal's, not two (the ``bt`` may be cut
+        # after its own frame #0: the echo is the one-frame thread before a thread with the same top)
+        def top(t: Thread) -> Tuple[Optional[str], Optional[int], Optional[int]]:
+            return t.frames[0].function, t.frames[0].address, t.frames[0].line
+        headless = [t for i, t in enumerate(headless)
+                    if not (len(t.frames) == 1 and any(top(x) == top(t) for x in headless[i + 1:] if x.frames))]
     return headless + threads if not threads else threads + headless
 
 

@@ -40,7 +40,7 @@ _HEADER = re.compile(r"^(Crashed Thread|Exception Type|Exception Codes|Terminati
                      r"Code Type|Responsible|Parent Process|Anonymous UUID|OS Version):\s")
 _SIGNAL = re.compile(r"^Exception Type:\s+\w+\s+\((SIG[A-Z]{2,6})\)")
 #: ``Thread 0 Crashed::  Dispatch queue: ...`` / ``Thread 3:`` / ``Thread 1:: name``
-_THREAD = re.compile(r"^Thread (\d{1,6})( Crashed)?:{1,2}\s*(.{0,200})$")
+_THREAD = re.compile(r"^T?hread (\d{1,6})( Crashed)?:{1,2}\s*(.{0,200})$")  # (T?: a copy cut at its first character)
 #: ``0   libsystem_kernel.dylib   0x19df595d0 __pthread_kill + 8 (file.c:12)``: read in pieces
 #: (``_frame_parts``), not one regex, so a long line costs one pass.  The address has 6+ hex digits,
 #: as every report prints them: a numbered list with a small hex number is no frame.

@@ -1,0 +1,35 @@
+"""A hang verdict about a process that crashed: where a thread of it stood when the process died is
+context, not a hang.
+
+The triage (``triage.py``) says "crashed" only on positive evidence: a fatal signal, a fatal line
+("Fatal Python error", a crash handler's banner), abort on a stack.  A hang signature that matched a
+thread of that same process (a network read with no timeout, a queue nobody feeds) describes that
+thread's state at the moment of the crash: the user's problem is the crash, and a "hang" answer sends
+them after a peer that never mattered.  Such a finding stays in the report as ``info``, its summary
+saying why; a deadlock (a cycle among threads) is left as it is, and so is a finding of a process the
+triage did not call crashed, and a crash the triage read as a wait's consequence (a watchdog's abort
+after a collective's timeout is the collective's: its triage says "collective", not "crashed").
+"""
+
+from __future__ import annotations
+
+from typing import Set
+
+from hanganalyze_gdbext.model import Snapshot
+
+NOTE = " (the process crashed: this is where the thread stood at the crash, not a hang on its own)"
+
+
+def demote_hangs_of_crashed(snapshot: Snapshot) -> None:
+    """Hang findings whose every process the triage found crashed become ``info``."""
+    crashed: Set[int] = set()
+    for f in snapshot.findings:
+        if f.signature == "triage" and f.triage is not None and f.triage.wait == "crashed":
+            crashed.update(f.processes or [f.process])
+    if not crashed:
+        return
+    for f in snapshot.findings:
+        procs = f.processes or [f.process]
+        if f.severity == "hang" and f.signature != "triage" and procs and all(p in crashed for p in procs):
+            f.severity = "info"
+            f.summary = (f.summary or f.title) + NOTE
