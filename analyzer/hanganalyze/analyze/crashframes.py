@@ -73,7 +73,8 @@ _CUDA_CHECK = rxcache.compile(r"^(c10::Error::Error|c10::detail::torchCheckFail\
 #: first-chance exceptions too (``code 0x...``, a breakpoint, one a JIT handles): the faults only.
 #: ``terminate called`` is left out: NCCL's watchdog throws it after a collective's timeout.
 _FATAL_LINES = rxcache.compile(r"^Fatal Python error: |"
-                               r"Windows fatal exception: (?:access violation|stack overflow|illegal instruction|code 0x[Cc]000001[Dd]\b)|"
+                               r"Windows fatal exception: (?:access violation|stack overflow|illegal instruction|"
+                               r"code 0x[Cc]000001[Dd]\b)|"
                                r"^\s*Exception ?Code:\s*(?:0x)?[Cc]0{3}(?!013[Aa]\b)[0-9A-Fa-f]{4}\b|"
                                r"(?:Segmentation fault|Aborted|Bus error) \(core dumped\)|"
                                r"\*\*\* (?:SIGSEGV|SIGABRT|SIGBUS|SIGFPE|SIGILL) |"
