@@ -6,8 +6,9 @@ The triage (``triage.py``) says "crashed" only on positive evidence: a fatal sig
 thread of that same process (a network read with no timeout, a queue nobody feeds) describes that
 thread's state at the moment of the crash: the user's problem is the crash, and a "hang" answer sends
 them after a peer that never mattered.  Such a finding stays in the report as ``info``, its summary
-saying why; a deadlock (a cycle among threads) is left as it is, and so is a finding of a process the
-triage did not call crashed, and a crash the triage read as a wait's consequence (a watchdog's abort
+saying why.  Only a finding about threads' stacks: one read from log lines (a watchdog's timeout line
+before the kill it led to) says what the process hung in before it died.  A deadlock (a cycle among
+threads) is left as it is, and so is a finding of a process the triage did not call crashed, and a crash the triage read as a wait's consequence (a watchdog's abort
 after a collective's timeout is the collective's: its triage says "collective", not "crashed").
 """
 
@@ -30,6 +31,7 @@ def demote_hangs_of_crashed(snapshot: Snapshot) -> None:
         return
     for f in snapshot.findings:
         procs = f.processes or [f.process]
-        if f.severity == "hang" and f.signature != "triage" and procs and all(p in crashed for p in procs):
+        stacks = any(e.frame is not None for e in f.evidence) and all(e.message is None for e in f.evidence)
+        if f.severity == "hang" and f.signature != "triage" and stacks and procs and all(p in crashed for p in procs):
             f.severity = "info"
             f.summary = (f.summary or f.title) + NOTE

@@ -264,18 +264,22 @@ def _holds_known_line(messages: List[str]) -> bool:
 
 def _frame_candidates(lines: List[str]) -> Iterator[Tuple[List[str], List[str], Optional[List[Segment]]]]:
     """Where a frame too weak for any score may be: (the lines to look in, the lines to parse, their
-    split by rank): the lines and each of their unwrap layers, then each rank's lines and each of
-    theirs (a time inside the launcher's tag: the rank's lines without it are parsed)."""
-    for bare, _ in [(lines, False)] + unwrap_layers(lines, chance=False):
+    split by rank): the lines and each of their unwrap layers, then each rank's lines (of the lines
+    or of a layer) and each of theirs (a time inside the launcher's tag: the rank's lines without it
+    are parsed)."""
+    layers = [lines] + [b for b, _ in unwrap_layers(lines, chance=False)]
+    for bare in layers:
         yield bare, bare, None
     unquoted = _without_quote_pair(lines)
     if unquoted is not None:
         yield unquoted, unquoted, None
-    segs = split_ranks(lines)
-    for i, seg in enumerate(segs):
-        if seg.label is not None:
-            for bare in [seg.lines] + [b for b, _ in unwrap_layers(seg.lines, chance=False)]:
-                yield bare, lines, segs[:i] + [Segment(lines=bare, label=seg.label)] + segs[i + 1:]
+    # the launcher's tag under a collector's wrapper too (``[time] host >> [rank0]: File ...``)
+    for base in layers:
+        segs = split_ranks(base)
+        for i, seg in enumerate(segs):
+            if seg.label is not None:
+                for bare in [seg.lines] + [b for b, _ in unwrap_layers(seg.lines, chance=False)]:
+                    yield bare, base, segs[:i] + [Segment(lines=bare, label=seg.label)] + segs[i + 1:]
 
 
 def _without_quote_pair(lines: List[str]) -> Optional[List[str]]:

@@ -448,8 +448,15 @@ def to_int(s: Optional[str], base: int = 10) -> Optional[int]:
         return None
 
 
+#: ``logging/init.py``: a package's ``__init__.py`` whose underscores Markdown took for bold marks (an
+#: issue's paste outside a code block); no package of note names a module ``init.py``.
+_MARKDOWN_INIT = re.compile(r"(?<=[/\\])init\.py$")
+
+
 def python_frame(function: Optional[str], file: Optional[str], line: Optional[int]) -> Frame:
     """A Python frame as every parser here builds it (``<module>`` etc. kept as printed)."""
+    if file and file.endswith("init.py") and "__init__" not in file:
+        file = _MARKDOWN_INIT.sub("__init__.py", file)
     return Frame(kind="python", function=function or None, file=file or None, line=line)
 
 

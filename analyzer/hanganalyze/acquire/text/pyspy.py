@@ -38,6 +38,9 @@ _PYTHON = re.compile(r"^Python v(\d+\.\d+[\w.+]*) \((.*)\)$")
 _THREAD = re.compile(r'^Thread (0x[0-9a-fA-F]{1,16}|\d{1,10}) \(([\w+ ]{0,40})\)(?:: "(.*)")?$')
 #: ``func (where)``: ``where`` is ``file:line`` for Python (and native with line info), else a library.
 _FRAME = re.compile(r"^(\S.*?) \(([^()]*)\)$")
+#: ``MainThread:`` / ``Thread-1 (FlushWorker):``: a thread's name over its frames where an issue's author
+#: abridged py-spy's header to the name (the frames follow as py-spy prints them)
+_NAMED = re.compile(r"^((?:MainThread|Thread-\d{1,6}|[\w.-]{0,60}[Tt]hread[\w.-]{0,40})(?: \([\w .:-]{1,80}\))?):$")
 _WHERE_LINE = re.compile(r"^(.*):(\d{1,9})$")
 _PY_SUFFIXES = (".py", ".pyx", ".pyi", ".pyw")
 #: A shared object's path: ``libpq.so.5.13``, ``libc-2.32.so``, ``x.dylib``, ``x.dll``, ``x.pyd``.
@@ -154,6 +157,14 @@ def parse(lines: List[str], proc: Process) -> None:
                 proc.threads.append(cur)
                 frame_indent = None
                 continue
+        m = _NAMED.match(s) if s.endswith(":") else None
+        if m:
+            cur = Thread(name=m.group(1))
+            cur.python_name = m.group(1)
+            cur.notes.append("py-spy's frames under the thread's name alone (its header abridged)")
+            proc.threads.append(cur)
+            frame_indent = None
+            continue
         if cur is None and not proc.threads and s.endswith(")"):
             f = _frame(s)
             if f is not None and (line[:1] in (" ", "\t") or _strong(f)):

@@ -83,6 +83,8 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     ("compose", COMPOSE_TAG),
     # [pod/trainer-0/main]  (kubectl logs --prefix) / pod/trainer-0
     ("kubectl", KUBECTL_TAG),
+    # worker-0 >>   (a multi-node launcher's tag of the host a line came from, after its time: open round 52)
+    ("host", re.compile(r"^[\w.\-]{1,100} >> ")),
 )
 
 #: Prefixes no prose line starts with: removed from as few as ``WRAPPED_SHARE`` of the lines, the
