@@ -6,10 +6,11 @@ The triage (``triage.py``) says "crashed" only on positive evidence: a fatal sig
 thread of that same process (a network read with no timeout, a queue nobody feeds) describes that
 thread's state at the moment of the crash: the user's problem is the crash, and a "hang" answer sends
 them after a peer that never mattered.  Such a finding stays in the report as ``info``, its summary
-saying why.  Only a finding about threads' stacks: one read from log lines (a watchdog's timeout line
-before the kill it led to) says what the process hung in before it died.  A deadlock (a cycle among
-threads) is left as it is, and so is a finding of a process the triage did not call crashed, and a crash the triage read as a wait's consequence (a watchdog's abort
-after a collective's timeout is the collective's: its triage says "collective", not "crashed").
+saying why.  Only a finding read from threads' stacks: one read from log lines (a watchdog's timeout
+line before the kill it led to) says what the process hung in before it died.  A deadlock (a cycle
+among threads) is left as it is, and so is a finding of a process the triage did not call crashed,
+and a crash the triage read as a wait's consequence (a watchdog's abort after a collective's timeout
+is the collective's: its triage says "collective", not "crashed").
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ NOTE = " (the process crashed: this is where the thread stood at the crash, not 
 
 
 def demote_hangs_of_crashed(snapshot: Snapshot) -> None:
-    """Hang findings whose every process the triage found crashed become ``info``."""
+    """Hang findings from the stacks of processes the triage found crashed become ``info``."""
     crashed: Set[int] = set()
     for f in snapshot.findings:
         if f.signature == "triage" and f.triage is not None and f.triage.wait == "crashed":
