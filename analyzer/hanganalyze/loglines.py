@@ -134,6 +134,13 @@ KNOWN_PATTERNS = [
     r"RPC call to \w+ timed out",
     # uWSGI's harakiri: the master killed a worker whose request outlasted --harakiri (a hang, or a slow request)
     r"\bHARAKIRI ON WORKER \d+",
+    # ... gunicorn's arbiter killing a worker that missed its heartbeat for --timeout (a hang or a slow request)
+    r"\bWORKER TIMEOUT \(pid:\d+\)",
+    # pytest-timeout's banner over the stacks it dumps (a chunk may end before them); a supervisor's (a CI
+    # step's, a harness's) line that it killed a run past its time limit
+    r"^\+{5,} Timeout \+{5,}$",
+    r"(?i:\btime(?:d)? ?out\b(?: after \d+ ?(?:s|sec|seconds|m|min|minutes))?[^\n]{0,40}\bkill(?:ed|ing)\b|"
+    r"\bkill(?:ed|ing)\b[^\n]{0,60}\b(?:after|on|due to) (?:a |the )?time ?out\b)",
     r"Process \d+ \(.{1,100}\) of user \d+ dumped core\b|^!{3,} Segfault encountered !{3,}$",
     r"NCCL operation \w+\(.{0,300}\) failed: |Execution of replica \d+ failed: INTERNAL",
     # vLLM's V0 engine client, each time its poll for the engine process's output times out empty; V1's

@@ -197,7 +197,14 @@ _JIRA = re.compile(r"^\{(?:code|noformat|quote|panel)(?::[^{}\s][^{}]{0,100})?\}
 _QUOTE = re.compile(r"^ {0,3}(?:> ?){1,20}")
 
 
+#: ``#<span></span>2``: an empty span an issue tracker's migration left inside a line (Trac's and
+#: Google Code's issues moved to GitHub: gdb's ``#2`` must not become a Markdown heading or a link).
+_EMPTY_SPAN = re.compile(r'<span(?: [\w-]{1,20}(?:="[^"<>]{0,100}")?){0,5}></span>', re.IGNORECASE)
+
+
 def _unwrap_line(line: str) -> str:
+    if "<span" in line or "<SPAN" in line:
+        line = _EMPTY_SPAN.sub("", line)
     s = line.strip()
     if (s.startswith(("```", "~~~")) and _FENCE.match(s)) or (s.startswith("{") and _JIRA.match(s)):
         return ""

@@ -20,11 +20,21 @@ Two shapes are read:
       pystate:new_threadstate()
         HEAD_LOCK()  <--   DEADLOCK HERE!
 
-No tool prints either, so the guards are strict: every name a C / C++ / dotted symbol, an arrow
+* a Python stack abridged to ``file.py:LINE`` rows, outermost first (indented as a staircase or
+  not, ``->`` before a callee), each row's function (``Service.shutdown()``) or source line
+  (``wait([future], timeout=None)``), a ``-> call`` after a function its line::
+
+      test_service.py:63 test_start()
+        -> iomediator.py:117 IoMediator.shutdown() -> self.interface.cancel()
+      zarr/core/sync.py:152             wait([future], timeout=None)   # <- blocks forever
+
+No tool prints these, so the guards are strict: every name a C / C++ / dotted symbol, an arrow
 block with at least ``MIN_FRAMES`` frames and one ``->`` continuation line (prose's "A -> B" is one
 line), a flat list with at least ``MIN_FRAMES`` calls of which ``MIN_MODULE`` carry ``module:`` (a
-script's ``f()`` lines carry none).  Frames come out innermost first; comments are messages.  Not
-looked for in another format's leftovers: a hand-written list is a whole paste.
+script's ``f()`` lines carry none), Python rows at least ``MIN_FRAMES`` in a row from two files or
+more, each row's text code, not prose nor a log record (``app.py:12 - server started``).  Frames
+come out innermost first; comments are messages.  Not looked for in another format's leftovers: a
+hand-written list is a whole paste.
 """
 
 from __future__ import annotations
@@ -48,6 +58,56 @@ _COMMENT = re.compile(r"\s{1,200}(?:<-{1,4}|#)\s.{0,2000}$|\s{1,200}<-{1,4}$")
 _LABELLED = re.compile(r"^([A-Za-z][\w .#-]{0,60}?)\s{2,60}(\S.{0,4000})$")
 #: ``pystate:PyGILState_Ensure()`` / ``HEAD_LOCK()`` with its comment.
 _CALL = re.compile(r"^(?:([A-Za-z_][\w.]{0,100}):)?([A-Za-z_][\w.]{0,300})\(\)(?:\s{1,200}<-{1,4}.{0,2000})?$")
+
+
+#: ``  -> pkg/file.py:118 Service.shutdown() -> self.cancel()`` / ``file.py:93   .translate()  # note``
+_PY_ROW = re.compile(r"^(?:->\s{0,4})?([\w./\\-]{1,300}\.pyx?):(\d{1,7})\s{1,60}(\S.{0,1000}?)$")
+_PY_FUNC = re.compile(r"^([A-Za-z_<][\w.<>]{0,300})\(\)(?:\s{0,8}->\s{0,8}(\S.{0,1000}))?$")
+_PY_NAME = re.compile(r"^[A-Za-z_][\w.]{0,300}$")
+#: What a code row's text may hold: no sentence (words apart by spaces outside a call's parentheses).
+_PROSE = re.compile(r"^[^()]{0,400}?\b[A-Za-z]{2,40} [A-Za-z]{2,40} [A-Za-z]{2,40}\b"
+                    r"|^[-:|>]|\{'|': |\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b")
+
+
+def _py_row(line: str) -> Optional[Tuple[Frame, Optional[str]]]:
+    """A Python row as a frame (and its comment); None for any other line."""
+    body, comment = _split_comment(line.strip())
+    m = _PY_ROW.match(body)
+    if not m:
+        return None
+    text = m.group(3).strip()
+    if _PROSE.match(text):
+        return None
+    f = _PY_FUNC.match(text)
+    if f:
+        return Frame(kind="python", file=m.group(1), line=int(m.group(2)), function=f.group(1),
+                     source=f.group(2)), comment
+    if _PY_NAME.match(text):
+        return Frame(kind="python", file=m.group(1), line=int(m.group(2)), function=text), comment
+    return Frame(kind="python", file=m.group(1), line=int(m.group(2)), source=text), comment
+
+
+def _py_rows(lines: List[str]) -> Optional[Tuple[List[Frame], List[str], range]]:
+    """(frames outermost first, comments, line range) of the longest run of Python rows."""
+    best: Optional[Tuple[List[Frame], List[str], range]] = None
+    frames: List[Frame] = []
+    comments: List[str] = []
+    start = 0
+    for i, line in enumerate(lines + [""]):
+        got = _py_row(line) if line.strip() else None
+        if got is not None:
+            if not frames:
+                start = i
+            frames.append(got[0])
+            if got[1]:
+                comments.append("%s:%s: %s" % (got[0].file, got[0].line, got[1]))
+            continue
+        if (len(frames) >= MIN_FRAMES and len({f.file for f in frames}) >= 2
+                and any(f.function and f.function[:1].isalpha() or (f.source or "").endswith(")") for f in frames)
+                and (best is None or len(frames) > len(best[0]))):
+            best = (frames, comments, range(start, i))
+        frames, comments = [], []
+    return best
 
 
 def _split_comment(s: str) -> Tuple[str, Optional[str]]:
@@ -135,6 +195,9 @@ def score(lines: List[str]) -> float:
     blocks = _arrow_blocks(lines)
     if blocks:
         return 0.5 * sum(len(b[1]) for b in blocks)
+    rows = _py_rows(lines)
+    if rows:
+        return 0.5 * len(rows[0])
     flat = _flat_list(lines)
     return 0.5 * len(flat[0]) if flat else 0.0
 
@@ -151,6 +214,14 @@ def parse(lines: List[str], proc: Process) -> None:
             messages.extend(comments)
             proc.threads.append(thread)
             taken.update(span)
+    elif _py_rows(lines):
+        frames, comments, span = _py_rows(lines)  # type: ignore[misc]
+        thread = Thread(merge="python-only")
+        thread.notes.append("Python stack written by hand (file.py:LINE rows, outermost first)")
+        thread.frames = list(reversed(frames))
+        messages.extend(comments)
+        proc.threads.append(thread)
+        taken.update(span)
     else:
         flat = _flat_list(lines)
         if flat:

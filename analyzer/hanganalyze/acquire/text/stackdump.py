@@ -32,7 +32,9 @@ NAME = "stack-dumper"
 
 #: ``File: "path", line N, in func [source]`` and ``File "path", line N, in func`` (comma optional; a
 #: dumper that prints the path's repr quotes it with ``'``).
-_FILE = re.compile(r'^File:? (["\'])(.{1,1000}?)\1, line (\d{1,9}),? in (\S{1,300})(?: .*)?$')
+_FILE = re.compile(r'^(?:File|FILE):? (["\'])(.{1,1000}?)\1, line (\d{1,9}),? in (\S{1,300})(?: .*)?$')
+#: ``NAME: Thread-3`` over ``FILE: "x", line N, in f`` rows (an application's own dumper: canto-curses')
+_NAME_HEAD = re.compile(r"^NAME: ?(\S.{0,200})$")
 _HEADERS = (
     # ``# ThreadID: 123`` / ``# Thread: name(123)`` / ``# Thread #5 (id=123), what it does``
     re.compile(r"^# ?Thread ?ID: ?(\d{1,20})\s*$|^# ?Thread: ?(\d{1,20})\s*$"),
@@ -59,6 +61,9 @@ MIN_COLON_ROWS = 3
 
 def _header(s: str) -> Optional[Tuple[Optional[str], Optional[int]]]:
     """A thread header line -> (name, ident); None for any other line."""
+    if s.startswith("NAME:"):
+        m = _NAME_HEAD.match(s)
+        return (m.group(1).strip(), None) if m else None
     if not s or s[0] not in "#=-~*":
         return None
     m = _TRIBLER_HEAD.match(s)
@@ -94,7 +99,7 @@ def _frame(s: str) -> Optional[Frame]:
     if s.endswith(":") and ".py:" in s:
         row = _TRIBLER_ROW.match(s)
         return python_frame(row.group(3), row.group(1), to_int(row.group(2))) if row else None
-    if not s.startswith("File"):
+    if not s.startswith(("File", "FILE")):
         return None
     m = _FILE.match(s)
     if not m:
@@ -109,7 +114,7 @@ def score(lines: List[str]) -> float:
         frames += _frame(joined) is not None
         if ".py: " in s and s[-1:].isdigit() and _COLON_ROW.match(s):
             rows += 1
-        elif s.startswith("File") or (s.endswith(":") and ".py:" in s):
+        elif s.startswith(("File", "FILE")) or (s.endswith(":") and ".py:" in s):
             if _frame(s) is not None:
                 frames += 1
                 colon += not s.startswith("File ")  # "File:" or a Tribler row: no traceback's line

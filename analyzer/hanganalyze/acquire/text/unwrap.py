@@ -70,6 +70,10 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     ("vllm", re.compile(r"^" + _LEVEL + r" \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./\-]{1,200}:\d{1,6}\](?: |$)")),
     # (pid=123) / (RayWorker pid=123, ip=10.0.0.1) / vLLM v1's (VllmWorker rank=2 pid=808339)
     ("ray", RAY_TAG),
+    # [10:49:46.311 DataServer ERR]  (a time, the logger's or process's name and a short level in one
+    # bracket: qcodes' server processes, open round 55)
+    ("bracket-record", re.compile(r"^\[\d\d:\d\d:\d\d(?:[.,]\d{1,9})? [\w.\-]{1,100} "
+                                  r"(?:ERR|WRN|WARN|INF|INFO|DBG|DEBUG|ERROR|CRIT|FATAL|TRC)\](?: |$)")),
     # [12:00:00] / 12:00:00.123
     ("time", re.compile(r"^(?:\[\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)(?: |$)")),
     # [WARNING/MainProcess] / [2024-01-01 12:00:00,123: ERROR/ForkPoolWorker-3]  (celery's worker log: its
@@ -183,7 +187,8 @@ def _strip_continuation(lines: List[str]) -> Optional[List[str]]:
 #: them unless a dump format reads the lines better without them (``parse_text``); a report shows
 #: the log's lines as they were.  The other wrappers (backticks, quotes, line numbers, a launcher's
 #: or a collector's tag) say nothing.
-KEPT = ("timestamp", "syslog", "dated", "ctime", "colab", "glog", "vllm", "time", "ray", "celery", "shared", "tag")
+KEPT = ("timestamp", "syslog", "dated", "ctime", "colab", "glog", "vllm", "time", "ray", "celery", "shared", "tag",
+        "bracket-record")
 
 
 def _strip_prefix(lines: List[str], kinds: List[str]) -> Optional[List[str]]:
