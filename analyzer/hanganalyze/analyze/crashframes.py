@@ -269,8 +269,9 @@ def _unnamed_in_library(t: Thread) -> bool:
     """The lone stack's top frame is unnamed code of a named library that is neither the C runtime,
     the interpreter nor a driver or runtime a waiting thread stands in (``Table.stands_still``, the
     wait categories' own unnamed libraries), and the frame under it is named code of the program's
-    libraries: stopped in that library's own code, where a debugger stops the faulting thread
-    (open round 41's PyQt5 font lookup in libQt5Gui)."""
+    libraries, or unnamed code of the same library (a stripped build: open round 40's ONNX Runtime
+    core): stopped in that library's own code, where a debugger stops the faulting thread (open
+    round 41's PyQt5 font lookup in libQt5Gui)."""
     real = [f for f in t.frames if not f.marker][:2]
     if len(real) < 2 or real[0].kind != "native" or (real[0].function and real[0].function != "??"):
         return False
@@ -279,6 +280,8 @@ def _unnamed_in_library(t: Thread) -> bool:
             any(glob_match(lib, g) for g in c.unnamed) for c in table().categories):
         return False
     under = real[1]
+    if under.kind == "native" and (not under.function or under.function == "??"):
+        return basename(under.library) == lib  # the library's own unnamed code calling it (a stripped build)
     return (under.kind == "native" and bool(under.function) and under.function != "??"
             and not table().stands_still(under))
 

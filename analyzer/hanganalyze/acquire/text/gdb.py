@@ -226,7 +226,7 @@ def parse(lines: List[str], proc: Process) -> None:
     """Fill ``proc`` with the threads, frames and messages found in gdb output."""
     r = _Reader(lines, proc)
     r.read()
-    threads = _without_echoes(r.threads, r.headless, proc.signal is not None)
+    threads = _without_echoes(r.threads, r.headless)
     if r.current_num is not None and r.current_num in r.by_num:
         r.by_num[r.current_num].current = True
     elif len(threads) == 1 and not r.by_num:
@@ -521,7 +521,7 @@ class _Reader:
         return raw.startswith(_LOCALS_INDENT) and self.cur is not None and bool(self.cur.frames)
 
 
-def _without_echoes(threads: List[Thread], headless: List[Thread], signalled: bool) -> List[Thread]:
+def _without_echoes(threads: List[Thread], headless: List[Thread]) -> List[Thread]:
     """Every thread in print order, less gdb's echoes of a frame it printed again.
 
     gdb prints the selected frame (#0 ...) when it loads a core, before ``thread apply all``:
@@ -535,10 +535,10 @@ def _without_echoes(threads: List[Thread], headless: List[Thread], signalled: bo
         if not threads or not (len(t.frames) == 1 and (t.frames[0].function, t.frames[0].address) in firsts
                                or _stack_key(t) in stacks)
     ]
-    if not threads and signalled:
-        # gdb's echo of the stop at a signal (a core's frame #0 printed on loading it, "#0 0x.. in
-        # f ()") above the ``bt`` it begins: one thread, the signal's, not two (the ``bt`` may be cut
-        # after its own frame #0: the echo is the one-frame thread before a thread with the same top)
+    if not threads:
+        # gdb's echo of the stop (a core's frame #0 printed on loading it, "#0 0x.. in f ()", its signal
+        # line cut or not) above the ``bt`` it begins: one thread, not two (the ``bt`` may be cut after
+        # its own frame #0: the echo is the one-frame thread before a thread with the same top)
         def top(t: Thread) -> Tuple[Optional[str], Optional[int], Optional[int]]:
             return t.frames[0].function, t.frames[0].address, t.frames[0].line
         headless = [t for i, t in enumerate(headless)
