@@ -136,6 +136,13 @@ KNOWN_PATTERNS = [
     r"\bHARAKIRI ON WORKER \d+",
     # ... gunicorn's arbiter killing a worker that missed its heartbeat for --timeout (a hang or a slow request)
     r"\bWORKER TIMEOUT \(pid:\d+\)",
+    # the kernel's line for a process a fault killed (dmesg, journalctl -k): a segfault, a general
+    # protection fault or an invalid opcode, with the faulting library; compute-sanitizer's (cuda-memcheck's)
+    # invalid access of a kernel; UBSan's runtime error (a report, the process goes on)
+    r"\b\S{1,100}\[\d{1,10}\]: segfault at [0-9a-f]{1,16} ip [0-9a-f]{1,16} sp [0-9a-f]{1,16} error \d+|"
+    r"\btraps: \S{1,100}\[\d{1,10}\] (?:general protection(?: fault)?|trap invalid opcode|trap divide error) ip:",
+    r"^=+ +Invalid __(?:global|shared|local)__ (?:read|write|atomic) of size \d+|^=+ +Program hit cudaError\w+",
+    r"^\S{1,500}:\d{1,7}:\d{1,5}: runtime error: ",
     # pytest-timeout's banner over the stacks it dumps (a chunk may end before them); a supervisor's (a CI
     # step's, a harness's) line that it killed a run past its time limit
     r"^\+{5,} Timeout \+{5,}$",

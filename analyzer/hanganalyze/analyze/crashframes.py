@@ -84,6 +84,12 @@ _FATAL_LINES = rxcache.compile(r"^Fatal Python error: |"
                                # ReportCrash's thread that took the exception (a stored copy may have cut the
                                # paste's first character)
                                r"^T?hread \d{1,6} Crashed::|"
+                               # the kernel's line for a process a fault killed (dmesg, journalctl -k)
+                               r"\b\S{1,100}\[\d{1,10}\]: segfault at [0-9a-f]{1,16} ip [0-9a-f]{1,16} sp |"
+                               r"\btraps: \S{1,100}\[\d{1,10}\] (?:general protection|trap invalid opcode|"
+                               r"trap divide error)|"
+                               # compute-sanitizer's (cuda-memcheck's) invalid access of a kernel
+                               r"^=+ +Invalid __(?:global|shared|local)__ (?:read|write|atomic) of size \d+|"
                                # Open MPI's handler of a fatal signal (opal's backtrace, under mpi4py too)
                                r"\bSignal: (?:Segmentation fault|Bus error|Aborted|Floating point exception|"
                                r"Illegal instruction) \((?:4|6|7|8|11)\)$|"

@@ -48,11 +48,13 @@ def score(lines: List[str]) -> float:
         s = line.strip()
         if s.startswith("Stack trace of thread ") and _THREAD.match(s):
             heads += 1
-        elif s.startswith("#") and " (" in s and _FRAME.match(s) and (" n/a (" in s or " + 0x" in s):
+        elif s.startswith("#") and " (" in s and _FRAME.match(s) and (" n/a (" in s or " + 0x" in s
+                                                                      or not _GDB_ROW.match(s)):
             rows += 1
     if heads == 0 and rows >= MIN_CUT_ROWS and not any(_GDB_ROW.match(line.strip()) for line in lines):
         return 5.0 * rows  # a chunk cut above its headers: its rows alone (gdb scores 4 a row of its own)
-    return 5.0 * heads + 2.0 * rows if heads and rows >= MIN_ROWS else 0.0
+    # its header is systemd-coredump's own; its rows (``#0 0x.. name (lib)``) gdb reads too, and scores
+    return 20.0 * heads + 3.0 * rows if heads and rows >= MIN_ROWS else 0.0
 
 
 def parse(lines: List[str], proc: Process) -> None:
