@@ -143,6 +143,10 @@ KNOWN_PATTERNS = [
     r"\btraps: \S{1,100}\[\d{1,10}\] (?:general protection(?: fault)?|trap invalid opcode|trap divide error) ip:",
     r"^=+ +Invalid __(?:global|shared|local)__ (?:read|write|atomic) of size \d+|^=+ +Program hit cudaError\w+",
     r"^\S{1,500}:\d{1,7}:\d{1,5}: runtime error: ",
+    # TensorFlow's coordinator giving up joining its threads at the end (a queue runner that never ends);
+    # CPython's regrtest naming a test still running after minutes (its line every 30 s: evidence over time)
+    r"Coordinator stopped with threads still running: ",
+    r"^\d{1,3}:\d\d:\d\d load avg: [\d.]+ running(?: \(\d+\))?: \S+ \(\d+ min \d+ sec\)",
     # pytest-timeout's banner over the stacks it dumps (a chunk may end before them); a supervisor's (a CI
     # step's, a harness's) line that it killed a run past its time limit
     r"^\+{5,} Timeout \+{5,}$",
@@ -214,8 +218,11 @@ DUMPED_NOTE = ("a systemd-coredump report with its signal line cut: the process 
 #: but which thread took the signal the chunk does not say (``crashframes.crash_not_shown``).
 DUMPED_CUT_NOTE = ("systemd-coredump stack rows cut above their thread's header: the process dumped core (a fatal "
                    "signal, or a SIGQUIT sent by hand), but the chunk does not say which thread took the signal")
+#: The note QGIS's crash report reader leaves: QGIS's crash handler writes its stack only when the
+#: application crashed, and the stack is the crashing thread's (acquire/text/qgiscrash.py).
+QGIS_NOTE = "a QGIS crash report (its crash handler writes the crashing thread's stack): the application crashed"
 #: Notes that make a process's current thread the crashed one where no log line says so.
-CURRENT_NOTES = (CURRENT_NOTE, DUMPED_NOTE)
+CURRENT_NOTES = (CURRENT_NOTE, DUMPED_NOTE, QGIS_NOTE)
 #: The note macOS's crash report reader leaves on a text that is ReportCrash's (its ``Thread N:``
 #: headers, or its rows' tab between the image and the address): macOS writes such a report only
 #: for a process that crashed, so the process crashed even where the paste holds none of the

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from hanganalyze.acquire.ncclras_text import HEADER, I32_MAX, U64_MAX, parse_text_query, split_text_queries
+from hanganalyze.acquire.text import parse_text
 from hanganalyze.errors import InputError
 from hanganalyze_gdbext.model import Snapshot
 from hanganalyze_gdbext.model.ncclras import (
@@ -301,9 +302,16 @@ def read_ras(paths: Sequence[Union[str, Path]], interval_s: Optional[float] = No
 
 
 def ras_snapshot(text: str, source: str) -> Snapshot:
-    """A saved RAS answer given as an input (``inputs.py``): a snapshot with no process and its
-    queries as ``nccl_ras``; the analysis joins them to the job's processes by pid."""
-    return Snapshot(nccl_ras=series(parse_ras(text, source)))
+    """A saved RAS answer given as an input (``inputs.py``): a snapshot with its queries as
+    ``nccl_ras``; the analysis joins them to the job's processes by pid.  A paste that holds the
+    job's log too (a watchdog's timeout line under the RAS status: open round 58) keeps what the text
+    readers find in it as its processes; a bare RAS answer has none."""
+    ras = series(parse_ras(text, source))
+    try:
+        rest = parse_text(text)
+    except InputError:
+        return Snapshot(nccl_ras=ras)
+    return Snapshot(processes=rest.processes, nccl_ras=ras)
 
 
 def merge_series(parts: Sequence[RasSeries]) -> Optional[RasSeries]:

@@ -84,6 +84,8 @@ _FATAL_LINES = rxcache.compile(r"^Fatal Python error: |"
                                # ReportCrash's thread that took the exception (a stored copy may have cut the
                                # paste's first character)
                                r"^T?hread \d{1,6} Crashed::|"
+                               # a program's own fault handler's banner (Mantid's "***** SEGMENTATION FAULT *****")
+                               r"^[*=#!~ -]{3,}(?:SEGMENTATION FAULT|SIGSEGV|FATAL SIGNAL)[*=#!~ -]{3,}$|"
                                # the kernel's line for a process a fault killed (dmesg, journalctl -k)
                                r"\b\S{1,100}\[\d{1,10}\]: segfault at [0-9a-f]{1,16} ip [0-9a-f]{1,16} sp |"
                                r"\btraps: \S{1,100}\[\d{1,10}\] (?:general protection|trap invalid opcode|"
@@ -203,6 +205,11 @@ UNSHOWN = {
     "coredump": ("systemd-coredump's stack rows cut above their thread's header", DUMPED_CUT_NOTE,
                  "Paste the whole report (coredumpctl info PID): its first stack is the thread that took the "
                  "signal, and its Signal line says which."),
+    "faulthandler-empty": ("faulthandler's dump of a fatal signal shows no frame of its current thread",
+                           "faulthandler writes 'Current thread' over the thread that took the fatal signal; its "
+                           "frames are not in the text (the paste cut them, or it ran no Python code)",
+                           "Paste the whole dump, or capture the native stacks of the crash (a core: ulimit -c "
+                           "unlimited, or coredumpctl; or run under gdb)."),
     "faulthandler": ("faulthandler's dump of a fatal signal marks no current thread",
                      "faulthandler writes 'Current thread' over the thread that took the fatal signal; none is "
                      "marked, so that thread ran no Python code (a native library's own thread) or the paste cut it",
@@ -222,7 +229,8 @@ def crash_not_shown(proc: Process) -> Optional[Tuple[str, str, str]]:
     """The process crashed and no thread in its text took the fatal signal (``UNSHOWN``'s entry):
     macOS's crash report (``REPORT_NOTE``) with no "Crashed" thread in it, or faulthandler's dump
     of a fatal signal with no thread marked current (the signal hit a thread with no Python frames:
-    open round 32's ctypes DAQ card driver, read as the IPython history thread's condition).  Not
+    open round 32's ctypes DAQ card driver, read as the IPython history thread's condition), or one
+    whose current thread shows no frame (open round 56: the paste ends at its header).  Not
     for a report of a kill from outside (SIGKILL: the system's watchdog, a force quit), which ends a
     process whatever it was doing, a hang included."""
     if REPORT_NOTE in proc.notes and proc.signal != "SIGKILL":
@@ -232,6 +240,9 @@ def crash_not_shown(proc: Process) -> Optional[Tuple[str, str, str]]:
     if (_FAULTHANDLER in proc.notes and proc.signal in FATAL_SIGNALS and proc.threads
             and not any(t.current for t in proc.threads)):
         return UNSHOWN["faulthandler"]
+    if (_FAULTHANDLER in proc.notes and proc.signal in FATAL_SIGNALS and any(t.frames for t in proc.threads)
+            and not any(t.current and t.frames for t in proc.threads)):
+        return UNSHOWN["faulthandler-empty"]  # its "Current thread" header over no frame (cut, or none)
     return None
 
 

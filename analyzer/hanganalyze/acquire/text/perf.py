@@ -50,8 +50,8 @@ def score(lines: List[str]) -> float:
 
 def parse(lines: List[str], proc: Process) -> None:
     rows = _rows(lines)
-    taken = {r[4] for r in rows}
-    if rows:
+    taken = {r[4] for r in rows} if len(rows) >= MIN_ROWS else set()
+    if len(rows) >= MIN_ROWS:  # (one "58% [.] x" line is no profile)
         ranked = sorted(rows, key=lambda r: -r[0])
         top = next((r for r in ranked if not r[3]), ranked[0])
         thread = Thread()

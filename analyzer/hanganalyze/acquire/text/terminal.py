@@ -162,8 +162,12 @@ def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = N
     if shape is None or len(shape) != len(lines):
         shape = [(len(x), "") for x in lines]
     width = _width([n for n, _ in shape], lines)
-    if width is not None and all(n == width and trail for (n, trail), x in zip(shape, lines) if x.strip()):
-        return lines  # every line filled with blanks to one width (a screen's copy): none was cut
+    full = [(n, trail) for (n, trail), x in zip(shape, lines) if x.strip()]
+    if width is not None and full and all(n == width and trail for n, trail in full[:-1]) and (
+            len(full) > 2 or full[-1][0] == width):
+        # every line filled with blanks to one width (a screen's copy): none was cut; the last one may
+        # have lost its blanks where the copy ended (open round 56's UCX backtrace)
+        return lines
     weak = False
     if width is None:
         longest = max((n for n, _ in shape), default=0)

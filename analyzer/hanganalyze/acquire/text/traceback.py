@@ -101,6 +101,11 @@ CUT_STACK = ("Python stack (neither a traceback header nor an exception line in 
 _STACK_HEADING = re.compile(r"^(?:[\w ]{0,40}\b[Ss]tack(?: of [\w .<>-]{1,80})?(?: \([^()]{0,80}\))?|Call stack):$")
 
 
+#: What a terminal's cut leaves of a File line's function on the next line: a name's rest, no blank.
+#: (lower case, or the rest of ``<locals>``: an exception's name, ``KeyboardInterrupt``, is no piece)
+_NAME_PIECE = re.compile(r"^[a-z_<>.][\w<>.]{0,200}$")
+
+
 def parse(lines: List[str], proc: Process) -> None:
     messages: List[str] = []
     blocks: List[Thread] = []
@@ -152,6 +157,10 @@ def parse(lines: List[str], proc: Process) -> None:
                 cur.frames.append(parsed[0])
                 frames_indent = indent_of(line)
                 continue
+            if (after_source and cur.frames and cur.frames[-1].source is None and cur.frames[-1].function
+                    and indent_of(line) == 0 and _NAME_PIECE.match(s) and not _exception_line(s)):
+                cur.frames[-1].function += s  # the rest of the File line's function a terminal cut ("<lo" + "cals>.f")
+                continue
             if s and (indent_of(line) > frames_indent >= 0 or s.startswith(("^", "~"))
                       or (after_source and _wrapped_source(s))):
                 if cur.frames and not s.startswith(("^", "~")):
@@ -161,6 +170,9 @@ def parse(lines: List[str], proc: Process) -> None:
                         cur.frames[-1].source = (cur.frames[-1].source + " " + s)[:300]
                     after_source = indent_of(line) > frames_indent
                 continue  # source text and caret lines under a frame
+            if not cur.frames and s.startswith("(") and s.endswith(")") and len(s) < 200:
+                cur.notes.append(s.strip("()"))  # better_exchook's aside under the header: "(Exclude vars ...)"
+                continue
             if s.startswith("[Previous line repeated"):
                 cur.notes.append(s.strip("[]"))
                 continue
