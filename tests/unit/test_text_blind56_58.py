@@ -114,3 +114,24 @@ def test_ras_status_with_the_jobs_log_under_it(db):
     # near miss: the RAS status alone holds no process
     ras = text.split("[rank118]")[0]
     assert ncclras.ras_snapshot(ras, "x").processes == []
+
+
+def test_a_ctrl_c_echo_glued_to_a_file_line_and_a_dask_future(db):
+    text = real_text("distributed/distributed-801-1.txt")
+    assert '^C  File "' in text
+    frames = parse_text(text).processes[0].threads[0].frames
+    assert any(f.function == "result" and f.file.endswith("distributed/client.py") for f in frames)
+    assert text_verdict(text, db)[1] == "future"
+    # near miss: without the client's result frame the Event's wait under sync is a condition
+    near = "\n".join(x for x in text.splitlines() if "client.py" not in x and "result = sync(" not in x) + "\n"
+    assert text_verdict(near, db)[1] == "condition"
+
+
+def test_dasks_file_lines_carry_their_source():
+    text = real_text("xgboost/xgboost-6649-1.txt")
+    f = parse_text(text).processes[0].threads[0].frames[0]
+    assert f.function == "apply_function" and f.source == "result = function(*args, **kwargs)"
+    # near miss: ctypes' callback frame's name has blanks inside its quotes
+    t = parse_text('Traceback (most recent call last):\n  File "_ctypes/callbacks.c", line 232, in '
+                   "'calling callback function'\nRecursionError: maximum recursion depth exceeded\n")
+    assert t.processes[0].threads[0].frames[0].function == "'calling callback function'"

@@ -515,7 +515,13 @@ def parse_py_file_line(s: str) -> Optional[Tuple[Frame, bool]]:
     m = PY_FILE_LINE.match(s)
     if not m:
         return None
-    return python_frame(m.group(4).strip(), m.group(1), to_int(m.group(2))), bool(m.group(3))
+    func, source = m.group(4).strip(), None
+    if " " in func and func[:1] not in "'\"":  # (ctypes' "in 'calling callback function'" is one name)
+        # dask's task call stack joins the frame's source line to its File line: "in run result = f()"
+        func, source = func.split(" ", 1)
+    frame = python_frame(func, m.group(1), to_int(m.group(2)))
+    frame.source = source.strip()[:300] if source else None
+    return frame, bool(m.group(3))
 
 
 def numbered_run(lines: List[str], i: int, count: int, is_row: Callable[[str], bool]) -> bool:

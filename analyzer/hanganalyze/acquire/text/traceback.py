@@ -117,6 +117,9 @@ def parse(lines: List[str], proc: Process) -> None:
     heading = False  # the last line was a log record ending in a colon: a stack may follow
     blank = gap = False
     for raw in lines:
+        if raw.startswith("^C") and raw[2:].lstrip().startswith(("File ", "Traceback (")):
+            messages.append("^C")  # the terminal's echo of a Ctrl-C glued to the line it printed next
+            raw = raw[2:]
         body = _body(raw)
         if body is not raw:
             bs = body.strip()

@@ -191,16 +191,27 @@ KEPT = ("timestamp", "syslog", "dated", "ctime", "colab", "glog", "vllm", "time"
         "bracket-record")
 
 
+#: Lines of a long text's even sample that a prefix is first tried on (``_strip_prefix``).
+SAMPLE = 1000
+
+
 def _strip_prefix(lines: List[str], kinds: List[str]) -> Optional[List[str]]:
     best: Optional[Pattern[str]] = None
     best_n = 0
     share = SHARE
     best_name = ""
+    nonblank = [x for x in lines if x.strip()]
+    # a long text: a prefix that misses most of an even sample of its lines cannot be on their share
+    # (the count below reads every line once per prefix: a 50 MB log's refusal stays in seconds)
+    sample = nonblank[::len(nonblank) // SAMPLE] if len(nonblank) > 2 * SAMPLE else None
     for name, rx in PREFIXES:
-        n = sum(1 for x in lines if x.strip() and rx.match(x))
+        need = WRAPPED_SHARE if name in DISTINCT else SHARE
+        if sample is not None and sum(1 for x in sample if rx.match(x)) < need * len(sample) / 2:
+            continue
+        n = sum(1 for x in nonblank if rx.match(x))
         if n > best_n:
             best, best_n, share, best_name = rx, n, (WRAPPED_SHARE if name in DISTINCT else SHARE), name
-    if best is None or best_n < share * sum(1 for x in lines if x.strip()) or best_n < 2:
+    if best is None or best_n < share * len(nonblank) or best_n < 2:
         return None
     out = []
     for x in lines:
