@@ -36,3 +36,13 @@ def test_the_tensor_releasing_thread_alone(db):
     near = text.replace("c10::TensorImpl::release_resources()", "c10::Foo::run()").replace(
         "(anonymous namespace)::concrete_decref_fn", "(anonymous namespace)::callback_fn")
     assert "tensorimpl-decref-needs-gil" not in [f.signature for f in text_verdict(near, db)[0].findings]
+
+
+def test_a_frame_past_the_end_of_its_stack(db):
+    text = real_text("pytorch/pytorch-164297-1.txt")
+    assert "self=<error reading variable: Cannot access memory at address" in text
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: the caller's arguments unreadable too (a core that lost its stack pages): no proof
+    near = text.replace("args=(<torch._C._onnx.OperatorExportTypes at remote 0x7ffdb6a6e5b0>,)",
+                        "args=<error reading variable: Cannot access memory at address 0x7fffff7fef00>")
+    assert text_verdict(near, db)[1] != "crashed"

@@ -273,13 +273,27 @@ def lone_stop(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:
     elif not any(n in _STOP_TOPS for n in t.notes):
         return False
     top = next((f for f in t.frames if not f.marker), None)
-    if top is not None and (_wild_call(t) or _unnamed_in_library(t)):
+    if top is not None and (_wild_call(t) or _unnamed_in_library(t) or _ran_off_its_stack(t)):
         return True
     if top is None or top.kind != "native" or not top.function or top.function == "??":
         return False
     if not (top.library or top.file) or _LIBC_STILL.match(top.function) or _LIBC_SOURCE.search(top.file or ""):
         return False  # a frame of no known code (a stripped driver's hashed name), or the C library's
     return not (_WINDOWS_STILL.match(basename(top.library) or "") or table().stands_still(top))
+
+
+#: gdb's frame note (acquire/text/gdb.py's UNREADABLE_ARGS) for arguments it could not read from the stack.
+_UNREADABLE = "its arguments could not be read"
+
+
+def _ran_off_its_stack(t: Thread) -> bool:
+    """gdb could not read the innermost frame's own arguments from the stack while it read its
+    caller's: the frame sits past the end of the thread's stack, which only a stack overflow (a
+    recursion without end: opened sealed round 40's pybind11 ``__int__`` loop) leaves; a truncated
+    core loses the callers' too."""
+    real = [f for f in t.frames if not f.marker][:2]
+    return (len(real) == 2 and (real[0].note or "").startswith(_UNREADABLE)
+            and not (real[1].note or "").startswith(_UNREADABLE))
 
 
 def _unnamed_in_library(t: Thread) -> bool:

@@ -114,8 +114,20 @@ _SANITIZER_AT = re.compile(r"^([^\s/]\S{0,4000}) (/[^\s():]{1,500}):(\d{1,9})(?:
 _SANITIZER_SIGNAL = re.compile(r"^==\d{1,10}==\s?ERROR: \w{1,40}Sanitizer: (SEGV|BUS|FPE|ILL|ABRT)\b")
 
 
+#: The note of a frame whose own arguments gdb could not read from its stack (``crashframes``: frame #0's
+#: alone is a thread that ran off its stack).
+UNREADABLE_ARGS = "its arguments could not be read (gdb: Cannot access memory at address)"
+
+
 def parse_frame_body(body: str) -> Frame:
     """``0x.. in func (args) at file:line`` / ``func (args) from lib`` -> Frame (linear scan)."""
+    f = _frame_body(body)
+    if "<error reading variable: Cannot access memory at address" in body and f.note is None:
+        f.note = UNREADABLE_ARGS
+    return f
+
+
+def _frame_body(body: str) -> Frame:
     f = Frame(kind="native")
     body = body.strip()
     if body.startswith("<") and body.endswith(">"):  # <signal handler called>, <function called from gdb>
