@@ -46,7 +46,7 @@ KNOWN_PATTERNS = [
     r"terminated by signal SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b",
     # an exit status or a "died by signal N" line of a fatal signal, Windows' fault codes as numbers, Ray's
     # crashed worker, a C++ pure virtual call (the same lines as waits.yaml's crashed messages)
-    r"\b(?:[Ee]xit(?:ed)?|[Rr]eturned|completed|finished|terminated)\b[^\n]{0,40}?\b(?:code|status)\b[\s:=]*"
+    r"\b(?:[Ee]xit(?:ed)?|[Rr]eturned|completed|finished|terminated)\b[^\n]{0,40}?\b(?:code|status|value)\b[\s:=]*"
     r"(?:-(?:4|6|7|8|11)|13[2-6]|139)\b(?!\s*(?:ms|s|seconds|%))",
     r"\b(?:exited|terminated|killed|died|crashed)\b (?:with|by|on|due to|from) (?:a |the )?(?:fatal )?signal:? ?"
     r"(?:4|6|7|8|11|SIG(?:SEGV|ABRT|BUS|FPE|ILL))\b",
@@ -150,6 +150,10 @@ KNOWN_PATTERNS = [
     # pytest-timeout's banner over the stacks it dumps (a chunk may end before them); a supervisor's (a CI
     # step's, a harness's) line that it killed a run past its time limit
     r"^\+{5,} Timeout \+{5,}$",
+    # WinDbg's !analyze of a crash dump: its exception record's code (an access violation, a heap
+    # corruption, a fast fail), in the forms the analysis prints it
+    r"\bExceptionCode\(?:? ?\(?[Cc]0000(?:005|374|409)\b|\bDEBUG_FLR_EXCEPTION_CODE\([Cc]0000(?:005|374|409)\)|"
+    r"^EXCEPTION_CODE(?:_STR)?:\s+\(?(?:NTSTATUS\)\s+)?(?:0x)?[Cc]0000(?:005|374|409)\b",
     r"(?i:\btime(?:d)? ?out\b(?: after \d+ ?(?:s|sec|seconds|m|min|minutes))?[^\n]{0,40}\bkill(?:ed|ing)\b|"
     r"\bkill(?:ed|ing)\b[^\n]{0,60}\b(?:after|on|due to) (?:a |the )?time ?out\b)",
     r"Process \d+ \(.{1,100}\) of user \d+ dumped core\b|^!{3,} Segfault encountered !{3,}$",

@@ -90,6 +90,8 @@ def _py_row(line: str) -> Optional[Tuple[Frame, Optional[str]]]:
 def _py_rows(lines: List[str]) -> Optional[Tuple[List[Frame], List[str], range]]:
     """(frames outermost first, comments, line range) of the longest run of Python rows."""
     best: Optional[Tuple[List[Frame], List[str], range]] = None
+    if not any(".py:" in x or ".pyx:" in x for x in lines):
+        return None
     frames: List[Frame] = []
     comments: List[str] = []
     start = 0
@@ -140,6 +142,8 @@ def _arrow_blocks(lines: List[str]) -> List[Tuple[Optional[str], List[str], List
     """(label, names outermost first, comments, line range) of each arrow block."""
     blocks: List[Tuple[Optional[str], List[str], List[str], range]] = []
     cur: Optional[Tuple[Optional[str], List[str], List[str], int, int]] = None  # label, names, comments, start, conts
+    if not any("->" in x for x in lines):
+        return blocks  # (every arrow block has one: a text without any is read no further)
 
     def close(end: int) -> None:
         if cur is not None and cur[4] >= 1 and len(cur[1]) >= MIN_FRAMES:
@@ -167,6 +171,8 @@ def _arrow_blocks(lines: List[str]) -> List[Tuple[Optional[str], List[str], List
 def _flat_list(lines: List[str]) -> Optional[Tuple[List[str], List[str], range]]:
     """(names outermost first, comments, line range) of the longest flat ``module:function()`` list."""
     best: Optional[Tuple[List[str], List[str], range]] = None
+    if not any("():" in x or "()" in x for x in lines):
+        return None
     names: List[str] = []
     comments: List[str] = []
     modules = 0

@@ -47,7 +47,7 @@ _OFFSET = re.compile(r"^(.*?)\+0x[0-9a-fA-F]{1,16}$")
 #: Visual Studio: ``module.dll!function(args) Line 12 + 0x5 bytes`` then tab-separated columns (VS 2003:
 #: ``Line 212 + 0x5``, two spaces before it).
 #: (``[Inline Frame] module.dll!function() Line 12`` for a call the compiler inlined into the next row)
-_VS = re.compile(r"^[> ]?\s*(?:\[Inline Frame\] )?([\w.\-]{1,200}\.(?:dll|exe|pyd|sys|so|drv))!(.{1,4000}?)"
+_VS = re.compile(r"^[> ]?\s*(?:\[Inline Frame\] )?([\w.\-]{1,200}\.(?:dll|exe|pyd|sys|so|drv|py))!(.{1,4000}?)"
                  r"(?:\s{1,4}Line (\d{1,9}))?"
                  r"(?: \+ 0x[0-9a-fA-F]+(?: bytes)?)?"
                  r"(?:\t.*|(?<=[)\d])\s+(?:C\+\+|C|Unknown|Python|C#|Native)\s*)?$",
@@ -151,6 +151,8 @@ def _vs_frame(s: str) -> Optional[Frame]:
     if _ADDRESS_ONLY.match(func):
         return Frame(kind="native", function=None, library=m.group(1))
     name, _args = split_call(func)
+    if m.group(1).lower().endswith(".py"):  # mixed-mode debugging: a Python frame ("threading.py!wait Line 340")
+        return Frame(kind="python", function=name or None, file=m.group(1), line=line)
     return Frame(kind="native", function=name or None, library=m.group(1), line=line)
 
 
