@@ -71,6 +71,9 @@ _PROSE = re.compile(r"^[^()]{0,400}?\b[A-Za-z]{2,40} [A-Za-z]{2,40} [A-Za-z]{2,4
 
 def _py_row(line: str) -> Optional[Tuple[Frame, Optional[str]]]:
     """A Python row as a frame (and its comment); None for any other line."""
+    head = line.lstrip(" \t->").split(None, 1)
+    if not head or (".py:" not in head[0] and ".pyx:" not in head[0]):
+        return None  # (its first word is the row's file: a py-spy frame's "(file.py:12)" comes last)
     body, comment = _split_comment(line.strip())
     m = _PY_ROW.match(body)
     if not m:
