@@ -19,7 +19,8 @@ def sigs(snap):
 def test_visual_studios_python_frames(db):
     text = real_text("ptvsd/ptvsd-1788-1.txt")
     frames = parse_text(text).processes[0].threads[0].frames
-    assert (frames[0].kind, frames[0].file, frames[0].function, frames[0].line) == ("python", "threading.py", "wait", 340)
+    f = frames[0]
+    assert (f.kind, f.file, f.function, f.line) == ("python", "threading.py", "wait", 340)
     assert text_verdict(text, db)[1] == "condition"
     # near miss: a native module's row stays native
     native = parse_text("\tpython311.dll!take_gil(_ts * tstate) Line 331\tC\n"
