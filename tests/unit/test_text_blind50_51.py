@@ -60,3 +60,13 @@ def test_a_workers_descriptor_sharing_at_the_open_file_limit(db):
     # near miss: the same frames raising another error (a closed socket, no limit)
     near = text.replace("OSError: [Errno 24] Too many open files", "OSError: [Errno 9] Bad file descriptor")
     assert "torch-mp-fd-sharing-limit" not in sigs(text_verdict(near, db)[0])
+
+
+def test_a_stripped_librarys_top_over_a_null_page_return_address(db):
+    text = real_text("onnxruntime/onnxruntime-18776-1.txt")
+    assert "#1 0x0000000000000600 in ?? ()" in text
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: the caller a real address of no known object (a JIT's code, say): no proof
+    near = text.replace("#1 0x0000000000000600 in ?? ()", "#1 0x00007f4e5d8d0000 in ?? ()")
+    near = near.replace("#2 0x0000000002c1e8a0 in ?? ()\n", "").replace("#3 0x0000000000000100 in ?? ()\n", "")
+    assert text_verdict(near, db)[1] != "crashed"

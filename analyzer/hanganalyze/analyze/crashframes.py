@@ -296,6 +296,10 @@ def _ran_off_its_stack(t: Thread) -> bool:
             and not (real[1].note or "").startswith(_UNREADABLE))
 
 
+#: Addresses below this are in the null page, where no code is mapped: no frame returns there.
+_NULL_PAGE = 0x10000
+
+
 def _unnamed_in_library(t: Thread) -> bool:
     """The lone stack's top frame is unnamed code of a named library that is neither the C runtime,
     the interpreter nor a driver or runtime a waiting thread stands in (``Table.stands_still``, the
@@ -311,6 +315,9 @@ def _unnamed_in_library(t: Thread) -> bool:
             any(glob_match(lib, g) for g in c.unnamed) for c in table().categories):
         return False
     under = real[1]
+    if under.kind == "native" and (not under.function or under.function == "??") and not under.library \
+            and under.address is not None and under.address < _NULL_PAGE:
+        return True  # under it a "return address" in the null page: the stack below the top is garbage
     if under.kind == "native" and (not under.function or under.function == "??"):
         return basename(under.library) == lib  # the library's own unnamed code calling it (a stripped build)
     return (under.kind == "native" and bool(under.function) and under.function != "??"
