@@ -15,22 +15,22 @@ is the collective's: its triage says "collective", not "crashed").
 
 from __future__ import annotations
 
-from typing import Set
+from typing import Sequence, Set
 
-from hanganalyze_gdbext.model import Snapshot
+from hanganalyze_gdbext.model import Finding
 
 NOTE = " (the process crashed: this is where the thread stood at the crash, not a hang on its own)"
 
 
-def demote_hangs_of_crashed(snapshot: Snapshot) -> None:
-    """Hang findings from the stacks of processes the triage found crashed become ``info``."""
+def demote_hangs_of_crashed(findings: Sequence[Finding], triage: Sequence[Finding]) -> None:
+    """Hang ``findings`` from the stacks of processes the ``triage`` findings call crashed become ``info``."""
     crashed: Set[int] = set()
-    for f in snapshot.findings:
+    for f in triage:
         if f.signature == "triage" and f.triage is not None and f.triage.wait == "crashed":
             crashed.update(f.processes or [f.process])
     if not crashed:
         return
-    for f in snapshot.findings:
+    for f in findings:
         procs = f.processes or [f.process]
         stacks = any(e.frame is not None for e in f.evidence) and all(e.message is None for e in f.evidence)
         if f.severity == "hang" and f.signature != "triage" and stacks and procs and all(p in crashed for p in procs):

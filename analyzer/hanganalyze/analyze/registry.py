@@ -128,9 +128,7 @@ def run_report_rules(snapshot: Snapshot) -> None:
             order = {s: i for i, s in enumerate(SEVERITIES)}
             snapshot.findings = sorted(snapshot.findings + found, key=lambda f: order.get(f.severity, len(order)))
             continue
-        snapshot.findings = snapshot.findings + found
-        crashcontext.demote_hangs_of_crashed(snapshot)  # a crashed process's waits: context, not hangs
-        snapshot.findings = [f for f in snapshot.findings if f not in found]
+        crashcontext.demote_hangs_of_crashed(snapshot.findings, found)  # a crashed process's waits: context
         known = any(f.severity in SERIOUS or f.severity == "warning" for f in snapshot.findings)  # a verdict leads
         snapshot.findings = (snapshot.findings + found) if known else (found + snapshot.findings)
 

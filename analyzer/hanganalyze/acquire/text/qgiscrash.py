@@ -47,20 +47,19 @@ def score(lines: List[str]) -> float:
 
 
 def parse(lines: List[str], proc: Process) -> None:
-    messages: List[str] = []
     thread = Thread(current=True)
     thread.notes.append("QGIS crash report's stack")
-    for line in lines:
-        s = line.strip()
-        m = _ROW.match(s) if s else None
+    rows = set()
+    for i, line in enumerate(lines):
+        m = _ROW.match(line.strip())
         if m:
+            rows.add(i)
             thread.frames.append(Frame(kind="native", function=m.group(1), file=m.group(2) or None,
                                        line=to_int(m.group(3)) if m.group(3) else None))
-        if s:
-            messages.append(s)
-    if len(thread.frames) >= MIN_ROWS:  # (fewer: "Note :" lines of prose, never read as a stack)
+    if len(thread.frames) < MIN_ROWS:  # (fewer: "Note :" lines of prose, never read as a stack)
+        rows = set()
+    else:
         proc.threads.append(thread)
         proc.notes.append(QGIS_NOTE)
-        rows = {f.function for f in thread.frames}
-        messages = [m for m in messages if m.split(" ", 1)[0] not in rows]
+    messages = [line.strip() for i, line in enumerate(lines) if i not in rows and line.strip()]
     proc.messages.extend(cap_messages(messages, proc.notes))
