@@ -505,7 +505,8 @@ def balanced(text: str) -> bool:
 
 #: ``File "path", line N, in func`` (tracebacks, py-bt, pystack) and ``File "path", line N in
 #: func`` (faulthandler: no comma).  Applied to a stripped line with ``match``: one start only.
-PY_FILE_LINE = re.compile(r'^File "(.*)", line (\d{1,9})(,?) in (.+)$')
+#: A web page that took ``<module>`` for an HTML tag leaves ``..., line 106, in`` (open round 69).
+PY_FILE_LINE = re.compile(r'^File "(.*)", line (\d{1,9})(,?) in(?: (.+))?$')
 
 
 def parse_py_file_line(s: str) -> Optional[Tuple[Frame, bool]]:
@@ -515,7 +516,7 @@ def parse_py_file_line(s: str) -> Optional[Tuple[Frame, bool]]:
     m = PY_FILE_LINE.match(s)
     if not m:
         return None
-    func, source = m.group(4).strip(), None
+    func, source = (m.group(4) or "<module>").strip(), None
     if " " in func and func[:1] not in "'\"":  # (ctypes' "in 'calling callback function'" is one name)
         # dask's task call stack joins the frame's source line to its File line: "in run result = f()"
         func, source = func.split(" ", 1)

@@ -20,9 +20,10 @@ Two shapes are read:
       pystate:new_threadstate()
         HEAD_LOCK()  <--   DEADLOCK HERE!
 
-* a Python stack abridged to ``file.py:LINE`` rows, outermost first (indented as a staircase or
-  not, ``->`` before a callee), each row's function (``Service.shutdown()``) or source line
-  (``wait([future], timeout=None)``), a ``-> call`` after a function its line::
+* a Python stack abridged to ``file.py:LINE`` rows (or a profiler's ``file.py:function:LINE``), outermost
+  first (indented as a staircase or not, ``->`` before a callee), each row's function
+  (``Service.shutdown()``) or source line (``wait([future], timeout=None)``), a ``-> call`` after a
+  function its line::
 
       test_service.py:63 test_start()
         -> iomediator.py:117 IoMediator.shutdown() -> self.interface.cancel()
@@ -62,6 +63,9 @@ _CALL = re.compile(r"^(?:([A-Za-z_][\w.]{0,100}):)?([A-Za-z_][\w.]{0,300})\(\)(?
 
 #: ``  -> pkg/file.py:118 Service.shutdown() -> self.cancel()`` / ``file.py:93   .translate()  # note``
 _PY_ROW = re.compile(r"^(?:->\s{0,4})?([\w./\\-]{1,300}\.pyx?):(\d{1,7})\s{1,60}(\S.{0,1000}?)$")
+#: ``c:\\...\\requests\\sessions.py:Session.get:600``: a profiler's frame (Austin's ``file:function:line``, a
+#: stack copied from its output, outermost first; open round 65)
+_PY_QUAL = re.compile(r"^((?:[A-Za-z]:)?[\w./\\-]{1,300}\.pyx?):([A-Za-z_<][\w.<>]{0,300}):(\d{1,7})$")
 _PY_FUNC = re.compile(r"^([A-Za-z_<][\w.<>]{0,300})\(\)(?:\s{0,8}->\s{0,8}(\S.{0,1000}))?$")
 _PY_NAME = re.compile(r"^[A-Za-z_][\w.]{0,300}$")
 #: What a code row's text may hold: no sentence (words apart by spaces outside a call's parentheses).
@@ -75,6 +79,9 @@ def _py_row(line: str) -> Optional[Tuple[Frame, Optional[str]]]:
     if not head or (".py:" not in head[0] and ".pyx:" not in head[0]):
         return None  # (its first word is the row's file: a py-spy frame's "(file.py:12)" comes last)
     body, comment = _split_comment(line.strip())
+    q = _PY_QUAL.match(body)
+    if q:
+        return Frame(kind="python", file=q.group(1), line=int(q.group(3)), function=q.group(2)), comment
     m = _PY_ROW.match(body)
     if not m:
         return None

@@ -85,7 +85,8 @@ def _thread(num: str, rest: str, current: bool) -> Thread:
     t.notes.append("lldb thread #%s" % num)
     m = _TID.search(rest)
     if m:
-        t.tid = to_int(m.group(1), 16) if m.group(1).startswith("0x") else to_int(m.group(1))
+        # (a macOS core records no thread ids: lldb prints "tid = 0x0000" for each)
+        t.tid = (to_int(m.group(1), 16) if m.group(1).startswith("0x") else to_int(m.group(1))) or None
     name = _quoted(rest, "name")
     if name:
         t.name = t.os_name = name

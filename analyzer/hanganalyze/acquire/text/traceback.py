@@ -57,7 +57,7 @@ def score(lines: List[str]) -> float:
         s = _body(line).strip()
         if s.endswith(HEADER):
             headers += 1
-        elif s.startswith("File ") and ", line " in s and ", in " in s:
+        elif s.startswith("File ") and ", line " in s and (", in " in s or s.endswith(", in")):
             frames += 1
     if headers == 0:
         # No header: a paste cut at the top, inside the frames.  Any format with a header of its

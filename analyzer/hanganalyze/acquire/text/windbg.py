@@ -34,7 +34,8 @@ NAME = "windbg"
 #: ``.  0  Id: b10.dac Suspend: 1 Teb: 00007ff6`64a4e000 Unfrozen "name"``
 _THREAD = re.compile(
     r"^([.#])?\s*(\d{1,6})\s+Id: ([0-9a-fA-F]{1,8})\.([0-9a-fA-F]{1,8})\s+Suspend:.*?(?:\"(.{0,200})\")?\s*$")
-_TABLE = re.compile(r"^#?\s*(?:Child-?SP|ChildEBP)\s+RetAddr\b")
+#: (``~Nkb`` without the stack pointer column: `` RetAddr : Args to Child : Call Site``, open round 67)
+_TABLE = re.compile(r"^#?\s*(?:(?:Child-?SP|ChildEBP)\s+RetAddr\b|RetAddr\s+: Args to Child\b)")
 #: ``00 00000067`e0f3f278 00007ff8`8a192e2d ntdll!Func+0xa [path @ 12]``: a frame number, 1 to 6
 #: hex columns (``kb`` adds the arguments), the call site.
 _HEX = r"(?:[0-9a-fA-F]{8}`?[0-9a-fA-F]{0,8}|\(Inline\)|-{8})"
