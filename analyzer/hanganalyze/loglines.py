@@ -93,6 +93,8 @@ KNOWN_PATTERNS = [
     r"^(?:Killed|zsh: killed\s+\S.*|\[\d+\]\s+(?:[+-]\s+)?(?:\d+ )?Killed\s+\S.*|"
     r".{0,200}: line \d+: +\d+ Killed\s+\S.*)$",
     r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
+    # bash's line for a process the signal ended without a core file (no "(core dumped)")
+    r"^(?:Aborted|Illegal instruction|Bus error|Floating point exception)$",
     # macOS shells' lines for a process killed by a signal (bash / zsh print the signal's number)
     r"^(?:Abort trap|Illegal instruction|Bus error|Segmentation fault|Floating point exception): \d{1,2}$",
     # the shells' lines for the other fatal signals, glibc's fatal heap checks and assert() (both abort)
@@ -150,6 +152,9 @@ KNOWN_PATTERNS = [
     # pytest-timeout's banner over the stacks it dumps (a chunk may end before them); a supervisor's (a CI
     # step's, a harness's) line that it killed a run past its time limit
     r"^\+{5,} Timeout \+{5,}$",
+    # GitHub Actions ending a job: past its time limit (timeout-minutes), or cancelled (the limit, a
+    # newer run of the same group, or by hand: the log's last lines before it show where it stood)
+    r"has exceeded the maximum execution time of \d+ minutes|^(?:\S+\s+)?##\[error\]The operation was canceled\.$",
     # WinDbg's !analyze of a crash dump: its exception record's code (an access violation, a heap
     # corruption, a fast fail), in the forms the analysis prints it
     r"\bExceptionCode\(?:? ?\(?[Cc]0000(?:005|374|409)\b|\bDEBUG_FLR_EXCEPTION_CODE\([Cc]0000(?:005|374|409)\)|"
@@ -157,7 +162,8 @@ KNOWN_PATTERNS = [
     r"(?i:\btime(?:d)? ?out\b(?: after \d+ ?(?:s|sec|seconds|m|min|minutes))?[^\n]{0,40}\bkill(?:ed|ing)\b|"
     r"\bkill(?:ed|ing)\b[^\n]{0,60}\b(?:after|on|due to) (?:a |the )?time ?out\b)",
     r"Process \d+ \(.{1,100}\) of user \d+ dumped core\b|^!{3,} Segfault encountered !{3,}$",
-    r"NCCL operation \w+\(.{0,300}\) failed: |Execution of replica \d+ failed: INTERNAL",
+    r"NCCL operation \w+\(.{0,300}\) failed: |"
+    r"Execution of replica \d+ failed: (?:INTERNAL|RESOURCE_EXHAUSTED|Resource exhausted)",
     # vLLM's V0 engine client, each time its poll for the engine process's output times out empty; V1's
     # client while its engine core process has not come up
     r"Waiting for output from MQLLMEngine|Waiting for \d+ core engine proc\(s\) to start",
@@ -174,6 +180,9 @@ KNOWN_PATTERNS = [
     r"==\d+==\s?ERROR: (Address|Thread|Memory|Leak|UndefinedBehavior)Sanitizer",
     # XLA's TPU client when a program does not finish (a TPU hang: a deadlock between cores or a stuck program)
     r"TPU Execute is taking a long time",
+    # Qt's warning as a thread emits a signal over a BlockingQueuedConnection to its own thread (it then
+    # waits on a semaphore only its own, now blocked, event loop would release)
+    r"Dead lock detected while activating a BlockingQueuedConnection",
     # issue 32, the logs of ML jobs: NCCL's errors as torch raises them (no NCCL_DEBUG line) and its
     # transport's own words; torch elastic's agent and failure summary; the c10d store; CUDA's sticky
     # kernel errors; DeepSpeed's launcher for any exit; vLLM's engine and SGLang's scheduler dying;
@@ -191,7 +200,7 @@ KNOWN_PATTERNS = [
     r"Engine core proc \S+ died unexpectedly|EngineDeadError|Scheduler hit an exception",
     r"The actor died unexpectedly before finishing this task|RayActorError",
     r"Task was killed due to the node running low on memory",
-    r"Workers? \(tasks / actors\) killed due to memory pressure|Out of memory: Killed process \d+",
+    r"Workers? \(tasks / actors\) killed due to memory pressure|[Oo]ut of memory: Killed process \d+",
 ]
 #: ``KNOWN_LINES``: the patterns as one regex.  ``EACH_KNOWN``: each pattern alone: a line broken
 #: in two by a paste is joined where the two halves make a known line that neither half is

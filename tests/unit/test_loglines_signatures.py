@@ -150,7 +150,7 @@ TRIAGE = {
     "ray_oom_flingbot_11.txt": "crashed",
     "cuda_device_assert_lmeval_2293.txt": "crashed",
     "cuda_illegal_access_tegnas_19.txt": "crashed",
-    "nccl_ib_error12_nccl_1405.txt": "collective",      # NCCL's lines: the rank's collective fails
+    "nccl_ib_error12_nccl_1405.txt": "crashed",         # NCCL's IB error completion: the rank's communicator fails
     "nccl_socket_connect_sglang_5594.txt": "crashed",   # ... but SGLang's scheduler died of it
     "c10d_store_reset_sglang_20859.txt": "collective",  # the store's client lost its server
     # an exit status that is a fatal signal's, Windows' access violation as a number, Ray's dead worker,

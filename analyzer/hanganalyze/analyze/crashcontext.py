@@ -7,9 +7,11 @@ thread of that same process (a network read with no timeout, a queue nobody feed
 thread's state at the moment of the crash: the user's problem is the crash, and a "hang" answer sends
 them after a peer that never mattered.  Such a finding stays in the report as ``info``, its summary
 saying why.  Only a finding read from threads' stacks: one read from log lines (a watchdog's timeout
-line before the kill it led to) says what the process hung in before it died.  A deadlock (a cycle
-among threads) is left as it is, and so is a finding of a process the triage did not call crashed,
-and a crash the triage read as a wait's consequence (a watchdog's abort after a collective's timeout
+line before the kill it led to) says what the process hung in before it died.  A deadlock signature
+read from one thread's stack (a forked child's inherited lock, seen in glibc's malloc under the abort
+of its own heap check: open round 67) is demoted the same way; the wait-for graph's cycle among
+threads (``deadlock-cycle``) is left as it is, and so is a finding of a process the triage did not
+call crashed, and a crash the triage read as a wait's consequence (a watchdog's abort after a collective's timeout
 is the collective's: its triage says "collective", not "crashed").
 """
 
@@ -33,6 +35,7 @@ def demote_hangs_of_crashed(findings: Sequence[Finding], triage: Sequence[Findin
     for f in findings:
         procs = f.processes or [f.process]
         stacks = any(e.frame is not None for e in f.evidence) and all(e.message is None for e in f.evidence)
-        if f.severity == "hang" and f.signature != "triage" and stacks and procs and all(p in crashed for p in procs):
+        if (f.severity in ("hang", "deadlock") and f.signature not in ("triage", "deadlock-cycle") and stacks
+                and procs and all(p in crashed for p in procs)):
             f.severity = "info"
             f.summary = (f.summary or f.title) + NOTE

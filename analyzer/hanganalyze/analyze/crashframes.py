@@ -51,9 +51,12 @@ CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore
                                r"c10::FatalSignalHandler::\w+)$")
 #: abort itself (glibc, the MSVC runtime's ucrtbase!abort, macOS's libsystem_c abort).
 _ABORT = rxcache.compile(r"^(abort|__GI_abort|__libc_abort)$")
-#: What may sit above abort on the way down to the kernel: the signal being raised.
+#: What may sit above abort on the way down to the kernel: the signal being raised; on Windows, the
+#: debug C runtime's report of the abort (its "abort() has been called" message box, open round 66).
 _RAISING = rxcache.compile(r"^(raise|gsignal|__GI_raise|_p_raise|pthread_kill\w*|(?:__GI_)?__pthread_kill\w*|"
-                           r"__pthread_kill_\w+|__futex_abstimed_wait\w*|__restore_rt|<signal handler called>)$")
+                           r"__pthread_kill_\w+|__futex_abstimed_wait\w*|__restore_rt|<signal handler called>|"
+                           r"issue_debug_notification|__acrt_report_runtime_error|__acrt_show_\w*message_box|"
+                           r"__acrt_MessageBox\w*|_?_?CrtDbgReport\w*|_VCrtDbgReport\w*)$")
 #: Handlers that only a fatal signal or a fatal error runs (UCX's error signal handler, faulthandler's,
 #: CPython's fatal error path, glog / absl / c10 failure handlers, a sanitizer's report).
 _FATAL_HANDLERS = rxcache.compile(r"^(ucs_error_signal_handler|ucs_debug_handle_error_signal|faulthandler_fatal_error|"
@@ -124,15 +127,31 @@ def aborting(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> bool:
     """``abort`` is the innermost frame of ``frames`` but for the signal being raised above it:
     positive evidence of a crash (SIGABRT) even where the input names no signal."""
     signal_frame = any(f.function == "<signal handler called>" for f in frames[:ABORT_DEPTH])
+    raising = False
     for f in frames[:_RERAISE_DEPTH if signal_frame else ABORT_DEPTH]:
         if f.marker or f.kind == "python":
             return False
         name = name_of(f) or f.function or ""
         if _ABORT.match(name):
             return True
+        if f.function == "<signal handler called>" and raising and _took_signal(frames, f):
+            # a handler that re-raised the signal it got (restored the default action, raised again)
+            # over the frame that took it: only a fatal signal's handler does that (open round 65's
+            # mod_python sem_post on a freed lock); over another raise chain, abort decides below
+            return True
         if not _RAISING.match(name):
             return False
+        raising = raising or name in ("raise", "gsignal", "__GI_raise", "_p_raise") or name.startswith("pthread_kill")
     return False
+
+
+def _took_signal(frames: Sequence[Frame], handler: Frame) -> bool:
+    """The frame under the signal handler's is the program's code (not a wait the signal interrupted:
+    a SIGTERM's handler re-raising it over a sleep is a kill, not a fault)."""
+    i = next(i for i, f in enumerate(frames) if f is handler)
+    under = next((f for f in frames[i + 1:] if not f.marker), None)
+    return (under is not None and under.kind == "native" and not table().stands_still(under)
+            and not _RAISING.match(under.function or "") and not (under.function or "").startswith("__pthread_kill"))
 
 
 #: Windows: where a thread that waits, sleeps or was broken into stands: ntdll's and win32u's system
@@ -547,7 +566,17 @@ def crash_on_stack(t: Thread, name_of: Callable[[Frame], str], no_signal: bool) 
                             or raising_cuda_error(t.frames, name_of) or raising_cuda_note(t)
                             or raising_c10(t, name_of)
                             or null_page_wait(t)))
-            or fatal_handler_at(t.all_frames(), name_of) is not None)
+            or fatal_handler_at(t.all_frames(), name_of) is not None or null_pc_top(t))
+
+
+def null_pc_top(t: Thread) -> bool:
+    """The thread's innermost frame is an address in the null page, in no object (gdb's and lldb's
+    ``frame #0: 0x0000000000000000``): the thread jumped there through a null function pointer (an
+    unresolved weak symbol, a freed vtable) and faulted on the fetch; no thread waits or runs there,
+    whatever signal the debugger's stop line names (lldb reads a macOS core as stopped by SIGSTOP)."""
+    top = next((f for f in t.frames if not f.marker), None)
+    return (top is not None and top.kind == "native" and top.address is not None and top.address < _NULL_PAGE
+            and (not top.function or top.function == "??") and not top.library and not top.file)
 
 
 def fatal_line(messages: Sequence[str]) -> bool:
