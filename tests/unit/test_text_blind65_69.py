@@ -226,3 +226,13 @@ def test_a_forked_childs_lock_read_on_a_crash_is_context(db):
     snap, wait = text_verdict(text, db)
     assert wait == "crashed"
     assert severity(snap, "fork-child-inherited-lock") == "info"
+
+
+def test_a_thread_state_check_while_the_runtime_finalizes_names_one_cause(db):
+    text = real_text("dbzero/dbzero-316-1.txt")
+    found = sigs(text_verdict(text, db)[0])
+    assert "python-finalization-gil-reacquire" in found and "python-api-without-gil" not in found
+    # near miss: the same fatal error with the runtime running: the C API called without the GIL
+    near = "\n".join(line for line in text.splitlines() if "runtime state" not in line) + "\n"
+    found = sigs(text_verdict(near, db)[0])
+    assert "python-api-without-gil" in found and "python-finalization-gil-reacquire" not in found
