@@ -236,3 +236,14 @@ def test_a_thread_state_check_while_the_runtime_finalizes_names_one_cause(db):
     near = "\n".join(line for line in text.splitlines() if "runtime state" not in line) + "\n"
     found = sigs(text_verdict(near, db)[0])
     assert "python-api-without-gil" in found and "python-finalization-gil-reacquire" not in found
+
+
+def test_a_clients_url_fetch_timing_out_in_its_retries(db):
+    text = real_text("jax/jax-14600-1.txt")
+    assert text_verdict(text, db)[1] == "network"
+    # near miss: the same retry line for an answer that came (no timeout): no network wait said
+    near = text.replace("Timeout was reached", "HTTP 200").replace("Failed to fetch URL on try", "Fetched URL on try")
+    try:
+        assert text_verdict(near, db)[1] != "network"
+    except InputError:
+        pass
