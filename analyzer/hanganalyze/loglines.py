@@ -180,6 +180,8 @@ KNOWN_PATTERNS = [
     r"==\d+==\s?ERROR: (Address|Thread|Memory|Leak|UndefinedBehavior)Sanitizer",
     # XLA's TPU client when a program does not finish (a TPU hang: a deadlock between cores or a stuck program)
     r"TPU Execute is taking a long time",
+    # Windows Error Reporting's signature of a window that stopped answering (its message loop blocked)
+    r"^\s*(?:Problem )?Event Name:\s+AppHang\w*",
     # Qt's warning as a thread emits a signal over a BlockingQueuedConnection to its own thread (it then
     # waits on a semaphore only its own, now blocked, event loop would release)
     r"Dead lock detected while activating a BlockingQueuedConnection",
@@ -257,9 +259,10 @@ def _data_patterns() -> List[re.Pattern[str]]:
     """The log-line regexes of the signature database (``messages:`` in ``signatures/*.yaml``): a
     line a known bug's signature names is a known line too, so a log is never refused for lacking
     one of the lines above (a Horovod stall's later lines, filelock's debug log of a lock never
-    acquired).  Not the triage table's: those read a log once it is one, and some are words prose
-    uses ("deadlock"): a sentence is no evidence of a wait.  Read only on the refusal path (no dump
-    format and no pattern above recognised the text)."""
+    acquired).  Of the triage table's, only its crashed category's (a crash's own lines); its waits'
+    read a log once it is one, and some are words prose uses ("deadlock"): a sentence is no evidence
+    of a wait.  Read only on the refusal path (no dump format and no pattern above recognised the
+    text)."""
     import yaml  # here: only on the refusal path
 
     found: List[str] = []
@@ -284,13 +287,21 @@ def _data_patterns() -> List[re.Pattern[str]]:
         folder = datapaths.builtin_signatures()
         files = sorted(folder.glob("*.yaml"))
     except Exception:  # noqa: BLE001 - no data folder: the patterns above only
-        files = []
+        folder, files = None, []
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     for path in files:
         try:
             walk(yaml.load(path.read_text(encoding="utf-8"), Loader=loader))
         except (OSError, yaml.YAMLError):
             continue  # a broken file is the signature loader's error to report, not this one's
+    # ... and the triage's lines of a process that crashed (a shell's, a kernel's, a runtime's fatal
+    # line; Windows' error report's exception code): a crash's own words, never a hang's prose, and
+    # each one is a whole answer ("the log says this process crashed")
+    try:
+        table = yaml.load((folder / "triage" / "waits.yaml").read_text(encoding="utf-8"), Loader=loader)
+        found.extend(rx for rx in (table.get("crashed") or {}).get("messages") or [] if isinstance(rx, str))
+    except (OSError, TypeError, AttributeError, yaml.YAMLError):
+        pass
     out = []
     for rx in found:
         try:

@@ -247,3 +247,17 @@ def test_a_clients_url_fetch_timing_out_in_its_retries(db):
         assert text_verdict(near, db)[1] != "network"
     except InputError:
         pass
+
+
+@pytest.mark.parametrize("name", ["ing2ofx/ing2ofx-4-1.txt", "pyfa/pyfa-352-1.txt",
+                                  "activitywatch/activitywatch-256-1.txt"])
+def test_windows_error_reportings_problem_signature(db, name):
+    text = real_text(name)
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: a problem signature of another event (an update that failed, a window that hung)
+    for event in ("WindowsUpdateFailure3", "AppHangB1"):
+        near = text.replace("APPCRASH", event).replace("c0000005", "80070005")
+        try:
+            assert text_verdict(near, db)[1] != "crashed", event
+        except InputError:
+            assert event != "AppHangB1" or "Event Name" not in near  # AppHang is a known line: read
