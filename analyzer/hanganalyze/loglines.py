@@ -196,6 +196,9 @@ KNOWN_PATTERNS = [
     r"\[c10d\][^\n]{0,300}?(?:failed|timed out|[Tt]imeout|Connection reset by peer|Broken pipe)",
     r"CUDA error: (?:an illegal memory access|device-side assert|misaligned address|an illegal instruction)",
     r"CUDA error: unspecified launch failure",
+    # Ray's object store finding /dev/shm smaller than it asks for (it falls back to disk, slowly; a
+    # container's 64 MB /dev/shm)
+    r"System memory request exceeds memory available in /dev/shm",
     r"CUDA kernel errors might be asynchronously reported at some other API call",
     r"CUBLAS_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|ALLOC_FAILED)|cudaErrorIllegalAddress",
     r"sigkill_handler\] Killing subprocess \d+",

@@ -261,3 +261,33 @@ def test_windows_error_reportings_problem_signature(db, name):
             assert text_verdict(near, db)[1] != "crashed", event
         except InputError:
             assert event != "AppHangB1" or "Event Name" not in near  # AppHang is a known line: read
+
+
+def test_the_gpus_own_report_of_an_illegal_address(db):
+    for name in ("pytorch/pytorch-103683-1.txt", "pytorch/pytorch-158308-1.txt"):
+        snap, wait = text_verdict(real_text(name), db)
+        assert "cuda-illegal-memory-access" in sigs(snap) and wait == "crashed", name
+    # near misses: a warp's assert (a device-side assert, still a crash) and a fault of no GPU agent
+    snap, wait = text_verdict(real_text("pytorch/pytorch-103683-1.txt").replace("Warp Illegal Address",
+                                                                               "Warp Assert"), db)
+    assert "cuda-illegal-memory-access" not in sigs(snap) and wait == "crashed"
+    try:
+        snap = text_verdict("Memory access fault on address 0x0 in the host's allocator\nretrying\n", db)[0]
+        assert "cuda-illegal-memory-access" not in sigs(snap)
+    except InputError:
+        pass
+
+
+def test_a_custom_all_reduces_cuda_check(db):
+    text = real_text("sglang/sglang-552-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: the same words in a sentence, not the check's line
+    near = "\n".join(line.replace("Failed: Cuda error", "we saw a Cuda error at") for line in text.splitlines())
+    assert text_verdict(near + "\n", db)[1] != "crashed"
+
+
+def test_rays_object_store_short_of_shared_memory_is_read(db):
+    text = real_text("gpustack/gpustack-5014-1.txt")
+    text_verdict(text, db)  # read, not refused
+    with pytest.raises(InputError):  # near miss: another raylet warning
+        parse_text("[2026-03-25 05:44:29,435 W 39 39] (raylet) store_runner.cc:40: Starting object store\n")

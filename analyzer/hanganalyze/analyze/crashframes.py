@@ -93,8 +93,10 @@ _FATAL_LINES = rxcache.compile(r"^Fatal Python error: |"
                                r"\b\S{1,100}\[\d{1,10}\]: segfault at [0-9a-f]{1,16} ip [0-9a-f]{1,16} sp |"
                                r"\btraps: \S{1,100}\[\d{1,10}\] (?:general protection|trap invalid opcode|"
                                r"trap divide error)|"
-                               # compute-sanitizer's (cuda-memcheck's) invalid access of a kernel
+                               # compute-sanitizer's (cuda-memcheck's) invalid access of a kernel; cuda-gdb's
+                               # report of the exception that stopped a kernel (its device thread faulted)
                                r"^=+ +Invalid __(?:global|shared|local)__ (?:read|write|atomic) of size \d+|"
+                               r"^CUDA Exception: (?:Warp|Lane|Device) [A-Z][\w -]{3,60}$|"
                                # Open MPI's handler of a fatal signal (opal's backtrace, under mpi4py too)
                                r"\bSignal: (?:Segmentation fault|Bus error|Aborted|Floating point exception|"
                                r"Illegal instruction) \((?:4|6|7|8|11)\)$|"
