@@ -302,7 +302,10 @@ def _data_patterns() -> List[re.Pattern[str]]:
     # each one is a whole answer ("the log says this process crashed")
     try:
         table = yaml.load((folder / "triage" / "waits.yaml").read_text(encoding="utf-8"), Loader=loader)
-        found.extend(rx for rx in (table.get("crashed") or {}).get("messages") or [] if isinstance(rx, str))
+        # (not the catch-all of bare words, "SIGSEGV", "Bus error", "Check failed": a log's prose says
+        # them too, Ray's list of a dead worker's possible causes among them)
+        found.extend(rx for rx in (table.get("crashed") or {}).get("messages") or []
+                     if isinstance(rx, str) and "\\bSIGSEGV\\b" not in rx)
     except (OSError, TypeError, AttributeError, yaml.YAMLError):
         pass
     out = []
