@@ -1,4 +1,4 @@
-"""Fixes made for open rounds 65-69 (manifest-blind65..69.yaml), each on the round's real paste and a
+"""Fixes made for open rounds 65-71 (manifest-blind65..71.yaml), each on the round's real paste and a
 near miss: WinDbg's ``kb`` table without its stack-pointer column; the JVM's fatal error log (a
 Python program hosting a JVM); a frame #0 in the null page; the debug C runtime's abort on Windows;
 OpenMP's duplicate-runtime line as a web page rewrites it; XLA's out-of-memory line wrapped by the
@@ -291,3 +291,46 @@ def test_rays_object_store_short_of_shared_memory_is_read(db):
     text_verdict(text, db)  # read, not refused
     with pytest.raises(InputError):  # near miss: another raylet warning
         parse_text("[2026-03-25 05:44:29,435 W 39 39] (raylet) store_runner.cc:40: Starting object store\n")
+
+
+# --- open round 71 ---------------------------------------------------------------------------------
+
+def test_a_kill_abrt_of_a_hung_process_is_no_crash(db):
+    text = real_text("salt/salt-56989-1.txt")
+    snap, wait = text_verdict(text, db)
+    assert wait == "idle" and any("came from outside" in n for n in snap.processes[0].notes)
+    # near miss: the same report with the thread in abort() (it aborted itself)
+    near = text.replace("#0  0x00007f3c8106bbed poll (libc.so.6)", "#0  0x00007f3c8106bbed abort (libc.so.6)")
+    assert text_verdict(near, db)[1] == "crashed"
+
+
+def test_lock_file_retry_loops_in_system_call_traces(db):
+    for name in ("pip/pip-2787-1.txt", "pipenv/pipenv-2360-1.txt"):
+        assert "stale-file-lock" in sigs(text_verdict(real_text(name), db)[0]), name
+    # near miss: a mkdir that found its directory there (not a lock)
+    near = real_text("pipenv/pipenv-2360-1.txt").replace(".lock", ".d")
+    assert "stale-file-lock" not in sigs(text_verdict(near, db)[0])
+
+
+def test_a_windows_path_of_a_lock_file_package_is_a_file_lock_wait(db):
+    text = real_text("pip/pip-2993-1.txt")
+    assert text_verdict(text, db)[1] == "file-lock"
+    # near miss: the same frame in a package of another name is a plain acquire (a lock)
+    assert text_verdict(text.replace("lockfile", "mylocks"), db)[1] != "file-lock"
+
+
+def test_core_foundations_fork_check_in_a_crash_summary(db):
+    snap, wait = text_verdict(real_text("pyre/pyre-250-1.txt"), db)
+    f = next(f for f in snap.findings if f.signature == "macos-objc-fork-safety-abort")
+    assert f.confidence < 0.8 and wait == "crashed"
+    near = "Exception:  EXC_BAD_ACCESS (SIGSEGV), KERN_INVALID_ADDRESS at 0x110\nThread:     main\n"
+    snap, wait = text_verdict(near, db)
+    assert "macos-objc-fork-safety-abort" not in sigs(snap) and wait == "crashed"
+
+
+def test_pyinstallers_unhandled_exception_line(db):
+    text = real_text("pyinstaller/pyinstaller-7893-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    near = text.replace("Failed to execute script 'pyi_rth_win32comgenpy' due to unhandled exception!",
+                        "Executed script 'pyi_rth_win32comgenpy'").replace("exception: access violation", "an error")
+    assert text_verdict(near, db)[1] != "crashed"

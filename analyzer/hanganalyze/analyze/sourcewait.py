@@ -28,7 +28,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.analyze.signatures import builtin_dir, display_path, read_data_file
-from hanganalyze.analyze.triagetable import glob_match, table
+from hanganalyze.analyze.triagetable import glob_match, path_hit, table
 from hanganalyze.errors import SignatureError
 from hanganalyze.names import basename, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Frame
@@ -135,7 +135,7 @@ def _listed(f: Frame) -> bool:
     list, not its line, tells the wait."""
     file, func = basename(f.file), (f.function or "").split(" ", 1)[0].rsplit(".", 1)[-1]
     for c in table().categories:
-        if c.python_path is not None and f.file and c.python_path.search(f.file):
+        if path_hit(c, f.file):
             return True
         if any(glob_match(file, pf) and glob_match(func, pn) for pf, pn in c.python):
             return True

@@ -24,6 +24,7 @@ from hanganalyze.analyze.extbuild import build_lock_wait
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
 from hanganalyze.analyze.logwait import crash_from_timeout, message_category, paste_timeouts, timed_out
+from hanganalyze.analyze.outsideabort import abort_from_outside
 from hanganalyze.analyze.programkind import advice_fits, advice_text, input_kind, program_kinds
 from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.ruledecl import rule
@@ -31,7 +32,7 @@ from hanganalyze.analyze.rules import load_rules
 from hanganalyze.analyze.sourcewait import called_method, source_wait
 from hanganalyze.analyze.taskwait import tasks_wait
 from hanganalyze.analyze.threadchoice import background, helper_order, join_holds_lock, main_first, main_missing
-from hanganalyze.analyze.triagetable import Category, glob_match, table
+from hanganalyze.analyze.triagetable import Category, glob_match, path_hit, table
 from hanganalyze.frametext import FrameStyle, frame_text
 from hanganalyze.loglines import DEVICE_NOTE, known_lines
 from hanganalyze.names import basename, normalize_native_name, wait_name
@@ -60,7 +61,7 @@ def _frame_matches(cat: Category, f: Frame) -> bool:
     if f.kind == "python":
         # a paste's own annotation after the name ("join  # <-- HERE") is not part of it
         file, func = basename(f.file), (f.function or "").split(" ", 1)[0].rsplit(".", 1)[-1]
-        if cat.python_path is not None and f.file and cat.python_path.search(f.file):
+        if path_hit(cat, f.file):
             return True
         return any(glob_match(file, pf) and glob_match(func, pn) for pf, pn in cat.python)
     norm, short = _names(f)
@@ -398,6 +399,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
         info = Triage(wait=cat.id, label=cat.label, from_="log")
         return _finding(index, proc, summary, ev, info, *_next_steps(proc, cat, False, alone), 0.4)
     crashed = [t for i, t in enumerate(threads) if _crashed(proc, t, i == 0, threads)][:1]
+    crashed = [] if crashed and abort_from_outside(proc) else crashed  # a kill -ABRT of a hung process
     if known_crash and not crashed:
         crashed = [next((t for t in threads if t.current), threads[0])]
     rows = [classify(proc, t, memo=memo) for t in threads]

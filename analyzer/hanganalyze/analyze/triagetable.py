@@ -198,6 +198,14 @@ def _rx(items: Any, where: str, lazy: bool = False) -> Optional[re.Pattern]:
         raise SignatureError("%s: bad regex: %s" % (where, e)) from None
 
 
+def path_hit(cat: Category, file: Optional[str]) -> bool:
+    """The category's ``python_path`` regexes find the frame's file, a Windows path's backslashes read as
+    slashes (the regexes are written with ``/``: open round 71's pip\\_vendor\\lockfile on Windows)."""
+    if cat.python_path is None or not file:
+        return False
+    return bool(cat.python_path.search(file.replace("\\", "/") if "\\" in file else file))
+
+
 def glob_match(name: str, pattern: str) -> bool:
     """``fnmatch.fnmatchcase``, without compiling a pattern that has no wildcard (most do not)."""
     if "*" in pattern or "?" in pattern or "[" in pattern:
