@@ -334,3 +334,52 @@ def test_pyinstallers_unhandled_exception_line(db):
     near = text.replace("Failed to execute script 'pyi_rth_win32comgenpy' due to unhandled exception!",
                         "Executed script 'pyi_rth_win32comgenpy'").replace("exception: access violation", "an error")
     assert text_verdict(near, db)[1] != "crashed"
+
+
+# --- open rounds 72-74 -----------------------------------------------------------------------------
+
+def test_xla_status_check_and_nccl_proxy_failure_lines(db):
+    for name in ("xla/xla-6700-1.txt", "nccl-tests/nccl-tests-188-1.txt"):
+        assert text_verdict(real_text(name), db)[1] == "crashed", name
+    # near misses: the status check's words in prose; the proxy's operation that succeeded (retcode 0)
+    try:
+        assert text_verdict("the log said something like non-OK status for the call\n", db)[1] != "crashed"
+    except InputError:
+        pass
+    near = real_text("nccl-tests/nccl-tests-188-1.txt").replace("retcode 3", "retcode 0")
+    near = "\n".join(line for line in near.splitlines() if " -> 3" not in line and "wrong type" not in line)
+    assert text_verdict(near + "\n", db)[1] != "crashed"
+
+
+def test_glibcs_own_backtrace_of_a_heap_check(db):
+    text = real_text("pylibinjection/pylibinjection-2-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: backtrace_symbols rows without glibc's header (a program's own backtrace print)
+    assert text_verdict(text.replace("======= Backtrace: =========", "Backtrace:"), db)[1] != "crashed"
+
+
+def test_abseils_lock_order_check_aborts(db):
+    text = real_text("grpc/grpc-40390-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: the same lock taken without the check (no abort above it): a lock wait
+    lines = text.splitlines()
+    near = "\n".join(["(gdb) bt", "#0  0x00007f7d3365f52c in __lll_lock_wait () from /usr/lib64/libc.so.6"]
+                     + [line for line in lines if "Mutex::Lock" in line or line.startswith("#8") or
+                        line.startswith("#9")]) + "\n"
+    assert text_verdict(near, db)[1] == "lock"
+
+
+def test_x64dbgs_call_stack_view(db):
+    text = real_text("x64dbg/x64dbg-259-1.txt")
+    frames = parse_text(text).processes[0].threads[0].frames
+    assert (frames[0].library, frames[0].function) == ("ntdll", "NtWaitForSingleObject")
+    assert frames[1].function is None and frames[1].library == "dbghelp"
+    # near miss: the header alone
+    with pytest.raises(InputError):
+        parse_text("Address           To                From              Comment\n")
+
+
+def test_a_one_thread_paste_does_not_prove_the_other_threads_absent(db):
+    snap = text_verdict(real_text("openblas/openblas-660-1.txt"), db)[0]
+    f = next(f for f in snap.findings if f.signature == "openblas-fork")
+    assert f.confidence <= 0.6  # the BLAS workers' absence is not observed in one thread's paste

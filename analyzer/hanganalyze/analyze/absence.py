@@ -15,12 +15,13 @@ from hanganalyze_gdbext.model import Process
 #: The highest confidence a clause keeps when a counting rule's "none" was not observable.
 CAP = 0.6
 #: What the finding says about it.
-NOTE = "the text shows one thread (a `bt` of one thread), so the other threads' absence is not observed"
+NOTE = ("the text shows one thread (a `bt` of one thread, or one thread of a cut paste), so the other threads' "
+        "absence is not observed")
 
 
 def unseen(process: Process) -> bool:
-    """True when the process is one pasted thread without a header: its other threads, if any,
-    were never printed."""
+    """True when the process is one pasted thread: its other threads, if any, were never printed.  A
+    header (``Thread 1 (process N)``) does not make it a whole listing: a paste's chunk keeps one
+    thread of many the same way (open round 74's JNI caller of OpenBLAS, no fork in sight)."""
     threads = process.threads
-    return (process.source == "text" and len(threads) == 1 and threads[0].tid is None
-            and threads[0].name is None)
+    return process.source == "text" and len(threads) == 1

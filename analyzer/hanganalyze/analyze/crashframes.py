@@ -62,10 +62,11 @@ _RAISING = rxcache.compile(r"^(raise|gsignal|__GI_raise|_p_raise|pthread_kill\w*
 _FATAL_HANDLERS = rxcache.compile(r"^(ucs_error_signal_handler|ucs_debug_handle_error_signal|faulthandler_fatal_error|"
                                   r"faulthandler_exc_handler|Py_FatalError|_Py_FatalError\w*|fatal_error_exit|"
                                   r"google::.*FailureSignalHandler\w*|absl::.*FailureSignalHandler\w*|"
-                                  r"c10::FatalSignalHandler::fatalSignalHandler|__sanitizer::Die|handler_SIG(?:SEGV|BUS|FPE|ILL))$")
-#: Of those, handlers a synchronous fault runs (torch's DataLoader worker's, which re-raise it): the
-#: frame under their signal frame faulted, so a wait there is where the thread crashed.
-_FAULT_HANDLERS = rxcache.compile(r"^handler_SIG(?:SEGV|BUS|FPE|ILL)$")
+                                  r"c10::FatalSignalHandler::fatalSignalHandler|__sanitizer::Die|handler_SIG(?:SEGV|BUS|FPE|ILL)|"
+                                  r"absl::(?:lts_\d+::)?DeadlockCheck)$")
+#: Of those, handlers a synchronous fault runs (torch's DataLoader worker's, which re-raise it), and
+#: abseil's lock-order check, which aborts before the lock's wait: a wait under them is where it crashed.
+_FAULT_HANDLERS = rxcache.compile(r"^(?:handler_SIG(?:SEGV|BUS|FPE|ILL)|absl::(?:lts_\d+::)?DeadlockCheck)$")
 #: c10's check of a CUDA call's status, the innermost frame of the exception it raises (under
 #: ``c10::Error::Error`` and ``torchCheckFail``, which a paste may leave out).
 _CUDA_CHECK = rxcache.compile(r"^(c10::Error::Error|c10::detail::torchCheckFail\w*|"

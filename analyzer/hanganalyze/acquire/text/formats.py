@@ -65,6 +65,7 @@ from . import (
     traceback,
     valgrind,
     windbg,
+    x64dbg,
 )
 
 
@@ -121,6 +122,7 @@ FORMATS: Tuple[TextFormat, ...] = (
     TextFormat(traceback, "Python traceback", ("tb",)),
     TextFormat(debugview, "IDE debugger thread view (PyDev/Eclipse: function [file.py:N])", ("pydev", "eclipse")),
     TextFormat(windbg, "WinDbg / Visual Studio call stack", ("cdb", "visual-studio", "vs")),
+    TextFormat(x64dbg, "x64dbg call stack view (Address, To, From, Comment)", ("x32dbg",)),
     TextFormat(sos, ".NET SOS stack (eestack, dumpstack, clrstack)", ("eestack", "clrstack", "dotnet")),
     TextFormat(stackwalk, "Windows stack print (N: Function - 0xAddress)", ("capturestackbacktrace", "symfromaddr")),
     TextFormat(dbx, "dbx where (AIX, Solaris)", ("dbx-where", "aix")),
