@@ -251,6 +251,9 @@ REPORT_NOTE = ("a macOS crash report (ReportCrash writes one when a process cras
 #: rows): its frames are a kernel's, so where no frame name places its wait elsewhere (an NCCL kernel's
 #: collective), the triage reads it as the GPU work that does not finish.
 DEVICE_NOTE = "cuda-gdb device"
+#: gdb's thread header without thread debugging (``Thread 1 (process 60961)``: libthread_db was not
+#: loaded): gdb lists the threads it knows, which may be the main one alone (``analyze/absence.py``).
+NO_THREAD_DB_NOTE = "gdb without thread debugging: its thread list may leave threads out"
 #: How the note on a live process read alone (``--pid``) that has child processes starts
 #: (``acquire/many.py``): the report shows it among the process's facts, and the triage's advice
 #: for a parent (``analyze/programkind.py``'s ``parent`` kind) reads it.

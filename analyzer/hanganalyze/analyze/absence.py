@@ -10,18 +10,21 @@ child its pool threads are gone, but a plain ``bt`` of the caller looks the same
 
 from __future__ import annotations
 
+from hanganalyze.loglines import NO_THREAD_DB_NOTE
 from hanganalyze_gdbext.model import Process
 
 #: The highest confidence a clause keeps when a counting rule's "none" was not observable.
 CAP = 0.6
 #: What the finding says about it.
-NOTE = ("the text shows one thread (a `bt` of one thread, or one thread of a cut paste), so the other threads' "
-        "absence is not observed")
+NOTE = ("the text shows one thread (a `bt` of one thread, or gdb without thread debugging), so the other "
+        "threads' absence is not observed")
 
 
 def unseen(process: Process) -> bool:
-    """True when the process is one pasted thread: its other threads, if any, were never printed.  A
-    header (``Thread 1 (process N)``) does not make it a whole listing: a paste's chunk keeps one
-    thread of many the same way (open round 74's JNI caller of OpenBLAS, no fork in sight)."""
+    """True when the process is one pasted thread without a header, or under gdb's header of a
+    session without thread debugging (``Thread 1 (process N)``: gdb saw no other thread, open round
+    74's JNI caller of OpenBLAS): its other threads, if any, were never printed.  ``thread apply all``'s
+    one thread under a full header is the whole process (a forked child's single thread)."""
     threads = process.threads
-    return process.source == "text" and len(threads) == 1
+    return (process.source == "text" and len(threads) == 1
+            and ((threads[0].tid is None and threads[0].name is None) or NO_THREAD_DB_NOTE in threads[0].notes))

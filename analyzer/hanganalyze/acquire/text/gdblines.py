@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from hanganalyze.loglines import NO_THREAD_DB_NOTE
 from hanganalyze_gdbext.model import Thread
 
 from .common import to_int
@@ -76,6 +77,8 @@ def thread_from_header(num: str, inner: str) -> Thread:
     if m:
         t.name = t.os_name = m.group(1)
     t.notes.append("gdb thread %s" % num)
+    if inner.startswith("process "):
+        t.notes.append(NO_THREAD_DB_NOTE)
     return t
 
 
