@@ -25,12 +25,16 @@ from typing import List, Optional
 from hanganalyze.loglines import CURRENT_NOTE
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
-from .common import cap_messages, parse_py_file_line, to_int, unknown_function
+from .common import cap_messages, parse_py_file_line, python_frame, to_int, unknown_function
 
 NAME = "faulthandler"
 
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]{1,16})(?: \[(.{0,200})\])? \(most recent call first\):$")
 _STACK = "Stack (most recent call first):"
+#: A dump an issue's author condensed: the header's words of their own, each frame ``path, line N in f``
+#: without faulthandler's ``File "..."`` (open sealed round 64's anyio worker), innermost first still.
+_ABRIDGED_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]{1,16}) \((?!most recent)[^()]{1,200}\):$")
+_ABRIDGED_FRAME = re.compile(r"^(<frozen [\w.]{1,100}>|[\w./\\-]{1,300}\.py), line (\d{1,9})(?: in (\S{1,300}))?$")
 _C_STACK = re.compile(r"^(?:Current thread's )?C stack trace(?: \(most recent call first\))?:$")
 _BINARY = re.compile(r'^Binary file "(.*)", at ([^\s\[]*?)(?:\+(0x[0-9a-fA-F]+))? \[(0x[0-9a-fA-F]+)\]$')
 _HEADS = ("Thread 0x", "Current thread 0x")
@@ -57,6 +61,8 @@ def score(lines: List[str]) -> float:
             headers += 1
         elif s.startswith("File ") and ", line " in s and ", in " not in s and " in " in s:
             frames += 1
+        elif s.startswith("Thread 0x") and _ABRIDGED_THREAD.match(s):
+            headers += 1
         elif s.startswith('Binary file "') and _BINARY.match(s):
             binary += 1
     if frames == 0:
@@ -92,6 +98,16 @@ def parse(lines: List[str], proc: Process) -> None:
                 continue  # the C frames that follow belong to the current thread
         if s.startswith("C stack trace") or s.startswith("Current thread's C stack"):
             messages.append(s)
+            continue
+        m = _ABRIDGED_THREAD.match(s) if s.startswith(("Thread 0x", "Current thread 0x")) else None
+        if m:
+            cur = Thread(pthread_id=to_int(m.group(2), 16), current=m.group(1) == "Current thread", merge="python-only")
+            cur.notes.append("a faulthandler dump its author abridged (path, line N in f)")
+            threads.append(cur)
+            continue
+        m = _ABRIDGED_FRAME.match(s) if cur is not None and ", line " in s else None
+        if m and any(n.startswith("a faulthandler dump its author abridged") for n in cur.notes):
+            cur.frames.append(python_frame(m.group(3) or "<module>", m.group(1), to_int(m.group(2))))
             continue
         parsed = parse_py_file_line(s)
         if parsed is not None and cur is None and not threads and not parsed[1]:
