@@ -169,7 +169,7 @@ def test_near_miss_a_crash_line_beside_the_root_line_is_the_crash(db):
 
 # --- the other lines a crash leaves beside a stack that looks like it runs -------------------------
 
-# (cut at its top: a lone ``bt`` from its #0 stopped in the program's code is a crash by itself, crashframes.lone_stop)
+# (cut at its top: a lone ``bt`` from its #0 stopped in the program's code is a crash by itself, lonestop.lone_stop)
 _RUNS_BT = "#1  0x00007f3a2c91086a in compute (x=1) at ops.c:10\n#2  0x00007f3a2c986f11 in main () at ops.c:20\n"
 
 

@@ -19,11 +19,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hanganalyze.analyze import crashframes
-from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, lone_stop, proven, raising_c10
+from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, proven, raising_c10
 from hanganalyze.analyze.extbuild import build_lock_wait
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
 from hanganalyze.analyze.logwait import crash_from_timeout, message_category, paste_timeouts, timed_out
+from hanganalyze.analyze.lonestop import lone_crash, lone_stop
 from hanganalyze.analyze.outsideabort import abort_from_outside
 from hanganalyze.analyze.programkind import advice_fits, advice_text, input_kind, program_kinds
 from hanganalyze.analyze.ranksets import compress_ranks
@@ -94,8 +95,7 @@ class ThreadTriage:
         waits_in = frame_text(frames[self.frame], FrameStyle.TRIAGE) if self.frame is not None else None
         blame = frame_text(frames[self.blame], FrameStyle.TRIAGE) if self.blame is not None else None
         return TriageThread(tid=self.thread.tid, name=self.thread.name, wait=self.category.id,
-                            waits_in=waits_in, blame=blame, owner=self.owner,
-                            inherited=self.inherited)
+                            waits_in=waits_in, blame=blame, owner=self.owner, inherited=self.inherited)
 
 
 def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = ()) -> bool:
@@ -416,7 +416,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
             if r.category.rank >= 3:  # the log says which wait the abort ended
                 rows[i] = ThreadTriage(r.thread, consequence, None, r.blame, r.owner, "log")
         elif r.thread in crashed and (proc.signal in FATAL_SIGNALS or r.category.rank >= 3
-                                      or crashframes.raised(r.thread) or crashframes.lone_crash(proc, r.thread, threads)
+                                      or crashframes.raised(r.thread) or lone_crash(proc, r.thread, threads)
                                       or raising_c10(r.thread, lambda f: _names(f)[0])
                                       or proven(proc.messages, r.thread.all_frames(), lambda f: _names(f)[0], r.frame)):
             rows[i] = classify(proc, r.thread, crashed=True, memo=memo)
