@@ -14,7 +14,7 @@ from typing import Optional
 
 from hanganalyze.analyze.crashframes import ABORT_DEPTH, CRASH_FRAMES
 from hanganalyze.analyze.triagetable import table
-from hanganalyze.names import normalize_native_name, wait_name
+from hanganalyze.names import normalize_native_name
 from hanganalyze_gdbext.model import Frame, Process
 
 #: The note the report carries when it reads a SIGABRT so.
@@ -22,17 +22,8 @@ NOTE = ("SIGABRT with no thread raising it: the signal came from outside (kill -
         "as a hung process is made to dump core; the threads' waits are read as they stand")
 
 
-def _name(f: Frame) -> str:
-    return normalize_native_name(f.function) if f.function and f.function != "??" else ""
-
-
 def _named_wait(f: Optional[Frame]) -> bool:
-    if f is None or f.kind != "native" or not _name(f):
-        return False
-    name = _name(f)
-    short = wait_name(name)
-    return any(c.native is not None and (c.native.search(name) or c.native.search(short))
-               for c in table().categories)
+    return f is not None and f.kind == "native" and table().waits_in(f)
 
 
 def abort_from_outside(proc: Process) -> bool:
@@ -40,7 +31,8 @@ def abort_from_outside(proc: Process) -> bool:
     if proc.signal != "SIGABRT" or not proc.threads:
         return False
     for t in proc.threads:
-        if any(CRASH_FRAMES.match(_name(f) or (f.function or "")) for f in t.frames[:ABORT_DEPTH] if not f.marker):
+        top = [f for f in t.frames[:ABORT_DEPTH] if not f.marker and f.function]
+        if any(CRASH_FRAMES.match(normalize_native_name(f.function or "")) for f in top):
             return False
     took = next((t for t in proc.threads if t.current), proc.threads[0])
     if not _named_wait(next((f for f in took.frames if not f.marker), None)):

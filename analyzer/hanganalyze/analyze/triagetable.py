@@ -155,8 +155,15 @@ class Table:
         if not name:
             return bool(self.skip_libraries.search(basename(f.library) or "-"))
         short = wait_name(name)
-        return bool(self.skip_functions.search(name) or self.skip_functions.search(short) or any(
-            c.native is not None and (c.native.search(name) or c.native.search(short)) for c in self.categories))
+        return bool(self.skip_functions.search(name) or self.skip_functions.search(short) or self.waits_in(f))
+
+    def waits_in(self, f: Frame) -> bool:
+        """A named native frame that some category's native list names: a wait primitive."""
+        name = normalize_native_name(f.function) if f.function and f.function != "??" else ""
+        if not name:
+            return False
+        short = wait_name(name)
+        return any(c.native is not None and (c.native.search(name) or c.native.search(short)) for c in self.categories)
 
 
 def _pair_match(f: Frame, pairs: Sequence[Tuple[str, str]]) -> bool:
