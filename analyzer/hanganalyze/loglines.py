@@ -93,8 +93,8 @@ KNOWN_PATTERNS = [
     r"^(?:Killed|zsh: killed\s+\S.*|\[\d+\]\s+(?:[+-]\s+)?(?:\d+ )?Killed\s+\S.*|"
     r".{0,200}: line \d+: +\d+ Killed\s+\S.*)$",
     r"Segmentation [Ff]ault|Aborted \(core dumped\)|Bus error \(core dumped\)",
-    # bash's line for a process the signal ended without a core file (no "(core dumped)")
-    r"^(?:Aborted|Illegal instruction|Bus error|Floating point exception)$",
+    # bash's line for a process the signal ended without a core file (no "(core dumped)"), tcsh's "Abort"
+    r"^(?:Aborted|Abort|Illegal instruction|Bus error|Floating point exception)(?: \(core dumped\))?$",
     # macOS shells' lines for a process killed by a signal (bash / zsh print the signal's number)
     r"^(?:Abort trap|Illegal instruction|Bus error|Segmentation fault|Floating point exception): \d{1,2}$",
     # the shells' lines for the other fatal signals, glibc's fatal heap checks and assert() (both abort)
