@@ -2,7 +2,8 @@
 round's real paste and a near miss; not counted in the rounds' score: Open MPI's last line under its
 fatal-signal backtrace, a macOS .ips report's JSON, vLLM's worker whose method raised, Ray Tune's
 runner thread that raised, Windows 9x's invalid page fault, a lock file's creation refused with
-EEXIST, a faulthandler dump its author abridged."""
+EEXIST, a faulthandler dump its author abridged; and CPython's pre-3.9 fatal errors for the GIL
+released or restored with no thread state (python-api-without-gil, widened)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,15 @@ def test_a_faulthandler_dump_its_author_abridged(db):
     # near miss: the same rows under no thread header are no dump (one line of prose among them)
     with pytest.raises(InputError):
         parse_text("numpy/__init__.py, line 122\n")
+
+
+@pytest.mark.parametrize("name", ["mdsplus/mdsplus-263-1.txt", "ufo-core/ufo-core-48-1.txt",
+                                  "cefpython/cefpython-535-1.txt"])
+def test_old_pythons_fatal_error_for_a_gil_released_without_a_thread_state(db, name):
+    text = real_text(name)
+    snap, wait = text_verdict(text, db)
+    assert "python-api-without-gil" in sigs(snap) and wait == "crashed"
+    # near miss: another fatal error of the same interpreter (start-up, no GIL involved)
+    near = "\n".join("Fatal Python error: Py_Initialize: unable to load the file system codec"
+                     if "Fatal Python error" in x else x for x in text.splitlines()) + "\n"
+    assert "python-api-without-gil" not in sigs(text_verdict(near, db)[0])
