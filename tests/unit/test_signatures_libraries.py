@@ -1,0 +1,39 @@
+"""Library classes the corpus kept meeting without a signature (its unlabelled entries' categories),
+each on its real pastes (corpus dumps, by manifest path) and near misses: ZeroMQ's context
+termination waiting for its sockets."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import real_text, text_verdict
+
+#: Signatures this module tests with a real paste and a near miss (test_signature_coverage.py).
+COVERED = ["zmq-context-term-waits-for-sockets"]
+
+ZMQ = "zmq-context-term-waits-for-sockets"
+
+
+def sigs(text: str, db) -> list:
+    return [f.signature for f in text_verdict(text, db)[0].findings]
+
+
+@pytest.mark.parametrize("name", ["libzmq/libzmq-3252-1.txt", "libzmq/libzmq-2586-1.txt",
+                                  "jupyter_client/jupyter_client-771-1.txt"])
+def test_a_zmq_context_termination_that_waits_is_named(db, name):
+    assert ZMQ in sigs(real_text(name), db)
+
+
+def test_zmq_near_misses(db):
+    lldb = real_text("libzmq/libzmq-3252-1.txt")
+    # the same wait under another libzmq call (a socket's blocking receive): no termination
+    assert ZMQ not in sigs(lldb.replace("zmq::ctx_t::terminate()", "zmq::socket_base_t::recv(zmq::msg_t*, int)")
+                           .replace("zmq_ctx_term", "zmq_msg_recv"), db)
+    # a term() of another module (a terminal helper) is not pyzmq's
+    py = real_text("jupyter_client/jupyter_client-771-1.txt")
+    assert ZMQ not in sigs(py.replace("zmq/sugar/context.py", "myapp/terminal.py"), db)
+    # pyzmq's term() deeper than the innermost frames: the thread waits elsewhere, not in term
+    deeper = "\n".join(["Thread 0x7f01 (idle): \"MainThread\"",
+                        "    wait (threading.py:320)", "    get (queue.py:171)", "    _flush (myapp/io.py:40)",
+                        "    __del__ (myapp/io.py:12)", "    term (zmq/sugar/context.py:190)",
+                        "    destroy (zmq/sugar/context.py:243)", "    main (app.py:9)"]) + "\n"
+    assert ZMQ not in sigs(deeper, db)
