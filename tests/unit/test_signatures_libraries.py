@@ -1,6 +1,6 @@
-"""Library classes the corpus kept meeting without a signature (its unlabelled entries' categories),
-each on its real pastes (corpus dumps, by manifest path) and near misses: ZeroMQ's context
-termination waiting for its sockets."""
+"""Classes the corpus kept meeting without a signature (its unlabelled entries' categories), each on
+its real pastes (corpus dumps, by manifest path) and near misses: ZeroMQ's context termination
+waiting for its sockets; a thread's C stack exhausted by recursion."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from helpers import real_text, text_verdict
 
 #: Signatures this module tests with a real paste and a near miss (test_signature_coverage.py).
-COVERED = ["zmq-context-term-waits-for-sockets"]
+COVERED = ["zmq-context-term-waits-for-sockets", "stack-overflow-recursion"]
 
 ZMQ = "zmq-context-term-waits-for-sockets"
 
@@ -37,3 +37,27 @@ def test_zmq_near_misses(db):
                         "    __del__ (myapp/io.py:12)", "    term (zmq/sugar/context.py:190)",
                         "    destroy (zmq/sugar/context.py:243)", "    main (app.py:9)"]) + "\n"
     assert ZMQ not in sigs(deeper, db)
+
+
+OVERFLOW = "stack-overflow-recursion"
+
+
+@pytest.mark.parametrize("name", ["cpython/cpython-148443-1.txt", "cpython/cpython-131543-1.txt",
+                                  "cpython/cpython-113655-1.txt", "cpython/cpython-114797-1.txt",
+                                  "langsrccurise/langsrccurise-43-1.txt"])
+def test_an_exhausted_c_stack_is_named(db, name):
+    snap, wait = text_verdict(real_text(name), db)
+    assert OVERFLOW in [f.signature for f in snap.findings] and wait == "crashed"
+
+
+def test_stack_overflow_near_misses(db):
+    # the same Windows crash of another exception is no stack overflow
+    win = real_text("cpython/cpython-113655-1.txt")
+    assert OVERFLOW not in sigs(win.replace("stack overflow", "access violation"), db)
+    # Python's own guard that held: a RecursionError raised (and printed) is no crash of the stack
+    caught = ("Traceback (most recent call last):\n"
+              '  File "/app/walk.py", line 4, in walk\n    return walk(node.parent)\n'
+              '  File "/app/walk.py", line 4, in walk\n    return walk(node.parent)\n'
+              "  [Previous line repeated 996 more times]\n"
+              "RecursionError: maximum recursion depth exceeded\n")
+    assert OVERFLOW not in sigs(caught, db)
