@@ -1,6 +1,7 @@
 """Classes the corpus kept meeting without a signature (its unlabelled entries' categories), each on
 its real pastes (corpus dumps, by manifest path) and near misses: ZeroMQ's context termination
-waiting for its sockets; a thread's C stack exhausted by recursion."""
+waiting for its sockets; a thread's C stack exhausted by recursion; a C exit handler calling into
+Python after the interpreter finalized (python-finalization-gil-reacquire, widened)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,21 @@ def test_stack_overflow_near_misses(db):
               "  [Previous line repeated 996 more times]\n"
               "RecursionError: maximum recursion depth exceeded\n")
     assert OVERFLOW not in sigs(caught, db)
+
+
+FINAL = "python-finalization-gil-reacquire"
+
+
+@pytest.mark.parametrize("name", ["artiq/artiq-445-1.txt", "gns3-gui/gns3-gui-475-1.txt", "torchy/torchy-13-1.txt"])
+def test_an_exit_handler_calling_into_python_after_finalization(db, name):
+    assert FINAL in sigs(real_text(name), db)
+
+
+def test_exit_handler_near_misses(db):
+    gdb = real_text("artiq/artiq-445-1.txt")
+    # the interpreter's own clean-up (Py_FinalizeEx on the stack) destroying the object is not it
+    assert FINAL not in sigs(gdb.replace("__run_exit_handlers", "Py_FinalizeEx"), db)
+    # a library's exit handler that never calls into Python (CUDA's unregistering at exit)
+    assert FINAL not in sigs(real_text("pytorch/pytorch-24983-1.txt"), db)
+    # PyQt's hook under a QObject's destructor during the run (no exit handler below it)
+    assert FINAL not in sigs(gdb.replace("__run_exit_handlers", "QCoreApplication::exec"), db)
