@@ -1,0 +1,90 @@
+"""Waits for a future from inside the machinery that must produce it, on real hung processes read
+live (the direct reader) and from gcore'd cores, through the CLI as a user runs it:
+
+* thread-pool-starved-by-nested-wait (tests/fixtures/py_executor_starve.py): every worker of a
+  ThreadPoolExecutor waits in Future.result() for a task queued behind it.  Near miss: one worker
+  waits while another runs the task and a third is idle.
+* asyncio-loop-blocked-on-sync-wait (tests/fixtures/py_loop_blocked.py): a coroutine calls
+  run_coroutine_threadsafe(..., its own loop).result().  Near miss: the main thread waits for a
+  coroutine of a loop running free in another thread.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import FIXTURES, gcore, run_hanganalyze, start_hung
+
+from hanganalyze.errors import EXIT_DEADLOCK, EXIT_HANG
+
+STARVE, BLOCKED = "thread-pool-starved-by-nested-wait", "asyncio-loop-blocked-on-sync-wait"
+#: Signatures this module tests on real hung processes and near misses (test_signature_coverage.py).
+COVERED = [STARVE, BLOCKED]
+CASES = {"starve": FIXTURES / "py_executor_starve.py", "loop": FIXTURES / "py_loop_blocked.py"}
+
+
+def _report(args, tmp: Path, name: str) -> dict:
+    out = tmp / name
+    res = run_hanganalyze(list(map(str, args)) + ["--format", "json", "-o", str(out)], timeout=240)
+    assert res.returncode in (0, EXIT_HANG, EXIT_DEADLOCK), res.stderr.decode()[-2000:]
+    data = json.loads(out.read_text())
+    data["rc"] = res.returncode
+    return data
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("futures")
+    out = {}
+    for case, mode, core in (("starve", "nested", True), ("starve", "spare", False),
+                             ("loop", "self", True), ("loop", "other", False)):
+        h = start_hung([sys.executable, str(CASES[case]), mode])
+        try:
+            out[mode, "live"] = _report(["--pid", h.pid, "--samples", "2"], tmp, "%s-live.json" % mode)
+            if core:
+                out[mode, "core"] = _report([gcore(h.pid, tmp / mode)], tmp, "%s-core.json" % mode)
+        finally:
+            h.kill()
+    return out
+
+
+def _finding(data: dict, sig: str) -> dict:
+    return next(f for f in data["findings"] if f["signature"] == sig)
+
+
+@pytest.mark.parametrize("how", ["live", "core"])
+def test_every_pool_worker_waiting_on_its_own_pool_is_a_deadlock(reports, how):
+    data = reports["nested", how]
+    f = _finding(data, STARVE)
+    assert f["severity"] == "deadlock" and f["fix"] and f["references"]
+    text = json.dumps(f["evidence"])
+    assert "result" in text and "_worker" in text
+    names = {t.get("tid"): t.get("name") for p in data["processes"] for t in p["threads"]}
+    assert all((names.get(e["thread"]) or "").startswith("crawler_") for e in f["evidence"] if e.get("thread")), names
+    assert data["rc"] == EXIT_DEADLOCK
+    assert BLOCKED not in [x["signature"] for x in data["findings"]]
+
+
+def test_a_pool_with_a_free_worker_is_not_starved(reports):
+    data = reports["spare", "live"]
+    assert STARVE not in [f["signature"] for f in data["findings"]]
+    assert _finding(data, "triage")["triage"]["wait"] == "future"
+
+
+@pytest.mark.parametrize("how", ["live", "core"])
+def test_a_loop_waiting_for_its_own_coroutine_is_named(reports, how):
+    data = reports["self", how]
+    f = _finding(data, BLOCKED)
+    assert f["severity"] == "hang" and f["fix"]
+    text = json.dumps(f["evidence"])
+    assert "handler" in text or "result" in text
+    assert STARVE not in [x["signature"] for x in data["findings"]]
+
+
+def test_a_future_wait_outside_a_free_loop_is_not_a_blocked_loop(reports):
+    data = reports["other", "live"]
+    assert BLOCKED not in [f["signature"] for f in data["findings"]]
+    assert _finding(data, "triage")["triage"]["wait"] == "future"
