@@ -1,7 +1,8 @@
 """Classes the corpus kept meeting without a signature (its unlabelled entries' categories), each on
 its real pastes (corpus dumps, by manifest path) and near misses: ZeroMQ's context termination
 waiting for its sockets; a thread's C stack exhausted by recursion; a C exit handler calling into
-Python after the interpreter finalized (python-finalization-gil-reacquire, widened)."""
+Python after the interpreter finalized (python-finalization-gil-reacquire, widened); exit-time code
+starting a thread that Python refuses at interpreter shutdown."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from helpers import real_text, text_verdict
 
 #: Signatures this module tests with a real paste and a near miss (test_signature_coverage.py).
-COVERED = ["zmq-context-term-waits-for-sockets", "stack-overflow-recursion"]
+COVERED = ["zmq-context-term-waits-for-sockets", "stack-overflow-recursion", "thread-start-at-interpreter-shutdown"]
 
 ZMQ = "zmq-context-term-waits-for-sockets"
 
@@ -80,3 +81,25 @@ def test_exit_handler_near_misses(db):
     assert FINAL not in sigs(real_text("pytorch/pytorch-24983-1.txt"), db)
     # PyQt's hook under a QObject's destructor during the run (no exit handler below it)
     assert FINAL not in sigs(gdb.replace("__run_exit_handlers", "QCoreApplication::exec"), db)
+
+
+SHUTDOWN = "thread-start-at-interpreter-shutdown"
+
+
+@pytest.mark.parametrize("name", ["deno_vm/deno_vm-11-1.txt", "opentelemetry-python/opentelemetry-python-4752-1.txt",
+                                  "pystack/pystack-158-1.txt"])
+def test_a_thread_refused_at_interpreter_shutdown(db, name):
+    snap, wait = text_verdict(real_text(name), db)
+    assert SHUTDOWN in [f.signature for f in snap.findings] and wait == "crashed"
+
+
+@pytest.mark.parametrize("line", [
+    # an executor used after its own shutdown() (not the interpreter's): another mistake
+    "RuntimeError: cannot schedule new futures after shutdown",
+    # the thread limit (thread-limit-reached), not the shutdown
+    "RuntimeError: can't start new thread",
+])
+def test_interpreter_shutdown_near_misses(db, line):
+    text = real_text("pystack/pystack-158-1.txt").replace(
+        "RuntimeError: can't create new thread at interpreter shutdown", line)
+    assert SHUTDOWN not in sigs(text, db)
