@@ -78,3 +78,12 @@ def test_old_pythons_fatal_error_for_a_gil_released_without_a_thread_state(db, n
     near = "\n".join("Fatal Python error: Py_Initialize: unable to load the file system codec"
                      if "Fatal Python error" in x else x for x in text.splitlines()) + "\n"
     assert "python-api-without-gil" not in sigs(text_verdict(near, db)[0])
+
+
+@pytest.mark.parametrize("name", ["clipmanager/clipmanager-9-1.txt", "dask/dask-6664-1.txt"])
+def test_a_thread_state_released_that_is_not_current(db, name):
+    snap, wait = text_verdict(real_text(name), db)
+    assert "python-api-without-gil" in sigs(snap) and wait == "crashed"
+    # near miss: the same release while the runtime finalizes is the finalization class's
+    fin = real_text(name) + "Python runtime state: finalizing (tstate=0x00007f0a1c2b3d40)\n"
+    assert "python-api-without-gil" not in sigs(text_verdict(fin, db)[0])
