@@ -2,7 +2,8 @@
 its real pastes (corpus dumps, by manifest path) and near misses: ZeroMQ's context termination
 waiting for its sockets; a thread's C stack exhausted by recursion; a C exit handler calling into
 Python after the interpreter finalized (python-finalization-gil-reacquire, widened); exit-time code
-starting a thread that Python refuses at interpreter shutdown."""
+starting a thread that Python refuses at interpreter shutdown; a buffered stream re-entered by a
+signal handler that logs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 from helpers import real_text, text_verdict
 
 #: Signatures this module tests with a real paste and a near miss (test_signature_coverage.py).
-COVERED = ["zmq-context-term-waits-for-sockets", "stack-overflow-recursion", "thread-start-at-interpreter-shutdown"]
+COVERED = ["zmq-context-term-waits-for-sockets", "stack-overflow-recursion", "thread-start-at-interpreter-shutdown",
+           "stream-write-reentered"]
 
 ZMQ = "zmq-context-term-waits-for-sockets"
 
@@ -103,3 +105,19 @@ def test_interpreter_shutdown_near_misses(db, line):
     text = real_text("pystack/pystack-158-1.txt").replace(
         "RuntimeError: can't create new thread at interpreter shutdown", line)
     assert SHUTDOWN not in sigs(text, db)
+
+
+REENTERED = "stream-write-reentered"
+
+
+@pytest.mark.parametrize("name", ["gunicorn/gunicorn-2564-1.txt", "launch/launch-91-1.txt"])
+def test_a_stream_reentered_by_a_signal_handler(db, name):
+    assert REENTERED in sigs(real_text(name), db)
+
+
+def test_stream_reentered_near_miss(db):
+    # another RuntimeError raised inside the same logging call: no re-entered stream
+    text = real_text("gunicorn/gunicorn-2564-1.txt")
+    near = "\n".join("RuntimeError: dictionary changed size during iteration" if "reentrant call" in x else x
+                     for x in text.splitlines()) + "\n"
+    assert near != text and REENTERED not in sigs(near, db)
