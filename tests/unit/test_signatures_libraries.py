@@ -3,7 +3,7 @@ its real pastes (corpus dumps, by manifest path) and near misses: ZeroMQ's conte
 waiting for its sockets; a thread's C stack exhausted by recursion; a C exit handler calling into
 Python after the interpreter finalized (python-finalization-gil-reacquire, widened); exit-time code
 starting a thread that Python refuses at interpreter shutdown; a buffered stream re-entered by a
-signal handler that logs."""
+signal handler that logs; a C extension's reference count error."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from helpers import real_text, text_verdict
 
 #: Signatures this module tests with a real paste and a near miss (test_signature_coverage.py).
 COVERED = ["zmq-context-term-waits-for-sockets", "stack-overflow-recursion", "thread-start-at-interpreter-shutdown",
-           "stream-write-reentered"]
+           "stream-write-reentered", "extension-refcount-error"]
 
 ZMQ = "zmq-context-term-waits-for-sockets"
 
@@ -121,3 +121,23 @@ def test_stream_reentered_near_miss(db):
     near = "\n".join("RuntimeError: dictionary changed size during iteration" if "reentrant call" in x else x
                      for x in text.splitlines()) + "\n"
     assert near != text and REENTERED not in sigs(near, db)
+
+
+REFCOUNT = "extension-refcount-error"
+
+
+def test_an_extensions_refcount_error(db):
+    snap, wait = text_verdict(real_text("cpython/cpython-93762-1.txt"), db)
+    f = next(f for f in snap.findings if f.signature == REFCOUNT)
+    assert f.confidence >= 0.8 and wait == "crashed"
+    # the collector's corrupted list has two causes (a refcount error, the C API without the GIL)
+    snap = text_verdict(real_text("ikalog/ikalog-59-1.txt"), db)[0]
+    assert next(f for f in snap.findings if f.signature == REFCOUNT).confidence < 0.8
+
+
+def test_refcount_near_miss(db):
+    # another fatal error at the same place (a thread state, not a reference count)
+    text = real_text("cpython/cpython-93762-1.txt")
+    near = "\n".join("Fatal Python error: PyThreadState_Get: no current thread" if "deallocating None" in x else x
+                     for x in text.splitlines()) + "\n"
+    assert near != text and REFCOUNT not in sigs(near, db)
