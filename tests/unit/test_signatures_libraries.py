@@ -3,7 +3,7 @@ its real pastes (corpus dumps, by manifest path) and near misses: ZeroMQ's conte
 waiting for its sockets; a thread's C stack exhausted by recursion; a C exit handler calling into
 Python after the interpreter finalized (python-finalization-gil-reacquire, widened); exit-time code
 starting a thread that Python refuses at interpreter shutdown; a buffered stream re-entered by a
-signal handler that logs; a C extension's reference count error."""
+signal handler that logs; a C extension's reference count error; instructions this CPU lacks."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from helpers import real_text, text_verdict
 
 #: Signatures this module tests with a real paste and a near miss (test_signature_coverage.py).
 COVERED = ["zmq-context-term-waits-for-sockets", "stack-overflow-recursion", "thread-start-at-interpreter-shutdown",
-           "stream-write-reentered", "extension-refcount-error"]
+           "stream-write-reentered", "extension-refcount-error",
+           "cpu-instruction-set-unsupported"]
 
 ZMQ = "zmq-context-term-waits-for-sockets"
 
@@ -141,3 +142,35 @@ def test_refcount_near_miss(db):
     near = "\n".join("Fatal Python error: PyThreadState_Get: no current thread" if "deallocating None" in x else x
                      for x in text.splitlines()) + "\n"
     assert near != text and REFCOUNT not in sigs(near, db)
+
+
+CPU = "cpu-instruction-set-unsupported"
+
+
+def _conf(text: str, db, sig: str) -> float:
+    return max((f.confidence for f in text_verdict(text, db)[0].findings if f.signature == sig), default=0.0)
+
+
+def test_an_illegal_instruction_at_import_is_the_cpu(db):
+    assert _conf(real_text("numcodecs/numcodecs-252-1.txt"), db, CPU) >= 0.8
+    # SIGILL alone (a rank, an emulator): one of two causes, a lead
+    for name in ("horovod/horovod-926-1.txt", "ish/ish-377-1.txt"):
+        assert 0 < _conf(real_text(name), db, CPU) < 0.8, name
+
+
+@pytest.mark.parametrize("old,new", [
+    ("Illegal instruction (core dumped)", "Segmentation fault (core dumped)"),  # another signal at import
+    (">>> import numcodecs", ">>> numcodecs.blosc.compress(b'x')"),  # not right after an import: a lead only
+])
+def test_cpu_near_misses(db, old, new):
+    text = real_text("numcodecs/numcodecs-252-1.txt")
+    assert old in text
+    assert _conf(text.replace(old, new), db, CPU) < 0.8
+
+
+def test_tensorflows_note_on_unused_instructions_is_no_crash(db):
+    text = ("2024-01-02 10:00:00.123456: I tensorflow/core/platform/cpu_feature_guard.cc:182] This TensorFlow "
+            "binary is optimized to use available CPU instructions in performance-critical operations.\n"
+            "Your CPU supports instructions that this TensorFlow binary was not compiled to use: AVX2 FMA\n")
+    from helpers import text_or_log_findings
+    assert CPU not in [f.signature for f in text_or_log_findings(text, db)]
