@@ -3,7 +3,8 @@ DataLoader / torch.multiprocessing open-file limit, NCCL's /dev/shm segment, HDF
 peer that closed its connection, spawned pool workers that cannot find a __main__ function, GPU
 out-of-memory errors, cuBLAS and cuDNN handle creation failing, a data loader's worker timeout, a full
 /dev/shm under torch's tensor sharing, DDP's unused parameters, host out-of-memory errors, the thread
-limit, Ray's full object store, two OpenMP runtimes in one process, and a GPU the build has no code for;
+limit, Ray's full object store, two OpenMP runtimes in one process, a GPU the build has no code for, and a
+GPU driver older than the CUDA runtime;
 and the fork class widened to CUDA's initialization error in a DataLoader worker.  Each class matches
 its real pastes (tests/data/commonclass/, the thread URL in each header) and stays silent on near
 misses: the same paste without the line the class needs, and the paste with the line of a neighbouring
@@ -28,7 +29,7 @@ COVERED = ["torch-mp-fd-sharing-limit", "nccl-shm-segment-create-failed", "hdf5-
            "gloo-peer-connection-closed", "spawn-child-lacks-main-function", "gpu-out-of-memory",
            "cublas-handle-init-failed", "dataloader-worker-timeout", "torch-shm-no-space", "ddp-unused-parameters",
            "host-out-of-memory", "thread-limit-reached", "ray-object-store-full", "cudnn-handle-init-failed",
-           "openmp-runtime-duplicate", "gpu-arch-not-in-build",
+           "openmp-runtime-duplicate", "gpu-arch-not-in-build", "cuda-driver-too-old",
            # widened: CUDA's initialization error raised in a DataLoader worker (forked after CUDA init)
            "cuda-init-before-fork"]
 
@@ -93,6 +94,9 @@ CASES = [
     ("omp_duplicate_stit_22.txt", r"Error #15"),
     ("gpu_arch_goae_16.txt", r"not compatible with the current PyTorch"),
     ("gpu_arch_nailseg_8.txt", r"no kernel image"),
+    ("cuda_driver_old_trixie_9.txt", r"too old"),
+    ("cuda_driver_insufficient_mlcommons_54.txt", r"insufficient"),
+    ("cuda_driver_insufficient_roop_465.txt", r"insufficient"),
 ]
 
 #: real pastes of a neighbouring situation: no class of this module, nothing serious at all
