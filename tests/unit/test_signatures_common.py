@@ -4,7 +4,7 @@ peer that closed its connection, spawned pool workers that cannot find a __main_
 out-of-memory errors, cuBLAS and cuDNN handle creation failing, a data loader's worker timeout, a full
 /dev/shm under torch's tensor sharing, DDP's unused parameters, host out-of-memory errors, the thread
 limit, Ray's full object store, two OpenMP runtimes in one process, a GPU the build has no code for, and a
-GPU driver older than the CUDA runtime;
+GPU driver older than the CUDA runtime, and SQLite's write lock held by another connection;
 and the fork class widened to CUDA's initialization error in a DataLoader worker.  Each class matches
 its real pastes (tests/data/commonclass/, the thread URL in each header) and stays silent on near
 misses: the same paste without the line the class needs, and the paste with the line of a neighbouring
@@ -30,6 +30,7 @@ COVERED = ["torch-mp-fd-sharing-limit", "nccl-shm-segment-create-failed", "hdf5-
            "cublas-handle-init-failed", "dataloader-worker-timeout", "torch-shm-no-space", "ddp-unused-parameters",
            "host-out-of-memory", "thread-limit-reached", "ray-object-store-full", "cudnn-handle-init-failed",
            "openmp-runtime-duplicate", "gpu-arch-not-in-build", "cuda-driver-too-old",
+           "sqlite-database-locked",
            # widened: CUDA's initialization error raised in a DataLoader worker (forked after CUDA init)
            "cuda-init-before-fork"]
 
@@ -97,6 +98,8 @@ CASES = [
     ("cuda_driver_old_trixie_9.txt", r"too old"),
     ("cuda_driver_insufficient_mlcommons_54.txt", r"insufficient"),
     ("cuda_driver_insufficient_roop_465.txt", r"insufficient"),
+    ("sqlite_locked_rltrader_20.txt", r"database is locked"),
+    ("sqlite_locked_subgnn_10.txt", r"database is locked"),
 ]
 
 #: real pastes of a neighbouring situation: no class of this module, nothing serious at all
