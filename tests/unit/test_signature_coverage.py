@@ -46,10 +46,11 @@ def test_every_builtin_signature_has_a_positive_and_a_near_miss_test():
     gui = _module(TESTS / "unit" / "test_signatures_gui.py")  # GUI toolkits used off their thread
     libs = _module(TESTS / "unit" / "test_signatures_libraries.py")  # library classes the corpus kept meeting
     futures = _module(TESTS / "integration" / "test_nested_future_waits.py")  # waits on a future from its producer
+    qjoin = _module(TESTS / "integration" / "test_queue_join.py")  # Queue.join without its task_done
     covered = (by_core | by_text | set(classes.COVERED) | set(tasks.COVERED) | set(ml3.COVERED) | set(ml4.COVERED)
                | set(mech.COVERED) | set(logs.COVERED) | set(common.COVERED) | set(blind19.COVERED)
                | set(blind22.COVERED) | set(blind65.COVERED) | set(gui.COVERED) | set(libs.COVERED)
-               | set(futures.COVERED))
+               | set(futures.COVERED) | set(qjoin.COVERED))
     ids = {s.id for s in load_signatures().signatures}
     missing = sorted(ids - covered)
     assert not missing, "signatures with no real-stack positive + near-miss test: %s" % missing
