@@ -63,12 +63,17 @@ KNOWN_PATTERNS = [
     r"\[c10d\] The (?:IPv[46] )?network addresses? of .{1,300}? cannot be retrieved \(gai error",
     # gRPC's channel reaching no address of its target; JAX's coordination agent failing on it
     r"UNAVAILABLE: ?failed to connect to all addresses|WatchTasksAsync failed for task \d+",
+    # a service's own shutdown record that it waits for one of its threads to stop (celery's "Consumer:
+    # Waiting for broadcast thread to shutdown..."): a timestamped record, not a sentence of prose
+    r"^\S{0,3}\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d.{0,120}?\bWaiting for (?:the )?(?:\w+ ){0,3}threads? to "
+    r"(?:finish|exit|shut ?down|stop|terminate|end)\b",
     # vLLM V1's front end while its engine-core processes have not come up
     r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start",
     r"^\[\d+\]\s+(?:[+-]\s+)?\d+ (?:segmentation fault|abort|bus error)",
     # a fatal check's stack (glog / abseil, Ray's RAY_CHECK), MPI's fatal error handler, a rank's MPI_Abort,
     # Ray's driver on a worker dead of a system error; faulthandler's Windows line cut at its start
     r"Check failed: |\*\*\* Check failure stack trace: \*\*\*|\*\*\* StackTrace Information \*\*\*",
+    r"^F (?:external/)?\S+\.(?:cc|cpp|h|inc):\d+\] \S",  # glog / abseil's fatal record without its date
     r"MPI_ERRORS_ARE_FATAL \(processes in this communicator will now abort|MPI_ABORT was invoked on rank \d+",
     r"A worker died or was killed while executing a task by an unexpected system error",
     r"^fatal exception: (?:access violation|stack overflow|illegal instruction|in page error|int divide by zero)",

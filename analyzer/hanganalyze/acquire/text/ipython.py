@@ -114,6 +114,8 @@ def parse(lines: List[str], proc: Process) -> None:
             if m:
                 if frame is not None and frame.line is None:
                     frame.line = to_int(m.group(1))
+                if frame is not None and frame.source is None:  # the arrow's code is the frame's line
+                    frame.source = s[m.end():].strip() or None
                 continue
             if not s or line[:1] in (" ", "\t") or s[:1].isdigit():
                 continue  # the source lines around a frame's line
