@@ -5,8 +5,8 @@ live (the direct reader) and from gcore'd cores, through the CLI as a user runs 
   ThreadPoolExecutor waits in Future.result() for a task queued behind it.  Near miss: one worker
   waits while another runs the task and a third is idle.
 * asyncio-loop-blocked-on-sync-wait (tests/fixtures/py_loop_blocked.py): a coroutine calls
-  run_coroutine_threadsafe(..., its own loop).result().  Near miss: the main thread waits for a
-  coroutine of a loop running free in another thread.
+  run_coroutine_threadsafe(..., its own loop).result(), or reads a plain queue.Queue.  Near miss:
+  the main thread waits for a coroutine of a loop running free in another thread.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def reports(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("futures")
     out = {}
     for case, mode, core in (("starve", "nested", True), ("starve", "spare", False),
-                             ("loop", "self", True), ("loop", "other", False)):
+                             ("loop", "self", True), ("loop", "queue", False), ("loop", "other", False)):
         h = start_hung([sys.executable, str(CASES[case]), mode])
         try:
             out[mode, "live"] = _report(["--pid", h.pid, "--samples", "2"], tmp, "%s-live.json" % mode)
@@ -82,6 +82,11 @@ def test_a_loop_waiting_for_its_own_coroutine_is_named(reports, how):
     text = json.dumps(f["evidence"])
     assert "handler" in text or "result" in text
     assert STARVE not in [x["signature"] for x in data["findings"]]
+
+
+def test_a_loop_blocked_in_a_threads_queue_read_is_named(reports):
+    f = _finding(reports["queue", "live"], BLOCKED)
+    assert f["severity"] == "hang" and "get" in json.dumps(f["evidence"])
 
 
 def test_a_future_wait_outside_a_free_loop_is_not_a_blocked_loop(reports):
