@@ -55,6 +55,9 @@ KNOWN_PATTERNS = [
     r"\b(?:0x[Cc]0000005|-1073741819|3221225477|0x[Cc]0000374|-1073740940|3221226356|0x[Cc]0000409|-1073740791|"
     r"3221226505)\b",
     r"WorkerCrashedError|The worker died unexpectedly while executing this task|\bpure virtual method called\b",
+    # Windows' names of the fatal exceptions (a crash reporter's, !analyze's, a JVM's crash log)
+    r"^(?!.{0,300}(?:[Ff]irst[- ]chance|Exception thrown\b)).{0,300}?\b(?:EXCEPTION|STATUS)_(?:ACCESS_VIOLATION|"
+    r"ILLEGAL_INSTRUCTION|PRIV_INSTRUCTION|INT_DIVIDE_BY_ZERO|IN_PAGE_ERROR|STACK_BUFFER_OVERRUN|HEAP_CORRUPTION)\b",
     # Tcl aborting a process whose Tk objects a thread other than the interpreter's deleted (tkinter)
     r"Tcl_AsyncDelete: async handler deleted by the wrong thread",
     # torch elastic's agent in a rendezvous round; c10d's store client failing to resolve the master's name

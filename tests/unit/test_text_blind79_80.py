@@ -3,7 +3,7 @@ near miss: a stack copied from a table (Module | Function | Offset); a service's
 waits for one of its threads to stop; glog's fatal record without its date; zsh's job line and a
 ``python -c 'import ...'`` before an illegal instruction; BrokenProcessPool raised by the pool's own
 source line in an IPython traceback (whose arrow line is the frame's source); a bad access inside
-the garbage collector's walk."""
+the garbage collector's walk; Windows' names of the fatal exceptions as a crash line."""
 
 from __future__ import annotations
 
@@ -84,3 +84,12 @@ def test_a_bad_access_in_the_collectors_walk_is_a_refcount_lead(db):
     # near miss: valgrind's report of a leak, no invalid access, under the same frames
     near = text.replace("Invalid read of size 8", "16 bytes in 1 blocks are definitely lost")
     assert "extension-refcount-error" not in sigs(text_verdict(near, db)[0])
+
+
+def test_windows_names_of_fatal_exceptions_are_a_crash_line(db):
+    line = [x for x in real_text("jep/jep-140-1.txt").splitlines() if "EXCEPTION_ACCESS_VIOLATION" in x][0]
+    # the JVM's line alone, its hexadecimal code dropped (the name is the evidence): a crash
+    assert text_verdict(line.replace(" (0xc0000005)", "") + "\n", db)[1] == "crashed"
+    # near miss: a debugger's first-chance report of the same exception (a handler may take it)
+    with pytest.raises(InputError):
+        parse_text("(1a2c.3f00): EXCEPTION_ACCESS_VIOLATION - first chance exception at 0x00007ffb12345678\n")
