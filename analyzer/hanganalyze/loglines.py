@@ -55,6 +55,8 @@ KNOWN_PATTERNS = [
     r"\b(?:0x[Cc]0000005|-1073741819|3221225477|0x[Cc]0000374|-1073740940|3221226356|0x[Cc]0000409|-1073740791|"
     r"3221226505)\b",
     r"WorkerCrashedError|The worker died unexpectedly while executing this task|\bpure virtual method called\b",
+    # .NET's runtime on an uncaught exception or an access violation (the process ends)
+    r"^(?:Unhandled [Ee]xception[.:]|Fatal error\.) System\.[\w.]{1,200}(?:Exception|Error)\b",
     # Windows' names of the fatal exceptions (a crash reporter's, !analyze's, a JVM's crash log)
     r"^(?!.{0,300}(?:[Ff]irst[- ]chance|Exception thrown\b)).{0,300}?\b(?:EXCEPTION|STATUS)_(?:ACCESS_VIOLATION|"
     r"ILLEGAL_INSTRUCTION|PRIV_INSTRUCTION|INT_DIVIDE_BY_ZERO|IN_PAGE_ERROR|STACK_BUFFER_OVERRUN|HEAP_CORRUPTION)\b",

@@ -3,7 +3,8 @@ near miss: a stack copied from a table (Module | Function | Offset); a service's
 waits for one of its threads to stop; glog's fatal record without its date; zsh's job line and a
 ``python -c 'import ...'`` before an illegal instruction; BrokenProcessPool raised by the pool's own
 source line in an IPython traceback (whose arrow line is the frame's source); a bad access inside
-the garbage collector's walk; Windows' names of the fatal exceptions as a crash line."""
+the garbage collector's walk; Windows' names of the fatal exceptions as a crash line; .NET's line for
+an exception nothing caught (a .NET host embedding Python through pythonnet)."""
 
 from __future__ import annotations
 
@@ -93,3 +94,33 @@ def test_windows_names_of_fatal_exceptions_are_a_crash_line(db):
     # near miss: a debugger's first-chance report of the same exception (a handler may take it)
     with pytest.raises(InputError):
         parse_text("(1a2c.3f00): EXCEPTION_ACCESS_VIOLATION - first chance exception at 0x00007ffb12345678\n")
+
+
+#: https://github.com/henon/Python.Included/issues/38 (the description: pythonnet's shutdown under load)
+NET_FATAL = """Fatal error. System.AccessViolationException: Attempted to read or write protected memory. This is often an indication that other memory is corrupt.
+Repeat 2 times:
+--------------------------------
+   at Python.Runtime.Runtime.PyObject_HasAttrString(IntPtr, System.String)
+--------------------------------
+   at Python.Runtime.Exceptions.Shutdown()
+   at Python.Runtime.Runtime.Shutdown()
+   at Python.Runtime.PythonEngine.ExecuteShutdownHandlers()
+   at Python.Runtime.PythonEngine.Shutdown()
+   at Validation.PandasTA.Finalize()
+"""
+#: https://github.com/QuantConnect/Lean/issues/1031 (a comment, 2017-07-26: a back test under pythonnet)
+NET_UNHANDLED = """Unhandled Exception: System.AccessViolationException: Attempted to read or write protected memory. This is often an indication that other memory is corrupt.
+   at Python.Runtime.Runtime.PyType_GenericAlloc(IntPtr type, Int32 n)
+   at Python.Runtime.ExtensionType..ctor()
+   at Python.Runtime.MethodBinding..ctor(MethodObject m, IntPtr target, IntPtr targetType)
+   at Python.Runtime.MethodObject.tp_descr_get(IntPtr ds, IntPtr ob, IntPtr tp)
+   at Python.Runtime.Runtime.PyObject_GetAttrString(IntPtr pointer, String name)
+"""
+
+
+@pytest.mark.parametrize("text", [NET_FATAL, NET_UNHANDLED])
+def test_dotnets_line_for_an_uncaught_exception_is_a_crash(db, text):
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: the same exception caught and logged by the host (its message, no runtime line)
+    caught = text.replace("Fatal error. ", "Caught: ").replace("Unhandled Exception: ", "Caught: ")
+    assert text_verdict(caught, db)[1] != "crashed"
