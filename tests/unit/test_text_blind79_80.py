@@ -97,7 +97,8 @@ def test_windows_names_of_fatal_exceptions_are_a_crash_line(db):
 
 
 #: https://github.com/henon/Python.Included/issues/38 (the description: pythonnet's shutdown under load)
-NET_FATAL = """Fatal error. System.AccessViolationException: Attempted to read or write protected memory. This is often an indication that other memory is corrupt.
+NET_FATAL = """Fatal error. System.AccessViolationException: Attempted to read or write protected memory. \
+This is often an indication that other memory is corrupt.
 Repeat 2 times:
 --------------------------------
    at Python.Runtime.Runtime.PyObject_HasAttrString(IntPtr, System.String)
@@ -109,7 +110,8 @@ Repeat 2 times:
    at Validation.PandasTA.Finalize()
 """
 #: https://github.com/QuantConnect/Lean/issues/1031 (a comment, 2017-07-26: a back test under pythonnet)
-NET_UNHANDLED = """Unhandled Exception: System.AccessViolationException: Attempted to read or write protected memory. This is often an indication that other memory is corrupt.
+NET_UNHANDLED = """Unhandled Exception: System.AccessViolationException: Attempted to read or write protected memory. \
+This is often an indication that other memory is corrupt.
    at Python.Runtime.Runtime.PyType_GenericAlloc(IntPtr type, Int32 n)
    at Python.Runtime.ExtensionType..ctor()
    at Python.Runtime.MethodBinding..ctor(MethodObject m, IntPtr target, IntPtr targetType)
