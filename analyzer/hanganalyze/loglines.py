@@ -29,6 +29,8 @@ KNOWN_PATTERNS = [
     r"[Rr]endezvous\b.*\bmay be stuck",
     r"This thread has been waiting for \d+",
     r"Detected mismatch between collectives",
+    # the flight recorder's analysis script's report of a collective whose records disagree across ranks
+    r"^Collective sequence number: \d+ has errors$|Culprit rank \d+; Error type: [A-Z_]+",
     r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\]",  # glog / abseil
     r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\]",  # TensorFlow's logging
     r"^\[[IWEF] \S+\.(cpp|cc|h):\d+\]",  # c10 logging
@@ -55,6 +57,11 @@ KNOWN_PATTERNS = [
     r"\b(?:0x[Cc]0000005|-1073741819|3221225477|0x[Cc]0000374|-1073740940|3221226356|0x[Cc]0000409|-1073740791|"
     r"3221226505)\b",
     r"WorkerCrashedError|The worker died unexpectedly while executing this task|\bpure virtual method called\b",
+    # GLib's fatal messages (g_error, a failed assertion, an unreachable line: the process aborts)
+    r"^(?:Bail out! )?[\w.-]{1,60}:ERROR:\S{1,300}:\d+:\S{1,200}: (?:assertion failed|code should not be reached)|"
+    r"^\(\S{1,200}:\d+\): [\w.-]{1,60}-ERROR \*\*: ",
+    # Home Assistant's list of the non-daemon threads its exit waits for
+    r"^Found \d+ non-daemonic threads?\.",
     # .NET's runtime on an uncaught exception or an access violation (the process ends)
     r"^(?:Unhandled [Ee]xception[.:]|Fatal error\.) System\.[\w.]{1,200}(?:Exception|Error)\b",
     # Windows' names of the fatal exceptions (a crash reporter's, !analyze's, a JVM's crash log)

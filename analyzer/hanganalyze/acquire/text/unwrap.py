@@ -89,6 +89,9 @@ PREFIXES: Tuple[Tuple[str, Pattern[str]], ...] = (
     ("kubectl", KUBECTL_TAG),
     # worker-0 >>   (a multi-node launcher's tag of the host a line came from, after its time: open round 52)
     ("host", re.compile(r"^[\w.\-]{1,100} >> ")),
+    # E       Traceback (...)   (pytest's lines of a failure's explanation: "E" and seven blanks, or "E"
+    # alone for a blank line; a test's captured traceback, opened sealed round 77)
+    ("pytest-e", re.compile(r"^E(?: {7}|$)")),
 )
 
 #: Prefixes no prose line starts with: removed from as few as ``WRAPPED_SHARE`` of the lines, the
