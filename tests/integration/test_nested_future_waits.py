@@ -5,18 +5,22 @@ live (the direct reader) and from gcore'd cores, through the CLI as a user runs 
   ThreadPoolExecutor waits in Future.result() for a task queued behind it.  Near miss: one worker
   waits while another runs the task and a third is idle.
 * asyncio-loop-blocked-on-sync-wait (tests/fixtures/py_loop_blocked.py): a coroutine calls
-  run_coroutine_threadsafe(..., its own loop).result(), or reads a plain queue.Queue.  Near miss:
-  the main thread waits for a coroutine of a loop running free in another thread.
+  run_coroutine_threadsafe(..., its own loop).result(), or reads a plain queue.Queue.  Read live or
+  from a core, the loop is known from memory and the rule ``asyncio-loop-blocked`` (which names the
+  running task) answers instead; the signature answers the fixture's own faulthandler dump, the text a
+  user pastes.  Near miss: the main thread waits for a coroutine of a loop running free in another
+  thread.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, gcore, run_hanganalyze, start_hung
+from helpers import FIXTURES, gcore, run_hanganalyze, start_hung, text_verdict
 
 from hanganalyze.errors import EXIT_DEADLOCK, EXIT_HANG
 
@@ -41,8 +45,16 @@ def reports(tmp_path_factory):
     out = {}
     for case, mode, core in (("starve", "nested", True), ("starve", "spare", False),
                              ("loop", "self", True), ("loop", "queue", False), ("loop", "other", False)):
-        h = start_hung([sys.executable, str(CASES[case]), mode])
+        dump = tmp / ("%s.faulthandler.txt" % mode)
+        env = {"HANG_DUMP": str(dump)} if case == "loop" else None
+        h = start_hung([sys.executable, str(CASES[case]), mode], env=env)
         try:
+            if case == "loop":
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and not (dump.exists() and dump.stat().st_size):
+                    time.sleep(0.2)
+                time.sleep(0.3)
+                out[mode, "text"] = dump.read_text()
             out[mode, "live"] = _report(["--pid", h.pid, "--samples", "2"], tmp, "%s-live.json" % mode)
             if core:
                 out[mode, "core"] = _report([gcore(h.pid, tmp / mode)], tmp, "%s-core.json" % mode)
@@ -74,22 +86,30 @@ def test_a_pool_with_a_free_worker_is_not_starved(reports):
     assert _finding(data, "triage")["triage"]["wait"] == "future"
 
 
+@pytest.mark.parametrize("mode", ["self", "queue"])
+def test_a_blocked_loop_in_a_pasted_faulthandler_dump_is_named(reports, db, mode):
+    snap, wait = text_verdict(reports[mode, "text"], db)
+    f = next(f for f in snap.findings if f.signature == BLOCKED)
+    assert f.severity == "hang" and ("result" in json.dumps([e.text for e in f.evidence]) if mode == "self" else True)
+    assert STARVE not in [x.signature for x in snap.findings]
+
+
 @pytest.mark.parametrize("how", ["live", "core"])
-def test_a_loop_waiting_for_its_own_coroutine_is_named(reports, how):
-    data = reports["self", how]
-    f = _finding(data, BLOCKED)
-    assert f["severity"] == "hang" and f["fix"]
-    text = json.dumps(f["evidence"])
-    assert "handler" in text or "result" in text
-    assert STARVE not in [x["signature"] for x in data["findings"]]
+def test_a_loop_read_from_memory_is_answered_by_the_loop_rule_alone(reports, how):
+    """Live or from a core the loop state is read: ``asyncio-loop-blocked`` names the running task and
+    supersedes the stack-only signature (one finding, not two)."""
+    sigs = [f["signature"] for f in reports["self", how]["findings"]]
+    assert "asyncio-loop-blocked" in sigs and BLOCKED not in sigs
 
 
-def test_a_loop_blocked_in_a_threads_queue_read_is_named(reports):
-    f = _finding(reports["queue", "live"], BLOCKED)
-    assert f["severity"] == "hang" and "get" in json.dumps(f["evidence"])
+def test_a_loop_blocked_in_a_threads_queue_read_is_named_live(reports):
+    sigs = [f["signature"] for f in reports["queue", "live"]["findings"]]
+    assert "asyncio-loop-blocked" in sigs and BLOCKED not in sigs
 
 
-def test_a_future_wait_outside_a_free_loop_is_not_a_blocked_loop(reports):
+def test_a_future_wait_outside_a_free_loop_is_not_a_blocked_loop(reports, db):
     data = reports["other", "live"]
     assert BLOCKED not in [f["signature"] for f in data["findings"]]
+    assert "asyncio-loop-blocked" not in [f["signature"] for f in data["findings"]]
+    assert BLOCKED not in [f.signature for f in text_verdict(reports["other", "text"], db)[0].findings]
     assert _finding(data, "triage")["triage"]["wait"] == "future"

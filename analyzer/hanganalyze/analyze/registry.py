@@ -106,7 +106,7 @@ def run_process_rules(snapshot: Snapshot, db: Any, rules: RuleSet,
             si = steps.index(rules.by_id(code.concludes[0]).step)
             step_of.update((id(f), si) for f in got)
         found.extend(got)
-    return found
+    return rules.superseded(found, found)  # a process rule's finding replaces a signature's of the same process
 
 
 def run_job_rules(snapshot: Snapshot, states: List[RankState], world: Optional[int], rules: RuleSet,
