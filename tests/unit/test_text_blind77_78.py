@@ -2,8 +2,9 @@
 round's real paste and a near miss; not counted in the rounds' score: TensorFlow's check of a failed
 pthread_create (the thread limit), a TCPStore connect timeout given in seconds, pytest's "E" lines
 around a captured traceback, the flight recorder's analysis report as text, Home Assistant's list of
-the non-daemon threads its exit waits for, GLib's fatal messages, and an extension's error report
-faulting in the thread state (the C API called with the GIL released)."""
+the non-daemon threads its exit waits for, GLib's fatal messages, an extension's error report
+faulting in the thread state (the C API called with the GIL released), and a pool worker's task
+that waits (not the worker between tasks)."""
 
 from __future__ import annotations
 
@@ -83,3 +84,12 @@ def test_an_extensions_error_report_faulting_in_the_thread_state(db):
     # near miss: the same error setter called by the interpreter itself (no extension between)
     near = text.replace("v4l2_read_frame", "_PyEval_EvalFrameDefault")
     assert "python-api-without-gil" not in sigs(text_verdict(near, db)[0])
+
+
+def test_a_pool_workers_task_that_joins_is_a_join_not_an_idle_worker(db):
+    assert text_verdict(real_text("sealed78/core-77906-1.txt"), db)[1] == "join"
+    # near miss: the same executor worker between tasks, reading its queue: idle
+    idle = ('Thread 0x7F01 (idle): "SyncWorker_5"\n'
+            "    wait (threading.py:320)\n    get (queue.py:171)\n    _worker (concurrent/futures/thread.py:81)\n"
+            "    run (threading.py:953)\n    _bootstrap_inner (threading.py:1016)\n    _bootstrap (threading.py:973)\n")
+    assert text_verdict(idle, db)[1] == "idle"

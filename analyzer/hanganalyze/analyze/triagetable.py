@@ -135,6 +135,8 @@ class Table:
                 continue
             if f.kind == "python":
                 file, func = basename(f.file), (f.function or "").rsplit(".", 1)[-1]
+                if loop.unless_inside_py and _pair_match(f, loop.unless_inside_py):
+                    return False  # a task's runner (the pool's work item, a server's request): not between tasks
                 if any(glob_match(file, pf) and glob_match(func, pn) for pf, pn in loop.worker_loops):
                     return True
                 if f.file and not (file in self.skip_python_files or (queue is not None and any(
