@@ -57,16 +57,6 @@ KNOWN_PATTERNS = [
     r"\b(?:0x[Cc]0000005|-1073741819|3221225477|0x[Cc]0000374|-1073740940|3221226356|0x[Cc]0000409|-1073740791|"
     r"3221226505)\b",
     r"WorkerCrashedError|The worker died unexpectedly while executing this task|\bpure virtual method called\b",
-    # GLib's fatal messages (g_error, a failed assertion, an unreachable line: the process aborts)
-    r"^(?:Bail out! )?[\w.-]{1,60}:ERROR:\S{1,300}:\d+:\S{1,200}: (?:assertion failed|code should not be reached)|"
-    r"^\(\S{1,200}:\d+\): [\w.-]{1,60}-ERROR \*\*: ",
-    # Home Assistant's list of the non-daemon threads its exit waits for
-    r"^Found \d+ non-daemonic threads?\.",
-    # .NET's runtime on an uncaught exception or an access violation (the process ends)
-    r"^(?:Unhandled [Ee]xception[.:]|Fatal error\.) System\.[\w.]{1,200}(?:Exception|Error)\b",
-    # Windows' names of the fatal exceptions (a crash reporter's, !analyze's, a JVM's crash log)
-    r"^(?!.{0,300}(?:[Ff]irst[- ]chance|Exception thrown\b)).{0,300}?\b(?:EXCEPTION|STATUS)_(?:ACCESS_VIOLATION|"
-    r"ILLEGAL_INSTRUCTION|PRIV_INSTRUCTION|INT_DIVIDE_BY_ZERO|IN_PAGE_ERROR|STACK_BUFFER_OVERRUN|HEAP_CORRUPTION)\b",
     # Tcl aborting a process whose Tk objects a thread other than the interpreter's deleted (tkinter)
     r"Tcl_AsyncDelete: async handler deleted by the wrong thread",
     # torch elastic's agent in a rendezvous round; c10d's store client failing to resolve the master's name
@@ -75,6 +65,8 @@ KNOWN_PATTERNS = [
     r"\[c10d\] The (?:IPv[46] )?network addresses? of .{1,300}? cannot be retrieved \(gai error",
     # gRPC's channel reaching no address of its target; JAX's coordination agent failing on it
     r"UNAVAILABLE: ?failed to connect to all addresses|WatchTasksAsync failed for task \d+",
+    # Home Assistant's list of the non-daemon threads its exit waits for
+    r"^Found \d+ non-daemonic threads?\.",
     # a service's own shutdown record that it waits for one of its threads to stop (celery's "Consumer:
     # Waiting for broadcast thread to shutdown..."): a timestamped record, not a sentence of prose
     r"^\S{0,3}\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d.{0,120}?\bWaiting for (?:the )?(?:\w+ ){0,3}threads? to "
@@ -85,7 +77,6 @@ KNOWN_PATTERNS = [
     # a fatal check's stack (glog / abseil, Ray's RAY_CHECK), MPI's fatal error handler, a rank's MPI_Abort,
     # Ray's driver on a worker dead of a system error; faulthandler's Windows line cut at its start
     r"Check failed: |\*\*\* Check failure stack trace: \*\*\*|\*\*\* StackTrace Information \*\*\*",
-    r"^F (?:external/)?\S+\.(?:cc|cpp|h|inc):\d+\] \S",  # glog / abseil's fatal record without its date
     r"MPI_ERRORS_ARE_FATAL \(processes in this communicator will now abort|MPI_ABORT was invoked on rank \d+",
     r"A worker died or was killed while executing a task by an unexpected system error",
     r"^fatal exception: (?:access violation|stack overflow|illegal instruction|in page error|int divide by zero)",
