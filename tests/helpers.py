@@ -332,6 +332,15 @@ def run_hanganalyze(args: Sequence[str], timeout: float = 300.0, stdin: Optional
     )
 
 
+def cli_json_report(args: Sequence[object], out: Path, codes: Sequence[int], timeout: float = 240.0) -> dict:
+    """The CLI's JSON report of ``args`` written to ``out``, its exit code (one of ``codes``) as ``rc``."""
+    res = run_hanganalyze(list(map(str, args)) + ["--format", "json", "-o", str(out)], timeout=timeout)
+    assert res.returncode in codes, res.stderr.decode()[-2000:]
+    data = json.loads(out.read_text())
+    data["rc"] = res.returncode
+    return data
+
+
 #: One ELF64 program header: p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_align.
 PHDR = struct.Struct("<IIQQQQQQ")
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, gcore, run_hanganalyze, start_hung, text_verdict
+from helpers import FIXTURES, cli_json_report, gcore, start_hung, text_verdict
 
 from hanganalyze.errors import EXIT_DEADLOCK, EXIT_HANG
 
@@ -31,12 +31,7 @@ CASES = {"starve": FIXTURES / "py_executor_starve.py", "loop": FIXTURES / "py_lo
 
 
 def _report(args, tmp: Path, name: str) -> dict:
-    out = tmp / name
-    res = run_hanganalyze(list(map(str, args)) + ["--format", "json", "-o", str(out)], timeout=240)
-    assert res.returncode in (0, EXIT_HANG, EXIT_DEADLOCK), res.stderr.decode()[-2000:]
-    data = json.loads(out.read_text())
-    data["rc"] = res.returncode
-    return data
+    return cli_json_report(args, tmp / name, (0, EXIT_HANG, EXIT_DEADLOCK))
 
 
 @pytest.fixture(scope="module")

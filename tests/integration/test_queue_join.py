@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, gcore, real_text, run_hanganalyze, start_hung, text_verdict
+from helpers import FIXTURES, cli_json_report, gcore, real_text, start_hung, text_verdict
 
 from hanganalyze.errors import EXIT_HANG
 
@@ -21,12 +21,7 @@ COVERED = [SIG]
 
 
 def _report(args, tmp: Path, name: str) -> dict:
-    out = tmp / name
-    res = run_hanganalyze(list(map(str, args)) + ["--format", "json", "-o", str(out)], timeout=240)
-    assert res.returncode in (0, EXIT_HANG), res.stderr.decode()[-2000:]
-    data = json.loads(out.read_text())
-    data["rc"] = res.returncode
-    return data
+    return cli_json_report(args, tmp / name, (0, EXIT_HANG))
 
 
 @pytest.fixture(scope="module")
