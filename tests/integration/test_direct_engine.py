@@ -185,3 +185,36 @@ def _status_of_task(pid: int, tid: int) -> dict:
         k, _, v = line.partition(":")
         out[k] = v.strip()
     return out
+
+
+# ------------------------------------------------------------------------------ the vDSO
+
+
+def _in_vdso(report) -> list:
+    return [t for t in report["processes"][0]["threads"]
+            if t["frames"] and t["frames"][0].get("library") == "[vdso]"]
+
+
+def test_a_thread_in_the_vdso_is_named_and_unwound_as_gdb_does(tmp_path):
+    """A thread caught in ``clock_gettime`` runs in the vDSO, which no file maps: the direct reader
+    reads its image from the process (and from the core, which keeps it), names the frame as gdb
+    does and unwinds through it by its CFI to the same callers (CI once caught a Python thread
+    waiting for the GIL in that spot, and the readers disagreed)."""
+    h = start_hung([str(fixture_binary("vdso_clock_spin"))])
+    try:
+        live = _report(["--pid", h.pid], "direct")
+        cores = [gcore(h.pid, tmp_path / str(i)) for i in range(4)]
+    finally:
+        h.kill()
+    spinning = _in_vdso(live)
+    assert spinning, [t["frames"][:2] for t in live["processes"][0]["threads"]]
+    frames = spinning[0]["frames"]
+    assert frames[0]["function"] == "clock_gettime"
+    assert "clock_gettime" in frames[1]["function"] and "libc" in frames[1]["library"], frames
+    assert frames[2]["function"] == "spin", frames
+    hits = 0
+    for core in cores:
+        cd, cg = _both([core])
+        assert snapshot_differences(cd, cg) == []
+        hits += bool(_in_vdso(cd))
+    assert hits, "no core caught the spinner in the vDSO"

@@ -12,7 +12,7 @@ from typing import Optional
 from hanganalyze import elf
 from hanganalyze.corefile import CoreInfo
 from hanganalyze.direct import DirectUnsupported
-from hanganalyze.direct.mapped import MappedProcess
+from hanganalyze.direct.mapped import AT_SYSINFO_EHDR, MappedProcess
 from hanganalyze.direct.stackscan import Regions
 from hanganalyze.direct.unwind import GREG_NAMES, ModuleMap
 
@@ -46,6 +46,7 @@ class CoreProcess(MappedProcess):
             return f.found or p
 
         self.modules = ModuleMap(self.mappings, resolve)
+        self.add_vdso(info.auxv.get(AT_SYSINFO_EHDR))
 
     def close(self) -> None:
         if self._fd is not None:

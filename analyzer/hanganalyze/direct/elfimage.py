@@ -185,13 +185,20 @@ def _store_sorted(img: ElfImage, sec: Section, addrs: array.array, index: array.
 class ElfImage:
     """An ELF file mapped read-only.  Opened once per path per run (``open_image``)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, data: Optional[bytes] = None):
+        """``data``: the image's bytes where no file holds it (the kernel's vDSO, read from the
+        process or the core); ``path`` then only names it."""
         self.path = path
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < 64:
-                raise DirectUnsupported("%s: not an ELF file" % path)
-            self.data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        if data is not None:
+            if len(data) < 64:
+                raise DirectUnsupported("%s: not an ELF image" % path)
+            self.data = data
+        else:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < 64:
+                    raise DirectUnsupported("%s: not an ELF file" % path)
+                self.data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         data = self.data
 
         def read(off: int, n: int) -> bytes:

@@ -16,7 +16,7 @@ import time
 from typing import List, Optional, Tuple
 
 from hanganalyze.deadline import Deadline
-from hanganalyze.direct.mapped import MappedProcess
+from hanganalyze.direct.mapped import VDSO, MappedProcess
 from hanganalyze.direct.stackscan import Regions
 from hanganalyze.direct.unwind import GREG_NAMES, ModuleMap
 from hanganalyze.errors import InputError, PtraceDenied
@@ -156,6 +156,7 @@ class LiveProcess(MappedProcess):
     def _read_maps(self) -> None:
         rows = []
         regions = []
+        vdso = None
         with open("/proc/%d/maps" % self.pid) as f:
             for line in f:
                 parts = line.split(None, 5)
@@ -163,12 +164,15 @@ class LiveProcess(MappedProcess):
                     continue
                 lo, hi = (int(x, 16) for x in parts[0].split("-"))
                 regions.append((lo, hi, "x" in parts[1]))
+                if len(parts) == 6 and parts[5].strip() == VDSO:
+                    vdso = lo
                 if len(parts) < 6 or not parts[5].startswith("/"):
                     continue
                 rows.append((lo, hi, int(parts[2], 16), parts[5].rstrip("\n")))
         self.mappings = rows
         self.regions = Regions(regions)
         self.modules = ModuleMap(rows, self._resolve)
+        self.add_vdso(vdso)
 
     def _resolve(self, path: str) -> Optional[str]:
         """The file the process mapped: its own mount namespace's view when that differs from ours

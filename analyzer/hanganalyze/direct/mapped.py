@@ -9,11 +9,22 @@ cost what gdb costs.
 from __future__ import annotations
 
 import os
+import struct
 from typing import Dict, List, Optional
 
+from hanganalyze import elf
+from hanganalyze.direct import DirectUnsupported
+from hanganalyze.direct.elfimage import ElfImage
 from hanganalyze.direct.stackscan import Regions
 from hanganalyze.direct.unwind import Module, ModuleMap
 from hanganalyze_gdbext.pyframes.target import ProcessTarget
+
+#: The kernel's vDSO: no file maps it, so its image is read from the process (or the core, which
+#: keeps it); ``/proc/PID/maps`` and gdb name it so.  A thread caught in ``clock_gettime`` runs there.
+VDSO = "[vdso]"
+#: AT_SYSINFO_EHDR, the auxv entry with the vDSO's address; and a bound on its size (two pages today).
+AT_SYSINFO_EHDR = 33
+VDSO_MAX = 1 << 20
 
 
 class MappedProcess(ProcessTarget):
@@ -29,6 +40,28 @@ class MappedProcess(ProcessTarget):
 
     def read(self, addr: int, size: int) -> Optional[bytes]:
         raise NotImplementedError
+
+    def add_vdso(self, base: Optional[int]) -> None:
+        """Add the vDSO at ``base`` to ``modules`` from its image in memory, so a thread stopped in
+        it is named (``clock_gettime``, as gdb names it) and unwound by its own CFI; nothing when it
+        cannot be read whole."""
+        head = self.read(base, 64) if base and self.modules is not None else None
+        if not head:
+            return
+        try:
+            hdr = elf.parse_header(head)
+        except elf.ElfError:
+            return
+        size = max(hdr.shoff + hdr.shentsize * hdr.shnum, hdr.phoff + hdr.phentsize * hdr.phnum)
+        data = self.read(base, size) if 64 <= size <= VDSO_MAX else None
+        if data is None:
+            return
+        try:
+            img = ElfImage(VDSO, data)
+            end = base + max((p.vaddr + p.memsz for p in img.segments), default=size) - img.first_vaddr
+        except (DirectUnsupported, elf.ElfError, ValueError, struct.error):
+            return
+        self.modules.add(Module(VDSO, base, max(end, base + size), base - img.first_vaddr, img))
 
     def executable(self) -> Optional[str]:
         raise NotImplementedError

@@ -192,6 +192,8 @@ def _elf_name(mod: Module, vaddr: int) -> Optional[str]:
         return None
     dbg = mod.image.debug_image()
     hit = (dbg.function_at(vaddr) if dbg is not None else None) or mod.image.function_at(vaddr)
+    if hit and mod.path == "[vdso]" and hit[0].startswith("__vdso_"):
+        return hit[0][len("__vdso_"):]  # the name callers use and gdb shows (its weak alias)
     return demangle(hit[0]) if hit else None
 
 

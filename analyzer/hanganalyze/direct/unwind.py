@@ -89,6 +89,13 @@ class ModuleMap:
         self._ranges.sort(key=lambda r: r[0])
         self._starts = [r[0] for r in self._ranges]
 
+    def add(self, mod: Module) -> None:
+        """A module no file mapping names (the vDSO, whose image is read from memory)."""
+        self.modules.append(mod)
+        self._ranges.append((mod.start, mod.end, mod))
+        self._ranges.sort(key=lambda r: r[0])
+        self._starts = [r[0] for r in self._ranges]
+
     def find(self, addr: int) -> Optional[Module]:
         i = bisect.bisect_right(self._starts, addr) - 1
         if i >= 0 and addr < self._ranges[i][1]:
