@@ -109,6 +109,11 @@ def test_a_signature_naming_dl_iterate_phdr_matches_glibcs_alias_on_a_real_stack
     ("return fut.result()", "future"),
     ("pid, sts = os.waitpid(self.pid, flag)", "child"),  # pytorch#39570
     ("sys.stderr.flush()", "io"),                        # domain-scan#157
+    ("torch.distributed.broadcast(_has_data, src=0)", "collective"),
+    ("dist.all_reduce(loss, op=dist.ReduceOp.SUM)", "collective"),
+    ("dist.barrier()", "collective"),
+    ("accelerator.wait_for_everyone()", "collective"),
+    ("hvd.allreduce(tensor, name='loss')", "collective"),
 ])
 def test_source_lines_name_their_wait(line, category):
     assert line_category(line) == category
@@ -117,6 +122,7 @@ def test_source_lines_name_their_wait(line, category):
 @pytest.mark.parametrize("line", [
     "with open(path) as f:", "with torch.no_grad():", "d.get(key)", '", ".join(parts)',
     "os.path.join(root, name)", "return inner_func(*args, **kwargs)", "# with self._lock:",
+    "dist.is_initialized()", "rank = dist.get_rank()", "x = broadcast(a)",  # no wait for peers
 ])
 def test_near_miss_lines_that_only_look_like_waits(line):
     assert line_category(line) is None

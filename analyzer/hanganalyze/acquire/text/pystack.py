@@ -75,6 +75,7 @@ def parse(lines: List[str], proc: Process) -> None:
     cur: Optional[Thread] = None
     frame_indent: Optional[int] = None
     source_next = False  # the next deeper line is the source line of the frame just read
+    headless = False  # the paste starts inside a stack: its frame lines may have lost their indent
     for line in lines:
         s = line.strip()
         if not s:
@@ -105,7 +106,9 @@ def parse(lines: List[str], proc: Process) -> None:
             cur = Thread()
             cur.notes.append("the thread header is not in the text (the paste starts inside its stack)")
             proc.threads.append(cur)
-            line = " " + line if line[:1] not in (" ", "\t") else line
+            headless = True
+        if headless and line[:1] not in (" ", "\t") and s.startswith(("(Python) File ", "(C) File ")):
+            line = " " + line  # (a paste's common indent, removed by unwrap, took the frames' own)
         if cur is not None and line[:1] in (" ", "\t"):
             ind = len(line) - len(line.lstrip())
             m = _FRAME.match(s) if s.startswith(("(", "File ")) else None
