@@ -18,3 +18,42 @@ def test_a_headerless_pystack_paste_keeps_every_frame_and_its_collective_line(db
     # near miss: the same stack standing on a line that asks the rank's number (no peer waits)
     near = text.replace("torch.distributed.broadcast(_has_data, src=0)", "rank = torch.distributed.get_rank()")
     assert near != text and text_verdict(near, db)[1] != "collective"
+
+
+def test_a_headerless_listing_printed_innermost_first_is_read_so(db):
+    """py-bt cut above its header: each caller's line calls the frame printed above it."""
+    text = real_text("sealed78/dd-trace-py-4978-1.txt")
+    t = parse_text(text).processes[0].threads[0]
+    assert t.frames[0].function == "on_span_start" and t.frames[0].source == "with self._lock:"
+    assert text_verdict(text, db)[1] == "lock"
+
+
+def test_a_headerless_traceback_printed_outermost_first_keeps_its_order():
+    """Near miss: the same kind of listing as a traceback prints it (callers first): reversed."""
+    text = "\n".join([
+        '  File "/srv/app/main.py", line 10, in main',
+        "    run_jobs(queue)",
+        '  File "/srv/app/jobs.py", line 22, in run_jobs',
+        "    item = fetch_next(queue)",
+        '  File "/srv/app/jobs.py", line 40, in fetch_next',
+        "    with self._lock:",
+    ])
+    frames = parse_text(text).processes[0].threads[0].frames
+    assert [f.function for f in frames] == ["fetch_next", "run_jobs", "main"]
+    # ... and printed the other way round (innermost first), the same lines say so
+    flipped = "\n".join(text.splitlines()[4:6] + text.splitlines()[2:4] + text.splitlines()[0:2])
+    frames = parse_text(flipped).processes[0].threads[0].frames
+    assert [f.function for f in frames] == ["fetch_next", "run_jobs", "main"]
+
+
+def test_a_childs_process_line_inside_the_parents_traceback_does_not_end_it(db):
+    """fairseq#4619: Ctrl-C over torch's spawn; the child's "Process SpawnProcess-1:" falls between
+    the parent's lines, whose innermost line is the tail of ``spawn(..., join=True)``."""
+    text = real_text("sealed77/fairseq-4619-1.txt")
+    frames = parse_text(text).processes[0].threads[0].frames
+    assert frames[0].function == "call_main" and frames[0].source == "join=True,"
+    assert text_verdict(text, db)[1] == "child"
+    # near miss: an exception line in that place ends the traceback there (one frame, no wait)
+    near = text.replace("Process SpawnProcess-1:", "RuntimeError: cannot spawn")
+    assert near != text and len(parse_text(near).processes[0].threads[0].frames) == 1
+    assert text_verdict(near, db)[1] != "child"

@@ -114,6 +114,8 @@ def test_a_signature_naming_dl_iterate_phdr_matches_glibcs_alias_on_a_real_stack
     ("dist.barrier()", "collective"),
     ("accelerator.wait_for_everyone()", "collective"),
     ("hvd.allreduce(tensor, name='loss')", "collective"),
+    ("mp.spawn(train, args=(world_size,), nprocs=world_size)", "child"),
+    ("join=True,", "child"),                             # fairseq#4619: torch's spawn(..., join=True)
 ])
 def test_source_lines_name_their_wait(line, category):
     assert line_category(line) == category
@@ -123,6 +125,7 @@ def test_source_lines_name_their_wait(line, category):
     "with open(path) as f:", "with torch.no_grad():", "d.get(key)", '", ".join(parts)',
     "os.path.join(root, name)", "return inner_func(*args, **kwargs)", "# with self._lock:",
     "dist.is_initialized()", "rank = dist.get_rank()", "x = broadcast(a)",  # no wait for peers
+    "ctx = mp.get_context('spawn')", "join=False,",
 ])
 def test_near_miss_lines_that_only_look_like_waits(line):
     assert line_category(line) is None

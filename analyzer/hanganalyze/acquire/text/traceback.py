@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
-from hanganalyze_gdbext.model import Process, Thread
+from hanganalyze_gdbext.model import Frame, Process, Thread
 
 from .common import cap_messages, indent_of, parse_py_file_line
 
@@ -31,6 +31,8 @@ _CHAIN = {
     "During handling of the above exception, another exception occurred:": "during handling of it, the next was raised",
     "The above exception was the direct cause of the following exception:": "it was the direct cause of the next",
 }
+#: multiprocessing's line before a child's traceback (BaseProcess._bootstrap): ``Process SpawnProcess-1:``
+_MP_CHILD = re.compile(r"^Process [\w.:\-]{1,80}:$")
 _EXC_IN_THREAD = re.compile(r"^Exception in thread (.+?)(?: \(\w+\))?:$")
 #: ``pkg.mod.ErrorName: message`` / ``ErrorName`` alone: a dotted identifier, then ':' or the end.
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]{0,200})(?::\s?(.*))?$")
@@ -179,6 +181,11 @@ def parse(lines: List[str], proc: Process) -> None:
             if s.startswith("[Previous line repeated"):
                 cur.notes.append(s.strip("[]"))
                 continue
+            if _MP_CHILD.match(s):
+                # a multiprocessing child's line before its own traceback, printed into the same
+                # terminal between this traceback's lines (a parent and its child interrupted at once)
+                messages.append(s)
+                continue
             if s in ("...", "\u2026", "[...]"):  # the paster's elision of frames, no exception line
                 if "frames left out of the paste (...)" not in cur.notes:
                     cur.notes.append("frames left out of the paste (...)")
@@ -249,10 +256,38 @@ def parse(lines: List[str], proc: Process) -> None:
         # as a stack dump (format_stack, a thread dumper): its innermost printed frame is where it stood
         cur.notes[0] = CUT_STACK
     for t in blocks:
-        t.frames.reverse()  # innermost first, as every other source
+        if t.notes[:1] in ([_HEADLESS], [CUT_STACK]) and printed_innermost_first(t.frames):
+            t.notes[0] = INNERMOST_FIRST  # py-bt, pystack, a dumper's listing cut above its header
+        else:
+            t.frames.reverse()  # innermost first, as every other source
         t.merge = "python-only"
     proc.threads.extend(blocks)
     proc.messages.extend(cap_messages(messages, proc.notes))
+
+
+INNERMOST_FIRST = ("Python stack printed innermost first (no header in the text; each frame's source "
+                   "line calls the frame printed above it)")
+
+
+def _calls(source: Optional[str], function: Optional[str]) -> bool:
+    name = (function or "").rsplit(".", 1)[-1]
+    if not source or not name or name.startswith("<"):
+        return False
+    return re.search(r"(?<![\w])%s\s*\(" % re.escape(name), source) is not None
+
+
+def printed_innermost_first(frames: List[Frame]) -> bool:
+    """Whether a listing with no header was printed innermost first: its source lines say the call
+    order (a caller's line calls its callee by name).  py-bt, pystack and thread dumpers print the
+    innermost frame first, tracebacks last; a paste cut above its header keeps neither word, but
+    two or more callers' lines calling the frame printed above them, and none the one below, do."""
+    down = up = 0
+    for a, b in zip(frames, frames[1:]):
+        if (a.function or "") == (b.function or ""):
+            continue  # recursion says nothing about the order
+        down += _calls(a.source, b.function)
+        up += _calls(b.source, a.function)
+    return up >= 2 and down == 0
 
 
 def _headerless_done(block: Thread) -> bool:
