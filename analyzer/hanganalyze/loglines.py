@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from hanganalyze import datapaths
 from hanganalyze.linememo import by_content
@@ -354,3 +354,20 @@ def known_lines(lines: List[str]) -> int:
     if not lines:
         return 0
     return _count(lines, (globals().get("KNOWN_LINES") or __getattr__("KNOWN_LINES")).search)
+
+
+#: A Python exception line on a line of its own: ``ValueError: msg``, ``torch.OutOfMemoryError: msg``,
+#: under torchrun's ``[rank1]: `` prefix or pytest's ``E   `` (the last line of a traceback whose frames a
+#: paste cut, or a program's own print of the error).  A class name that ends as exceptions do.
+EXCEPTION_LINE = re.compile(r"^(?:\[rank\d{1,6}\]:\s?|E\s+)?(?:[A-Za-z_]\w{0,80}\.){0,8}"
+                            r"[A-Z]\w{0,80}(?:Error|Exception|Failure|Interrupt|Exit)(?::\s.{0,2000})?$")
+
+
+def exception_line(lines: List[str]) -> Optional[int]:
+    """The index of the first Python exception line among ``lines`` (each stripped), None if none."""
+    for i, line in enumerate(lines[:20000]):
+        s = line.strip()
+        if s[:1].isalpha() or s[:1] == "[":
+            if EXCEPTION_LINE.match(s):
+                return i
+    return None

@@ -23,6 +23,7 @@ from hanganalyze.analyze.crashframes import CRASH_FRAMES, crash_on_stack, proven
 from hanganalyze.analyze.extbuild import build_lock_wait
 from hanganalyze.analyze.findings import from_rule
 from hanganalyze.analyze.forkchild import inherited_lock_wait
+from hanganalyze.analyze.logtriage import log_answer
 from hanganalyze.analyze.logwait import crash_from_timeout, message_category, paste_timeouts, timed_out
 from hanganalyze.analyze.lonestop import lone_crash, lone_stop
 from hanganalyze.analyze.outsideabort import abort_from_outside
@@ -31,11 +32,10 @@ from hanganalyze.analyze.ranksets import compress_ranks
 from hanganalyze.analyze.ruledecl import rule
 from hanganalyze.analyze.rules import load_rules
 from hanganalyze.analyze.sourcewait import called_method, source_wait
-from hanganalyze.analyze.taskwait import tasks_wait
 from hanganalyze.analyze.threadchoice import background, helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, path_hit, table
 from hanganalyze.frametext import FrameStyle, frame_text
-from hanganalyze.loglines import DEVICE_NOTE, known_lines
+from hanganalyze.loglines import DEVICE_NOTE
 from hanganalyze.names import basename, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Triage, TriageThread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
@@ -373,31 +373,13 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
     tab = table()
     threads = [t for t in proc.threads if any(not f.marker for f in t.all_frames())]
     if not threads:
-        timeout = timed_out(proc.messages)
-        cat, msg = message_category(proc)
-        if cat is not None and cat is not tab.crashed and timeout[0] is None:
-            ended = message_category(proc, [tab.crashed])  # the log's end outranks a wait no timeout names
-            cat, msg = ended if ended[0] is not None else (cat, msg)
-        if cat is None or (cat is tab.crashed and timeout[0] is not None):  # a watchdog's abort: its timeout's
-            cat, msg = timeout if timeout[0] is not None else (cat, msg)
-        if cat is None:  # a JIT extension build stopped before its build: its lock file (extbuild.py)
-            cat, msg = build_lock_wait(proc.messages)
-        if cat is None and known_crash:  # a known bug's error or crash ends the process (an OOM, an NCCL error)
-            cat = tab.crashed
-        tasks = tasks_wait(proc) if cat is None else None  # asyncio's tasks as printed or listed (taskwait.py)
-        if cat is None and tasks is None and not known_lines(proc.messages):
-            return None  # a healthy log: nothing to say
-        cat = cat or (tasks[0] if tasks else tab.runs)
-        summary = "the log says this process waits for %s (no stack in the input)" % cat.label
-        if tasks is not None:
-            summary = tasks[1]
-        elif cat is tab.crashed:
-            summary = "the log says this process crashed (no stack in the input)"
-        elif cat is tab.runs:
-            summary = "the log names no wait and holds no stack"
+        said = log_answer(proc, known_crash)
+        if said is None:
+            return None
+        cat, msg = said.category, said.message
         ev = [Evidence(message=msg, rule="wait: %s" % cat.id, text=proc.messages[msg][:300])] if msg is not None else []
         info = Triage(wait=cat.id, label=cat.label, from_="log")
-        return _finding(index, proc, summary, ev, info, *_next_steps(proc, cat, False, alone), 0.4)
+        return _finding(index, proc, said.summary, ev, info, *_next_steps(proc, cat, False, alone), said.confidence)
     crashed = [t for i, t in enumerate(threads) if _crashed(proc, t, i == 0, threads)][:1]
     crashed = [] if crashed and abort_from_outside(proc) else crashed  # a kill -ABRT of a hung process
     if known_crash and not crashed:

@@ -47,7 +47,7 @@ from typing import Iterator, List, Optional, Tuple
 
 from hanganalyze import linememo
 from hanganalyze.errors import InputError
-from hanganalyze.loglines import data_known_lines
+from hanganalyze.loglines import data_known_lines, exception_line
 from hanganalyze_gdbext.model import Process, PythonFacts, Snapshot
 
 from . import log as _log
@@ -256,8 +256,8 @@ def _join_broken(messages: List[str]) -> List[str]:
 def _holds_known_line(messages: List[str]) -> bool:
     """A line a hang leaves is among the messages, as they are or without a wrapper they all
     share (a known line anchored at its start under a timestamp or a launcher's prefix)."""
-    if _log.known_lines(messages) or data_known_lines(messages):
-        return True
+    if _log.known_lines(messages) or data_known_lines(messages) or exception_line(messages) is not None:
+        return True  # (an exception line alone: a traceback cut above its frames, analyze/logtriage.py)
     layers = unwrap_layers(messages, chance=False)
     return bool(layers) and bool(_log.known_lines(layers[-1][0]) or data_known_lines(layers[-1][0]))
 

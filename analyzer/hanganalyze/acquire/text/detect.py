@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from hanganalyze.errors import InputError
-from hanganalyze.loglines import data_known_lines
+from hanganalyze.loglines import data_known_lines, exception_line
 from hanganalyze_gdbext.model import Process
 
 from . import log
@@ -77,7 +77,7 @@ def detect(lines: List[str]) -> TextParser:
     best_score, best = scores(lines)[0]
     if best_score <= 0:
         ends = lines[:SCORE_LINES] + lines[-SCORE_LINES:]
-        if log.known_lines(ends) or data_known_lines(ends):
+        if log.known_lines(ends) or data_known_lines(ends) or exception_line(ends) is not None:
             return log
         raise InputError(UNRECOGNISED)
     return PARSERS[best]
