@@ -57,3 +57,16 @@ def test_a_childs_process_line_inside_the_parents_traceback_does_not_end_it(db):
     near = text.replace("Process SpawnProcess-1:", "RuntimeError: cannot spawn")
     assert near != text and len(parse_text(near).processes[0].threads[0].frames) == 1
     assert text_verdict(near, db)[1] != "child"
+
+
+def test_a_py_spy_idle_thread_in_unknown_code_is_not_said_to_run(db):
+    """py-spy marks a thread idle when it is off the CPU: the triage names no wait it cannot tell,
+    but does not say the thread runs (open round 77's omlx-3521)."""
+    text = real_text("sealed77/omlx-3521-1.txt")
+    snap, wait = text_verdict(text, db)
+    tri = [f for f in snap.findings if f.signature == "triage"][0]
+    assert wait == "runs" and "was idle when py-spy read it" in tri.summary and " runs;" not in tri.summary
+    # near miss: the same thread on the CPU (py-spy's "active")
+    near = text.replace("(idle)", "(active)")
+    tri = [f for f in text_verdict(near, db)[0].findings if f.signature == "triage"][0]
+    assert near != text and "idle when py-spy" not in tri.summary and " runs;" in tri.summary

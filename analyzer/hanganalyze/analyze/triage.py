@@ -425,6 +425,9 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
         summary = ("no thread waits in a wait this tool knows: %s raised (%s), which ended that thread unless "
                    "the program caught it; a thread that waits for its work waits forever"
                    % (lead, crashframes.exception_of(first.thread)[:160]))
+    elif cat is tab.runs and "py-spy: idle" in first.thread.notes:  # off the CPU when py-spy looked: no run
+        summary = ("no thread waits in a wait this tool knows: %s was idle when py-spy read it (off the CPU: in a "
+                   "system call or a wait its Python frames do not show)" % lead)
     elif cat is tab.runs:
         summary = "no thread waits in a wait this tool knows: %s runs" % lead
     else:
