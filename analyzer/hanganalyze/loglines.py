@@ -360,7 +360,7 @@ def known_lines(lines: List[str]) -> int:
 #: under torchrun's ``[rank1]: `` prefix or pytest's ``E   `` (the last line of a traceback whose frames a
 #: paste cut, or a program's own print of the error).  A class name that ends as exceptions do.
 EXCEPTION_LINE = re.compile(r"^(?:\[rank\d{1,6}\]:\s?|E\s+)?(?:[A-Za-z_]\w{0,80}\.){0,8}"
-                            r"[A-Z]\w{0,80}(?:Error|Exception|Failure|Interrupt|Exit)(?::\s.{0,2000})?$")
+                            r"[A-Z]\w{0,80}(?:Error|Exception|Failure|Interrupt|Exit)(?::(?:\s.{0,2000})?)?$")
 
 
 def exception_line(lines: List[str]) -> Optional[int]:

@@ -28,6 +28,7 @@ def test_a_real_exception_line_alone_is_an_uncaught_exception(db):
 @pytest.mark.parametrize("text, wait", [
     ("[rank1]: torch.distributed.DistBackendError: NCCL communicator was aborted on rank 1.", "crashed"),
     ("E       ValueError: too many values to unpack (expected 2)", "crashed"),
+    ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", "crashed"),  # torchrun's, message cut
     ("KeyboardInterrupt", "runs"),  # a Ctrl-C: no crash of its own
     ("TimeoutError: timed out waiting for rank 3", "runs"),
 ])
