@@ -48,6 +48,20 @@ CRASH_FRAMES = rxcache.compile(r"^(abort|raise|gsignal|pthread_kill\w*|__restore
                                r"ucs_handle_error|ucs_error_signal_handler|ucs_debug_\w+|\w*[Ss]ignal_?[Hh]andler\w*|"
                                r"__sigaction|google::\w*FailureSignalHandler\w*|absl::\w*FailureSignalHandler\w*|"
                                r"c10::FatalSignalHandler::\w+)$")
+#: The frame the kernel (or Windows' exception dispatch) puts between a faulting frame and its signal
+#: handler: glibc's restorer, gdb's marker, macOS's trampoline, ntdll's dispatcher.
+TRAMPOLINE = rxcache.compile(r"^(__restore_rt|<signal handler called>|_sigtramp|KiUserExceptionDispatcher)$")
+
+
+def below_handler(frames: Sequence[Frame], depth: int = 24) -> int:
+    """The index of the frame the signal interrupted (under the innermost trampoline within ``depth``
+    frames), 0 when none: a crashed thread's blame is there, not in the handler that printed it."""
+    for i, f in enumerate(frames[:depth]):
+        if f.kind == "native" and TRAMPOLINE.match(f.function or ""):
+            return i + 1 if i + 1 < len(frames) else 0
+    return 0
+
+
 #: abort itself (glibc, the MSVC runtime's ucrtbase!abort, macOS's libsystem_c abort).
 _ABORT = rxcache.compile(r"^(abort|__GI_abort|__libc_abort)$")
 #: What may sit above abort on the way down to the kernel: the signal being raised; on Windows, the

@@ -201,8 +201,9 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
     tab = table()
     frames = t.all_frames()
     owner = t.waits.owner_tid if t.waits is not None else None
-    if crashed:
-        return ThreadTriage(t, tab.crashed, None, blame_frame(frames), owner, "signal")
+    if crashed:  # blamed under the signal's trampoline: the handler only printed the crash
+        return ThreadTriage(t, tab.crashed, None, blame_frame(frames, crashframes.below_handler(frames)), owner,
+                            "signal")
     if t.progress is not None and t.progress.state == "progressing":
         return ThreadTriage(t, tab.runs, None, blame_frame(frames), owner, "samples")
     lock = table().by_id("lock")
