@@ -41,3 +41,25 @@ def test_below_handler_finds_the_interrupted_frame():
     fs = [Frame(kind="native", function=n) for n in ("Handler", "_sigtramp", "fault_here", "main")]
     assert crashframes.below_handler(fs) == 2
     assert crashframes.below_handler([Frame(kind="native", function=n) for n in ("a", "b")]) == 0  # no trampoline
+
+
+def test_a_tls_handshake_on_a_socket_with_no_timeout(db):
+    """simple-websocket-server#13: the server's accept wraps each socket in TLS; do_handshake waits for a
+    client that never completes it (the reporter's own signal handler printed the stack above it)."""
+    text = real_text("simple-websocket-server/simple-websocket-server-13-1.txt")
+    snap, wait = text_verdict(text, db)
+    assert "network-read-no-timeout" in sigs(snap) and wait == "network"
+    # near miss: the same server past its handshake, reading the peer's certificate (no wait)
+    near = text.replace("self.do_handshake()", "self.getpeercert()").replace(
+        "line 305, in do_handshake", "line 305, in getpeercert").replace("self._sslobj.do_handshake()",
+                                                                           "self._sslobj.getpeercert()")
+    assert near != text and "network-read-no-timeout" not in sigs(text_verdict(near, db)[0])
+
+
+def test_a_recursion_error_swallowed_until_cpython_aborts(db):
+    """watchtower#93: botocore's DEBUG records re-enter the CloudWatch handler, which swallows the
+    RecursionError; CPython aborts with 'Cannot recover from stack overflow'."""
+    text = real_text("watchtower/watchtower-93-1.txt")
+    assert "stack-overflow-recursion" in sigs(text_verdict(text, db)[0])
+    near = text.replace("Fatal Python error: Cannot recover from stack overflow.", "Fatal Python error: Aborted")
+    assert near != text and "stack-overflow-recursion" not in sigs(text_verdict(near, db)[0])
