@@ -3,6 +3,7 @@ symbol lookup against ``nm``, addr2line output parsing, gdb-style names."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +60,23 @@ def test_symbols_and_cfa_rules_of_a_real_binary():
     assert body is not None and body.cfa_reg == 6 and body.cfa_off == 16  # -O0: rbp-based frame
     assert body.regs[cfi.RA] == (cfi.OFFSET, -8)
     assert eh.rule_at(0x10) is None  # below any FDE
+
+
+def test_a_plt_stub_is_named_by_the_function_it_calls_as_gdb_does():
+    """A thread caught in an executable's PLT stub (``clock_gettime@plt``): no symbol covers the stub,
+    and the one below it, ``_init``, is not where it stands (a flake of the vDSO test in CI)."""
+    exe = fixture_binary("vdso_clock_spin")
+    img = ElfImage(str(exe))
+    out = subprocess.run(["objdump", "-d", "-j", ".plt", "-j", ".plt.sec", str(exe)], capture_output=True,
+                         text=True, check=True).stdout
+    stubs = {m.group(2): int(m.group(1), 16) for m in re.finditer(r"^([0-9a-f]+) <(\w+@plt)>:$", out, re.M)}
+    assert "clock_gettime@plt" in stubs and "pthread_create@plt" in stubs, stubs
+    for name, addr in stubs.items():
+        assert img.function_at(addr)[0] == name and img.function_at(addr + 6)[0] == name
+    # near miss: main is no stub, the PLT's own header (PLT0) is named by no function
+    assert img.function_at(_nm(exe)["main"])[0] == "main"
+    plt0 = img.sections[".plt"].addr
+    assert img.plt_name(plt0) is None
 
 
 def test_addr2line_output_parsed_with_inline_chains():

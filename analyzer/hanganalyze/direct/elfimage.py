@@ -337,9 +337,32 @@ class ElfImage:
             self._dynsym = self._table(".dynsym")
         return self._dynsym
 
+    def plt_name(self, vaddr: int) -> Optional[Tuple[str, int, int]]:
+        """``name@plt`` for an address in a PLT stub (``.plt.sec``, or ``.plt`` after its header), as
+        gdb names it: the stub's ``.rela.plt`` entry names the function it jumps to.  No symbol covers
+        a stub; the nearest one below is ``_init``, which is not where the thread is."""
+        for name, first in ((".plt.sec", 0), (".plt", 1)):
+            sec = self.sections.get(name)
+            if sec is None or not sec.addr <= vaddr < sec.addr + sec.size:
+                continue
+            idx = (vaddr - sec.addr) // 16 - first
+            rela = self.sections.get(".rela.plt")
+            if idx < 0 or rela is None or (idx + 1) * 24 > rela.size or rela.offset + rela.size > len(self.data):
+                return None
+            info = struct.unpack_from("<Q", self.data, rela.offset + idx * 24 + 8)[0]
+            table = self._table(self.section_list[rela.link].name) if rela.link < len(self.section_list) else None
+            if not info >> 32 or table is None or info >> 32 >= table.n:
+                return None  # an IRELATIVE slot (no symbol), or no symbol table
+            return table.name(table.entry(info >> 32)[0]) + "@plt", sec.addr + (idx + first) * 16, 16
+        return None
+
     def function_at(self, vaddr: int) -> Optional[Tuple[str, int, int]]:
         """Symbol covering a code address: ``.symtab`` when present (static functions too), else
-        ``.dynsym`` (what a stripped library still exports), as gdb's minimal symbols do."""
+        ``.dynsym`` (what a stripped library still exports), as gdb's minimal symbols do; a PLT
+        stub by the function it calls (``plt_name``)."""
+        plt = self.plt_name(vaddr)
+        if plt is not None:
+            return plt
         for table in (self.symtab, self.dynsym):
             if table is not None:
                 hit = table.lookup(vaddr)
