@@ -200,6 +200,11 @@ KNOWN_PATTERNS = [
     r"NCCL error in: \S+|\bncclUnhandledCudaError\b|\bncclSystemError\b|\bncclInternalError\b|\bncclRemoteError\b",
     r"NET/IBP? ?: ?Got completion from peer|Bootstrap ?: ?no (?:NCCL_SOCKET_IFNAME )?(?:socket )?interface found",
     r"ChildFailedError|Sending process \d+ closing signal SIG[A-Z]+|Signal \d+ \(SIG[A-Z]+\) received by PID \d+",
+    # vLLM's shared-memory ring buffer with no free block (the engine writing) or no new step (a worker reading)
+    r"No available (?:shared memory broadcast )?block found in \d+ seconds?",
+    # abseil's failure signal handler's banner (XLA, TensorFlow, JAX, torch_xla): a crash signal, or a
+    # SIGTERM "from PID N" that a launcher, a scheduler or a user sent a process that hung
+    r"^\*\*\* SIG[A-Z]+ received by PID \d+ \(TID \d+\)",
     r"RendezvousTimeoutError|RendezvousClosedError|The server socket has failed to (?:listen|bind)",
     r"\[c10d\][^\n]{0,300}?(?:failed|timed out|[Tt]imeout|Connection reset by peer|Broken pipe)",
     r"CUDA error: (?:an illegal memory access|device-side assert|misaligned address|an illegal instruction)",

@@ -31,6 +31,10 @@ _CHAIN = {
     "During handling of the above exception, another exception occurred:": "during handling of it, the next was raised",
     "The above exception was the direct cause of the following exception:": "it was the direct cause of the next",
 }
+#: torch elastic's failure summary names a failed rank's error with its traceback (``traceback : Traceback
+#: ...``, from the rank's error file): the exception it died of, whose line the summary may cut.
+_FAILURE_RECORD = re.compile(r"^traceback\s*:$")
+FAILURE_RECORD_NOTE = "exception: the rank's error in torch elastic's failure summary (its exception line cut)"
 #: multiprocessing's line before a child's traceback (BaseProcess._bootstrap): ``Process SpawnProcess-1:``
 _MP_CHILD = re.compile(r"^Process [\w.:\-]{1,80}:$")
 _EXC_IN_THREAD = re.compile(r"^Exception in thread (.+?)(?: \(\w+\))?:$")
@@ -136,6 +140,8 @@ def parse(lines: List[str], proc: Process) -> None:
                 messages.append(prefix)  # a log prefix glued to the header ("ERROR: Traceback ...")
             cur = Thread(name=pending_name, python_name=pending_name)
             cur.notes.append("Python traceback")
+            if _FAILURE_RECORD.match(prefix):
+                cur.notes.append(FAILURE_RECORD_NOTE)  # the rank raised it: no wait, whatever line it shows
             blocks.append(cur)
             pending_name = None
             state = "frames"
@@ -256,6 +262,8 @@ def parse(lines: List[str], proc: Process) -> None:
         # as a stack dump (format_stack, a thread dumper): its innermost printed frame is where it stood
         cur.notes[0] = CUT_STACK
     for t in blocks:
+        if FAILURE_RECORD_NOTE in t.notes and sum(n.startswith("exception: ") for n in t.notes) > 1:
+            t.notes.remove(FAILURE_RECORD_NOTE)  # the summary kept the exception's own line: that one
         if t.notes[:1] in ([_HEADLESS], [CUT_STACK]) and printed_innermost_first(t.frames):
             t.notes[0] = INNERMOST_FIRST  # py-bt, pystack, a dumper's listing cut above its header
         else:
