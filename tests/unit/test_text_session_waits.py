@@ -70,3 +70,20 @@ def test_a_py_spy_idle_thread_in_unknown_code_is_not_said_to_run(db):
     near = text.replace("(idle)", "(active)")
     tri = [f for f in text_verdict(near, db)[0].findings if f.signature == "triage"][0]
     assert near != text and "idle when py-spy" not in tri.summary and " runs;" in tri.summary
+
+
+def test_a_get_that_timed_out_with_queue_empty_is_the_queues_wait(db):
+    """``q.get(timeout=...)`` raising queue.Empty (the paste shows the program's line, not queue.py's):
+    the thread waited for the queue until it gave up, as a TimeoutError says; any other exception
+    there was raised on that line (no wait)."""
+    text = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/srv/app/main.py", line 12, in <module>',
+        "    consumer.run()",
+        '  File "/srv/app/consumer.py", line 40, in run',
+        "    item = self.jobs.get(timeout=30)",
+        "_queue.Empty",
+    ])
+    assert text_verdict(text + "\n", db)[1] == "queue"
+    near = text.replace("_queue.Empty", "ValueError: bad item")
+    assert text_verdict(near + "\n", db)[1] != "queue"

@@ -173,7 +173,9 @@ def _took_signal(frames: Sequence[Frame], handler: Frame) -> bool:
             and not _RAISING.match(under.function or "") and not (under.function or "").startswith("__pthread_kill"))
 
 
-_NOT_RAISED = rxcache.compile(r"^exception: (?:\S*\.)?(?:KeyboardInterrupt|SystemExit|\w*Timeout\w*)\b|[Tt]imed? ?out")
+#: (queue.Empty: a get(timeout=...) that nothing filled in time, the wait's own end like a timeout)
+_NOT_RAISED = rxcache.compile(r"^exception: (?:\S*\.)?(?:KeyboardInterrupt|SystemExit|\w*Timeout\w*|_?queue\.Empty)\b"
+                              r"|[Tt]imed? ?out")
 
 
 def raised(t: Thread) -> bool:
