@@ -31,6 +31,7 @@ def test_a_real_exception_line_alone_is_an_uncaught_exception(db):
     ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", "crashed"),  # torchrun's, message cut
     ("KeyboardInterrupt", "runs"),  # a Ctrl-C: no crash of its own
     ("TimeoutError: timed out waiting for rank 3", "runs"),
+    ("_queue.Empty", "runs"),  # a get(timeout=...) that gave up
 ])
 def test_exception_lines_and_what_they_say(db, text, wait):
     assert text_verdict(text + "\n", db)[1] == wait
