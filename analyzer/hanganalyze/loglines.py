@@ -364,8 +364,9 @@ def known_lines(lines: List[str]) -> int:
 #: A Python exception line on a line of its own: ``ValueError: msg``, ``torch.OutOfMemoryError: msg``,
 #: under torchrun's ``[rank1]: `` prefix or pytest's ``E   `` (the last line of a traceback whose frames a
 #: paste cut, or a program's own print of the error).  A class name that ends as exceptions do.
-EXCEPTION_LINE = re.compile(r"^(?:\[rank\d{1,6}\]:\s?|E\s+)?(?:[A-Za-z_]\w{0,80}\.){0,8}"
-                            r"[A-Z]\w{0,80}(?:Error|Exception|Failure|Interrupt|Exit)(?::(?:\s.{0,2000})?)?$")
+EXCEPTION_LINE = re.compile(r"^(?:\[rank\d{1,6}\]:\s?|E\s+)?(?:(?:[A-Za-z_]\w{0,80}\.){0,8}"
+                            r"[A-Z]\w{0,80}(?:Error|Exception|Failure|Interrupt|Exit)|_?queue\.Empty)"
+                            r"(?::(?:\s.{0,2000})?)?$")
 
 
 def exception_line(lines: List[str]) -> Optional[int]:
