@@ -373,7 +373,7 @@ def exception_line(lines: List[str]) -> Optional[int]:
     """The index of the first Python exception line among ``lines`` (each stripped), None if none."""
     for i, line in enumerate(lines[:20000]):
         s = line.strip()
-        if s[:1].isalpha() or s[:1] == "[":
+        if s[:1].isalpha() or s[:1] in "[_":
             if EXCEPTION_LINE.match(s):
                 return i
     return None

@@ -26,7 +26,8 @@ from hanganalyze_gdbext.model import Process
 #: The confidence of an answer read from a lone exception line (the log's other answers have 0.4).
 EXCEPTION_ONLY_CONFIDENCE = 0.3
 #: Exceptions that are no crash of their own: a Ctrl-C, an exit, a timeout (a wait's consequence).
-_NOT_RAISED = rxcache.compile(r"^(?:\S*\.)?(?:KeyboardInterrupt|SystemExit|\w*Timeout\w*|_?queue\.Empty)\b|[Tt]imed? ?out")
+_NOT_RAISED = rxcache.compile(r"^(?:\S*\.)?(?:KeyboardInterrupt|SystemExit|\w*Timeout\w*|_?queue\.Empty)\b"
+                              r"|[Tt]imed? ?out")
 
 
 class LogAnswer(NamedTuple):
