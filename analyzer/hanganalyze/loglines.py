@@ -24,6 +24,8 @@ KNOWN_PATTERNS = [
     r"ProcessGroupNCCL\.cpp:\d+",
     r"ProcessGroupWrapper\.cpp:\d+",
     r"\bNCCL (INFO|WARN)\b",
+    # NCCL 2.0-2.3's records had no "NCCL" word: "host:pid:tid [dev] misc/ibvwrap.cu:61 WARN msg"
+    r"^\S+:\d+:\d+ \[\d+\] [\w/]+\.(?:cu|cc|cpp|h):\d+ (?:WARN|INFO) ",
     r"subset of ranks are waiting for remainder of ranks",
     r"One or more tensors were submitted to be reduced",
     r"[Rr]endezvous\b.*\bmay be stuck",

@@ -61,6 +61,10 @@ def clean_lines(text: str) -> List[str]:
     return _clean(text)[0]
 
 
+#: A note a paster wrote beside a line, after two or more blanks: ``frame (file.py:95)    <-- never returns``.
+_ARROW_NOTE = re.compile(r"(?<=\S)\s{2,}<-{1,3}(?:\s.*)?$")
+
+
 def clean_and_join(text: str) -> List[str]:
     """``clean_lines``, then the lines a terminal cut at its width joined again (``unwrap_terminal``),
     judged on the lines as they came: a cut piece ending in a blank is still the width long."""
@@ -87,6 +91,8 @@ def _clean(text: str) -> Tuple[List[str], Optional[List[Tuple[int, str]]]]:
     if "comment " in text:
         text = _migrated_frame_numbers(text)
     raw = text.split("\n")
+    if "<-" in text:
+        raw = [_ARROW_NOTE.sub("", x) for x in raw]  # a paster's note beside a frame ("   <-- never returns")
     lines = strip_wrappers([strip_scroll_marker(_lead_tabs(line)[:MAX_LINE].rstrip()) for line in raw])
     if "--Type <RET> for more" in text:
         return _join_pager_prompts(lines), None

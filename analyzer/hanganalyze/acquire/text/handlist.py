@@ -207,6 +207,40 @@ def _flat_list(lines: List[str]) -> Optional[Tuple[List[str], List[str], range]]
     return best
 
 
+#: A bare native name on a line of its own (``do_futex_wait``, ``c10d::ProcessGroupNCCL::barrier``).
+_BARE = re.compile(r"^~?[A-Za-z_]\w{0,200}(?:::~?[A-Za-z_]\w{0,200}){0,20}$")
+#: Names only a stack holds (the waits under every hang, CPython's own, a thread's start): one of them
+#: makes a column of bare names a stack and not a list of words.
+_STACK_WORD = re.compile(r"^(?:_?Py[A-Z]\w*|_Py\w+|\w*futex\w*|__new_sem_wait\w*|__?lll_lock\w*|pthread_\w+|"
+                         r"__pthread_\w+|start_thread|clone3?|__clone\w*|\w*_nanosleep|__poll|epoll_wait|take_gil)$")
+#: The outer end of a stack: a column that starts with one of these lists the outermost call first.
+_OUTERMOST = re.compile(r"^(?:main|_start|start_thread|clone3?|__clone\w*|Py_RunMain|Py_BytesMain|__libc_start_main)$")
+
+
+def _bare_list(lines: List[str]) -> Optional[Tuple[List[str], range]]:
+    """(names innermost first, line range) of the longest column of bare native names (a stack summed
+    up by hand: ``do_futex_wait`` / ``_PySemaphore_Wait`` / ``stop_the_world`` ...), at least
+    ``MIN_FRAMES + 1`` names, most of them C names (an underscore or a ``::``), one a name only a stack
+    holds (``_STACK_WORD``); printed innermost first as a ``bt`` is, unless it starts at the outer end."""
+    best: Optional[Tuple[List[str], range]] = None
+    names: List[str] = []
+    start = 0
+    for i, line in enumerate(lines + [""]):
+        s = line.strip()
+        if s and _BARE.match(s):
+            if not names:
+                start = i
+            names.append(s)
+            continue
+        if (len(names) > MIN_FRAMES and 2 * sum(1 for n in names if "_" in n or "::" in n) > len(names)
+                and any(_STACK_WORD.match(n) for n in names) and (best is None or len(names) > len(best[0]))):
+            best = (names, range(start, i))
+        names = []
+    if best is not None and _OUTERMOST.match(best[0][0]) and not _OUTERMOST.match(best[0][-1]):
+        best = (list(reversed(best[0])), best[1])
+    return best
+
+
 def score(lines: List[str]) -> float:
     blocks = _arrow_blocks(lines)
     if blocks:
@@ -215,7 +249,10 @@ def score(lines: List[str]) -> float:
     if rows:
         return 0.5 * len(rows[0])
     flat = _flat_list(lines)
-    return 0.5 * len(flat[0]) if flat else 0.0
+    if flat:
+        return 0.5 * len(flat[0])
+    bare = _bare_list(lines)
+    return 0.25 * len(bare[0]) if bare else 0.0
 
 
 def parse(lines: List[str], proc: Process) -> None:
@@ -246,6 +283,13 @@ def parse(lines: List[str], proc: Process) -> None:
             thread.notes.append("call list written by hand (module:function() lines, outermost first)")
             thread.frames = [Frame(kind="native", function=n) for n in reversed(names)]
             messages.extend(comments)
+            proc.threads.append(thread)
+            taken.update(span)
+        elif _bare_list(lines):
+            names, span = _bare_list(lines)  # type: ignore[misc]
+            thread = Thread()
+            thread.notes.append("call list written by hand (bare function names, innermost first)")
+            thread.frames = [Frame(kind="native", function=n) for n in names]
             proc.threads.append(thread)
             taken.update(span)
     messages.extend(line.strip() for i, line in enumerate(lines) if i not in taken and line.strip())

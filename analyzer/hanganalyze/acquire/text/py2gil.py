@@ -26,6 +26,8 @@ NOTE = "py-bt's 'Waiting for the GIL' over a Python 2 lock acquire: read as the 
 def lock_not_gil(frames: Sequence[Frame]) -> bool:
     """The innermost Python frame calls a lock's ``acquire`` and the stack is Python 2's."""
     py = [f for f in frames if f.kind == "python" and not f.marker]
+    if py and (py[0].note or "").startswith("built-in") and py[0].function == "acquire" and "lock" in py[0].note:
+        return any(_PY2.search(f.file or "") for f in py)  # py-bt's <built-in method acquire of thread.lock>
     if not py or not py[0].source or _ACQUIRE.search(py[0].source) is None:
         return False
     return any(_PY2.search(f.file or "") for f in py)
