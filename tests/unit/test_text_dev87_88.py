@@ -70,3 +70,27 @@ def test_gloos_buffer_read_timeout_is_the_recv_timeout_and_the_peers_close_its_c
     near = "\n".join(x for x in text.splitlines() if "Read timeout" not in x)
     found = sigs(text_verdict(near, db)[0])
     assert "gloo-peer-connection-closed" in found and "gloo-recv-timeout" not in found
+
+
+# --------------------------------------------------------------------- open rounds 89/90
+
+
+def test_the_shells_illegal_instruction_line_with_a_translated_core_dump_note(db):
+    text = real_text("tensorflow/tensorflow-18322-1.txt")
+    assert "cpu-instruction-set-unsupported" in sigs(text_verdict(text, db)[0])
+    with pytest.raises(InputError):  # near miss: the import with no crash line after it
+        text_verdict(text.replace("Illegal instruction ( core dumped creato )", ""), db)
+
+
+def test_a_futures_refusal_whose_words_a_terminal_joined(db):
+    text = real_text("more-executors/more-executors-144-1.txt")
+    assert "thread-start-at-interpreter-shutdown" in sigs(text_verdict(text, db)[0])
+    near = text.replace("cannot schedule new futures afterinterpreter shutdown", "cannot schedule new futures")
+    assert near != text and "thread-start-at-interpreter-shutdown" not in sigs(text_verdict(near, db)[0])
+
+
+def test_another_toolkits_application_subclass_refusing_tks_selector(db):
+    text = real_text("lumaviewpro/lumaviewpro-498-1.txt")
+    assert "macos-nsapplication-not-its-class" in sigs(text_verdict(text, db)[0])
+    near = text.replace("-[SDLApplication macOSVersion]", "-[SDLWindow macOSVersion]")
+    assert near != text and "macos-nsapplication-not-its-class" not in sigs(text_verdict(near, db)[0])
