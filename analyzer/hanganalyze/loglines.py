@@ -366,7 +366,12 @@ def known_lines(lines: List[str]) -> int:
 #: A Python exception line on a line of its own: ``ValueError: msg``, ``torch.OutOfMemoryError: msg``,
 #: under torchrun's ``[rank1]: `` prefix or pytest's ``E   `` (the last line of a traceback whose frames a
 #: paste cut, or a program's own print of the error).  A class name that ends as exceptions do.
-EXCEPTION_LINE = re.compile(r"^(?:\[rank\d{1,6}\]:\s?|E\s+)?(?:(?:[A-Za-z_]\w{0,80}\.){0,8}"
+EXCEPTION_LINE = re.compile(r"^(?:\[rank\d{1,6}\]:\s?|E\s+)?"
+                            # a launcher's or an engine's record prefix: vLLM's and Ray's "(Worker_TP0 pid=12)",
+                            # vLLM's "ERROR 12-29 15:21:11 [file.py:751]" (older: "file.py:145]")
+                            r"(?:\([\w:.\-]{1,80}(?: [\w=.:,\-]{1,60}){0,3}\)\s?)?"
+                            r"(?:(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+                            r"\[?[\w./\-]{1,200}:\d{1,6}\] ?)?(?:(?:[A-Za-z_]\w{0,80}\.){0,8}"
                             r"[A-Z]\w{0,80}(?:Error|Exception|Failure|Interrupt|Exit)|_?queue\.Empty)"
                             r"(?::(?:\s.{0,2000})?)?$")
 
@@ -375,7 +380,7 @@ def exception_line(lines: List[str]) -> Optional[int]:
     """The index of the first Python exception line among ``lines`` (each stripped), None if none."""
     for i, line in enumerate(lines[:20000]):
         s = line.strip()
-        if s[:1].isalpha() or s[:1] in "[_":
+        if s[:1].isalpha() or s[:1] in "[_(":
             if EXCEPTION_LINE.match(s):
                 return i
     return None
