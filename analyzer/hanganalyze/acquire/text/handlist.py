@@ -104,15 +104,20 @@ def _py_rows(lines: List[str]) -> Optional[Tuple[List[Frame], List[str], range]]
         return None
     frames: List[Frame] = []
     comments: List[str] = []
-    start = 0
+    start = row_indent = 0
     for i, line in enumerate(lines + [""]):
         got = _py_row(line) if line.strip() else None
         if got is not None:
             if not frames:
                 start = i
             frames.append(got[0])
+            row_indent = indent_of(line)
             if got[1]:
                 comments.append("%s:%s: %s" % (got[0].file, got[0].line, got[1]))
+            continue
+        if (frames and line.strip() and indent_of(line) > row_indent and frames[-1].function
+                and frames[-1].source is None):
+            frames[-1].source = line.strip()[:300]  # the row's source line under it (TensorFlow's traced stack)
             continue
         if (len(frames) >= MIN_FRAMES and len({f.file for f in frames}) >= 2
                 and any(f.function and f.function[:1].isalpha() or (f.source or "").endswith(")") for f in frames)
