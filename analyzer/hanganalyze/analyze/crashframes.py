@@ -178,6 +178,12 @@ _NOT_RAISED = rxcache.compile(r"^exception: (?:\S*\.)?(?:KeyboardInterrupt|Syste
                               r"|[Tt]imed? ?out")
 
 
+def own_raise(exception: str) -> bool:
+    """An exception line that is a raise of its own: not a Ctrl-C, an exit, a timeout or queue.Empty
+    (a wait's own end)."""
+    return not _NOT_RAISED.search("exception: " + exception)
+
+
 def raised(t: Thread) -> bool:
     """A Python traceback that ends in an exception of its own (not a Ctrl-C or a timeout, whose
     innermost frame is where the thread waited): its innermost frame raised, it waits for nothing."""

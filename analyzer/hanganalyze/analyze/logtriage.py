@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import List, NamedTuple, Optional, Tuple
 
-from hanganalyze import rxcache
+from hanganalyze.analyze.crashframes import own_raise
 from hanganalyze.analyze.extbuild import build_lock_wait
 from hanganalyze.analyze.logwait import message_category, timed_out
 from hanganalyze.analyze.taskwait import tasks_wait
@@ -25,9 +25,6 @@ from hanganalyze_gdbext.model import Process
 
 #: The confidence of an answer read from a lone exception line (the log's other answers have 0.4).
 EXCEPTION_ONLY_CONFIDENCE = 0.3
-#: Exceptions that are no crash of their own: a Ctrl-C, an exit, a timeout (a wait's consequence).
-_NOT_RAISED = rxcache.compile(r"^(?:\S*\.)?(?:KeyboardInterrupt|SystemExit|\w*Timeout\w*|_?queue\.Empty)\b"
-                              r"|[Tt]imed? ?out")
 
 
 class LogAnswer(NamedTuple):
@@ -43,7 +40,7 @@ def _exception(messages: List[str]) -> Tuple[Optional[int], bool]:
     i = exception_line(messages)
     if i is None:
         return None, False
-    return i, not _NOT_RAISED.search(messages[i].strip().split("]: ", 1)[-1].lstrip("E \t"))
+    return i, own_raise(messages[i].strip().split("]: ", 1)[-1].lstrip("E \t"))
 
 
 def log_answer(proc: Process, known_crash: bool) -> Optional[LogAnswer]:

@@ -290,8 +290,9 @@ def parse(lines: List[str], proc: Process) -> None:
             messages.extend(comments)
             proc.threads.append(thread)
             taken.update(span)
-        elif _bare_list(lines):
-            names, span = _bare_list(lines)  # type: ignore[misc]
+        bare = None if flat else _bare_list(lines)
+        if bare:
+            names, span = bare
             thread = Thread()
             thread.notes.append("call list written by hand (bare function names, innermost first)")
             thread.frames = [Frame(kind="native", function=n) for n in names]
