@@ -347,7 +347,8 @@ class ElfImage:
                 continue
             idx = (vaddr - sec.addr) // 16 - first
             rela = self.sections.get(".rela.plt")
-            if idx < 0 or rela is None or (idx + 1) * 24 > rela.size or rela.offset + rela.size > len(self.data):
+            if (idx < 0 or rela is None or rela.type == 8  # SHT_NOBITS: a separate debug file's copy
+                    or (idx + 1) * 24 > rela.size or rela.offset + rela.size > len(self.data)):
                 return None
             info = struct.unpack_from("<Q", self.data, rela.offset + idx * 24 + 8)[0]
             table = self._table(self.section_list[rela.link].name) if rela.link < len(self.section_list) else None

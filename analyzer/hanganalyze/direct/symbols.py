@@ -89,7 +89,9 @@ class Symbolizing:
                 raw = [tuple(e) for e in cached.get("%x" % a) or []] or [(None, None, None)]
                 chain = _collapse([(dwarf_style(f), fl, ln) for f, fl, ln in raw])
                 name = chain[-1][0]
-                if name is None or "@" in name:  # LLVM fell back to the symbol table: ours picks as gdb does
+                if name is None or "@" in name or (chain[-1][1] is None and mod.image.plt_name(a)):
+                    # LLVM fell back to the symbol table (which names a PLT stub ``_init``): ours picks
+                    # as gdb does
                     name = _elf_name(mod, a)
                 name = _LTO_PRIV.sub("", name) if name else name  # LTO's rename: not the DWARF name gdb shows
                 self.out[(mod.path, a)] = chain[:-1] + [(name,) + chain[-1][1:]]
