@@ -220,6 +220,9 @@ KNOWN_PATTERNS = [
     r"Engine core proc \S+ died unexpectedly|EngineDeadError|Scheduler hit an exception",
     r"The actor died unexpectedly before finishing this task|RayActorError",
     r"Task was killed due to the node running low on memory",
+    r"System memory low at node with IP \S+\. Used memory .{0,80} exceeds threshold",
+    # a thread pool's own warning that every worker is busy while jobs queue up (Home Assistant's WorkerPool)
+    r"All \d+ (?:worker )?threads are busy and \d+ (?:jobs|tasks) (?:are )?(?:pending|queued)",
     r"Workers? \(tasks / actors\) killed due to memory pressure|[Oo]ut of memory: Killed process \d+",
 ]
 #: ``KNOWN_LINES``: the patterns as one regex.  ``EACH_KNOWN``: each pattern alone: a line broken
@@ -254,6 +257,9 @@ DUMPED_CUT_NOTE = ("systemd-coredump stack rows cut above their thread's header:
 #: The note QGIS's crash report reader leaves: QGIS's crash handler writes its stack only when the
 #: application crashed, and the stack is the crashing thread's (acquire/text/qgiscrash.py).
 QGIS_NOTE = "a QGIS crash report (its crash handler writes the crashing thread's stack): the application crashed"
+#: The note on a traceback under threading's "Exception in thread NAME:" (its excepthook): the
+#: exception left the thread's run(), nothing caught it, the thread ended (the process may go on).
+EXCEPTHOOK_NOTE = "threading's excepthook printed it (Exception in thread ...): nothing caught it, the thread ended"
 #: Notes that make a process's current thread the crashed one where no log line says so.
 CURRENT_NOTES = (CURRENT_NOTE, DUMPED_NOTE, QGIS_NOTE)
 #: The note macOS's crash report reader leaves on a text that is ReportCrash's (its ``Thread N:``

@@ -37,7 +37,7 @@ from typing import Callable, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.analyze.triagetable import table
-from hanganalyze.loglines import CURRENT_NOTES, DUMPED_CUT_NOTE, REPORT_NOTE
+from hanganalyze.loglines import CURRENT_NOTES, DUMPED_CUT_NOTE, EXCEPTHOOK_NOTE, REPORT_NOTE
 from hanganalyze_gdbext.model import Frame, Process, Thread
 from hanganalyze_gdbext.model.signals import FATAL_SIGNALS
 
@@ -296,6 +296,13 @@ def _raised_whole(t: Thread) -> bool:
         return False
     exc = "exception: " + exception_of(t)
     return bool(_EXC_LINE.match(exc)) and not _NOT_RAISED.search(exc)
+
+
+def thread_ended(t: Thread) -> bool:
+    """A traceback threading's excepthook printed (``Exception in thread NAME:``) that ends in an
+    exception of its own (not a Ctrl-C or a timeout, whose line says what it waited for): nothing
+    caught it, so the thread is gone; its innermost frame raised and waits for nothing."""
+    return EXCEPTHOOK_NOTE in t.notes and raised(t) and not cut_traceback(t)
 
 
 def exception_of(t: Thread) -> str:

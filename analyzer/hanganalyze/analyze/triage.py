@@ -403,6 +403,11 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
                                       or raising_c10(r.thread, lambda f: _names(f)[0])
                                       or proven(proc.messages, r.thread.all_frames(), lambda f: _names(f)[0], r.frame)):
             rows[i] = classify(proc, r.thread, crashed=True, memo=memo)
+    if all(any(n.startswith("Python traceback") for n in r.thread.notes) for r in rows):
+        # tracebacks only: a thread that threading's excepthook reports is gone (no dump of other
+        # threads in the text waits for it)
+        rows = [ThreadTriage(r.thread, tab.crashed, None, r.blame, r.owner, "exception")
+                if r.category is tab.runs and crashframes.thread_ended(r.thread) else r for r in rows]
     about = subject(proc, rows)
     first = about[0]
     if first.category is tab.runs:  # the frames name no wait: a log line may (py-bt's "Waiting for the GIL")
@@ -416,7 +421,9 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
     blame = _blame_key(first) or None
     lead = thread_label(first.thread, ThreadStyle.TRIAGE)
     if cat is tab.crashed and first.how == "exception":
-        summary = "%s raised an exception nothing caught (%s)" % (lead, crashframes.exception_of(first.thread)[:160])
+        summary = "%s raised an exception nothing caught (%s)%s" % (
+            lead, crashframes.exception_of(first.thread)[:160],
+            ": that thread ended, the process may go on without it" if crashframes.thread_ended(first.thread) else "")
     elif cat is tab.crashed:
         summary = "%s crashed%s" % (lead, " (%s)" % proc.signal if proc.signal else "")
     elif cat is tab.runs and first.how == "samples" and first.thread.progress is not None:

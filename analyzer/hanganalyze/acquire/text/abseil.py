@@ -34,15 +34,20 @@ NAME = "abseil"
 
 #: ``@ 0x7f97..`` / ``@ 00007FFF..`` then an optional symbol (glog may print a size first).
 _PC = re.compile(r"^(?:PC: )?@ +(0x[0-9a-fA-F]{1,16}|[0-9a-fA-F]{6,16})(?:\s+(.*))?$")
+#: A symbolized frame with no pc (TSL / XLA's "Stack for thread NAME:" dumps of a stuck rendezvous):
+#: ``@      name`` or ``@      path/file.cc:LINE name()``, two spaces or more after the ``@``.
+_NO_PC = re.compile(r"^@ {2,}(?:(\S{1,300}\.(?:cc|cpp|c|h|cu|inc)):(\d{1,7}) )?"
+                    r"([A-Za-z_~][\w:~<>,.*&$-]{0,400}(?:\(.{0,400}\))?(?: const)?)$")
 _SIGNAL = re.compile(r"^\*\*\* (SIG[A-Z]{2,8}) received at time=")
-_HEADERS = ("Potential Mutex deadlock", "RAW: mutex@", "Check failure stack trace", "received at time=")
+_HEADERS = ("Potential Mutex deadlock", "RAW: mutex@", "Check failure stack trace", "received at time=",
+            "] Stack for thread ")
 
 
 def _at(s: str) -> int:
     """Where the ``@ pc`` (or ``PC: @ pc``) part of a line starts, after whatever prefix a logger
     put before it (``[2024-02-27 ..] logging.cc:361:``, ray's ``(pid=123)``); -1 if none."""
     if s.startswith(("@", "PC: @")):
-        return 0
+        return 0 if s.startswith("PC: @") or _PC.match(s) or _NO_PC.match(s) else -1
     i = s.find("@ ")
     tries = 0
     while 0 < i < 300 and tries < 4:
@@ -63,7 +68,11 @@ def _frame(s: str) -> Optional[Frame]:
     s = s[i:]
     m = _PC.match(s)
     if not m:
-        return None
+        n = _NO_PC.match(s)
+        if n is None:
+            return None
+        return Frame(kind="native", function=unknown_function(n.group(3).strip() or None), file=n.group(1),
+                     line=int(n.group(2)) if n.group(2) else None)
     sym = (m.group(2) or "").strip()
     words = sym.split(None, 1)
     if len(words) == 2 and (words[0].isdigit() or words[0] == "(unknown)"):
@@ -95,6 +104,9 @@ def _whose(header: Optional[str]) -> str:
     i = header.find("mutex@")
     if i >= 0 and "stack" in header[i:]:
         return "abseil: where %s was acquired (from the lock-order graph; may be old)" % header[i:].split()[0]
+    k = header.find("] Stack for thread ")
+    if k >= 0:
+        return "TSL's dump of a thread that a rendezvous waited for: %s" % header[k + 2:].rstrip(":")[:200]
     if "Check failure stack trace" in header:
         return "glog/abseil: check failure"
     k = header.find("*** SIG")

@@ -222,23 +222,42 @@ _STACK_WORD = re.compile(r"^(?:_?Py[A-Z]\w*|_Py\w+|\w*futex\w*|__new_sem_wait\w*
 _OUTERMOST = re.compile(r"^(?:main|_start|start_thread|clone3?|__clone\w*|Py_RunMain|Py_BytesMain|__libc_start_main)$")
 
 
+#: A line that says a stack follows (a tool's or a report's heading), and the underline under it.
+_STACK_HEADING = re.compile(r"^(?:stack ?trace|back ?trace|call ?stack|stack)\s*:?$", re.I)
+_UNDERLINE = re.compile(r"^[-=~_]{3,}$")
+#: A list marker before a name (``>> pqWaitTimed``, ``- foo``, ``* bar``).
+_MARKER = re.compile(r"^(?:>{1,2}|[-*\u2022])\s+")
+
+
+def _headed(lines: List[str], start: int) -> bool:
+    """The column at ``start`` stands right under a stack heading (an underline between them)."""
+    k = start - 1
+    if k >= 0 and _UNDERLINE.match(lines[k].strip()):
+        k -= 1
+    return k >= 0 and bool(_STACK_HEADING.match(lines[k].strip()))
+
+
 def _bare_list(lines: List[str]) -> Optional[Tuple[List[str], range]]:
     """(names innermost first, line range) of the longest column of bare native names (a stack summed
     up by hand: ``do_futex_wait`` / ``_PySemaphore_Wait`` / ``stop_the_world`` ...), at least
     ``MIN_FRAMES + 1`` names, most of them C names (an underscore or a ``::``), one a name only a stack
-    holds (``_STACK_WORD``); printed innermost first as a ``bt`` is, unless it starts at the outer end."""
+    holds (``_STACK_WORD``); printed innermost first as a ``bt`` is, unless it starts at the outer end.
+    Under a stack heading (``StackTrace`` / ``-----------``) two names are a stack: the heading says
+    what the column is.  A list marker before each name (``>> name``) is not part of it."""
     best: Optional[Tuple[List[str], range]] = None
     names: List[str] = []
     start = 0
     for i, line in enumerate(lines + [""]):
-        s = line.strip()
+        s = _MARKER.sub("", line.strip())
         if s and _BARE.match(s):
             if not names:
                 start = i
             names.append(s)
             continue
-        if (len(names) > MIN_FRAMES and 2 * sum(1 for n in names if "_" in n or "::" in n) > len(names)
-                and any(_STACK_WORD.match(n) for n in names) and (best is None or len(names) > len(best[0]))):
+        headed = len(names) >= 2 and _headed(lines, start)
+        if ((headed or (len(names) > MIN_FRAMES and 2 * sum(1 for n in names if "_" in n or "::" in n) > len(names)
+                        and any(_STACK_WORD.match(n) for n in names)))
+                and (best is None or len(names) > len(best[0]))):
             best = (names, range(start, i))
         names = []
     if best is not None and _OUTERMOST.match(best[0][0]) and not _OUTERMOST.match(best[0][-1]):

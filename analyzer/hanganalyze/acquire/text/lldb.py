@@ -176,6 +176,7 @@ def parse(lines: List[str], proc: Process) -> None:
     threads: List[Thread] = []
     numbers: Dict[int, str] = {}  # id(thread) -> lldb thread number
     cur: Optional[Thread] = None
+    sigill = False  # lldb stopped on SIGILL: the instruction at its arrow is the faulting one
     for line in lines:
         s = line.strip()
         if not s:
@@ -183,6 +184,11 @@ def parse(lines: List[str], proc: Process) -> None:
         if s.startswith(("thread #", "* thread #")):
             m = _THREAD.match(s)
             if m:
+                if "stop reason = signal SIGILL" in s:
+                    # the stop's signal as a line of its own: a signature reads it with the faulting
+                    # instruction below (a SIGILL on an instruction of a CPU extension)
+                    messages.append(s[s.find("stop reason = "):][:300])
+                    sigill = True
                 cur = _thread(m.group(2), m.group(3) or "", bool(m.group(1)))
                 threads.append(cur)
                 numbers[id(cur)] = m.group(2)
@@ -201,6 +207,9 @@ def parse(lines: List[str], proc: Process) -> None:
         m = _PROCESS.match(s)
         if m:
             proc.pid = proc.pid or to_int(m.group(1))
+            continue
+        if sigill and s.startswith("->") and " <+" in s[:40]:
+            messages.append(s[:300])  # the instruction the thread stopped on (lldb's arrow)
             continue
         if _is_noise(s):
             continue

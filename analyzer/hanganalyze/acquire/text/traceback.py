@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
+from hanganalyze.loglines import EXCEPTHOOK_NOTE
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
 from .common import cap_messages, indent_of, parse_py_file_line
@@ -140,6 +141,8 @@ def parse(lines: List[str], proc: Process) -> None:
                 messages.append(prefix)  # a log prefix glued to the header ("ERROR: Traceback ...")
             cur = Thread(name=pending_name, python_name=pending_name)
             cur.notes.append("Python traceback")
+            if pending_name is not None:
+                cur.notes.append(EXCEPTHOOK_NOTE)
             if _FAILURE_RECORD.match(prefix):
                 cur.notes.append(FAILURE_RECORD_NOTE)  # the rank raised it: no wait, whatever line it shows
             blocks.append(cur)
@@ -261,6 +264,13 @@ def parse(lines: List[str], proc: Process) -> None:
         # no header and the text ends on frames: neither end says an exception, so the listing reads
         # as a stack dump (format_stack, a thread dumper): its innermost printed frame is where it stood
         cur.notes[0] = CUT_STACK
+    for a, b in zip(blocks, blocks[1:]):
+        if EXCEPTHOOK_NOTE in a.notes and any(n.startswith("chained: ") for n in a.notes):
+            # one thread's chain: its next block is the same thread, ended by the same uncaught exception
+            b.name = b.name or a.name
+            b.python_name = b.python_name or a.python_name
+            if EXCEPTHOOK_NOTE not in b.notes:
+                b.notes.insert(1, EXCEPTHOOK_NOTE)
     for t in blocks:
         if FAILURE_RECORD_NOTE in t.notes and sum(n.startswith("exception: ") for n in t.notes) > 1:
             t.notes.remove(FAILURE_RECORD_NOTE)  # the summary kept the exception's own line: that one
