@@ -65,9 +65,13 @@ def test_a_traceback_file_line_the_terminals_width_long_keeps_its_source_apart(d
     text = real_text("pytorch-chatbot/pytorch-chatbot-2-1.txt")
     t = parse_text(text).processes[0].threads[0]
     assert t.frames[0].function == "__init__" and t.frames[0].source == "w.start()"
-    # near miss: an unindented piece under it may be the rest of a cut line: joined as before
-    piece = text.replace("line 719, in __init__\n    w.start()", "line 719, in __init__\nw.start()")
-    assert parse_text(piece).processes[0].threads[0].frames[0].function != "__init__"
+    # an unindented piece under it that is no statement is the rest of the cut line: joined as before
+    # (a statement there, "w.start()", is its source flush left: joined, the function would be no name)
+    piece = text.replace("line 719, in __init__\n    w.start()", "line 719, in __in\nit__\n    w.start()")
+    assert piece != text and parse_text(piece).processes[0].threads[0].frames[0].function == "__init__"
+    flush = text.replace("line 719, in __init__\n    w.start()", "line 719, in __init__\nw.start()")
+    f0 = parse_text(flush).processes[0].threads[0].frames[0]
+    assert (f0.function, f0.source) == ("__init__", "w.start()")
 
 
 def test_a_spawned_child_rerunning_the_main_script_reaches_a_process_start(db):

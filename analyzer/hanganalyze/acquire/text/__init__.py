@@ -187,11 +187,18 @@ def _unwrapped(lines: List[str], forced: Optional[TextParser]) -> List[str]:
     for bare, kept in unwrap_layers(lines):
         after = forced.score(bare) if forced is not None else scores(bare)[0][0]
         if after == best_score == 0 and kept and known is None:
-            known = _log.known_lines(_ends(lines))
+            known = _known_or_data(_ends(lines))
         if after > best_score or (after == best_score and (
-                not kept or after > 0 or (known is not None and _log.known_lines(_ends(bare)) > known))):
+                not kept or after > 0 or (known is not None and _known_or_data(_ends(bare)) > known))):
             best, best_score = bare, after
     return best
+
+
+def _known_or_data(lines: List[str]) -> int:
+    """Known lines (``log.known_lines``), lines a signature's or a crash's pattern finds
+    (``data_known_lines``) and an exception line: a pattern anchored at a line's start finds none
+    under a prefix."""
+    return _log.known_lines(lines) + data_known_lines(lines) + (exception_line(lines) is not None)
 
 
 #: lines of a log's head and of its tail that decide whether its records keep their prefixes
@@ -259,7 +266,8 @@ def _holds_known_line(messages: List[str]) -> bool:
     if _log.known_lines(messages) or data_known_lines(messages) or exception_line(messages) is not None:
         return True  # (an exception line alone: a traceback cut above its frames, analyze/logtriage.py)
     layers = unwrap_layers(messages, chance=False)
-    return bool(layers) and bool(_log.known_lines(layers[-1][0]) or data_known_lines(layers[-1][0]))
+    return bool(layers) and bool(_log.known_lines(layers[-1][0]) or data_known_lines(layers[-1][0])
+                                 or exception_line(layers[-1][0]) is not None)
 
 
 def _frame_candidates(lines: List[str]) -> Iterator[Tuple[List[str], List[str], Optional[List[Segment]]]]:

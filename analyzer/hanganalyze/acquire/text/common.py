@@ -20,7 +20,7 @@ from hanganalyze.acquire.text.gutter import strip_gutter
 from hanganalyze.cnames import last_group_start
 from hanganalyze_gdbext.model import Frame
 
-from .terminal import MAX_LINE, RANK_PREFIX, terminal_width, unwrap_terminal
+from .terminal import MAX_LINE, RANK_PREFIX, looks_like_statement, terminal_width, unwrap_terminal  # noqa: F401
 
 __all__ = ["MAX_LINE", "terminal_width", "unwrap_terminal"]  # read from here by other modules and tests
 
@@ -567,3 +567,4 @@ def cap_messages(messages: List[str], notes: List[str]) -> List[str]:
     half = MAX_MESSAGES // 2
     notes.append("%d log lines in the middle of the text were left out" % (len(messages) - 2 * half))
     return messages[:half] + messages[-half:]
+

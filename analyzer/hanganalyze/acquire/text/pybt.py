@@ -22,7 +22,7 @@ from typing import List, Optional
 
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
-from .common import cap_messages, parse_py_file_line, python_frame, to_int
+from .common import cap_messages, looks_like_statement, parse_py_file_line, python_frame, to_int
 from .gdblines import CORE_BY, CURRENT, FRAME, INFERIOR, THREAD, is_noise, is_stop_echo, thread_from_header
 from .py2gil import NOTE as PY2_NOTE
 from .py2gil import lock_not_gil
@@ -144,6 +144,9 @@ def frame_line(line: str, s: str, cur: Thread, frames: List[Frame]) -> bool:
             if frames[-1].source is None and frames[-1].file:
                 frames[-1].source = s[:300]  # the source line under a frame (sourcewait.py)
             return True
+    if frames and frames[-1].file and frames[-1].source is None and looks_like_statement(s):
+        frames[-1].source = s[:300]  # a paste that lost its indentation: the source flush left
+        return True
     if s.startswith("Unable to locate python frame"):
         cur.notes.append(s)
         return True

@@ -78,7 +78,9 @@ def _strong(f: Optional[Frame]) -> bool:
     if f is None:
         return False
     if f.kind == "python":
-        return bool(f.file and f.file.endswith(_PY_SUFFIXES) and f.line is not None)
+        # (an import's frames: ``_find_and_load (<frozen importlib._bootstrap>:1173)``)
+        return bool(f.file and (f.file.endswith(_PY_SUFFIXES) or f.file.startswith("<frozen "))
+                    and f.line is not None)
     lib = f.library or ""
     if f.file and f.line and f.file.endswith(_C_SOURCE):
         return True  # ``f (pqpath.c:829)``: a native frame with its source line

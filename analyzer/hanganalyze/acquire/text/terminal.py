@@ -184,7 +184,7 @@ def unwrap_terminal(lines: List[str], shape: Optional[List[Tuple[int, str]]] = N
                 and not (tagged is not None and tags_cut)
                 and not _same_wrapper(above, piece)
                 and not (out[-1].endswith(" \\") and line.endswith(" \\"))
-                and not (piece[:1].isspace() and _WHOLE_FILE_LINE.match(above))
+                and not ((piece[:1].isspace() or looks_like_statement(piece)) and _WHOLE_FILE_LINE.match(above))
                 and not (weak and not _mid_word(above, glue, piece))):
             out[-1] += glue + piece
         else:
@@ -232,3 +232,16 @@ def _same_tag(line: str, piece: str) -> Optional[Tuple[int, int]]:
             b = rx.match(piece)
             return (a.end(), b.end()) if b and a.group(0).rstrip() == b.group(0).rstrip() else None
     return None
+
+
+#: A Python statement's start: a keyword, or a name called, indexed or assigned.
+_PY_STMT = re.compile(r"^(?:(?:with|for|while|if|elif|return|yield|await|raise|async|assert|del|import|from|lambda|"
+                      r"not|print)\b|[A-Za-z_][\w.]*\s*(?:\(|\[|=|\+=|-=))")
+
+
+def looks_like_statement(s: str) -> bool:
+    """A line that reads as a frame's source statement (``with self._lock:``, ``task = get()``): a
+    paste that lost its indentation leaves a frame's source flush left, where only its look tells it
+    from the next line of the log (a banner, a record, an exception's line are none)."""
+    return bool(_PY_STMT.match(s)) and (s[:1].isalnum() or s[:1] == "_")
+

@@ -23,7 +23,7 @@ from typing import List, Optional
 from hanganalyze.loglines import EXCEPTHOOK_NOTE
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
-from .common import cap_messages, indent_of, parse_py_file_line
+from .common import cap_messages, indent_of, looks_like_statement, parse_py_file_line
 
 NAME = "traceback"
 
@@ -123,7 +123,7 @@ def parse(lines: List[str], proc: Process) -> None:
     after_source = False  # the last line was a frame's source line (a terminal may have cut it)
     heading = False  # the last line was a log record ending in a colon: a stack may follow
     blank = gap = False
-    for raw in lines:
+    for idx, raw in enumerate(lines):
         if raw.startswith("^C") and raw[2:].lstrip().startswith(("File ", "Traceback (")):
             messages.append("^C")  # the terminal's echo of a Ctrl-C glued to the line it printed next
             raw = raw[2:]
@@ -176,7 +176,8 @@ def parse(lines: List[str], proc: Process) -> None:
                 cur.frames[-1].function += s  # the rest of the File line's function a terminal cut ("<lo" + "cals>.f")
                 continue
             if s and (indent_of(line) > frames_indent >= 0 or s.startswith(("^", "~"))
-                      or (after_source and _wrapped_source(s))):
+                      or (after_source and _wrapped_source(s))
+                      or (after_source and frames_indent == 0 and _flush_left_source(s, lines, idx))):
                 if cur.frames and not s.startswith(("^", "~")):
                     if cur.frames[-1].source is None:
                         cur.frames[-1].source = s[:300]  # the frame's source line (sourcewait.py)
@@ -285,6 +286,17 @@ def parse(lines: List[str], proc: Process) -> None:
 
 INNERMOST_FIRST = ("Python stack printed innermost first (no header in the text; each frame's source "
                    "line calls the frame printed above it)")
+
+
+def _flush_left_source(s: str, lines: List[str], idx: int) -> bool:
+    """A line right under a File line of a traceback that lost its indentation (a rendered page's
+    copy): the frame's source when it is no exception line and the next line is the next frame's
+    File line or the exception line (an exception line ends the frames; nothing follows it there)."""
+    if _EXCEPTION.match(s) or idx + 1 >= len(lines) or not (looks_like_statement(s) or _wrapped_source(s)) \
+            or not (s[:1].isalnum() or s[:1] in "_([{'\""):
+        return False  # (a banner between two stacks, "!!! Segfault encountered !!!", is no source)
+    nxt = lines[idx + 1].strip()
+    return (nxt.startswith("File ") and parse_py_file_line(nxt) is not None) or _exception_line(nxt)
 
 
 def _calls(source: Optional[str], function: Optional[str]) -> bool:
