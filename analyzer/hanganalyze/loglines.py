@@ -123,8 +123,8 @@ KNOWN_PATTERNS = [
     r"\*\*\* Terminating app due to uncaught exception\b",
     r"libc\+\+abi(?:\.dylib)?: terminat(?:ing|e called) (?:due to|with) (?:an )?uncaught exception",
     # faulthandler.dump_traceback_later()'s header over the dump it writes when its timeout expires
-    # (pytest's faulthandler_timeout): a thread that did not finish in time
-    r"^Timeout \(\d{1,4}:\d\d:\d\d(?:\.\d+)?\)!$",
+    # (pytest's faulthandler_timeout): a thread that did not finish in time (a paster's comment may follow)
+    r"^Timeout \(\d{1,4}:\d\d:\d\d(?:\.\d+)?\)!(?:\s|$)",
     r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) (is killed by signal|exited unexpectedly)",  # torch's DataLoader
     # torch's DataLoader worker's own signal handler, for the same deaths
     r"Unexpected (bus error|segmentation fault|floating-point exception) encountered in worker",
@@ -188,6 +188,9 @@ KNOWN_PATTERNS = [
     r"^Exception Type:\s+EXC_\w+\s+\(SIG[A-Z]{2,6}\)",
     r"may have been in progress in another thread when fork\(\) was called",
     r"==\d+==\s?ERROR: (Address|Thread|Memory|Leak|UndefinedBehavior)Sanitizer",
+    # ... and the lines of its report below that header (a paste cut above it)
+    r"^Address 0x[0-9a-f]{4,16} is located in stack of thread T\d+",
+    r"^SUMMARY: (?:Address|Thread|Memory|UndefinedBehavior)Sanitizer: \S",
     # XLA's TPU client when a program does not finish (a TPU hang: a deadlock between cores or a stuck program)
     r"TPU Execute is taking a long time",
     # Windows Error Reporting's signature of a window that stopped answering (its message loop blocked)
@@ -221,6 +224,10 @@ KNOWN_PATTERNS = [
     r"The actor died unexpectedly before finishing this task|RayActorError",
     r"Task was killed due to the node running low on memory",
     r"System memory low at node with IP \S+\. Used memory .{0,80} exceeds threshold",
+    # Go's runtime finding every goroutine blocked (it exits: a deadlock of channels or locks)
+    r"^fatal error: all goroutines are asleep - deadlock!",
+    # asyncio's default executor that did not join its threads at the loop's shutdown (a thread still runs)
+    r"The executor did not finish(?:ing)? joining its threads within \d+ seconds",
     # a thread pool's own warning that every worker is busy while jobs queue up (Home Assistant's WorkerPool)
     r"All \d+ (?:worker )?threads are busy and \d+ (?:jobs|tasks) (?:are )?(?:pending|queued)",
     r"Workers? \(tasks / actors\) killed due to memory pressure|[Oo]ut of memory: Killed process \d+",
@@ -260,6 +267,9 @@ QGIS_NOTE = "a QGIS crash report (its crash handler writes the crashing thread's
 #: The note on a traceback under threading's "Exception in thread NAME:" (its excepthook): the
 #: exception left the thread's run(), nothing caught it, the thread ended (the process may go on).
 EXCEPTHOOK_NOTE = "threading's excepthook printed it (Exception in thread ...): nothing caught it, the thread ended"
+#: The note on a traceback under multiprocessing's "Process NAME:" (BaseProcess._bootstrap): the
+#: child's run() raised, nothing in the child caught it, the child process ended (exit code 1).
+MP_CHILD_NOTE = "multiprocessing printed it (Process ...:): nothing in the child caught it, the child process ended"
 #: Notes that make a process's current thread the crashed one where no log line says so.
 CURRENT_NOTES = (CURRENT_NOTE, DUMPED_NOTE, QGIS_NOTE)
 #: The note macOS's crash report reader leaves on a text that is ReportCrash's (its ``Thread N:``

@@ -92,6 +92,10 @@ def _strip_balanced(s: str, open_ch: str, close_ch: str) -> str:
     return "".join(out)
 
 
+#: A Go method's receiver between its package and its name (``.(*Mutex).``, ``.(Handler).``).
+_GO_RECEIVER = re.compile(r"\.\(\*?[A-Za-z_]\w{0,100}(?:\[[\w.,\s*]{0,100}\])?\)\.")
+
+
 @lru_cache(maxsize=1 << 16)  # a job repeats the same few thousand names (analyze/intern.py)
 def normalize_native_name(name: str) -> str:
     """``ns::Foo<int>::bar(int, char*) const [clone .isra.0]`` -> ``ns::Foo::bar``.
@@ -107,6 +111,10 @@ def normalize_native_name(name: str) -> str:
             token = "\x00%d\x00" % i
             protected[token] = op
             s = s.replace(op, token)
+    for i, recv in enumerate(sorted(set(_GO_RECEIVER.findall(s))) if ".(" in s else ()):
+        token = "\x00g%d\x00" % i  # a Go method's receiver, ``sync.(*Mutex).Lock``: part of the name
+        protected[token] = recv
+        s = s.replace(recv, token)
     s = _strip_balanced(s, "<", ">")
     s = _strip_balanced(s, "(", ")")
     for token, op in protected.items():

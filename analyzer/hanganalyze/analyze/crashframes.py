@@ -37,7 +37,7 @@ from typing import Callable, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.analyze.triagetable import table
-from hanganalyze.loglines import CURRENT_NOTES, DUMPED_CUT_NOTE, EXCEPTHOOK_NOTE, REPORT_NOTE
+from hanganalyze.loglines import CURRENT_NOTES, DUMPED_CUT_NOTE, EXCEPTHOOK_NOTE, MP_CHILD_NOTE, REPORT_NOTE
 from hanganalyze_gdbext.model import Frame, Process, Thread
 from hanganalyze_gdbext.model.signals import FATAL_SIGNALS
 
@@ -64,6 +64,12 @@ def below_handler(frames: Sequence[Frame], depth: int = 24) -> int:
 
 #: abort itself (glibc, the MSVC runtime's ucrtbase!abort, macOS's libsystem_c abort).
 _ABORT = rxcache.compile(r"^(abort|__GI_abort|__libc_abort)$")
+#: Functions that end the process whenever they run: glibc's assert and fortify reports, CPython's
+#: fatal error, ggml's abort and its CUDA error report (GGML_ABORT).  On top of a stack whose frames
+#: above them a paste cut, they say the abort that followed (open round 95: ggml_cuda_error).
+_FATAL_REPORTER = rxcache.compile(r"^(__assert_fail\w*|__assert_perror_fail|__fortify_fail\w*|__stack_chk_fail|"
+                                  r"__libc_fatal|__libc_message\w*|Py_FatalError|_Py_FatalError\w*|"
+                                  r"ggml_abort|ggml_cuda_error)$")
 #: What may sit above abort on the way down to the kernel: the signal being raised; on Windows, the
 #: debug C runtime's report of the abort (its "abort() has been called" message box, open round 66).
 _RAISING = rxcache.compile(r"^(raise|gsignal|__GI_raise|_p_raise|pthread_kill\w*|(?:__GI_)?__pthread_kill\w*|"
@@ -151,7 +157,7 @@ def aborting(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> bool:
         if f.marker or f.kind == "python":
             return False
         name = name_of(f) or f.function or ""
-        if _ABORT.match(name):
+        if _ABORT.match(name) or _FATAL_REPORTER.match(name):
             return True
         if f.function == "<signal handler called>" and raising and _took_signal(frames, f):
             # a handler that re-raised the signal it got (restored the default action, raised again)
@@ -299,10 +305,11 @@ def _raised_whole(t: Thread) -> bool:
 
 
 def thread_ended(t: Thread) -> bool:
-    """A traceback threading's excepthook printed (``Exception in thread NAME:``) that ends in an
-    exception of its own (not a Ctrl-C or a timeout, whose line says what it waited for): nothing
-    caught it, so the thread is gone; its innermost frame raised and waits for nothing."""
-    return EXCEPTHOOK_NOTE in t.notes and raised(t) and not cut_traceback(t)
+    """A traceback threading's excepthook printed (``Exception in thread NAME:``), or multiprocessing
+    over a child's (``Process NAME:``), that ends in an exception of its own (not a Ctrl-C or a
+    timeout, whose line says what it waited for): nothing caught it, so the thread (or the child) is
+    gone; its innermost frame raised and waits for nothing."""
+    return (EXCEPTHOOK_NOTE in t.notes or MP_CHILD_NOTE in t.notes) and raised(t) and not cut_traceback(t)
 
 
 def exception_of(t: Thread) -> str:

@@ -35,7 +35,7 @@ from hanganalyze.analyze.sourcewait import called_method, source_wait
 from hanganalyze.analyze.threadchoice import background, helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, path_hit, table
 from hanganalyze.frametext import FrameStyle, frame_text
-from hanganalyze.loglines import DEVICE_NOTE
+from hanganalyze.loglines import DEVICE_NOTE, MP_CHILD_NOTE
 from hanganalyze.names import basename, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Triage, TriageThread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
@@ -423,7 +423,9 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
     if cat is tab.crashed and first.how == "exception":
         summary = "%s raised an exception nothing caught (%s)%s" % (
             lead, crashframes.exception_of(first.thread)[:160],
-            ": that thread ended, the process may go on without it" if crashframes.thread_ended(first.thread) else "")
+            ("" if not crashframes.thread_ended(first.thread) else
+             ": the child process ended on it" if MP_CHILD_NOTE in first.thread.notes else
+             ": that thread ended, the process may go on without it"))
     elif cat is tab.crashed:
         summary = "%s crashed%s" % (lead, " (%s)" % proc.signal if proc.signal else "")
     elif cat is tab.runs and first.how == "samples" and first.thread.progress is not None:

@@ -24,7 +24,7 @@ UNRECOGNISED = (
     "py-spy --json, pystack, faulthandler, Python traceback, IPython traceback, lldb bt, pytest-timeout, "
     "pytest report, stack dumper, abseil deadlock report, PyTorch C++ frames, backtrace_symbols, WinDbg or "
     "Visual Studio call stack, macOS crash report or sample, IDE debugger thread view, JVM thread dump, "
-    "oslo Guru Meditation report, python -m asyncio ps/pstree) or hang log: "
+    "Go goroutine dump, oslo Guru Meditation report, python -m asyncio ps/pstree) or hang log: "
     "no stack frame and no known log line found; while the process hangs, capture its stacks (hanganalyze "
     "--pid PID, or py-spy dump --native --pid PID) and give those; or use --input-format, or --input-format "
     "log for a plain log"

@@ -38,9 +38,9 @@ from .gdblines import (
     AT,
     CORE_BY,
     CURRENT,
-    FRAME,
     INFERIOR,
     THREAD,
+    frame_match,
     header_lwp,
     is_noise,
     is_stop_echo,
@@ -86,7 +86,7 @@ def score(lines: List[str]) -> float:
     frames = headers = remarks = 0
     for line in lines:
         s = line.lstrip()
-        if s.startswith("#") and FRAME.match(s):
+        if s[:1] in "#-" and frame_match(s):
             # "#0 ..." alone is also gdb's echo of the stop location above a py-bt: weigh deeper
             # frames more, so a pasted py-bt is not taken for a native backtrace.
             frames += 1 if s.startswith("#0 ") else 2
@@ -290,7 +290,7 @@ class _Reader:
             cur = self.cur
             if self.in_pybt and cur is not None and pybt.frame_line(raw, s, cur, cur.python_frames):
                 continue
-            if s.startswith("#") and self._frame_line(s):
+            if s[:1] in "#-" and self._frame_line(s):
                 continue
             if cur is not None and cur.frames and not raw.startswith(_LOCALS_INDENT) and self._filter_line(cur, s):
                 continue
@@ -393,7 +393,7 @@ class _Reader:
 
     def _frame_line(self, s: str) -> bool:
         """A "#N ..." frame line (with the lines a terminal wrapped it onto)."""
-        m = FRAME.match(s)
+        m = frame_match(s)
         if not m:
             return False
         body = self._joined(m.group(2))

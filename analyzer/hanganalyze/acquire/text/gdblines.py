@@ -16,6 +16,14 @@ from hanganalyze_gdbext.model import Thread
 from .common import to_int
 
 FRAME = re.compile(r"^#(\d{1,6})\s+(\S.*)$")
+#: A frame line whose ``#`` a paste turned into a list's dash (``-0  0x7fa7.. in epoll_wait () at ...``):
+#: only with its address and ``in``, which no list item has.
+FRAME_DASH = re.compile(r"^-(\d{1,6})\s+(0x[0-9a-fA-F]{1,16} in \S.*)$")
+
+
+def frame_match(s: str) -> Optional[re.Match[str]]:
+    """``FRAME``, or ``FRAME_DASH`` for a paste that lost the ``#``."""
+    return FRAME.match(s) if s.startswith("#") else (FRAME_DASH.match(s) if s.startswith("-") else None)
 THREAD = re.compile(r"^Thread (\d{1,9}) \((.*)\):$")
 THREAD_PTHREAD = re.compile(r"^Thread (0x[0-9a-fA-F]+)")
 LWP = re.compile(r"\((?:LWP|process) (\d{1,10})\)|^(?:LWP|process) (\d{1,10})")

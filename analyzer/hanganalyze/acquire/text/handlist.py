@@ -52,9 +52,11 @@ NAME = "hand-list"
 MIN_FRAMES = 3
 MIN_MODULE = 3
 _SYM = r"~?[A-Za-z_][\w.]{0,200}(?:::~?[A-Za-z_][\w.]{0,200}){0,20}(?:\(\))?"
-_SYMBOL = re.compile(r"^%s$" % _SYM)
-#: ``<- comment`` / ``<-- comment`` / ``# comment`` after a name (two spaces or more before it).
-_COMMENT = re.compile(r"\s{1,200}(?:<-{1,4}|#)\s.{0,2000}$|\s{1,200}<-{1,4}$")
+#: (an Objective-C method too: ``-[_MTLCommandBuffer waitUntilCompleted]``, ``+[NSThread sleepForTimeInterval:]``)
+_SYMBOL = re.compile(r"^(?:%s|[-+]\[\w{1,200}(?:\(\w{1,200}\))? [\w:]{1,300}\])$" % _SYM)
+#: ``<- comment`` / ``<-- comment`` / ``# comment`` after a name, or an aside in parentheses after two
+#: spaces or more (``__psynch_cvwait  (never returns)``).
+_COMMENT = re.compile(r"\s{1,200}(?:<-{1,4}|#)\s.{0,2000}$|\s{1,200}<-{1,4}$|\s{2,200}\([^()]{1,200}\)$")
 #: ``label   name`` (two blanks or more between a label of words and the first name).
 _LABELLED = re.compile(r"^([A-Za-z][\w .#-]{0,60}?)\s{2,60}(\S.{0,4000})$")
 #: ``pystate:PyGILState_Ensure()`` / ``HEAD_LOCK()`` with its comment.
@@ -265,7 +267,13 @@ def _bare_list(lines: List[str]) -> Optional[Tuple[List[str], range]]:
     return best
 
 
+def _ascii_arrows(lines: List[str]) -> List[str]:
+    """A typeset arrow (``→``, U+2192: a writer's editor or a rendered page) is the ``->`` it stands for."""
+    return [x.replace("\u2192", "->") if "\u2192" in x else x for x in lines]
+
+
 def score(lines: List[str]) -> float:
+    lines = _ascii_arrows(lines)
     blocks = _arrow_blocks(lines)
     if blocks:
         return 0.5 * sum(len(b[1]) for b in blocks)
@@ -280,6 +288,7 @@ def score(lines: List[str]) -> float:
 
 
 def parse(lines: List[str], proc: Process) -> None:
+    lines = _ascii_arrows(lines)
     taken = set()
     messages: List[str] = []
     blocks = _arrow_blocks(lines)

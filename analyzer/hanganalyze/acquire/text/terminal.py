@@ -33,6 +33,8 @@ _RECORD_START = re.compile(
     # a WinDbg ``k`` row (frame number, Child-SP / ChildEBP, RetAddr, ``kb``'s arguments, the call site)
     r"|(?:[0-9a-fA-F]{2,4} )?(?:[0-9a-fA-F]{8}`?(?:[0-9a-fA-F]{8})? ){2,6}[\w.\-]{1,200}!"
     r"|\[(?:Current thread is|New Thread|New LWP|Thread 0x|Inferior )|\(gdb\) "  # gdb's own remarks, its prompt
+    # a Go goroutine dump's header and its call lines (``runtime.gopark(0x1?, ...)``, ``sync.(*Mutex).Lock(...)``)
+    r"|goroutine \d{1,12} \[|[a-z][\w./-]{0,200}\.(?:\(\*?\w{1,100}\)\.)?\w{1,200}\((?:[^()]{0,400}|\.\.\.)\)$"
     # cuda-gdb's ``info cuda threads``: its kernel line and its rows (block, thread), all as wide as its header
     r"|Kernel \d{1,9}\s*$|\*?\s*\(\d{1,6},\d{1,6},\d{1,6}\)\s+\(\d{1,6},\d{1,6},\d{1,6}\)\s"
     # a timestamped log record (glog / abseil "E0118 11:40:08.99", ISO "2024-02-27 15:56:22"): records

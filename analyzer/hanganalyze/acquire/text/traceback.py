@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
-from hanganalyze.loglines import EXCEPTHOOK_NOTE
+from hanganalyze.loglines import EXCEPTHOOK_NOTE, MP_CHILD_NOTE
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
 from .common import cap_messages, indent_of, looks_like_statement, parse_py_file_line
@@ -117,6 +117,7 @@ def parse(lines: List[str], proc: Process) -> None:
     messages: List[str] = []
     blocks: List[Thread] = []
     pending_name: Optional[str] = None
+    mp_child = False  # the last line was multiprocessing's "Process NAME:"
     cur: Optional[Thread] = None
     state = "log"  # "log" | "frames" | "exception"
     frames_indent = 0
@@ -143,6 +144,8 @@ def parse(lines: List[str], proc: Process) -> None:
             cur.notes.append("Python traceback")
             if pending_name is not None:
                 cur.notes.append(EXCEPTHOOK_NOTE)
+            elif mp_child and not prefix:
+                cur.notes.append(MP_CHILD_NOTE)
             if _FAILURE_RECORD.match(prefix):
                 cur.notes.append(FAILURE_RECORD_NOTE)  # the rank raised it: no wait, whatever line it shows
             blocks.append(cur)
@@ -259,6 +262,7 @@ def parse(lines: List[str], proc: Process) -> None:
             messages.append(s)
             continue
         if s:
+            mp_child = bool(_MP_CHILD.match(s))  # multiprocessing's line over a child's uncaught exception
             messages.append(s)
             heading = s.endswith(":") and (_looks_like_log(raw.strip()) or bool(_STACK_HEADING.match(s)))
     if state == "frames" and cur is not None and cur.notes[:1] == [_HEADLESS]:
@@ -266,12 +270,13 @@ def parse(lines: List[str], proc: Process) -> None:
         # as a stack dump (format_stack, a thread dumper): its innermost printed frame is where it stood
         cur.notes[0] = CUT_STACK
     for a, b in zip(blocks, blocks[1:]):
-        if EXCEPTHOOK_NOTE in a.notes and any(n.startswith("chained: ") for n in a.notes):
+        ended = next((n for n in (EXCEPTHOOK_NOTE, MP_CHILD_NOTE) if n in a.notes), None)
+        if ended is not None and any(n.startswith("chained: ") for n in a.notes):
             # one thread's chain: its next block is the same thread, ended by the same uncaught exception
             b.name = b.name or a.name
             b.python_name = b.python_name or a.python_name
-            if EXCEPTHOOK_NOTE not in b.notes:
-                b.notes.insert(1, EXCEPTHOOK_NOTE)
+            if ended not in b.notes:
+                b.notes.insert(1, ended)
     for t in blocks:
         if FAILURE_RECORD_NOTE in t.notes and sum(n.startswith("exception: ") for n in t.notes) > 1:
             t.notes.remove(FAILURE_RECORD_NOTE)  # the summary kept the exception's own line: that one
