@@ -64,3 +64,13 @@ def test_a_ci_timestamp_on_every_line_of_a_log(db):
                      "WorkNCCL(SeqNum=6207, OpType=ALLGATHER, NumelIn=1, NumelOut=4, Timeout(ms)=1800000) ran for "
                      "1800838 milliseconds before timing out.")
     assert parse_text(log).processes[0].messages[0].startswith("2024-03-01T12:00:00")
+
+
+def test_a_writers_sentences_around_an_uncaught_traceback(db):
+    text = real_text("deepspeed/deepspeed-618-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    wrapped = "Here is the stack I got when it hung, any idea?\n\n" + text + "\n\nThanks in advance!"
+    assert text_verdict(wrapped, db)[1] == "crashed"
+    # near miss: a framework's line over it says it caught and printed the exception
+    caught = "Exception happened during processing of request from ('127.0.0.1', 5000)\n" + text
+    assert text_verdict(caught, db)[1] != "crashed"

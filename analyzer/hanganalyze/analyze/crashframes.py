@@ -294,7 +294,20 @@ def uncaught(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:
     asyncio's, a logger's error record) says it caught and printed it instead."""
     if t not in threads or not all(_raised_whole(x) for x in threads[:8]) or len(threads) > 8:
         return False
-    return all(_BARE.match(m.strip()) or _CALM.match(m.strip()) for m in proc.messages[:200] if m.strip())
+    return all(_BARE.match(m.strip()) or _CALM.match(m.strip()) or _prose(m.strip())
+               for m in proc.messages[:200] if m.strip())
+
+
+#: A writer's sentence around a paste ("Here is what I got, any idea?"): words only, none a program's
+#: header says when it catches and prints an exception (error, exception, traceback, failed ...).
+_WORDS = rxcache.compile(r"^[A-Za-z][A-Za-z',-]*(?: [A-Za-z0-9][A-Za-z0-9',-]*[,;]?){2,60}[.?!:)]?$")
+_HEADER_WORD = rxcache.compile(r"(?i)\b(?:error|exception|traceback|fail\w*|caught|unhandled|ignored|"
+                               r"warning|fatal|abort\w*|crash\w*|signal|thread|process|task|worker|callback)\b")
+
+
+def _prose(line: str) -> bool:
+    """A sentence of the writer's, no framework's header (``_WORDS`` without a ``_HEADER_WORD``)."""
+    return bool(_WORDS.match(line)) and not _HEADER_WORD.search(line)
 
 
 def _raised_whole(t: Thread) -> bool:
