@@ -19,11 +19,15 @@ FRAME = re.compile(r"^#(\d{1,6})\s+(\S.*)$")
 #: A frame line whose ``#`` a paste turned into a list's dash (``-0  0x7fa7.. in epoll_wait () at ...``):
 #: only with its address and ``in``, which no list item has.
 FRAME_DASH = re.compile(r"^-(\d{1,6})\s+(0x[0-9a-fA-F]{1,16} in \S.*)$")
+#: ... or whose number a paste (an old gdb's, a re-typed copy) set apart from its ``#``: ``#  1  0x7fff in f ()``.
+FRAME_SPACED = re.compile(r"^#\s{1,3}(\d{1,6})\s+(0x[0-9a-fA-F]{1,16} in \S.*)$")
 
 
 def frame_match(s: str) -> Optional[re.Match[str]]:
-    """``FRAME``, or ``FRAME_DASH`` for a paste that lost the ``#``."""
-    return FRAME.match(s) if s.startswith("#") else (FRAME_DASH.match(s) if s.startswith("-") else None)
+    """``FRAME``, or ``FRAME_DASH`` / ``FRAME_SPACED`` for a paste that changed its ``#N``."""
+    if s.startswith("#"):
+        return FRAME.match(s) or FRAME_SPACED.match(s)
+    return FRAME_DASH.match(s) if s.startswith("-") else None
 THREAD = re.compile(r"^Thread (\d{1,9}) \((.*)\):$")
 THREAD_PTHREAD = re.compile(r"^Thread (0x[0-9a-fA-F]+)")
 LWP = re.compile(r"\((?:LWP|process) (\d{1,10})\)|^(?:LWP|process) (\d{1,10})")

@@ -69,7 +69,7 @@ _PY_ROW = re.compile(r"^(?:->\s{0,4})?([\w./\\-]{1,300}\.pyx?):(\d{1,7})\s{1,60}
 #: stack copied from its output, outermost first; open round 65)
 _PY_QUAL = re.compile(r"^((?:[A-Za-z]:)?[\w./\\-]{1,300}\.pyx?):([A-Za-z_<][\w.<>]{0,300}):(\d{1,7})$")
 _PY_FUNC = re.compile(r"^([A-Za-z_<][\w.<>]{0,300})\(\)(?:\s{0,8}->\s{0,8}(\S.{0,1000}))?$")
-_PY_NAME = re.compile(r"^[A-Za-z_][\w.]{0,300}$")
+_PY_NAME = re.compile(r"^(?:[A-Za-z_][\w.]{0,300}|<(?:module|lambda|listcomp|dictcomp|setcomp|genexpr)>)$")
 #: What a code row's text may hold: no sentence (words apart by spaces outside a call's parentheses).
 _PROSE = re.compile(r"^[^()]{0,400}?\b[A-Za-z]{2,40} [A-Za-z]{2,40} [A-Za-z]{2,40}\b"
                     r"|^[-:|>]|\{'|': |\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b")
@@ -109,6 +109,8 @@ def _py_rows(lines: List[str]) -> Optional[Tuple[List[Frame], List[str], range]]
     start = row_indent = 0
     for i, line in enumerate(lines + [""]):
         got = _py_row(line) if line.strip() else None
+        if got is None and frames and line.strip() in ("...", "\u2026"):
+            continue  # the writer's elision of frames between two rows: the run goes on
         if got is not None:
             if not frames:
                 start = i
@@ -268,8 +270,10 @@ def _bare_list(lines: List[str]) -> Optional[Tuple[List[str], range]]:
 
 
 def _ascii_arrows(lines: List[str]) -> List[str]:
-    """A typeset arrow (``→``, U+2192: a writer's editor or a rendered page) is the ``->`` it stands for."""
-    return [x.replace("\u2192", "->") if "\u2192" in x else x for x in lines]
+    """A typeset arrow (``→``, ``←``: a writer's editor or a rendered page) is the ``->`` / ``<-`` it
+    stands for."""
+    return [x.replace("\u2192", "->").replace("\u2190", "<-") if ("\u2192" in x or "\u2190" in x) else x
+            for x in lines]
 
 
 def score(lines: List[str]) -> float:

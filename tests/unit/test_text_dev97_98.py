@@ -1,0 +1,48 @@
+"""Fixes from open development rounds 97/98 (manifest-blind97/98.yaml), each on the round's real paste
+and a near miss: gdb frames whose number stands apart from its ``#``, a SIGILL in a kernel object
+built for an instruction set or in a library's static initializers, hand-written Python rows with
+``<module>`` rows, the writer's ``...`` elision and a typeset ``←`` note."""
+
+from __future__ import annotations
+
+from helpers import real_text, text_verdict
+
+from hanganalyze.acquire.text import parse_text
+
+
+def sigs(snap):
+    return [f.signature for f in snap.findings]
+
+
+def test_gdb_frames_whose_number_stands_apart_from_the_hash(db):
+    text = real_text("weboot/weboot-115-1.txt")
+    frames = parse_text(text).processes[0].threads[0].frames
+    assert [f.function for f in frames[:2]] == ["sem_wait", "PyThread_acquire_lock"]
+    assert text_verdict(text, db)[1] == "lock"  # not "crashed" (a frame misread as a function named "#  1 ...")
+    # near miss: a Markdown heading "# 1 Setup" is no frame
+    assert parse_text("# 1 Setup\n" + text).processes[0].threads[0].frames[0].function == "sem_wait"
+
+
+def test_sigill_in_a_kernel_object_built_for_an_instruction_set(db):
+    text = real_text("pytorch/pytorch-37577-1.txt")
+    assert "cpu-instruction-set-unsupported" in sigs(text_verdict(text, db)[0])
+    # near miss: the same stop in an object built for no instruction set says nothing of the CPU
+    near = text.replace("BinaryOpsKernel.cpp.AVX2.cpp", "BinaryOpsKernel.cpp")
+    assert near != text and "cpu-instruction-set-unsupported" not in sigs(text_verdict(near, db)[0])
+
+
+def test_sigill_while_a_library_runs_its_static_initializers(db):
+    text = real_text("pytorch/pytorch-32724-1.txt")
+    found = [f for f in text_verdict(text, db)[0].findings if f.signature == "cpu-instruction-set-unsupported"]
+    assert found and found[0].confidence >= 0.8
+    # near miss: the same stack stopped on SIGSEGV is a fault, no instruction set
+    near = text.replace("SIGILL, Illegal instruction", "SIGSEGV, Segmentation fault")
+    assert near != text and "cpu-instruction-set-unsupported" not in sigs(text_verdict(near, db)[0])
+
+
+def test_hand_written_python_rows_with_module_rows_an_elision_and_a_typeset_note(db):
+    text = real_text("cortex/cortex-92-1.txt")
+    frames = parse_text(text).processes[0].threads[0].frames
+    assert frames[0].function == "wait" and frames[0].file == "threading.py"
+    assert any(f.function == "<module>" and f.file.endswith("validation.py") for f in frames)
+    assert text_verdict(text, db)[1] == "condition"
