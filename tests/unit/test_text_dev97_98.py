@@ -46,3 +46,23 @@ def test_hand_written_python_rows_with_module_rows_an_elision_and_a_typeset_note
     assert frames[0].function == "wait" and frames[0].file == "threading.py"
     assert any(f.function == "<module>" and f.file.endswith("validation.py") for f in frames)
     assert text_verdict(text, db)[1] == "condition"
+
+
+def test_a_gdb_frame_with_no_name_between_in_and_its_parentheses(db):
+    """``#0  0x7f.. in  () at /lib/libgtk-4.so.1``: no name, not one named "0x7f.. in" (which no
+    symbol is, and which a lone stop would take for the program's own code)."""
+    text = real_text("sealed82/gaphor-2088-1.txt")
+    f0 = parse_text(text).processes[0].threads[0].frames[0]
+    assert f0.function is None and f0.address == 0x00007F1F01C8DA6E and f0.library.endswith("libgtk-4.so.1")
+    assert text_verdict(text, db)[1] == "crashed"  # a lone stop in an unnamed library frame: the fault
+
+
+def test_a_frame_line_taken_whole_for_a_name_is_no_evidence_of_a_crash(db):
+    from hanganalyze.analyze.lonestop import lone_stop
+    from hanganalyze_gdbext.model import Frame, Process, Thread
+
+    proc = Process(source="text", notes=["parsed as gdb backtrace"])
+    named = Thread(current=True, frames=[Frame(kind="native", function="app_compute", file="app.c", line=3)])
+    whole = Thread(current=True, frames=[Frame(kind="native", function="#  1  0x00007ffff7b0d77b in f", file="a.c")])
+    assert lone_stop(proc, named, [named])
+    assert not lone_stop(proc, whole, [whole])

@@ -57,6 +57,10 @@ LONE_NOTE = ("one debugger stack, stopped in the program's own code with no sign
              "stack was taken, it is a busy loop there instead: capture it twice (--samples) to tell them apart")
 
 
+#: A "function" that is a frame line taken whole (``#  1  0x7fff in f ()``): no symbol has these.
+_NO_SYMBOL = rxcache.compile(r"^#|\b0x[0-9a-fA-F]{6,}\b| in \S")
+
+
 def lone_stop(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:
     """The input is one debugger stack of the thread it stopped in, its top in the text, with no
     signal named, and that top is the program's own code: a crash (the debugger shows the faulting
@@ -80,8 +84,9 @@ def lone_stop(proc: Process, t: Thread, threads: Sequence[Thread]) -> bool:
     top = next((f for f in t.frames if not f.marker), None)
     if top is not None and (_wild_call(t) or _unnamed_in_library(t) or _ran_off_its_stack(t)):
         return True
-    if top is None or top.kind != "native" or not top.function or top.function == "??":
-        return False
+    if (top is None or top.kind != "native" or not top.function or top.function == "??"
+            or _NO_SYMBOL.search(top.function)):
+        return False  # (no name, or a line a reader took whole for one: no evidence of the program's code)
     if not (top.library or top.file) or _LIBC_STILL.match(top.function) or _LIBC_SOURCE.search(top.file or ""):
         return False  # a frame of no known code (a stripped driver's hashed name), or the C library's
     return not (_WINDOWS_STILL.match(basename(top.library) or "") or table().stands_still(top))

@@ -170,7 +170,7 @@ def _frame_body(body: str) -> Frame:
                 f.library = tail
                 body = body[:i]
     name, _args = split_call(body)
-    f.function = unknown_function(name)
+    f.function = unknown_function(name if name.strip("() ") else None)  # "in  () at lib": no name
     return f
 
 
