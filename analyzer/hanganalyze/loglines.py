@@ -191,6 +191,8 @@ KNOWN_PATTERNS = [
     # ... and the lines of its report below that header (a paste cut above it)
     r"^Address 0x[0-9a-f]{4,16} is located in stack of thread T\d+",
     r"^SUMMARY: (?:Address|Thread|Memory|UndefinedBehavior)Sanitizer: \S",
+    # a crash reporter's header over the stack it writes on a fatal signal (Datadog's crashtracker)
+    r"^Stack Trace \(Datadog Crashtracker [\d.]+\)$",
     # XLA's TPU client when a program does not finish (a TPU hang: a deadlock between cores or a stuck program)
     r"TPU Execute is taking a long time",
     # Windows Error Reporting's signature of a window that stopped answering (its message loop blocked)

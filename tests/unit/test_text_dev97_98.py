@@ -66,3 +66,11 @@ def test_a_frame_line_taken_whole_for_a_name_is_no_evidence_of_a_crash(db):
     whole = Thread(current=True, frames=[Frame(kind="native", function="#  1  0x00007ffff7b0d77b in f", file="a.c")])
     assert lone_stop(proc, named, [named])
     assert not lone_stop(proc, whole, [whole])
+
+
+def test_a_crash_reporters_header_over_its_stack(db):
+    text = real_text("dd-trace-py/dd-trace-py-16332-1.txt")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: the same frames without the reporter's header are where the thread ran
+    near = text.replace("Stack Trace (Datadog Crashtracker 1.0)", "")
+    assert near != text and text_verdict(near, db)[1] != "crashed"
