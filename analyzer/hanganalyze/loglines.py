@@ -195,6 +195,8 @@ KNOWN_PATTERNS = [
     r"^Stack Trace \(Datadog Crashtracker [\d.]+\)$",
     # XLA's TPU client when a program does not finish (a TPU hang: a deadlock between cores or a stuck program)
     r"TPU Execute is taking a long time",
+    # macOS spindump's report of an application that stopped answering (its header, the threads cut)
+    r"^Event:\s+hang$|\(process was unresponsive for \d+ seconds before sampling\)",
     # Windows Error Reporting's signature of a window that stopped answering (its message loop blocked)
     r"^\s*(?:Problem )?Event Name:\s+AppHang\w*",
     # Qt's warning as a thread emits a signal over a BlockingQueuedConnection to its own thread (it then
