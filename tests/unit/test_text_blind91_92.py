@@ -19,7 +19,8 @@ def test_py_spy_frames_written_as_a_table_are_a_stack_innermost_first(db):
     assert text_verdict(text, db)[0].findings
     # near miss: a two-column table of words and a path without a line number is no stack
     with pytest.raises(InputError):
-        parse_text("release        redis/connection.py\nreset          redis/client.py\n__del__        redis/client.py\n")
+        parse_text("release        redis/connection.py\nreset          redis/client.py\n"
+                   "__del__        redis/client.py\n")
 
 
 def test_spindumps_header_of_an_unresponsive_app_is_a_known_line(db):
