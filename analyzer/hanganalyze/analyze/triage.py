@@ -404,8 +404,8 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
                                       or proven(proc.messages, r.thread.all_frames(), lambda f: _names(f)[0], r.frame)):
             rows[i] = classify(proc, r.thread, crashed=True, memo=memo)
     if all(any(n.startswith("Python traceback") for n in r.thread.notes) for r in rows):
-        # tracebacks only: a thread that threading's excepthook reports is gone (no dump of other
-        # threads in the text waits for it)
+        # tracebacks only: a thread that threading's excepthook reports, or a child multiprocessing
+        # reports, is gone (no dump of other threads in the text waits for it)
         rows = [ThreadTriage(r.thread, tab.crashed, None, r.blame, r.owner, "exception")
                 if r.category is tab.runs and crashframes.thread_ended(r.thread) else r for r in rows]
     about = subject(proc, rows)

@@ -81,13 +81,11 @@ _PY_FN_ROW = re.compile(r"^([A-Za-z_<][\w.<>]{0,300})\s{2,60}([\w./\\-]{1,300}\.
 
 
 def _py_row(line: str) -> Optional[Tuple[Frame, Optional[str]]]:
-    """A Python row as a frame (and its comment); None for any other line.  A function-first row's
-    frame carries ``note="innermost first"`` (its order)."""
+    """A Python row as a frame (and its comment); None for any other line."""
     body, comment = _split_comment(line.strip())
     fn = _PY_FN_ROW.match(body)
     if fn:
-        return Frame(kind="python", file=fn.group(2), line=int(fn.group(3)), function=fn.group(1),
-                     note="innermost first"), comment
+        return Frame(kind="python", file=fn.group(2), line=int(fn.group(3)), function=fn.group(1)), comment
     head = line.lstrip(" \t->").split(None, 1)
     if not head or (".py:" not in head[0] and ".pyx:" not in head[0]):
         return None  # (its first word is the row's file: a py-spy frame's "(file.py:12)" comes last)
@@ -319,9 +317,9 @@ def parse(lines: List[str], proc: Process) -> None:
         frames, comments, span = _py_rows(lines)  # type: ignore[misc]
         thread = Thread(merge="python-only")
         thread.notes.append("Python stack written by hand (file.py:LINE rows, outermost first)")
-        if all(f.note == "innermost first" for f in frames):  # py-spy's rows as a table: innermost first
-            # (copies: the rows are memoized by content, a second parse of the same text must see them as read)
-            thread.frames = [Frame(kind="python", file=f.file, line=f.line, function=f.function) for f in frames]
+        if all(_PY_FN_ROW.match(_split_comment(lines[i].strip())[0]) for i in span
+               if lines[i].strip() not in ("...", "\u2026")):  # py-spy's rows as a table: innermost first
+            thread.frames = list(frames)
             thread.notes[-1] = "Python stack written as a table (function, file.py:LINE rows, innermost first)"
         else:
             thread.frames = list(reversed(frames))
