@@ -263,11 +263,10 @@ def _join_broken(messages: List[str]) -> List[str]:
 def _holds_known_line(messages: List[str]) -> bool:
     """A line a hang leaves is among the messages, as they are or without a wrapper they all
     share (a known line anchored at its start under a timestamp or a launcher's prefix)."""
-    if _log.known_lines(messages) or data_known_lines(messages) or exception_line(messages) is not None:
+    if _known_or_data(messages):
         return True  # (an exception line alone: a traceback cut above its frames, analyze/logtriage.py)
     layers = unwrap_layers(messages, chance=False)
-    return bool(layers) and bool(_log.known_lines(layers[-1][0]) or data_known_lines(layers[-1][0])
-                                 or exception_line(layers[-1][0]) is not None)
+    return bool(layers) and _known_or_data(layers[-1][0]) > 0
 
 
 def _frame_candidates(lines: List[str]) -> Iterator[Tuple[List[str], List[str], Optional[List[Segment]]]]:
