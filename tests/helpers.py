@@ -434,6 +434,20 @@ def reanalyzed_json(path: Path, out_dir: Path) -> Dict:
     return json.loads(out.read_text())
 
 
+def crash_said(text: str, db) -> bool:
+    """The triage says crashed from more than a traceback's own evidence (a traceback that raised, or
+    one cut before its exception line, is "crashed" by its frames alone: ``from_ == "raised"``): a
+    fatal signal, a crash line, an exception nothing caught.  Near misses of those assert its absence."""
+    from hanganalyze.errors import InputError
+
+    try:
+        snap, wait = text_verdict(text, db)
+    except InputError:
+        return False
+    tri = [f for f in snap.findings if f.signature == "triage"]
+    return wait == "crashed" and tri[0].triage.from_ != "raised"
+
+
 def text_verdict(text: str, db) -> Tuple[object, Optional[str]]:
     """(snapshot, triage wait) of a pasted text as the command analyzes it: the one way the unit
     tests of the corpus rounds read a paste (the wait is the first triage finding's, None without)."""

@@ -77,11 +77,12 @@ def test_the_wait_and_the_finding(db, name):
 
 
 #: Pastes whose frames name no wait: the timeout line decides (file -> words of the lines that say
-#: what timed out; without them the frames' own answer comes back).
+#: what timed out; without them the frames' own answer comes back: a traceback that raised, or
+#: one cut before its exception line, is the exception's, "crashed").
 FROM_THE_LINE = {
-    "c10d_socket_timeout_grpo_trl_3157.txt": ("waitForInput", "runs"),
-    "c10d_socket_timeout_vllm_client_openr1_690.txt": ("waitForInput", "runs"),
-    "gloo_broadcast_timeout_kwola_2.txt": ("Timed out waiting", "runs"),
+    "c10d_socket_timeout_grpo_trl_3157.txt": ("waitForInput", "crashed"),
+    "c10d_socket_timeout_vllm_client_openr1_690.txt": ("waitForInput", "crashed"),
+    "gloo_broadcast_timeout_kwola_2.txt": ("Timed out waiting", "crashed"),
     # SGLang's scheduler died of an exception the cut traceback does not show: without the
     # socket's timeout beside it, a crash
     "c10d_socket_timeout_sglang_7478.txt": ("waitForInput", "crashed"),
@@ -148,7 +149,7 @@ def test_another_inputs_line_is_not_this_ones(db):
     assert id(procs[0]) not in paste_timeouts(procs)
     found = pipeline.analyze(Snapshot(processes=procs), db).findings
     waits = {f.triage.wait for f in found if f.signature == "triage"}
-    assert "runs" in waits
+    assert "crashed" in waits  # rank 0's own answer: its traceback is cut before the exception line
 
 
 def test_a_fatal_signal_stays_a_crash(db):

@@ -131,7 +131,7 @@ def test_a_cut_traceback_whose_last_line_calls_its_own_objects_method_waits_ther
     text = real_text("mmdetection3d/mmdetection3d-294-1.txt")
     assert text_verdict(text, db)[1] == "queue"  # _next_data calling self._get_data(): the DataLoader's queue
     # near misses: a function that is no method of its own object; the same call whose exception was shown
-    assert text_verdict(text.replace("self._get_data()", "get_data()"), db)[1] == "runs"
+    assert text_verdict(text.replace("self._get_data()", "get_data()"), db)[1] == "crashed"  # the cut's exception
     raised = text.rstrip("\n") + "\nValueError: too many values to unpack (expected 2)\n"
     assert text_verdict(raised, db)[1] != "queue"
 

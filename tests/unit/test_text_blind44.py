@@ -6,7 +6,7 @@ the traceback: no framework's or logger's header over it) ended the process."""
 
 from __future__ import annotations
 
-from helpers import real_text, text_verdict
+from helpers import crash_said, real_text, text_verdict
 
 from hanganalyze.acquire.text import parse_text
 
@@ -43,5 +43,5 @@ def test_a_bare_uncaught_exception_ended_the_process(db):
     # near misses: a framework's header over the traceback says it caught and printed the exception
     # (socketserver), as a logger's record does (gunicorn's arbiter, open round 29)
     served = "Exception happened during processing of request from ('10.0.0.1', 13787)\n" + text
-    assert text_verdict(served, db)[1] != "crashed"
-    assert text_verdict(real_text("gunicorn/gunicorn-2-1.txt"), db)[1] != "crashed"
+    assert not crash_said(served, db)
+    assert not crash_said(real_text("gunicorn/gunicorn-2-1.txt"), db)

@@ -7,7 +7,7 @@ exception."""
 from __future__ import annotations
 
 import pytest
-from helpers import real_text, text_verdict
+from helpers import crash_said, real_text, text_verdict
 
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.errors import InputError
@@ -73,4 +73,4 @@ def test_a_launchers_ranks_each_dying_of_an_uncaught_exception(db):
     assert wait == "crashed"
     # near miss: an error record among the launcher's lines says someone caught and logged it
     logged = text.replace("[WARNING] [runner.py:117:fetch_hostfile]", "[ERROR] [runner.py:117:fetch_hostfile]")
-    assert text_verdict(logged, db)[1] != "crashed"
+    assert not crash_said(logged, db)

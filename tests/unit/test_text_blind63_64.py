@@ -8,7 +8,7 @@ released or restored with no thread state (python-api-without-gil, widened)."""
 from __future__ import annotations
 
 import pytest
-from helpers import real_text, text_verdict
+from helpers import crash_said, real_text, text_verdict
 
 from hanganalyze.acquire.text import parse_text
 from hanganalyze.errors import InputError
@@ -19,10 +19,7 @@ def sigs(snap):
 
 
 def _not_crashed(text, db):
-    try:
-        return text_verdict(text, db)[1] != "crashed"
-    except InputError:
-        return True
+    return not crash_said(text, db)
 
 
 @pytest.mark.parametrize("name, line, calm", [

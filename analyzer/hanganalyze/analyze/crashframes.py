@@ -204,7 +204,7 @@ def interrupted_wait(t: Thread, messages: Sequence[str] = ()) -> bool:
     line is the call the thread stood in (open round 38: concurrent.futures' exit join)."""
     if not any(n.startswith("Python traceback") for n in t.notes):
         return True
-    if cut_traceback(t) and any(m.startswith("^C") for m in messages[:200]):
+    if cut_traceback(t) and any("^C" in m for m in messages[:200]):
         return True
     return any(n.startswith("exception: ") for n in t.notes) and not raised(t)
 
@@ -243,6 +243,16 @@ def cut_traceback(t: Thread) -> bool:
     calling the next one, which the cut took with it."""
     return (any(n.startswith("Python traceback") for n in t.notes)
             and not any(n.startswith("exception: ") for n in t.notes))
+
+
+def raised_cut(t: Thread, messages: Sequence[str] = ()) -> bool:
+    """A traceback under Python's own header (``Traceback (most recent call last):``, which only an
+    exception's report prints: not format_stack, faulthandler or a dumper) cut before its exception
+    line, with no Ctrl-C echoed in the text (``^C``: then its innermost line is the wait the Ctrl-C
+    ended, ``interrupted_wait``; pyzmq-1757's exit hang echoes it at the end of a sentence).  An
+    exception went up through these frames; the cut took which one."""
+    return (t.notes[:1] == ["Python traceback"] and cut_traceback(t)
+            and not any("^C" in m for m in messages[:200]))  # the echo may end a line of the writer's
 
 
 def crash_not_shown(proc: Process) -> Optional[Tuple[str, str, str]]:
@@ -323,6 +333,27 @@ def thread_ended(t: Thread) -> bool:
     timeout, whose line says what it waited for): nothing caught it, so the thread (or the child) is
     gone; its innermost frame raised and waits for nothing."""
     return (EXCEPTHOOK_NOTE in t.notes or MP_CHILD_NOTE in t.notes) and raised(t) and not cut_traceback(t)
+
+
+def exception_summary(lead: str, t: Thread, messages: Sequence[str], uncaught_: bool) -> str:
+    """The triage's sentence for a thread whose exception is the story: one nothing caught (``uncaught``,
+    or a thread / child that ended on it), one that raised with no thread of the text waiting (a
+    framework may have caught it), one CPython ignored (a finalizer's), one a cut took the line of."""
+    exc = exception_of(t)[:160]
+    if uncaught_:
+        return "%s raised an exception nothing caught (%s)%s" % (
+            lead, exc, ("" if not thread_ended(t) else ": the child process ended on it" if MP_CHILD_NOTE in t.notes
+                        else ": that thread ended, the process may go on without it"))
+    if cut_traceback(t):
+        return ("%s raised an exception whose line is cut from the text (the traceback ends at a frame; a Ctrl-C "
+                "of a hang prints one too, and then its innermost frame is where the thread stood) and no thread "
+                "in the text waits" % lead)
+    if any(m.startswith("Exception ignored in") for m in messages[:200]):
+        return ("%s raised an exception (%s) that CPython ignored (\"Exception ignored in\": a finalizer's or "
+                "callback's, which ends nothing) and no thread in the text waits" % (lead, exc))
+    return ("%s raised an exception (%s) and no thread in the text waits: it ended that thread unless the program "
+            "caught it (text around it may be a framework's or logger's that did); a thread that waits for that "
+            "one's work waits forever" % (lead, exc))
 
 
 def exception_of(t: Thread) -> str:

@@ -35,7 +35,7 @@ from hanganalyze.analyze.sourcewait import called_method, source_wait
 from hanganalyze.analyze.threadchoice import background, helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, path_hit, table
 from hanganalyze.frametext import FrameStyle, frame_text
-from hanganalyze.loglines import DEVICE_NOTE, MP_CHILD_NOTE
+from hanganalyze.loglines import DEVICE_NOTE
 from hanganalyze.names import basename, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Triage, TriageThread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
@@ -417,24 +417,18 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
             first.category, first.how = said, "log"
         elif crashframes.uncaught(proc, first.thread, threads):
             first.category, first.how = tab.crashed, "exception"
+        elif crashframes.raised(first.thread) or crashframes.raised_cut(first.thread, proc.messages):
+            first.category, first.how = tab.crashed, "raised"  # no thread waits; the exception is the story
     cat = first.category
     blame = _blame_key(first) or None
     lead = thread_label(first.thread, ThreadStyle.TRIAGE)
-    if cat is tab.crashed and first.how == "exception":
-        summary = "%s raised an exception nothing caught (%s)%s" % (
-            lead, crashframes.exception_of(first.thread)[:160],
-            ("" if not crashframes.thread_ended(first.thread) else
-             ": the child process ended on it" if MP_CHILD_NOTE in first.thread.notes else
-             ": that thread ended, the process may go on without it"))
+    if cat is tab.crashed and first.how in ("exception", "raised"):
+        summary = crashframes.exception_summary(lead, first.thread, proc.messages, first.how == "exception")
     elif cat is tab.crashed:
         summary = "%s crashed%s" % (lead, " (%s)" % proc.signal if proc.signal else "")
     elif cat is tab.runs and first.how == "samples" and first.thread.progress is not None:
         pr = first.thread.progress
         summary = "no hang seen: %s made progress over %.1f s (%d samples)" % (lead, pr.window_s or 0.0, pr.samples)
-    elif cat is tab.runs and crashframes.raised(first.thread) and not crashframes.cut_traceback(first.thread):
-        summary = ("no thread waits in a wait this tool knows: %s raised (%s), which ended that thread unless "
-                   "the program caught it; a thread that waits for its work waits forever"
-                   % (lead, crashframes.exception_of(first.thread)[:160]))
     elif cat is tab.runs and "py-spy: idle" in first.thread.notes:  # off the CPU when py-spy looked: no run
         summary = ("no thread waits in a wait this tool knows: %s was idle when py-spy read it (off the CPU: in a "
                    "system call or a wait its Python frames do not show)" % lead)
@@ -493,6 +487,8 @@ def _finding(index: int, proc: Process, summary: str, ev: List[Evidence], info: 
     rule = load_rules().by_id(SIGNATURE)
     if info.wait == "runs" and info.from_ == "samples":
         title = rule.text("title_samples")
+    elif info.wait == "crashed" and info.from_ == "raised":
+        title = rule.text("title_raised")
     elif info.wait in ("crashed", "runs"):
         title = rule.text("title_crashed" if info.wait == "crashed" else "title_runs")
     else:

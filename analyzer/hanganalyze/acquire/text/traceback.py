@@ -92,6 +92,14 @@ def _exception_line(s: str) -> bool:
     )
 
 
+def _named_exception(s: str) -> bool:
+    """``RuntimeError:`` and the like: an exception class by its conventional name, not a log level
+    (``ERROR:``), which ``_exception_line`` would take for a class with an empty message."""
+    m = _EXCEPTION.match(s)
+    name = m.group(1).rsplit(".", 1)[-1] if m else ""
+    return not name.isupper() and name.endswith(("Error", "Exception", "Interrupt", "Exit", "Failure"))
+
+
 #: The note of a stack a logger printed between two records (no exception line: not a traceback, so
 #: the triage reads its innermost frame as where the thread stood).
 LOGGED_STACK = "Python stack printed in a log (no exception: frames as printed, outermost first)"
@@ -138,7 +146,13 @@ def parse(lines: List[str], proc: Process) -> None:
         gap, blank = blank, not s  # the line before this one was blank
         if s.endswith(HEADER):
             prefix = s[: -len(HEADER)].strip()
-            if prefix and prefix not in ("+ Exception Group", "Exception Group"):
+            if (prefix and state == "frames" and cur is not None and cur.frames and _named_exception(prefix)
+                    and not any(n.startswith("exception: ") for n in cur.notes)):
+                # an exception whose message is another process's traceback (torch's DataLoader re-raising
+                # a worker's error: "RuntimeError: Traceback (most recent call last):"): the open
+                # traceback's exception line, and the remote traceback's header
+                cur.notes.append("exception: %s" % s)
+            elif prefix and prefix not in ("+ Exception Group", "Exception Group"):
                 messages.append(prefix)  # a log prefix glued to the header ("ERROR: Traceback ...")
             cur = Thread(name=pending_name, python_name=pending_name)
             cur.notes.append("Python traceback")
