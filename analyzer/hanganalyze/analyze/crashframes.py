@@ -38,6 +38,7 @@ from typing import Callable, Optional, Sequence, Tuple
 from hanganalyze import rxcache
 from hanganalyze.analyze.triagetable import table
 from hanganalyze.loglines import CURRENT_NOTES, DUMPED_CUT_NOTE, EXCEPTHOOK_NOTE, MP_CHILD_NOTE, REPORT_NOTE
+from hanganalyze.names import basename
 from hanganalyze_gdbext.model import Frame, Process, Thread
 from hanganalyze_gdbext.model.signals import FATAL_SIGNALS
 
@@ -59,7 +60,19 @@ def below_handler(frames: Sequence[Frame], depth: int = 24) -> int:
     for i, f in enumerate(frames[:depth]):
         if f.kind == "native" and TRAMPOLINE.match(f.function or ""):
             return i + 1 if i + 1 < len(frames) else 0
-    return 0
+    if (len(frames) > 2 and _OWN_HANDLER.match(frames[0].function or "") and not frames[1].function
+            and _LIBC.match(basename(frames[1].library) or "")):
+        return 2  # a program's own handler, then the unnamed trampoline (backtrace_symbols' lines)
+    # no trampoline: under abort or a fatal reporter on top (GGML_ABORT's printed stack), the caller
+    reporter = [i for i, f in enumerate(frames[:ABORT_DEPTH]) if f.kind == "native"
+                and (_ABORT.match(f.function or "") or _FATAL_REPORTER.match(f.function or ""))]
+    return reporter[-1] + 1 if reporter and reporter[-1] + 1 < len(frames) else 0
+
+
+#: A program's own handler of a fatal signal by its name (``segfault_handler``, ``crash_handler``), and
+#: the C library whose unnamed frame under it is the signal's trampoline (``__restore_rt``).
+_OWN_HANDLER = rxcache.compile(r"(?i)^\w*(?:segv|segfault|fault|signal|sig|crash)_?handler\w*$")
+_LIBC = rxcache.compile(r"^(?:libpthread|libc)[.-]")
 
 
 #: abort itself (glibc, the MSVC runtime's ucrtbase!abort, macOS's libsystem_c abort).
@@ -71,11 +84,13 @@ _FATAL_REPORTER = rxcache.compile(r"^(__assert_fail\w*|__assert_perror_fail|__fo
                                   r"__libc_fatal|__libc_message\w*|Py_FatalError|_Py_FatalError\w*|"
                                   r"ggml_abort|ggml_cuda_error)$")
 #: What may sit above abort on the way down to the kernel: the signal being raised; on Windows, the
-#: debug C runtime's report of the abort (its "abort() has been called" message box, open round 66).
+#: debug C runtime's report of the abort (its "abort() has been called" message box, open round 66);
+#: a reporter's capture of the stack it prints (ggml's GGML_ABORT, open round 103).
 _RAISING = rxcache.compile(r"^(raise|gsignal|__GI_raise|_p_raise|pthread_kill\w*|(?:__GI_)?__pthread_kill\w*|"
                            r"__pthread_kill_\w+|__futex_abstimed_wait\w*|__restore_rt|<signal handler called>|"
                            r"issue_debug_notification|__acrt_report_runtime_error|__acrt_show_\w*message_box|"
-                           r"__acrt_MessageBox\w*|_?_?CrtDbgReport\w*|_VCrtDbgReport\w*)$")
+                           r"__acrt_MessageBox\w*|_?_?CrtDbgReport\w*|_VCrtDbgReport\w*|"
+                           r"(?:__GI_)?_?_?backtrace|ggml_print_backtrace\w*)$")  # the reporter printing its stack
 #: Handlers that only a fatal signal or a fatal error runs (UCX's error signal handler, faulthandler's,
 #: CPython's fatal error path, glog / absl / c10 failure handlers, a sanitizer's report).
 _FATAL_HANDLERS = rxcache.compile(r"^(ucs_error_signal_handler|ucs_debug_handle_error_signal|faulthandler_fatal_error|"
@@ -157,6 +172,8 @@ def aborting(frames: Sequence[Frame], name_of: Callable[[Frame], str]) -> bool:
         if f.marker or f.kind == "python":
             return False
         name = name_of(f) or f.function or ""
+        if name in ("", "??"):
+            continue  # an address the printer could not name (its own backtrace() call, open round 103)
         if _ABORT.match(name) or _FATAL_REPORTER.match(name):
             return True
         if f.function == "<signal handler called>" and raising and _took_signal(frames, f):

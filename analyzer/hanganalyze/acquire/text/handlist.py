@@ -147,8 +147,21 @@ def _split_comment(s: str) -> Tuple[str, Optional[str]]:
     return s[:m.start()].rstrip(), s[m.start():].strip().lstrip("<-#").strip() or None
 
 
+#: ``- **main thread**: `a -> b -> c` (a note)``: a writer's bullet naming a thread, its chain in code
+#: quotes, a note after it (open round 104's summary of a macOS sample, one chain a thread).
+_QUOTED_CHAIN = re.compile(r"^(?:[-*\u2022]\s{1,4})?(?:\*\*|__)?([^`*:]{1,60}?)(?:\*\*|__)?\s{0,4}:\s{0,8}"
+                           r"`([^`]{1,2000}->[^`]{1,2000})`\s{0,8}(.{0,2000})$")
+
+
 def _arrow_line(line: str) -> Optional[Tuple[Optional[str], List[str], bool, Optional[str]]]:
     """(label, names, continues, comment) of one arrow-block line; None when it is not one."""
+    quoted = _QUOTED_CHAIN.match(line.strip())
+    if quoted:
+        parts = [p.strip() for p in quoted.group(2).split("->")]
+        if len(parts) >= MIN_FRAMES and all(_SYMBOL.match(p) for p in parts):
+            return (quoted.group(1).strip(), [p[:-2] if p.endswith("()") else p for p in parts], False,
+                    quoted.group(3).strip().strip("()").strip() or None)
+        return None
     body, comment = _split_comment(line.strip())
     label = None
     continues = body.startswith("->")
