@@ -74,3 +74,25 @@ def test_a_writers_sentences_around_an_uncaught_traceback(db):
     # near miss: a framework's line over it says it caught and printed the exception
     caught = "Exception happened during processing of request from ('127.0.0.1', 5000)\n" + text
     assert not crash_said(caught, db)
+
+
+def test_flush_left_chunks_keep_their_innermost_source_line(db):
+    # the chunk ends on the innermost frame's source (`with self.conn_lock:`): a statement, no exception line
+    text = flush_left(real_text("stratospherelinuxips/stratospherelinuxips-1836-1.txt"))
+    assert text.rstrip().endswith("with self.conn_lock:")
+    assert text_verdict(text, db)[1] == "lock"
+    # an annotated assignment over its caret line is a frame's source, not "Name: message"
+    assert text_verdict(flush_left(real_text("sealed82/prefect-14901-1.txt")), db)[1] == "queue"
+    # near miss: a flush-left last line that is an exception's stays the exception
+    raised = parse_text(text + "\nRuntimeError: database is closed\n").processes[0].threads[0]
+    assert "exception: RuntimeError: database is closed" in raised.notes
+
+
+def test_a_file_line_a_terminal_spread_with_spaces(db):
+    text = real_text("bigjob/bigjob-26-1.txt")
+    assert '",     line 216, in wait' in text
+    frames = parse_text(text).processes[0].threads[0].frames
+    assert any(f.function == "wait" and f.line == 216 for f in frames)
+    # near miss: a path with no quotes is no File line of a traceback
+    near = parse_text(text.replace('pilot_manager.py",     line 216', "pilot_manager.py      line 216"))
+    assert not any(f.line == 216 for p in near.processes for t in p.threads for f in t.frames)

@@ -512,7 +512,7 @@ def balanced(text: str) -> bool:
 #: ``File "path", line N, in func`` (tracebacks, py-bt, pystack) and ``File "path", line N in
 #: func`` (faulthandler: no comma).  Applied to a stripped line with ``match``: one start only.
 #: A web page that took ``<module>`` for an HTML tag leaves ``..., line 106, in`` (open round 69).
-PY_FILE_LINE = re.compile(r'^File "(.*)", line (\d{1,9})(,?) in(?: (.+))?$')
+PY_FILE_LINE = re.compile(r'^File "(.*)",\s{1,12}line (\d{1,9})(,?)\s{1,12}in(?: (.+))?$')  # (a terminal's spaces)
 
 
 def parse_py_file_line(s: str) -> Optional[Tuple[Frame, bool]]:

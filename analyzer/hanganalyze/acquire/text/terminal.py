@@ -238,7 +238,7 @@ def _same_tag(line: str, piece: str) -> Optional[Tuple[int, int]]:
 
 #: A Python statement's start: a keyword, or a name called, indexed or assigned.
 _PY_STMT = re.compile(r"^(?:(?:with|for|while|if|elif|return|yield|await|raise|async|assert|del|import|from|lambda|"
-                      r"not|print)\b|[A-Za-z_][\w.]*\s*(?:\(|\[|=|\+=|-=))")
+                      r"not|print)\b|[A-Za-z_][\w.]*\s*(?:\(|\[|=|\+=|-=)|[a-z_]\w*: [A-Za-z_][\w.\[\], ]* = )")
 
 
 def looks_like_statement(s: str) -> bool:

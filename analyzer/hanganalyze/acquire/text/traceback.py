@@ -307,14 +307,21 @@ INNERMOST_FIRST = ("Python stack printed innermost first (no header in the text;
                    "line calls the frame printed above it)")
 
 
+#: An annotated assignment (``callback: Call = self._queue.get()``), which reads like ``Name: message``.
+_ANNOTATED = re.compile(r"^[a-z_]\w{0,80}: [A-Za-z_][\w.\[\], ]{0,200} = \S")
+
+
 def _flush_left_source(s: str, lines: List[str], idx: int) -> bool:
     """A line right under a File line of a traceback that lost its indentation (a rendered page's
     copy): the frame's source when it is no exception line and the next line is the next frame's
-    File line or the exception line (an exception line ends the frames; nothing follows it there)."""
-    if _EXCEPTION.match(s) or idx + 1 >= len(lines) or not (looks_like_statement(s) or _wrapped_source(s)) \
+    File line or the exception line (an exception line ends the frames; nothing follows it there), or
+    the text ends there (a chunk cut under the innermost frame: a statement, no exception's line)."""
+    if (_EXCEPTION.match(s) and not _ANNOTATED.match(s)) or not (looks_like_statement(s) or _wrapped_source(s)) \
             or not (s[:1].isalnum() or s[:1] in "_([{'\""):
         return False  # (a banner between two stacks, "!!! Segfault encountered !!!", is no source)
-    nxt = lines[idx + 1].strip()
+    nxt = next((x.strip() for x in lines[idx + 1:] if x.strip() and not x.strip().startswith(("^", "~"))), None)
+    if nxt is None:
+        return looks_like_statement(s)
     return (nxt.startswith("File ") and parse_py_file_line(nxt) is not None) or _exception_line(nxt)
 
 
