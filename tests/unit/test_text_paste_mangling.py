@@ -96,3 +96,15 @@ def test_a_file_line_a_terminal_spread_with_spaces(db):
     # near miss: a path with no quotes is no File line of a traceback
     near = parse_text(text.replace('pilot_manager.py",     line 216', "pilot_manager.py      line 216"))
     assert not any(f.line == 216 for p in near.processes for t in p.threads for f in t.frames)
+
+
+def test_gdbs_from_lib_line_flush_left_is_the_frames_library(db):
+    text = flush_left(real_text("xla/xla-7155-1.txt"))
+    t = parse_text(text).processes[0].threads[0]
+    assert t.frames[0].library and t.frames[0].library.endswith("xla_extension.so")
+    assert text_verdict(text, db)[1] == "crashed"
+    # near miss: a writer's sentence starting with "from" is no frame's place
+    near = text.replace("from /home/phawkins/myenv/lib/python3.10/site-packages/jaxlib/xla_extension.so",
+                        "from the same build as before", 1)
+    t = parse_text(near).processes[0].threads[0]
+    assert not t.frames[0].library

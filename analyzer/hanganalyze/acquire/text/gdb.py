@@ -250,6 +250,10 @@ def parse(lines: List[str], proc: Process) -> None:
     r.owners.apply(proc)
 
 
+#: A frame's place on its own line with its indentation lost: ``from /path/lib.so`` / ``at file.c:12``.
+_FLUSH_PLACE = re.compile(r"^(?:from (?:/|[A-Za-z]:\\)\S{1,500}|at \S{1,500}:\d{1,7})$")
+
+
 class _Reader:
     """One pass over gdb's lines: the threads so far, the thread frames go to (``cur``), and what
     earlier lines say about the next ones (a py-bt section, a frame-filter run, a device focus).
@@ -447,8 +451,9 @@ class _Reader:
                 break
             self.i += 1
             joined += 1
-        if self.i < n and lines[self.i].startswith(" ") and lines[self.i].lstrip().startswith(("at ", "from ")):
-            body += " " + lines[self.i].strip()
+        if self.i < n and lines[self.i].lstrip().startswith(("at ", "from ")) and (
+                lines[self.i].startswith(" ") or _FLUSH_PLACE.match(lines[self.i])):
+            body += " " + lines[self.i].strip()  # (flush left: a page's copy lost the indentation)
             self.i += 1
         return body
 
