@@ -88,7 +88,7 @@ KNOWN_PATTERNS = [
     r"^Termination:\s+SIGNAL / SIG",
     r"Failed to register worker \w+ to Raylet",
     # Qt's abort for a running QThread destroyed, Apple's frameworks' assertion, a CUDA check's exception
-    r"QThread: Destroyed while thread is still running|(?:^|: )failed assertion [`']",
+    r"QThread: Destroyed while thread (?:'[^']{0,200}' )?is still running|(?:^|: )failed assertion [`']",
     r"^(?:.{0,200}\s)?Failed: \S+\.cuh?:\d+ '[^']{1,200}'\s*$",
     r"CreateSession still waiting for response from worker: /job:",  # TF 1.x's master, a task missing
     # mpirun's lines for a rank that exited with an error or a signal (the job aborted after it)

@@ -62,7 +62,17 @@ from .common import (
     unwrap_terminal,
     without_rank_tag,
 )
-from .detect import FORMAT_NAMES, LOG_WITHOUT_KNOWN_LINE, UNRECOGNISED, detect, parser_for, parses_a_frame, scores
+from .detect import (
+    FORMAT_NAMES,
+    LOG_WITHOUT_KNOWN_LINE,
+    PROFILE_TABLE,
+    UNRECOGNISED,
+    detect,
+    parser_for,
+    parses_a_frame,
+    profile_table,
+    scores,
+)
 from .formats import FORMATS, PARSERS, TextParser, format_of
 from .unwrap import looks_like_log, unwrap_layers
 
@@ -340,5 +350,6 @@ def _parse_text(text: str, input_format: Optional[str]) -> Snapshot:
             return Snapshot(processes=processes)
         if forced is not None:
             raise InputError("found no threads or frames in the text as %s" % forced.NAME)
-        raise InputError(LOG_WITHOUT_KNOWN_LINE if looks_like_log(lines) else UNRECOGNISED)
+        raise InputError(PROFILE_TABLE if profile_table(lines) else
+                         LOG_WITHOUT_KNOWN_LINE if looks_like_log(lines) else UNRECOGNISED)
     return Snapshot(processes=processes)

@@ -8,6 +8,7 @@ distinctive they are.  A score of 0 means "not this format".
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional, Tuple
 
 from hanganalyze.errors import InputError
@@ -41,6 +42,24 @@ LOG_WITHOUT_KNOWN_LINE = (
     "timeout writes each rank's flight-recorder dump; give those, or use --input-format log to read this "
     "log anyway"
 )
+
+
+#: A profiler's table (py-spy top's ``%Own %Total OwnTime TotalTime Function (filename)`` rows, cProfile's
+#: ``ncalls tottime percall cumtime percall filename:lineno(function)``): time per function, no stack.
+PROFILE_TABLE = (
+    "the text is a profiler's table (time per function: py-spy top, cProfile), not the stacks of a hang: "
+    "it cannot say where each thread waits; while the process hangs, capture its stacks (py-spy dump "
+    "--native --pid PID, or hanganalyze --pid PID) and give those"
+)
+_PROFILE_ROW = re.compile(r"^\s{0,8}\d{1,3}\.\d\d%\s+\d{1,3}\.\d\d%\s+\d+\.\d+s\s+\d+\.\d+s\s+\S"
+                          r"|^\s{0,8}\d+(?:/\d+)?\s+\d+\.\d{3}\s+\d+\.\d{3}\s+\d+\.\d{3}\s+\d+\.\d{3}\s+\S.{0,500}\(\S")
+
+
+def profile_table(lines: List[str]) -> bool:
+    """Most non-blank lines are a profiler's rows (``PROFILE_TABLE``), at least three."""
+    rows = [x for x in lines[:2000] if x.strip()]
+    hits = sum(1 for x in rows if _PROFILE_ROW.match(x))
+    return hits >= 3 and hits * 2 >= len(rows)
 
 
 def parser_for(input_format: Optional[str]) -> Optional[TextParser]:

@@ -33,6 +33,7 @@ from hanganalyze_gdbext.model import Frame, Process, Thread
 
 from . import gdbwaits, pybt
 from .common import balanced, split_call, to_int, unknown_function
+from .gdbechoes import without_echoes
 from .gdblines import (
     ADDR_IN,
     AT,
@@ -238,12 +239,13 @@ def parse(lines: List[str], proc: Process) -> None:
     """Fill ``proc`` with the threads, frames and messages found in gdb output."""
     r = _Reader(lines, proc)
     r.read()
-    threads = _without_echoes(r.threads, r.headless)
+    threads = without_echoes(r.threads, r.headless)
+    single = len(threads) == 1 and not r.by_num
+    _attach_stop(r, threads)
     if r.current_num is not None and r.current_num in r.by_num:
         r.by_num[r.current_num].current = True
-    elif len(threads) == 1 and not r.by_num:
+    elif single:
         threads[0].current = True  # a single ``bt`` shows the selected thread
-    _attach_stop(r, threads)
     for t in threads:
         _set_merge(t)
     proc.threads.extend(threads)
@@ -538,37 +540,24 @@ class _Reader:
         return raw.startswith(_LOCALS_INDENT) and self.cur is not None and bool(self.cur.frames)
 
 
-def _without_echoes(threads: List[Thread], headless: List[Thread]) -> List[Thread]:
-    """Every thread in print order, less gdb's echoes of a frame it printed again.
-
-    gdb prints the selected frame (#0 ...) when it loads a core, before ``thread apply all``:
-    with headed threads present, a headless thread repeating some thread's frame #0 is that echo.
-    Likewise a ``bt`` of the selected thread pasted above ``thread apply all bt`` repeats that
-    thread's frames whole: one thread, not two."""
-    firsts = {(t.frames[0].function, t.frames[0].address) for t in threads if t.frames}
-    stacks = {_stack_key(t) for t in threads if t.frames}
-    headless = [
-        t for t in headless
-        if not threads or not (len(t.frames) == 1 and (t.frames[0].function, t.frames[0].address) in firsts
-                               or _stack_key(t) in stacks)
-    ]
-    if not threads:
-        # gdb's echo of the stop (a core's frame #0 printed on loading it, "#0 0x.. in f ()", its signal
-        # line cut or not) above the ``bt`` it begins: one thread, not two (the ``bt`` may be cut after
-        # its own frame #0: the echo is the one-frame thread before a thread with the same top)
-        def top(t: Thread) -> Tuple[Optional[str], Optional[int], Optional[int]]:
-            return t.frames[0].function, t.frames[0].address, t.frames[0].line
-        headless = [t for i, t in enumerate(headless)
-                    if not (len(t.frames) == 1 and any(top(x) == top(t) for x in headless[i + 1:] if x.frames))]
-    return headless + threads if not threads else threads + headless
-
-
 def _attach_stop(r: _Reader, threads: List[Thread]) -> None:
     """gdb's echo of where the process stopped when it attached (``0x.. in f (...) at file:line``)
     is frame #0 of the thread it selected, the one whose LWP is the pid: where a paste of ``thread
     apply all bt`` cut that thread's frames, the echo is still its innermost frame."""
     if r.stop is not None and not threads:  # the stop line alone (a quoted first look): its thread's frame #0
         threads.append(Thread(frames=[parse_frame_body(r.stop)], notes=["frame #0 from gdb's stop line alone"]))
+    if r.stop is not None and r.current_num is not None and r.proc.signal and threads:
+        # "Thread 1 received signal SIGSEGV" then its stop line, then other threads' ``bt``s that
+        # leave thread 1 out (a cut paste): the stop line is that thread's frame #0, the one that crashed
+        t = r.by_num.get(r.current_num)
+        if t is None:
+            t = Thread(notes=["gdb thread %s" % r.current_num])
+            r.by_num[r.current_num] = t
+            threads.insert(0, t)
+        if not t.frames and not t.python_frames:
+            t.frames.append(parse_frame_body(r.stop))
+            t.notes.append("frame #0 from gdb's stop line on the signal (the thread's own frames are not in the text)")
+            r.proc.messages.append(r.stop)  # its arguments are evidence too (interp=0x0)
     if r.stop is None or r.attached is None:
         return
     t = next((t for t in threads if t.tid == r.attached and not t.frames and not t.python_frames), None)
@@ -591,7 +580,3 @@ def _set_merge(t: Thread) -> None:
         t.merge = "native-only"
     else:
         t.notes.append("no frames printed")
-
-
-def _stack_key(t: Thread) -> tuple:
-    return tuple((f.kind, f.function, f.address, f.line) for f in t.frames + t.python_frames)

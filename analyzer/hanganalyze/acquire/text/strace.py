@@ -35,11 +35,15 @@ NAME = "strace"
 _ATTACHED = re.compile(r"^(?:strace: Process (\d{1,10}) attached|"
                        r"Process (\d{1,10}) attached(?: - interrupt to quit| with \d{1,6} threads)?$)")
 #: ``[pid  123] `` (``-f``), a time (``-t``/``-tt``/``-ttt``/``-r``), then ``name(args`` and its end.
-_CALL = re.compile(r"^(?:\[pid\s{1,8}(\d{1,10})\]\s)?(?:\d{1,2}:\d\d:\d\d(?:\.\d{1,9})?\s|\d{6,12}\.\d{1,9}\s|"
-                   r"\s{0,4}\d{1,6}\.\d{6}\s)?([a-z_][a-z0-9_]{1,30})\((.{0,3000})$")
+#: (after grep -n's line number, open round 106: ``553976: [pid 33616] 1701835810.183378 (+ 0.000096) futex(``,
+#: an absolute time then -r's relative one)
+_CALL = re.compile(r"^(?:\s{0,12}\d{1,9}:\s{1,4})?(?:\[pid\s{1,8}(\d{1,10})\]\s)?"
+                   r"(?:\d{1,2}:\d\d:\d\d(?:\.\d{1,9})?\s|\d{6,12}\.\d{1,9}\s|\s{0,4}\d{1,6}\.\d{6}\s)?"
+                   r"(?:\(\+\s{0,8}\d{1,6}\.\d{6}\)\s)?([a-z_][a-z0-9_]{1,30})\((.{0,3000})$")
 #: The call's result: ``) = 0``, ``) = -1 EAGAIN (...)``, ``) = ?`` (the thread exited in it).
 _RESULT = re.compile(r"\)\s+=\s+(?:-?\d+|0x[0-9a-f]+|\?)")
-_RESUMED = re.compile(r"^(?:\[pid\s{1,8}(\d{1,10})\]\s)?(?:[\d:.]+\s)?<\.\.\. ([a-z_][a-z0-9_]{1,30}) resumed>")
+_RESUMED = re.compile(r"^(?:\s{0,12}\d{1,9}:\s{1,4})?(?:\[pid\s{1,8}(\d{1,10})\]\s)?(?:[\d:.]+\s)?"
+                      r"(?:\(\+\s{0,8}\d{1,6}\.\d{6}\)\s)?<\.\.\. ([a-z_][a-z0-9_]{1,30}) resumed>")
 #: Calls strace names; a line of prose with a parenthesis is none of them.
 _SYSCALLS = frozenset((
     "futex", "read", "readv", "pread64", "write", "writev", "pwrite64", "recvfrom", "recvmsg", "recvmmsg", "recv",

@@ -58,6 +58,10 @@ _VS = re.compile(r"^[> ]?\s*(?:\[Inline Frame\] )?([\w.\-]{1,200}\.(?:dll|exe|py
 _VS_LANG = re.compile(r"(?:\)|Line \d{1,9})\s+(?:C\+\+|C|Unknown|Python|C#|Native)\s*$")
 #: A headerless ``kb`` row: at least two 8-digit hex columns, then ``module!function``.
 _KB_ROW = re.compile(r"^(?:[0-9a-fA-F]{8}`?(?:[0-9a-fA-F]{8})? {1,8}){2,6}" + _ARGS + r"[\w.\-]{1,200}(?:![^ ]|\+0x)")
+#: JUCE's SystemStats::getStackBacktrace on Windows (open round 106): a banner per thread, then
+#: ``module!function()`` rows with neither address nor offset.
+_BANNER = re.compile(r"^={4,40} Thread (\d{1,8}) ={4,40}$")
+_BARE_ROW = re.compile(r"^([A-Za-z_][\w.\-]{0,100})!([A-Za-z_~?@$][\w:~<>?@$]{0,1000})\(\)$")
 #: A line that heads one thread's rows in a paste of several ("Callstack:").
 _STACK_HEADINGS = ("callstack", "call stack", "stack", "stack trace", "backtrace")
 _ADDRESS_ONLY = re.compile(r"^[0-9a-fA-F]{6,16}\(\)$")
@@ -178,6 +182,9 @@ def score(lines: List[str]) -> float:
             vs += 1
     if c10 >= 2:
         return 2.0 * c10
+    banners = sum(1 for x in lines if x.startswith("====") and _BANNER.match(x.strip()))
+    if banners and tables == 0 and threads == 0:
+        return 4.0 * banners + 1.5 * sum(1 for x in lines if "!" in x and _BARE_ROW.match(x.strip()))
     if tables == 0 and threads == 0 and vs < 2:
         # a ``kb`` table pasted without its header: rows of 2+ hex columns then ``module!function``
         return 1.5 * kb if kb >= 3 else 0.0
@@ -219,6 +226,16 @@ def parse(lines: List[str], proc: Process) -> None:
                 cur = Thread()
                 cur.notes.append("WinDbg call stack")
                 threads.append(cur)
+            continue
+        m = _BANNER.match(s) if s.startswith("====") else None
+        if m:
+            cur = Thread()
+            cur.notes.append("JUCE backtrace thread %s" % m.group(1))
+            threads.append(cur)
+            continue
+        m = _BARE_ROW.match(s) if cur is not None and cur.notes[:1] and cur.notes[0].startswith("JUCE") else None
+        if m:
+            cur.frames.append(Frame(kind="native", function=m.group(2), library=m.group(1)))
             continue
         if s.rstrip(":").lower() in _STACK_HEADINGS and s.endswith(":"):
             cur = None  # "Callstack:" heads the next thread's rows (several pasted one after another)
