@@ -265,6 +265,10 @@ DUMPED_NOTE = ("a systemd-coredump report with its signal line cut: the process 
 #: but which thread took the signal the chunk does not say (``crashframes.crash_not_shown``).
 DUMPED_CUT_NOTE = ("systemd-coredump stack rows cut above their thread's header: the process dumped core (a fatal "
                    "signal, or a SIGQUIT sent by hand), but the chunk does not say which thread took the signal")
+#: gdb's "Thread N received signal SIGSEGV" over ``bt``s of other threads only (thread N's frames and
+#: its stop line cut from the paste): the crash is thread N's, which the text does not show.
+SIGNAL_THREAD_CUT_NOTE = ("gdb's signal line names a thread whose frames the text leaves out: the crash is that "
+                          "thread's, not one the text shows")
 #: The note QGIS's crash report reader leaves: QGIS's crash handler writes its stack only when the
 #: application crashed, and the stack is the crashing thread's (acquire/text/qgiscrash.py).
 QGIS_NOTE = "a QGIS crash report (its crash handler writes the crashing thread's stack): the application crashed"

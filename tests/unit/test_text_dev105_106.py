@@ -75,3 +75,15 @@ def test_gdbs_stop_line_is_the_signalled_threads_frame_zero(db):
     # near miss: a thread state made for a live interpreter is no re-entry after finalization
     near = text.replace("interp=0x0,", "interp=0x5555555d1e40,")
     assert near != text and "python-finalization-gil-reacquire" not in found(text_verdict(near, db)[0])
+
+
+def test_a_signal_line_naming_a_thread_the_paste_leaves_out_names_no_thread(db):
+    text = "\n".join(x for x in real_text("freedv-gui/freedv-gui-814-1.txt").splitlines()
+                     if not x.startswith(("new_threadstate", "1563")))
+    snap, wait = text_verdict(text, db)
+    tri = next(f for f in snap.findings if f.signature == "triage")
+    assert wait == "crashed" and "does not show which thread crashed" in tri.summary
+    assert not any(t.current for t in snap.processes[0].threads)  # not the GLib thread the paste shows
+    # near miss: the signal line naming the thread shown blames that one
+    shown = text.replace('Thread 1 "pt_main_thread" received signal', 'Thread 11 "FreeDV GUI" received signal')
+    assert next(t for t in text_verdict(shown, db)[0].processes[0].threads if t.frames).current

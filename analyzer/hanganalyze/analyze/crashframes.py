@@ -37,7 +37,14 @@ from typing import Callable, Optional, Sequence, Tuple
 
 from hanganalyze import rxcache
 from hanganalyze.analyze.triagetable import table
-from hanganalyze.loglines import CURRENT_NOTES, DUMPED_CUT_NOTE, EXCEPTHOOK_NOTE, MP_CHILD_NOTE, REPORT_NOTE
+from hanganalyze.loglines import (
+    CURRENT_NOTES,
+    DUMPED_CUT_NOTE,
+    EXCEPTHOOK_NOTE,
+    MP_CHILD_NOTE,
+    REPORT_NOTE,
+    SIGNAL_THREAD_CUT_NOTE,
+)
 from hanganalyze.names import basename
 from hanganalyze_gdbext.model import Frame, Process, Thread
 from hanganalyze_gdbext.model.signals import FATAL_SIGNALS
@@ -242,6 +249,9 @@ UNSHOWN = {
     "coredump": ("systemd-coredump's stack rows cut above their thread's header", DUMPED_CUT_NOTE,
                  "Paste the whole report (coredumpctl info PID): its first stack is the thread that took the "
                  "signal, and its Signal line says which."),
+    "gdb-signal-thread": ("gdb's signal line names a thread the text does not show", SIGNAL_THREAD_CUT_NOTE,
+                          "Paste that thread's backtrace (thread N, then bt), or all of them (thread apply all bt): "
+                          "its frames are where the process crashed."),
     "faulthandler-empty": ("faulthandler's dump of a fatal signal shows no frame of its current thread",
                            "faulthandler writes 'Current thread' over the thread that took the fatal signal; its "
                            "frames are not in the text (the paste cut them, or it ran no Python code)",
@@ -284,6 +294,8 @@ def crash_not_shown(proc: Process) -> Optional[Tuple[str, str, str]]:
         return UNSHOWN["report"]
     if DUMPED_CUT_NOTE in proc.notes and proc.signal is None and not any(t.current for t in proc.threads):
         return UNSHOWN["coredump"]
+    if SIGNAL_THREAD_CUT_NOTE in proc.notes and not any(t.current for t in proc.threads):
+        return UNSHOWN["gdb-signal-thread"]
     if (_FAULTHANDLER in proc.notes and proc.signal in FATAL_SIGNALS and proc.threads
             and not any(t.current for t in proc.threads)):
         return UNSHOWN["faulthandler"]

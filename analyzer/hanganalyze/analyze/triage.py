@@ -35,7 +35,7 @@ from hanganalyze.analyze.sourcewait import called_method, source_wait
 from hanganalyze.analyze.threadchoice import background, helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, path_hit, table
 from hanganalyze.frametext import FrameStyle, frame_text
-from hanganalyze.loglines import DEVICE_NOTE
+from hanganalyze.loglines import DEVICE_NOTE, SIGNAL_THREAD_CUT_NOTE
 from hanganalyze.names import basename, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Triage, TriageThread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
@@ -114,7 +114,7 @@ def _crashed(proc: Process, t: Thread, first: bool, threads: Sequence[Thread] = 
         return t.current or not any(x.current for x in threads)
     if t.current:
         return True
-    if first and len(threads) == 1:
+    if first and len(threads) == 1 and SIGNAL_THREAD_CUT_NOTE not in proc.notes:
         return True  # one thread and a fatal signal: the signal's thread (a UCX or glog backtrace)
     return any(CRASH_FRAMES.match(_names(f)[1] or (f.function or "")) for f in t.frames[:10])
 

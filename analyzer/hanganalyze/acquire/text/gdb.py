@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Set, Tuple
 
+from hanganalyze.loglines import SIGNAL_THREAD_CUT_NOTE
 from hanganalyze_gdbext.model import Frame, Process, Thread
 
 from . import gdbwaits, pybt
@@ -558,6 +559,8 @@ def _attach_stop(r: _Reader, threads: List[Thread]) -> None:
             t.frames.append(parse_frame_body(r.stop))
             t.notes.append("frame #0 from gdb's stop line on the signal (the thread's own frames are not in the text)")
             r.proc.messages.append(r.stop)  # its arguments are evidence too (interp=0x0)
+    if r.proc.signal and r.current_num is not None and r.current_num not in r.by_num and threads:
+        r.proc.notes.append(SIGNAL_THREAD_CUT_NOTE)  # (no stop line: thread N's frames are nowhere)
     if r.stop is None or r.attached is None:
         return
     t = next((t for t in threads if t.tid == r.attached and not t.frames and not t.python_frames), None)
