@@ -41,7 +41,7 @@ from hanganalyze.analyze.sigmodel import (
     conflicting_lines,
 )
 from hanganalyze.frametext import FrameStyle, frame_text
-from hanganalyze.names import normalize_function
+from hanganalyze.names import glibc_alias, normalize_function
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread
 from hanganalyze_gdbext.model.asyncio import AsyncTask
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
@@ -136,6 +136,9 @@ class _Matcher:
         norms = [(f.function or "??") if f.kind == "python" else _norm(f.function, cache) for f in frames]
         names = set(norms)
         names.update(n.rsplit(".", 1)[1] for n, f in zip(norms, frames) if f.kind == "python" and "." in n)
+        # ... and glibc's exported spelling of an internal alias (__GI___dl_iterate_phdr): a rule's anchor
+        # written with the exported name finds the thread (Pattern.matches compares both spellings)
+        names.update(glibc_alias(n) for n, f in zip(norms, frames) if f.kind != "python" and n[:1] == "_")
         keys: List[Optional[FrameKey]] = []
         for f, n in zip(frames, norms):
             if f.marker:

@@ -210,6 +210,11 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
     # a GIL wait known from memory or from the arguments gdb printed (the GIL's condition variable):
     # in the GIL's place of the order, before the condition variable or futex it waits in
     gil = t.waits is not None and t.waits.kind == "gil"
+    if t.waits is not None and (t.waits.name or "").startswith("_rtld_global+") and tab.by_id("loader-lock"):
+        # glibc's loader locks live in _rtld_global (dl_load_lock): gdb printed it as the mutex's argument
+        # (open round 107's ROCm module loads, the frames above the cut); first in the categories' order
+        return ThreadTriage(t, tab.by_id("loader-lock"), t.waits.frame, blame_frame(frames, t.waits.frame or 0),
+                            owner, "memory")
     said = not gil and t.state.gil == "waiting" and all(f.kind == "python" or f.marker for f in frames)  # py-bt
     selected = (t.current and t.tid is None and t.name is None and not t.python_frames  # gdb's lone bt, beside
                 and all(x is t or x.tid is not None or x.name is not None for x in proc.threads))  # named threads

@@ -118,11 +118,15 @@ _SANITIZER_SIGNAL = re.compile(r"^==\d{1,10}==\s?ERROR: \w{1,40}Sanitizer: (SEGV
 
 #: The note of a frame whose own arguments gdb could not read from its stack (``crashframes``: frame #0's
 #: alone is a thread that ran off its stack).
+_WRITERS_NOTE = re.compile(r"\s{1,80}(?:\u2190|<-{1,3})\s.{0,2000}$")
 UNREADABLE_ARGS = "its arguments could not be read (gdb: Cannot access memory at address)"
 
 
 def parse_frame_body(body: str) -> Frame:
-    """``0x.. in func (args) at file:line`` / ``func (args) from lib`` -> Frame (linear scan)."""
+    """``0x.. in func (args) at file:line`` / ``func (args) from lib`` -> Frame (linear scan); a
+    writer's note after it (``  ← blocked here``, open round 107's annotated frames) is no part of it."""
+    if "\u2190" in body or "<-" in body:
+        body = _WRITERS_NOTE.sub("", body)
     f = _frame_body(body)
     if "<error reading variable: Cannot access memory at address" in body and f.note is None:
         f.note = UNREADABLE_ARGS
