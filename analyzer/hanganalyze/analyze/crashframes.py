@@ -361,6 +361,8 @@ def thread_ended(t: Thread) -> bool:
     over a child's (``Process NAME:``), that ends in an exception of its own (not a Ctrl-C or a
     timeout, whose line says what it waited for): nothing caught it, so the thread (or the child) is
     gone; its innermost frame raised and waits for nothing."""
+    if EXCEPTHOOK_NOTE in t.notes and cut_traceback(t):
+        return True  # threading prints its header only for an exception nothing caught (no Ctrl-C in a thread)
     return (EXCEPTHOOK_NOTE in t.notes or MP_CHILD_NOTE in t.notes) and raised(t) and not cut_traceback(t)
 
 
@@ -370,9 +372,9 @@ def exception_summary(lead: str, t: Thread, messages: Sequence[str], uncaught_: 
     framework may have caught it), one CPython ignored (a finalizer's), one a cut took the line of."""
     exc = exception_of(t)[:160]
     if uncaught_:
-        return "%s raised an exception nothing caught (%s)%s" % (
-            lead, exc, ("" if not thread_ended(t) else ": the child process ended on it" if MP_CHILD_NOTE in t.notes
-                        else ": that thread ended, the process may go on without it"))
+        ended = ("" if not thread_ended(t) else ": the child process ended on it" if MP_CHILD_NOTE in t.notes
+                 else ": that thread ended, the process may go on without it")
+        return "%s raised an exception nothing caught (%s)%s" % (lead, exc or "its line is cut from the text", ended)
     if cut_traceback(t):
         return ("%s raised an exception whose line is cut from the text (the traceback ends at a frame; a Ctrl-C "
                 "of a hang prints one too, and then its innermost frame is where the thread stood) and no thread "

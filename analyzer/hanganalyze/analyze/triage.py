@@ -35,7 +35,7 @@ from hanganalyze.analyze.sourcewait import called_method, source_wait
 from hanganalyze.analyze.threadchoice import background, helper_order, join_holds_lock, main_first, main_missing
 from hanganalyze.analyze.triagetable import Category, glob_match, path_hit, table
 from hanganalyze.frametext import FrameStyle, frame_text
-from hanganalyze.loglines import DEVICE_NOTE, SIGNAL_THREAD_CUT_NOTE
+from hanganalyze.loglines import DEVICE_NOTE, EXCEPTHOOK_NOTE, SIGNAL_THREAD_CUT_NOTE
 from hanganalyze.names import basename, normalize_native_name, wait_name
 from hanganalyze_gdbext.model import Evidence, Finding, Frame, Process, Snapshot, Thread, Triage, TriageThread
 from hanganalyze_gdbext.model.labels import ThreadStyle, thread_label
@@ -412,7 +412,8 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
         # tracebacks only: a thread that threading's excepthook reports, or a child multiprocessing
         # reports, is gone (no dump of other threads in the text waits for it)
         rows = [ThreadTriage(r.thread, tab.crashed, None, r.blame, r.owner, "exception")
-                if r.category is tab.runs and crashframes.thread_ended(r.thread) else r for r in rows]
+                if (r.category is tab.runs or EXCEPTHOOK_NOTE in r.thread.notes) and crashframes.thread_ended(r.thread)
+                else r for r in rows]
     about = subject(proc, rows)
     first = about[0]
     if first.category is tab.runs:  # the frames name no wait: a log line may (py-bt's "Waiting for the GIL")
