@@ -7,6 +7,8 @@ from __future__ import annotations
 from helpers import real_text, text_verdict
 
 from hanganalyze.acquire.text import parse_text
+from hanganalyze.acquire.text.common import split_ranks
+from hanganalyze.errors import InputError
 
 
 def _triage(snap):
@@ -63,3 +65,27 @@ def test_an_exception_cpython_ignored_ends_nothing(db):
     # near miss: the same traceback without CPython's header is not told as ignored
     plain = "\n".join(x for x in text.splitlines() if not x.startswith("Exception ignored in")) + "\n"
     assert plain != text and "that CPython ignored" not in _triage(text_verdict(plain, db)[0]).summary
+
+
+def test_a_traceback_beside_a_native_stack_that_names_no_wait_is_the_subject(db):
+    # Ray's worker: an abseil stack of a socket's completion handler, then the task's cut traceback
+    snap, wait = text_verdict(real_text("ray/ray-9044-1.txt"), db)
+    assert wait == "crashed" and "exception whose line is cut" in _triage(snap).summary
+    # near miss: the same native stack alone names no exception
+    native = "\n".join(x for x in real_text("ray/ray-9044-1.txt").splitlines()
+                       if "File " not in x and "Traceback" not in x)
+    try:
+        assert text_verdict(native + "\n", db)[1] != "crashed"
+    except InputError:
+        pass
+
+
+def test_a_rank_tag_the_chunk_cut_into_at_its_first_line():
+    text = real_text("bitsandbytes/bitsandbytes-1252-1.txt")
+    assert text.startswith("rank1]: Traceback")
+    t = parse_text(text).processes[0].threads[0]
+    assert t.notes[0] == "Python traceback" and len(t.frames) >= 5
+    # near miss: only the first line can have lost its tag's start: a later "rank1]: " line is untagged
+    segs = split_ranks(["[rank1]: a", "rank1]: b"])
+    assert [(x.label, x.lines) for x in segs] == [(None, ["rank1]: b"]), ("rank1", ["a"])]
+    assert [(x.label, x.lines) for x in split_ranks(["rank1]: b", "[rank1]: a"])] == [("rank1", ["b", "a"])]

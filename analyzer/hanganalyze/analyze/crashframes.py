@@ -282,6 +282,12 @@ def raised_cut(t: Thread, messages: Sequence[str] = ()) -> bool:
             and not any("^C" in m for m in messages[:200]))  # the echo may end a line of the writer's
 
 
+def raiser(threads: Sequence[Thread], messages: Sequence[str]) -> Optional[int]:
+    """The first of ``threads`` (none of which waits) whose traceback raised, or was cut after it
+    raised (``raised_cut``): its exception is the text's story, before a native stack beside it."""
+    return next((i for i, t in enumerate(threads) if raised(t) or raised_cut(t, messages)), None)
+
+
 def crash_not_shown(proc: Process) -> Optional[Tuple[str, str, str]]:
     """The process crashed and no thread in its text took the fatal signal (``UNSHOWN``'s entry):
     macOS's crash report (``REPORT_NOTE``) with no "Crashed" thread in it, or faulthandler's dump

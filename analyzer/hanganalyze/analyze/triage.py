@@ -211,8 +211,7 @@ def _classify(proc: Process, t: Thread, crashed: bool = False, memo: Optional[Di
     # in the GIL's place of the order, before the condition variable or futex it waits in
     gil = t.waits is not None and t.waits.kind == "gil"
     if t.waits is not None and (t.waits.name or "").startswith("_rtld_global+") and tab.by_id("loader-lock"):
-        # glibc's loader locks live in _rtld_global (dl_load_lock): gdb printed it as the mutex's argument
-        # (open round 107's ROCm module loads, the frames above the cut); first in the categories' order
+        # glibc's loader locks live in _rtld_global: gdb printed one as the mutex's argument (open round 107)
         return ThreadTriage(t, tab.by_id("loader-lock"), t.waits.frame, blame_frame(frames, t.waits.frame or 0),
                             owner, "memory")
     said = not gil and t.state.gil == "waiting" and all(f.kind == "python" or f.marker for f in frames)  # py-bt
@@ -423,8 +422,12 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
             first.category, first.how = said, "log"
         elif crashframes.uncaught(proc, first.thread, threads):
             first.category, first.how = tab.crashed, "exception"
-        elif crashframes.raised(first.thread) or crashframes.raised_cut(first.thread, proc.messages):
-            first.category, first.how = tab.crashed, "raised"  # no thread waits; the exception is the story
+        else:  # no thread waits: a thread's exception is the story (a traceback beside a native stack too)
+            runs = [first] + [r for r in rows if r.category is tab.runs]
+            k = crashframes.raiser([r.thread for r in runs], proc.messages)
+            if k is not None:
+                first, about = runs[k], [runs[k]] + [r for r in about if r is not runs[k]]
+                first.category, first.how = tab.crashed, "raised"
     cat = first.category
     blame = _blame_key(first) or None
     lead = thread_label(first.thread, ThreadStyle.TRIAGE)

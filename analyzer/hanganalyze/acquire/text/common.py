@@ -335,6 +335,9 @@ class Segment:
     pid: Optional[int] = None
 
 
+_CUT_TAG = re.compile(r"^(?:rank|default)\d{1,6}\]:\s")
+
+
 def split_ranks(lines: List[str]) -> List[Segment]:
     """Group launcher-prefixed lines by rank; untagged lines form their own segment (first).
 
@@ -342,7 +345,9 @@ def split_ranks(lines: List[str]) -> List[Segment]:
     """
     by_label: Dict[str, Segment] = {}
     untagged = Segment()
-    for line in lines:
+    for i, line in enumerate(lines):
+        if i == 0 and line.startswith(("rank", "default")) and _CUT_TAG.match(line):
+            line = "[" + line  # a chunk that starts one character into its first tag ("rank1]: Traceback")
         m = _RANK_PREFIX.match(line)
         if not m and "]:" in line:
             g = _GLUED_RANK.search(line)
