@@ -29,6 +29,7 @@ KNOWN_PATTERNS = [
     r"subset of ranks are waiting for remainder of ranks",
     r"One or more tensors were submitted to be reduced",
     r"[Rr]endezvous\b.*\bmay be stuck",
+    r"Waiting to connect to client mesh master\b",  # torch_xla's mesh service (the TPU job's rendezvous)
     r"This thread has been waiting for \d+",
     r"Detected mismatch between collectives",
     # the flight recorder's analysis script's report of a collective whose records disagree across ranks
