@@ -5,6 +5,7 @@ mesh service waiting for its master."""
 
 from __future__ import annotations
 
+import pytest
 from helpers import real_text, text_verdict
 
 from hanganalyze.errors import InputError
@@ -36,3 +37,46 @@ def test_torch_xlas_mesh_service_waiting_for_its_master(db):
     except InputError:
         wait = None
     assert wait != "collective"
+
+
+def test_one_function_repeated_frame_after_frame_is_a_recursion(db):
+    text = real_text("sealed102/instagramchecker-3-1.txt")
+    snap, wait = text_verdict(text, db)
+    conf = {f.signature: f.confidence for f in snap.findings}.get("stack-overflow-recursion")
+    assert conf is not None and conf < 0.8 and wait == "crashed"  # tentative: the overflow's line is cut
+    # near miss: a recursion a few frames deep is an ordinary one
+    lines = text.splitlines()
+    short = "\n".join(lines[:8]) + "\n"
+    assert "stack-overflow-recursion" not in [f.signature for f in text_verdict(short, db)[0].findings]
+    # near miss: two functions calling each other in turn are no single frame repeated
+    turns = "\n".join(x.replace(" in worker", " in helper") if i % 2 else x for i, x in enumerate(lines)) + "\n"
+    assert "stack-overflow-recursion" not in [f.signature for f in text_verdict(turns, db)[0].findings]
+
+
+_SIG = """signatures:
+  - id: repeat-step-check
+    title: A step whose frame must repeat in a row
+    severity: hang
+    cause: A stack step with a repeat count, as the schema allows or refuses it.
+    fix:
+      - kind: debug
+        text: Nothing to do here.
+    references:
+      - https://example.org/repeat
+    match:
+      threads:
+        - rule: the run
+          stack:
+            - {function: "*", repeat: COUNT}
+"""
+
+
+def test_a_steps_repeat_count_is_validated(tmp_path):
+    from hanganalyze.analyze.signatures import load_signatures
+    from hanganalyze.errors import SignatureError
+
+    (tmp_path / "ok.yaml").write_text(_SIG.replace("COUNT", "2"))
+    assert any(s.id == "repeat-step-check" for s in load_signatures([str(tmp_path)], use_cache=False).signatures)
+    (tmp_path / "ok.yaml").write_text(_SIG.replace("COUNT", "1"))
+    with pytest.raises(SignatureError, match="repeat"):
+        load_signatures([str(tmp_path)], use_cache=False)

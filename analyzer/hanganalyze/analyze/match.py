@@ -284,6 +284,12 @@ class _Matcher:
             for i in order[bisect.bisect_right(order, prev):]:
                 if i > hi:
                     break
+                if st.repeat:  # the same frame for the whole run: the next step after it
+                    if tv.keys[i:i + st.repeat].count(tv.keys[i]) == st.repeat:
+                        rest = rec(si + 1, i + st.repeat - 1)
+                        if rest is not None:
+                            return [(si, i, i in via)] + rest
+                    continue
                 # The innermost step (where the thread waits) often matches a run of frames
                 # (futex -> ... -> pthread_cond_wait): report the outermost, the one a reader
                 # recognises, and keep the innermost as the fallback placement.

@@ -219,6 +219,8 @@ class Step(FramePattern):
     within: Optional[int] = None
     optional: bool = False
     stripped: Optional[FramePattern] = None
+    #: the frame stands this many times in a row, the same function and file (a recursion)
+    repeat: Optional[int] = None
 
     @classmethod
     def compile_step(cls, d: Dict[str, Any]) -> Step:
@@ -227,7 +229,7 @@ class Step(FramePattern):
             function=base.function, library=base.library, file=base.file, file_has_slash=base.file_has_slash,
             kind=base.kind, text=base.text, source=base.source,
             gap=d.get("gap"), within=d.get("within"), optional=bool(d.get("optional")),
-            stripped=FramePattern.compile(d["stripped"]) if d.get("stripped") else None,
+            stripped=FramePattern.compile(d["stripped"]) if d.get("stripped") else None, repeat=d.get("repeat"),
         )
 
 
