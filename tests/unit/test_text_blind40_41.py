@@ -63,8 +63,12 @@ def test_abort_under_glibcs_inlined_pthread_kill_frames(db):
 def test_a_libraries_own_nccl_check_failure_ends_the_process(db):
     text = real_text("tensorrt-llm/tensorrt-llm-4238-1.txt")
     assert text_verdict(text, db)[1] == "crashed"
-    # near miss: NCCL's own INFO and WARN lines without the library's failure line read as the collective
-    calm = "\n".join(x for x in text.splitlines() if not x.startswith("Failed, NCCL error")) + "\n"
+    # NCCL's error returned up its group launch ("group.cc:242 -> 1") says the call failed on its own
+    returns = "\n".join(x for x in text.splitlines() if not x.startswith("Failed, NCCL error")) + "\n"
+    assert text_verdict(returns, db)[1] == "crashed"
+    # near miss: NCCL's other INFO and WARN lines, without the failure line and the error returns, read
+    # as the collective
+    calm = "\n".join(x for x in returns.splitlines() if " -> " not in x) + "\n"
     assert text_verdict(calm, db)[1] != "crashed"
 
 
