@@ -434,6 +434,16 @@ def reanalyzed_json(path: Path, out_dir: Path) -> Dict:
     return json.loads(out.read_text())
 
 
+def wait_or_refused(text: str, db) -> Optional[str]:
+    """The triage's wait of a pasted text, None when the text is refused (a near miss may be either)."""
+    from hanganalyze.errors import InputError
+
+    try:
+        return text_verdict(text, db)[1]
+    except InputError:
+        return None
+
+
 def crash_said(text: str, db) -> bool:
     """The triage says crashed from more than a traceback's own evidence (a traceback that raised, or
     one cut before its exception line, is "crashed" by its frames alone: ``from_ == "raised"``): a

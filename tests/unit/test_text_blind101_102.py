@@ -6,9 +6,7 @@ mesh service waiting for its master."""
 from __future__ import annotations
 
 import pytest
-from helpers import real_text, text_verdict
-
-from hanganalyze.errors import InputError
+from helpers import real_text, text_verdict, wait_or_refused
 
 
 def test_an_nccl_error_returned_to_its_init_is_a_failure_not_a_wait(db):
@@ -32,11 +30,7 @@ def test_torch_xlas_mesh_service_waiting_for_its_master(db):
     assert text_verdict(real_text("sealed101/xla-2224-1.txt"), db)[1] == "collective"
     near = ("2020-06-15 10:45:21.337106: I    3221 tensorflow/compiler/xla/xla_client/mesh_service.cc:208] "
             "Connected to client mesh master 10.164.0.77:8477\n")
-    try:
-        wait = text_verdict(near, db)[1]
-    except InputError:
-        wait = None
-    assert wait != "collective"
+    assert wait_or_refused(near, db) != "collective"
 
 
 def test_one_function_repeated_frame_after_frame_is_a_recursion(db):
