@@ -74,3 +74,13 @@ def test_a_steps_repeat_count_is_validated(tmp_path):
     (tmp_path / "ok.yaml").write_text(_SIG.replace("COUNT", "1"))
     with pytest.raises(SignatureError, match="repeat"):
         load_signatures([str(tmp_path)], use_cache=False)
+
+
+def test_unnamed_c_library_frames_under_a_handlers_frame_are_no_wait(db):
+    # g3logger's backtrace on SIGTERM: the handler's frame (another library), the trampoline, then malloc's
+    # unnamed libc frames, which a fully stripped wait would look like
+    text = real_text("sealed101/sendnn-inference-191-1.txt")
+    assert "fork-child-inherited-lock" not in [f.signature for f in text_verdict(text, db)[0].findings]
+    # near miss: the same unnamed libc frames from the top of the stack stand for the allocator's lock wait
+    top = "\n".join(x for x in text.splitlines() if "libg3logger" not in x) + "\n"
+    assert top != text and "fork-child-inherited-lock" in [f.signature for f in text_verdict(top, db)[0].findings]

@@ -230,6 +230,9 @@ class _Matcher:
             return main, main_set, set()
         extra, extra_set = self.positions(st.stripped, tv)
         via = extra_set - main_set
+        if st.within is not None:  # the innermost step: unnamed C-library frames stand for a wait only from
+            # the top of the stack down (a handler's or another library's code above them runs; opened round 101)
+            via = {i for i in via if all(j in extra_set or j in main_set for j in range(i))}
         if not via:
             return main, main_set, via
         both = main_set | via
