@@ -228,7 +228,7 @@ def interrupted_wait(t: Thread, messages: Sequence[str] = ()) -> bool:
     line is the call the thread stood in (open round 38: concurrent.futures' exit join)."""
     if not any(n.startswith("Python traceback") for n in t.notes):
         return True
-    if cut_traceback(t) and any("^C" in m for m in messages[:200]):
+    if cut_traceback(t) and ctrl_c_echoed(messages):
         return True
     return any(n.startswith("exception: ") for n in t.notes) and not raised(t)
 
@@ -278,8 +278,13 @@ def raised_cut(t: Thread, messages: Sequence[str] = ()) -> bool:
     line, with no Ctrl-C echoed in the text (``^C``: then its innermost line is the wait the Ctrl-C
     ended, ``interrupted_wait``; pyzmq-1757's exit hang echoes it at the end of a sentence).  An
     exception went up through these frames; the cut took which one."""
-    return (t.notes[:1] == ["Python traceback"] and cut_traceback(t)
-            and not any("^C" in m for m in messages[:200]))  # the echo may end a line of the writer's
+    return t.notes[:1] == ["Python traceback"] and cut_traceback(t) and not ctrl_c_echoed(messages)
+
+
+def ctrl_c_echoed(messages: Sequence[str]) -> bool:
+    """The terminal's echo of a Ctrl-C (``^C``) in the text, at a line's start or at the end of a
+    sentence of the writer's: a traceback cut below it is the KeyboardInterrupt's, ending a wait."""
+    return any("^C" in m for m in messages[:200])
 
 
 def raiser(threads: Sequence[Thread], messages: Sequence[str]) -> Optional[int]:

@@ -423,7 +423,7 @@ def triage_process(index: int, proc: Process, known_crash: bool = False, memo: O
         elif crashframes.uncaught(proc, first.thread, threads):
             first.category, first.how = tab.crashed, "exception"
         else:  # no thread waits: a thread's exception is the story (a traceback beside a native stack too)
-            runs = [first] + [r for r in rows if r.category is tab.runs]
+            runs = [first] + [r for r in rows if r is not first and r.category is tab.runs]
             k = crashframes.raiser([r.thread for r in runs], proc.messages)
             if k is not None:
                 first, about = runs[k], [runs[k]] + [r for r in about if r is not runs[k]]
